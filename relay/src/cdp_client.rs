@@ -1,0 +1,210 @@
+//! A small CDP client over one WebSocket: numbered calls with replies matched
+//! by id, events delivered in order on a channel. This is the one CDP client
+//! of the project (the managed driver and the control engine build on it; the
+//! tests' simulated extension uses it to reach Chromium).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum CdpError {
+    /// Chrome (or the relay) answered with a CDP error.
+    #[error("{method}: {message} (code {code})")]
+    Protocol { method: String, code: i64, message: String },
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("the CDP connection closed before {0} was answered")]
+    Closed(String),
+    #[error("{0} was not answered within {1:?}")]
+    Timeout(String, Duration),
+}
+
+/// An event as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CdpEvent {
+    pub method: String,
+    pub params: Value,
+    pub session_id: Option<String>,
+}
+
+type Waiter = oneshot::Sender<Result<Value, (i64, String)>>;
+
+/// A connected CDP client. Dropping it closes the connection.
+#[derive(Debug)]
+pub struct CdpClient {
+    out: mpsc::UnboundedSender<Message>,
+    pending: Arc<DashMap<u64, Waiter>>,
+    next_id: AtomicU64,
+    events: std::sync::Mutex<Option<mpsc::UnboundedReceiver<CdpEvent>>>,
+    closed: CancellationToken,
+    timeout: Duration,
+}
+
+impl CdpClient {
+    /// Connects to a `ws://` CDP endpoint (browser- or page-level).
+    pub async fn connect(url: &str) -> Result<Self, CdpError> {
+        let connect_error = |reason: String| CdpError::Connect { url: redact(url), reason };
+        let request = url.into_client_request().map_err(|e| connect_error(e.to_string()))?;
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true)
+            .await
+            .map_err(|e| connect_error(e.to_string()))?;
+        let (mut sink, mut stream) = socket.split();
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let pending: Arc<DashMap<u64, Waiter>> = Arc::new(DashMap::new());
+        let closed = CancellationToken::new();
+
+        let writer_closed = closed.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = writer_closed.cancelled() => break,
+                    message = out_rx.recv() => match message {
+                        Some(message) => if sink.send(message).await.is_err() { break },
+                        None => break,
+                    },
+                }
+            }
+            let _ = sink.close().await;
+        });
+
+        let reader_pending = pending.clone();
+        let reader_closed = closed.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = tokio::select! {
+                () = reader_closed.cancelled() => None,
+                message = stream.next() => message,
+            } {
+                let Message::Text(text) = message else { continue };
+                let Ok(mut value) = serde_json::from_str::<Value>(&text) else { continue };
+                if let Some(id) = value.get("id").and_then(Value::as_u64) {
+                    if let Some((_, waiter)) = reader_pending.remove(&id) {
+                        let result = match value.get_mut("error") {
+                            Some(error) => Err((
+                                error.get("code").and_then(Value::as_i64).unwrap_or(0),
+                                error.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                            )),
+                            None => Ok(value.get_mut("result").map(Value::take).unwrap_or(Value::Null)),
+                        };
+                        let _ = waiter.send(result);
+                    }
+                } else if let Some(method) = value.get("method").and_then(Value::as_str) {
+                    let _ = events_tx.send(CdpEvent {
+                        method: method.to_string(),
+                        params: value.get_mut("params").map(Value::take).unwrap_or(Value::Null),
+                        session_id: value.get("sessionId").and_then(Value::as_str).map(str::to_string),
+                    });
+                }
+            }
+            reader_closed.cancel();
+            // Wake every waiter: the connection is gone.
+            reader_pending.clear();
+        });
+
+        Ok(Self {
+            out,
+            pending,
+            next_id: AtomicU64::new(1),
+            events: std::sync::Mutex::new(Some(events_rx)),
+            closed,
+            timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// Sets the deadline for each call (default 30 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Takes the event stream (once).
+    pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<CdpEvent>> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Sends a command and waits for its result.
+    pub async fn call(&self, method: &str, params: Value, session_id: Option<&str>) -> Result<Value, CdpError> {
+        self.start_call(method, params, session_id).await
+    }
+
+    /// Sends a command now and returns a future for its result. Commands are
+    /// sent in the order `start_call` is called, whenever the futures are
+    /// awaited (input events must reach Chrome in order).
+    pub fn start_call(
+        &self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+    ) -> impl std::future::Future<Output = Result<Value, CdpError>> + Send + use<> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut message = json!({"id": id, "method": method, "params": params});
+        if let Some(session) = session_id {
+            message["sessionId"] = json!(session);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(id, tx);
+        let sent = !self.closed.is_cancelled() && self.out.send(Message::Text(message.to_string().into())).is_ok();
+        if !sent {
+            self.pending.remove(&id);
+        }
+        let (method, pending, timeout) = (method.to_string(), self.pending.clone(), self.timeout);
+        async move {
+            if !sent {
+                return Err(CdpError::Closed(method));
+            }
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(Ok(result))) => Ok(result),
+                Ok(Ok(Err((code, message)))) => Err(CdpError::Protocol { method, code, message }),
+                Ok(Err(_)) => Err(CdpError::Closed(method)),
+                Err(_) => {
+                    pending.remove(&id);
+                    Err(CdpError::Timeout(method, timeout))
+                }
+            }
+        }
+    }
+
+    /// Sends a raw text frame (tests use this to send malformed input).
+    pub fn send_raw(&self, text: &str) -> bool {
+        self.out.send(Message::Text(text.to_string().into())).is_ok()
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        let _ = self.out.send(Message::Close(None));
+    }
+}
+
+impl Drop for CdpClient {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    // Replies can be large (full-page screenshots); Chrome itself allows 256 MiB.
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(256 << 20))
+        .max_frame_size(Some(256 << 20))
+}
+
+/// A URL without its query (which may hold a token), for error messages.
+pub fn redact(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_string(),
+    }
+}

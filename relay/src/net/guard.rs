@@ -1,0 +1,255 @@
+//! Who may talk to the relay. One pure function, [`Guard::check`], decides
+//! every HTTP request and every WebSocket upgrade; the axum middleware in
+//! [`guard_layer`] only feeds it. Each rule is listed in SECURITY.md with the
+//! test that tries to break it.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::state_dir::Token;
+use shared_protocol::TOKEN_SUBPROTOCOL_PREFIX;
+
+/// The extension id pinned by the `"key"` in the extension's manifest.
+pub const DEFAULT_EXTENSION_ID: &str = "fkbhbmhmlmgdgkkbnmnbckmblmghihfo";
+
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// `None` only with `--no-auth`.
+    token: Option<Token>,
+    /// Extension ids whose `chrome-extension://<id>` origin may open `/extension`.
+    extension_ids: Arc<[String]>,
+}
+
+/// Which rules apply to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteClass {
+    /// `/` and `/extension/status`: health checks, no token, no secrets.
+    Public,
+    /// `/json*`, `/cdp`, `/devtools/*`: CDP clients; token required.
+    Client,
+    /// `/extension`: only the pinned extension; token required.
+    Extension,
+}
+
+impl RouteClass {
+    pub fn of(path: &str) -> Self {
+        match path {
+            "/extension" => Self::Extension,
+            "/" | "/extension/status" => Self::Public,
+            _ => Self::Client,
+        }
+    }
+}
+
+/// Why a request was refused. The message tells a legitimate user what to do
+/// and never echoes a presented token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    MissingHost,
+    NonLoopbackHost(String),
+    WebOrigin(String),
+    ExtensionOrigin(Option<String>),
+    MissingToken,
+    WrongToken,
+}
+
+impl Rejection {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingHost => StatusCode::BAD_REQUEST,
+            Self::NonLoopbackHost(_) | Self::WebOrigin(_) | Self::ExtensionOrigin(_) => StatusCode::FORBIDDEN,
+            Self::MissingToken | Self::WrongToken => StatusCode::UNAUTHORIZED,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Self::MissingHost => "missing Host header".into(),
+            Self::NonLoopbackHost(host) => format!(
+                "Host '{host}' is not a loopback name: Browser Relay only answers requests for 127.0.0.1, localhost or [::1] (DNS-rebinding protection)"
+            ),
+            Self::WebOrigin(origin) => format!(
+                "requests from web pages are refused (Origin '{origin}'): Browser Relay is for local CDP clients and its own extension"
+            ),
+            Self::ExtensionOrigin(None) => "/extension is only for the Browser Relay extension (no Origin header)".into(),
+            Self::ExtensionOrigin(Some(origin)) => format!(
+                "/extension is only for the Browser Relay extension; Origin '{origin}' is not on the allow-list (see --extension-id)"
+            ),
+            Self::MissingToken => "missing token: pass ?token=…, 'Authorization: Bearer …' or use the URL printed by `browser-relay cdp-url`".into(),
+            Self::WrongToken => "wrong token: get the current one with `browser-relay token`".into(),
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        (self.status(), [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], self.message()).into_response()
+    }
+}
+
+impl Guard {
+    pub fn new(token: Option<Token>, extension_ids: Vec<String>) -> Self {
+        Self { token, extension_ids: extension_ids.into() }
+    }
+
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref()
+    }
+
+    /// Decides one request. `query` is the raw query string, if any.
+    pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Rejection> {
+        let host = headers.get(header::HOST).ok_or(Rejection::MissingHost)?;
+        let host = host.to_str().unwrap_or("<non-ascii>");
+        if !is_loopback_host(host) {
+            return Err(Rejection::NonLoopbackHost(host.to_string()));
+        }
+        let class = RouteClass::of(path);
+        let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("<non-ascii>").to_string());
+        match (class, origin) {
+            (RouteClass::Extension, Some(origin)) if self.is_allowed_extension(&origin) => {}
+            (RouteClass::Extension, origin) => return Err(Rejection::ExtensionOrigin(origin)),
+            // Our own extension may read the public status routes (options page).
+            (_, Some(origin)) if self.is_allowed_extension(&origin) && class == RouteClass::Public => {}
+            // Any other Origin means a web page (or an unknown extension, or a
+            // sandboxed `null` document) is making the request: refuse, on
+            // plain HTTP routes (CSRF) and on upgrades (cross-site WebSocket
+            // hijacking) alike.
+            (_, Some(origin)) => return Err(Rejection::WebOrigin(origin)),
+            (_, None) => {}
+        }
+        if class == RouteClass::Public {
+            return Ok(());
+        }
+        let Some(token) = &self.token else { return Ok(()) };
+        let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
+        if token.matches(&presented) { Ok(()) } else { Err(Rejection::WrongToken) }
+    }
+
+    fn is_allowed_extension(&self, origin: &str) -> bool {
+        origin
+            .strip_prefix("chrome-extension://")
+            .map(|id| id.trim_end_matches('/'))
+            .is_some_and(|id| self.extension_ids.iter().any(|allowed| allowed == id))
+    }
+}
+
+/// `Host` names we answer: 127.0.0.0/8, `localhost`, `[::1]`, with any port.
+pub fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [v6]:port
+        match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || valid_port(port) => v6,
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if valid_port(port) => name,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn valid_port(with_colon: &str) -> bool {
+    let port = with_colon.strip_prefix(':').unwrap_or(with_colon);
+    !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The token a client presented: `Authorization: Bearer`, `?token=`, or a
+/// `token.<value>` WebSocket subprotocol.
+fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
+    if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        if let Some(bearer) = value.strip_prefix("Bearer ") {
+            return Some(bearer.trim().to_string());
+        }
+    }
+    if let Some(query) = query {
+        if let Some((_, value)) = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token") {
+            return Some(value.into_owned());
+        }
+    }
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(TOKEN_SUBPROTOCOL_PREFIX).map(str::to_string))
+}
+
+/// axum middleware: applies [`Guard::check`] to every request before routing.
+pub async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let uri = request.uri();
+    match guard.check(uri.path(), uri.query(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(rejection) => {
+            // Log the path only: the query may carry a token.
+            tracing::warn!(path = uri.path(), status = %rejection.status(), "refused: {}", rejection.message());
+            rejection.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn loopback_host_names() {
+        for ok in ["127.0.0.1", "127.0.0.1:18792", "localhost", "LOCALHOST:1", "[::1]", "[::1]:18792", "127.3.4.5:80"] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:18792",
+            "localhost.evil.example",
+            "127.0.0.1.evil.example",
+            "0.0.0.0",
+            "10.0.0.1:18792",
+            "[::2]:1",
+            "127.0.0.1:99999999",
+            "127.0.0.1:abc",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn token_sources() {
+        let t = "a".repeat(64);
+        assert_eq!(presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))])), Some(t.clone()));
+        assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new()), Some(t.clone()));
+        let protocols = format!("browser-relay.v1, token.{t}");
+        assert_eq!(presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)])), Some(t));
+        assert_eq!(presented_token(Some("token"), &HeaderMap::new()), Some(String::new()));
+        assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")])), None);
+    }
+
+    #[test]
+    fn rejection_messages_never_echo_tokens() {
+        let token = Token::generate();
+        let guard = Guard::new(Some(token.clone()), vec![DEFAULT_EXTENSION_ID.into()]);
+        let wrong = "b".repeat(64);
+        let err = guard.check("/json/list", Some(&format!("token={wrong}")), &headers(&[("host", "127.0.0.1")])).unwrap_err();
+        assert_eq!(err, Rejection::WrongToken);
+        assert!(!err.message().contains(&wrong) && !err.message().contains(token.as_str()));
+    }
+}

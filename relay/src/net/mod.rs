@@ -1,0 +1,86 @@
+//! Listening sockets. Only this module accepts connections; it applies the
+//! connection-level limits (loopback bind, header-read timeout, connection
+//! cap) that axum's own `serve` does not offer.
+
+pub mod guard;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Connection-level limits.
+#[derive(Debug, Clone)]
+pub struct ServeLimits {
+    /// A client must finish sending request headers within this (slowloris).
+    pub header_read_timeout: Duration,
+    /// Open connections at once; further ones wait in the accept backlog.
+    pub max_connections: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self { header_read_timeout: Duration::from_secs(10), max_connections: 512 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("refusing to listen on {0}: Browser Relay only listens on loopback addresses (127.0.0.1 or ::1)")]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Io { addr: SocketAddr, source: std::io::Error },
+}
+
+/// Binds a loopback listener; any other address is refused.
+pub async fn bind_loopback(addr: SocketAddr) -> Result<TcpListener, BindError> {
+    if !addr.ip().is_loopback() {
+        return Err(BindError::NotLoopback(addr));
+    }
+    TcpListener::bind(addr).await.map_err(|source| BindError::Io { addr, source })
+}
+
+/// Serves `router` on `listener` until `shutdown` fires.
+pub async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => return,
+            permit = permits.clone().acquire_owned() => permit.expect("semaphore never closed"),
+        };
+        let (stream, _peer) = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let shutdown = shutdown.clone();
+        let header_read_timeout = limits.header_read_timeout;
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+            tokio::select! {
+                result = connection => if let Err(e) = result {
+                    tracing::debug!("connection ended: {e}");
+                },
+                () = shutdown.cancelled() => {}
+            }
+            drop(permit);
+        });
+    }
+}

@@ -1,0 +1,504 @@
+//! The one extension connection: handshake, replies, events, keepalive, and
+//! what happens to clients when the extension comes and goes.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+use shared_protocol::{
+    DebuggerEvent, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, TabId, TabInfo, close_code, encode,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::cdp;
+use super::client::write_loop;
+use super::targets::{SubKind, Target, new_id};
+use super::{CallError, Pending, Relay};
+
+/// A live, greeted extension connection.
+#[derive(Debug)]
+pub struct ExtensionLink {
+    /// Distinguishes this connection from earlier ones, so pending calls of a
+    /// dead connection can be failed without touching a new one's.
+    pub generation: u64,
+    tx: mpsc::Sender<Message>,
+    pub hello: Hello,
+}
+
+impl ExtensionLink {
+    /// Queues a frame for the extension; `false` once the connection is gone.
+    pub async fn send(&self, text: String) -> bool {
+        self.tx.send(Message::Text(text.into())).await.is_ok()
+    }
+}
+
+/// Holds the single extension slot; released when dropped.
+#[derive(Debug)]
+pub struct ExtensionClaim(pub(super) Relay);
+
+impl Drop for ExtensionClaim {
+    fn drop(&mut self) {
+        self.0.0.extension_claimed.store(false, Ordering::Release);
+    }
+}
+
+async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
+    tracing::warn!(code, "closing extension connection: {reason}");
+    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason.to_string()) };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+impl Relay {
+    /// Runs one extension connection to its end.
+    pub async fn serve_extension(&self, mut socket: WebSocket, claim: ExtensionClaim) {
+        let config = self.config().clone();
+        let first = tokio::time::timeout(config.hello_timeout, socket.recv()).await;
+        let hello = match first {
+            Err(_) => {
+                let reason = format!("no hello within {:?}", config.hello_timeout);
+                return close_with(socket, close_code::HELLO_TIMEOUT, &reason).await;
+            }
+            Ok(Some(Ok(Message::Text(text)))) => match ExtensionMessage::parse(&text) {
+                Ok(ExtensionMessage::Hello(hello)) => hello,
+                Ok(other) => {
+                    let reason = format!("the first message must be hello, got {}", message_name(&other));
+                    return close_with(socket, close_code::BAD_MESSAGE, &reason).await;
+                }
+                Err(e) => return close_with(socket, close_code::BAD_MESSAGE, &format!("bad hello: {e}")).await,
+            },
+            Ok(_) => return,
+        };
+        if hello.protocol_version != PROTOCOL_VERSION {
+            let reason = format!(
+                "extension speaks protocol {}, this relay speaks {PROTOCOL_VERSION}: update the one that is older",
+                hello.protocol_version
+            );
+            return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
+        }
+
+        let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let (sink, mut stream) = socket.split();
+        let (tx, rx) = mpsc::channel(1024);
+        let stop_writer = CancellationToken::new();
+        let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone()));
+        let link = Arc::new(ExtensionLink { generation, tx, hello: hello.clone() });
+        link.send(encode(&RelayMessage::Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            relay_version: env!("CARGO_PKG_VERSION").into(),
+        }))
+        .await;
+        self.0.link.send_replace(Some(link.clone()));
+        tracing::info!(
+            extension = %hello.extension_version,
+            browser = %hello.browser_version,
+            tabs = hello.attached_tabs.len(),
+            "extension connected"
+        );
+        if !hello.attached_tabs.is_empty() {
+            let relay = self.clone();
+            let tabs = hello.attached_tabs.clone();
+            tokio::spawn(async move {
+                for tab in tabs {
+                    if let Err(e) = relay.register_tab(&tab).await {
+                        tracing::warn!(tab = tab.tab_id, "could not re-announce tab: {e}");
+                    }
+                }
+            });
+        }
+
+        let mut ping = tokio::time::interval(config.ping_interval);
+        ping.tick().await;
+        let mut last_seen = Instant::now();
+        let mut nonce = 0u64;
+        loop {
+            tokio::select! {
+                frame = stream.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        last_seen = Instant::now();
+                        self.on_extension_text(&link, &text);
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => last_seen = Instant::now(),
+                    Some(Ok(Message::Binary(_))) => tracing::warn!("extension sent a binary frame; ignored"),
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        tracing::warn!("extension connection failed: {e}");
+                        break;
+                    }
+                },
+                _ = ping.tick() => {
+                    if last_seen.elapsed() > config.extension_silence {
+                        tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);
+                        break;
+                    }
+                    nonce += 1;
+                    link.send(encode(&RelayMessage::Ping { nonce })).await;
+                }
+            }
+        }
+
+        // Teardown order matters: stop the writer first so that no call can
+        // be queued after the pending table is drained.
+        stop_writer.cancel();
+        let _ = writer.await;
+        self.0.link.send_if_modified(|current| {
+            let ours = current.as_ref().is_some_and(|l| l.generation == generation);
+            if ours {
+                *current = None;
+            }
+            ours
+        });
+        drop(link);
+        self.fail_pending(generation);
+        let gone = self.registry().take_all();
+        for target in gone {
+            self.announce_gone(target);
+        }
+        self.0.children.clear();
+        drop(claim);
+        tracing::info!("extension disconnected");
+    }
+
+    fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
+        let message = match ExtensionMessage::parse(text) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::warn!("dropping malformed message from the extension: {e}");
+                return;
+            }
+        };
+        match message {
+            ExtensionMessage::Reply(reply) => self.on_reply(reply),
+            ExtensionMessage::DebuggerEvent(event) => self.on_debugger_event(&event),
+            ExtensionMessage::DebuggerDetached { tab_id, reason } => {
+                tracing::info!(tab = tab_id, %reason, "debugger detached");
+                self.drop_tab(tab_id);
+            }
+            ExtensionMessage::TabRemoved { tab_id } => self.drop_tab(tab_id),
+            ExtensionMessage::TabCreated { tab } => {
+                // Popups of attached tabs are attached too: the relay decides.
+                let opener_attached = tab.opener_tab_id.is_some_and(|o| self.registry().by_tab(o).is_some());
+                if opener_attached {
+                    let relay = self.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = relay.attach_and_register(&tab).await {
+                            tracing::warn!(tab = tab.tab_id, "could not attach popup: {e}");
+                        }
+                    });
+                }
+            }
+            ExtensionMessage::TabReplaced { added_tab_id, removed_tab_id } => {
+                if let Some(target) = self.registry().by_tab_mut(removed_tab_id) {
+                    target.tab_id = added_tab_id;
+                }
+            }
+            ExtensionMessage::TabUpdated { tab } => self.on_tab_updated(&tab),
+            ExtensionMessage::UserToggledAttach { tab, attached: true } => {
+                let relay = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = relay.register_tab(&tab).await {
+                        tracing::warn!(tab = tab.tab_id, "could not announce the tab the user attached: {e}");
+                    }
+                });
+            }
+            ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
+            ExtensionMessage::Ping { nonce } => {
+                // Best effort: a full queue means the extension is not reading.
+                let _ = link.tx.try_send(Message::Text(encode(&RelayMessage::Pong { nonce }).into()));
+            }
+            ExtensionMessage::Pong { .. } => {}
+            ExtensionMessage::Hello(_) => tracing::warn!("second hello on one connection ignored"),
+        }
+    }
+
+    fn on_reply(&self, reply: Reply<'_>) {
+        let Some((_, pending)) = self.0.pending.remove(&reply.id) else {
+            tracing::debug!(id = reply.id, "reply for a call nobody waits for (timed out?)");
+            return;
+        };
+        match pending {
+            Pending::Client { client, cdp_id, session, .. } => {
+                client.finish_command();
+                let text = match (&reply.error, reply.result) {
+                    (Some(error), _) => {
+                        cdp::error(Some(cdp_id), error.code.unwrap_or(cdp::code::SERVER_ERROR), &error.message, session.as_deref())
+                    }
+                    (None, result) => cdp::response(cdp_id, result.map_or("{}", |r| r.get()), session.as_deref()),
+                };
+                client.send(text);
+            }
+            Pending::Internal { reply: tx, .. } => {
+                let result = match (reply.error, reply.result) {
+                    (Some(error), _) => Err(CallError::Chrome(error.message)),
+                    (None, result) => Ok(result.map_or("null", |r| r.get()).to_string()),
+                };
+                let _ = tx.send(result);
+            }
+        }
+    }
+
+    fn on_debugger_event(&self, event: &DebuggerEvent<'_>) {
+        let method = &*event.method;
+        let params = event.params.map_or("{}", |p| p.get());
+        match method {
+            "Target.attachedToTarget" | "Target.detachedFromTarget" => {
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Child {
+                    session_id: String,
+                }
+                if let Ok(child) = serde_json::from_str::<Child>(params) {
+                    if method == "Target.attachedToTarget" {
+                        self.0.children.insert(child.session_id.into(), event.tab_id);
+                    } else {
+                        self.0.children.remove(child.session_id.as_str());
+                    }
+                }
+            }
+            "Page.frameNavigated" if event.session_id.is_none() => self.on_main_frame_navigated(event.tab_id, params),
+            _ => {}
+        }
+
+        let registry = self.registry();
+        let Some(target) = registry.by_tab(event.tab_id) else { return };
+        match event.session_id.as_deref() {
+            None => {
+                // One frame per distinct session id; clients sharing a session
+                // share the bytes.
+                let mut built: Vec<(Option<&str>, Utf8Bytes)> = Vec::with_capacity(2);
+                for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page) {
+                    let key = (!sub.bare).then_some(&*sub.session);
+                    let frame = match built.iter().find(|(k, _)| *k == key) {
+                        Some((_, frame)) => frame.clone(),
+                        None => {
+                            let frame = Utf8Bytes::from(cdp::event(method, params, key));
+                            built.push((key, frame.clone()));
+                            frame
+                        }
+                    };
+                    sub.client.send(frame);
+                }
+                if let Some(browser_method) = download_event(method) {
+                    // Playwright listens for downloads at the browser level.
+                    let frame = Utf8Bytes::from(cdp::event(browser_method, params, None));
+                    for client in distinct_clients(target, |s| s.kind == SubKind::Page && !s.bare && s.parent.is_none()) {
+                        client.send(frame.clone());
+                    }
+                }
+            }
+            Some(child) => {
+                let frame = Utf8Bytes::from(cdp::event(method, params, Some(child)));
+                for client in distinct_clients(target, |s| s.kind == SubKind::Page) {
+                    client.send(frame.clone());
+                }
+            }
+        }
+    }
+
+    fn on_main_frame_navigated(&self, tab_id: TabId, params: &str) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Frame {
+            parent_id: Option<String>,
+            url: String,
+            #[serde(default)]
+            url_fragment: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Navigated {
+            frame: Frame,
+        }
+        let Ok(Navigated { frame }) = serde_json::from_str::<Navigated>(params) else { return };
+        if frame.parent_id.is_some() {
+            return;
+        }
+        let url = frame.url + frame.url_fragment.as_deref().unwrap_or("");
+        let mut registry = self.registry();
+        if let Some(target) = registry.by_tab_mut(tab_id) {
+            if target.url != url {
+                target.url = url;
+                self.announce_info_changed(target);
+            }
+        }
+    }
+
+    fn on_tab_updated(&self, tab: &TabInfo) {
+        let mut registry = self.registry();
+        let Some(target) = registry.by_tab_mut(tab.tab_id) else { return };
+        let changed = (!tab.url.is_empty() && tab.url != target.url) || tab.title != target.title;
+        if tab.window_id.is_some() {
+            target.window_id = tab.window_id;
+        }
+        if changed {
+            if !tab.url.is_empty() {
+                target.url.clone_from(&tab.url);
+            }
+            target.title.clone_from(&tab.title);
+            self.announce_info_changed(target);
+        }
+    }
+
+    /// Attaches the debugger to a tab, then announces it.
+    pub(crate) async fn attach_and_register(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
+        let tab_id = tab.tab_id;
+        self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
+        self.register_tab(tab).await
+    }
+
+    /// Adds an attached tab to the registry (once) and announces it to every
+    /// client that auto-attaches or discovers targets.
+    pub(crate) async fn register_tab(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
+        if let Some(target) = self.registry().by_tab(tab.tab_id) {
+            return Ok(target.target_id.clone());
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Info {
+            target_id: String,
+            #[serde(default)]
+            url: String,
+            #[serde(default)]
+            title: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct InfoResult {
+            target_info: Info,
+        }
+        let raw = self.send_command(tab.tab_id, "Target.getTargetInfo", None).await?;
+        let info = serde_json::from_str::<InfoResult>(&raw)
+            .map_err(|e| CallError::Chrome(format!("unexpected Target.getTargetInfo result: {e}")))?
+            .target_info;
+
+        let mut registry = self.registry();
+        if let Some(target) = registry.by_tab(tab.tab_id) {
+            return Ok(target.target_id.clone());
+        }
+        let opener = tab.opener_tab_id.and_then(|o| registry.by_tab(o)).map(|t| t.target_id.clone());
+        let target_id: Arc<str> = info.target_id.into();
+        registry.insert(Target {
+            tab_id: tab.tab_id,
+            window_id: tab.window_id,
+            target_id: target_id.clone(),
+            tab_target_id: new_id(),
+            page_session: new_id(),
+            tab_session: new_id(),
+            url: info.url,
+            title: if info.title.is_empty() { tab.title.clone() } else { info.title },
+            opener,
+            subs: Vec::new(),
+        });
+        let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
+        self.announce_new(target);
+        tracing::info!(tab = tab.tab_id, target = %target_id, "tab attached");
+        Ok(target_id)
+    }
+
+    /// Removes a tab and tells its clients it is gone.
+    pub(crate) fn drop_tab(&self, tab_id: TabId) {
+        let removed = self.registry().remove_tab(tab_id);
+        if let Some(target) = removed {
+            self.0.children.retain(|_, tab| *tab != tab_id);
+            tracing::info!(tab = tab_id, target = %target.target_id, "tab detached");
+            self.announce_gone(target);
+        }
+    }
+
+    /// `Target.detachedFromTarget` to every subscriber (pages before the tab
+    /// sessions above them, as Chrome does) and `targetDestroyed` to
+    /// discovering clients.
+    fn announce_gone(&self, mut target: Target) {
+        target.subs.sort_by_key(|s| s.kind == SubKind::Tab);
+        for sub in &target.subs {
+            sub.client.forget_session(&sub.session);
+            if sub.bare {
+                // A page-level endpoint has nothing left to talk to.
+                sub.client.send(cdp::event("Inspector.detached", r#"{"reason":"target_closed"}"#, None));
+                sub.client.close(1000, "target closed");
+                continue;
+            }
+            let target_id = if sub.kind == SubKind::Tab { &target.tab_target_id } else { &target.target_id };
+            let params = json!({"sessionId": &*sub.session, "targetId": &**target_id}).to_string();
+            sub.client.send(cdp::event("Target.detachedFromTarget", &params, sub.parent.as_deref()));
+        }
+        for client in self.0.clients.iter() {
+            let Some(filter) = client.discover_filter() else { continue };
+            for (kind, id) in [("page", &target.target_id), ("tab", &target.tab_target_id)] {
+                if filter.matches(kind) {
+                    let params = json!({"targetId": &**id}).to_string();
+                    client.send(cdp::event("Target.targetDestroyed", &params, None));
+                }
+            }
+        }
+    }
+
+    fn announce_new(&self, target: &mut Target) {
+        let context_id = self.context_id().clone();
+        let clients: Vec<_> = self.0.clients.iter().map(|c| c.value().clone()).collect();
+        for client in clients {
+            if let Some(filter) = client.discover_filter() {
+                for (kind, info) in [("page", target.page_info(&context_id)), ("tab", target.tab_info(&context_id))] {
+                    if filter.matches(kind) {
+                        client.send(cdp::event("Target.targetCreated", &json!({"targetInfo": info}).to_string(), None));
+                    }
+                }
+            }
+            client.auto_attach_root(target, &context_id);
+        }
+    }
+
+    fn announce_info_changed(&self, target: &Target) {
+        let context_id = self.context_id();
+        for client in self.0.clients.iter() {
+            let Some(filter) = client.discover_filter() else { continue };
+            for (kind, info) in [("page", target.page_info(context_id)), ("tab", target.tab_info(context_id))] {
+                if filter.matches(kind) {
+                    client.send(cdp::event("Target.targetInfoChanged", &json!({"targetInfo": info}).to_string(), None));
+                }
+            }
+        }
+    }
+}
+
+/// Page download events re-emitted at the browser level, where Playwright
+/// listens for them (`Browser.setDownloadBehavior` is refused to extensions).
+fn download_event(method: &str) -> Option<&'static str> {
+    match method {
+        "Page.downloadWillBegin" => Some("Browser.downloadWillBegin"),
+        "Page.downloadProgress" => Some("Browser.downloadProgress"),
+        _ => None,
+    }
+}
+
+fn distinct_clients(
+    target: &Target,
+    keep: impl Fn(&super::targets::Subscription) -> bool,
+) -> Vec<Arc<super::client::ClientHandle>> {
+    let mut out: Vec<Arc<super::client::ClientHandle>> = Vec::new();
+    for sub in target.subs.iter().filter(|s| keep(s)) {
+        if !out.iter().any(|c| c.id == sub.client.id) {
+            out.push(sub.client.clone());
+        }
+    }
+    out
+}
+
+fn message_name(message: &ExtensionMessage<'_>) -> &'static str {
+    match message {
+        ExtensionMessage::Hello(_) => "hello",
+        ExtensionMessage::Reply(_) => "reply",
+        ExtensionMessage::DebuggerEvent(_) => "debugger.onEvent",
+        ExtensionMessage::DebuggerDetached { .. } => "debugger.onDetach",
+        ExtensionMessage::TabCreated { .. } => "tabs.onCreated",
+        ExtensionMessage::TabRemoved { .. } => "tabs.onRemoved",
+        ExtensionMessage::TabReplaced { .. } => "tabs.onReplaced",
+        ExtensionMessage::TabUpdated { .. } => "tabs.onUpdated",
+        ExtensionMessage::UserToggledAttach { .. } => "user.toggledAttach",
+        ExtensionMessage::Ping { .. } => "ping",
+        ExtensionMessage::Pong { .. } => "pong",
+    }
+}

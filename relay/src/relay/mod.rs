@@ -1,0 +1,411 @@
+//! The relay engine: one extension link, many CDP clients, the registry of
+//! attached tabs, and routing by `id`/`sessionId` between them. It knows
+//! nothing of HTTP; `crate::http` hands it upgraded sockets.
+//!
+//! Invariants:
+//! - The relay answers every root-level `Target.*`/`Browser.*` command itself;
+//!   the extension only ever sees `chrome.*` calls.
+//! - Every pending command is answered exactly once: by the extension's reply,
+//!   or with an error when the extension goes away.
+//! - Events and the answers that depend on them are queued to a client while
+//!   the registry lock is held, so "event before result" orderings hold.
+
+pub mod cdp;
+pub mod client;
+pub mod extension;
+pub mod targets;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use serde_json::{Value, json};
+use shared_protocol::{CallId, Hello, RelayMessage, TabId};
+use tokio::sync::{oneshot, watch};
+
+use crate::state_dir::Token;
+use client::ClientHandle;
+use extension::ExtensionLink;
+use targets::Registry;
+
+/// Limits and timeouts. Defaults suit a user's machine; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// How long `/cdp` waits for the extension before answering 503.
+    pub extension_grace: Duration,
+    /// How long the extension has to send its hello.
+    pub hello_timeout: Duration,
+    /// Deadline for the relay's own calls to the extension (attach, tabs.*).
+    pub call_timeout: Duration,
+    /// Interval of the relay's pings to the extension.
+    pub ping_interval: Duration,
+    /// The extension is considered gone after this long without a message.
+    pub extension_silence: Duration,
+    /// Messages queued to one client before it is dropped as too slow.
+    pub client_queue: usize,
+    /// Commands one client may have waiting on the extension.
+    pub max_in_flight: usize,
+    /// Largest message a CDP client may send.
+    pub client_max_message: usize,
+    /// Largest message the extension may send (screenshots, PDFs).
+    pub extension_max_message: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            extension_grace: Duration::from_secs(2),
+            hello_timeout: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(30),
+            ping_interval: Duration::from_secs(20),
+            extension_silence: Duration::from_secs(60),
+            client_queue: 4096,
+            max_in_flight: 512,
+            client_max_message: 32 << 20,
+            extension_max_message: 256 << 20,
+        }
+    }
+}
+
+/// Errors of the relay's own calls to the extension.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    #[error("no extension connected: click the Browser Relay icon on a tab")]
+    NoExtension,
+    #[error("the Browser Relay extension disconnected before answering {0}")]
+    Disconnected(&'static str),
+    #[error("the Browser Relay extension did not answer {0} within {1:?}")]
+    Timeout(&'static str, Duration),
+    #[error("{0}")]
+    Chrome(String),
+}
+
+/// Where a reply from the extension goes.
+#[derive(Debug)]
+enum Pending {
+    /// A client's forwarded command: answered with the client's own id, on
+    /// the session it was sent on.
+    Client { client: Arc<ClientHandle>, cdp_id: i64, session: Option<Arc<str>>, generation: u64 },
+    /// One of the relay's own calls.
+    Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
+}
+
+impl Pending {
+    fn generation(&self) -> u64 {
+        match self {
+            Self::Client { generation, .. } | Self::Internal { generation, .. } => *generation,
+        }
+    }
+}
+
+/// Address and token used to build the URLs we hand out. Built from the bound
+/// address, never from a request's `Host`.
+#[derive(Debug, Clone)]
+pub struct PublicBase {
+    pub addr: std::net::SocketAddr,
+    pub token: Option<Token>,
+}
+
+impl PublicBase {
+    pub fn ws_url(&self, path: &str) -> String {
+        match &self.token {
+            Some(token) => format!("ws://{}{path}?token={}", self.addr, token.as_str()),
+            None => format!("ws://{}{path}", self.addr),
+        }
+    }
+
+    pub fn http_url(&self) -> String {
+        match &self.token {
+            Some(token) => format!("http://{}/?token={}", self.addr, token.as_str()),
+            None => format!("http://{}/", self.addr),
+        }
+    }
+}
+
+/// Counters for tests and status: nothing may leak across connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayStats {
+    pub clients: usize,
+    pub pending: usize,
+    pub targets: usize,
+    pub child_sessions: usize,
+    pub extension_connected: bool,
+}
+
+/// The relay engine. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Relay(Arc<Inner>);
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    config: RelayConfig,
+    /// Synthetic id of the browser target.
+    browser_id: Arc<str>,
+    /// Synthetic id of the one browser context (the user's profile).
+    context_id: Arc<str>,
+    base: OnceLock<PublicBase>,
+    /// Set once the extension's hello is accepted.
+    link: watch::Sender<Option<Arc<ExtensionLink>>>,
+    /// Taken from the `/extension` upgrade until that socket is gone, so a
+    /// second extension gets 409 even while the first is still handshaking.
+    extension_claimed: AtomicBool,
+    generation: AtomicU64,
+    registry: Mutex<Registry>,
+    /// Chrome's flat child sessions (iframes, workers) → their tab.
+    children: DashMap<Arc<str>, TabId>,
+    pending: DashMap<CallId, Pending>,
+    next_call: AtomicU64,
+    next_client: AtomicU64,
+    clients: DashMap<u64, Arc<ClientHandle>>,
+}
+
+impl Relay {
+    pub fn new(config: RelayConfig) -> Self {
+        Self(Arc::new(Inner {
+            config,
+            browser_id: targets::new_id(),
+            context_id: targets::new_id(),
+            base: OnceLock::new(),
+            link: watch::Sender::new(None),
+            extension_claimed: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            registry: Mutex::new(Registry::default()),
+            children: DashMap::new(),
+            pending: DashMap::new(),
+            next_call: AtomicU64::new(1),
+            next_client: AtomicU64::new(1),
+            clients: DashMap::new(),
+        }))
+    }
+
+    pub fn config(&self) -> &RelayConfig {
+        &self.0.config
+    }
+
+    /// Records the bound address (and token) used in every URL we hand out.
+    pub fn set_public_base(&self, base: PublicBase) {
+        let _ = self.0.base.set(base);
+    }
+
+    pub fn public_base(&self) -> Option<&PublicBase> {
+        self.0.base.get()
+    }
+
+    pub fn browser_id(&self) -> &str {
+        &self.0.browser_id
+    }
+
+    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
+        // A panic while holding the lock cannot leave the registry in a state
+        // worse than losing one update; keep serving.
+        self.0.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn stats(&self) -> RelayStats {
+        RelayStats {
+            clients: self.0.clients.len(),
+            pending: self.0.pending.len(),
+            targets: self.registry().len(),
+            child_sessions: self.0.children.len(),
+            extension_connected: self.link().is_some(),
+        }
+    }
+
+    pub(crate) fn link(&self) -> Option<Arc<ExtensionLink>> {
+        self.0.link.borrow().clone()
+    }
+
+    pub fn hello(&self) -> Option<Hello> {
+        self.link().map(|l| l.hello.clone())
+    }
+
+    /// Waits up to `grace` for an extension that has said hello.
+    pub async fn wait_for_extension(&self, grace: Duration) -> bool {
+        let mut rx = self.0.link.subscribe();
+        tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Claims the single extension slot; `None` means one is already live.
+    pub fn claim_extension(&self) -> Option<extension::ExtensionClaim> {
+        self.0
+            .extension_claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            .then(|| extension::ExtensionClaim(self.clone()))
+    }
+
+    fn next_call_id(&self) -> CallId {
+        self.0.next_call.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Makes one `chrome.*` call through the extension and waits for its
+    /// reply (raw JSON of the result, `null` when Chrome returned nothing).
+    pub async fn call(&self, build: impl FnOnce(CallId) -> RelayMessage<'static>) -> Result<String, CallError> {
+        self.roundtrip(|id| {
+            let message = build(id);
+            (message.name(), shared_protocol::encode(&message))
+        })
+        .await
+    }
+
+    /// Sends a CDP command to a tab through `debugger.sendCommand` and waits
+    /// for the raw result.
+    pub async fn send_command(&self, tab_id: TabId, method: &'static str, params: Option<Value>) -> Result<String, CallError> {
+        let params = params.map(|p| serde_json::value::to_raw_value(&p).expect("a Value serialises"));
+        self.roundtrip(|id| {
+            let message = RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {
+                id,
+                tab_id,
+                session_id: None,
+                method: method.into(),
+                params: params.as_deref(),
+            });
+            (method, shared_protocol::encode(&message))
+        })
+        .await
+    }
+
+    /// The one path for the relay's own calls: register the pending reply,
+    /// send, wait with a deadline, and never leave an entry behind.
+    async fn roundtrip(&self, frame: impl FnOnce(CallId) -> (&'static str, String)) -> Result<String, CallError> {
+        let link = self.link().ok_or(CallError::NoExtension)?;
+        let id = self.next_call_id();
+        let (name, text) = frame(id);
+        let (tx, rx) = oneshot::channel();
+        self.0.pending.insert(id, Pending::Internal { reply: tx, generation: link.generation, name });
+        if !link.send(text).await {
+            self.0.pending.remove(&id);
+            return Err(CallError::Disconnected(name));
+        }
+        let timeout = self.0.config.call_timeout;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(CallError::Disconnected(name)),
+            Err(_) => {
+                self.0.pending.remove(&id);
+                Err(CallError::Timeout(name, timeout))
+            }
+        }
+    }
+
+    /// Answers every pending call of an extension connection that is gone.
+    fn fail_pending(&self, generation: u64) {
+        let ids: Vec<CallId> =
+            self.0.pending.iter().filter(|e| e.value().generation() == generation).map(|e| *e.key()).collect();
+        for id in ids {
+            let Some((_, pending)) = self.0.pending.remove(&id) else { continue };
+            match pending {
+                Pending::Client { client, cdp_id, session, .. } => {
+                    client.finish_command();
+                    client.send(cdp::error(
+                        Some(cdp_id),
+                        cdp::code::SERVER_ERROR,
+                        "Browser Relay extension disconnected while this command was in flight",
+                        session.as_deref(),
+                    ));
+                }
+                Pending::Internal { reply, name, .. } => {
+                    let _ = reply.send(Err(CallError::Disconnected(name)));
+                }
+            }
+        }
+    }
+
+    // ---- JSON views for the HTTP routes -------------------------------
+
+    /// `/json/version`.
+    pub fn version_json(&self) -> Value {
+        let hello = self.hello();
+        let base = self.public_base();
+        json!({
+            "Browser": hello.as_ref().map_or("Browser-Relay (no extension connected)", |h| h.browser_version.as_str()),
+            "Protocol-Version": "1.3",
+            "User-Agent": hello.as_ref().map_or("", |h| h.user_agent.as_str()),
+            "V8-Version": "",
+            "WebKit-Version": "",
+            "webSocketDebuggerUrl": base.map(|b| b.ws_url(&format!("/devtools/browser/{}", self.0.browser_id))),
+        })
+    }
+
+    /// `/json/list`: like Chrome's, one entry per attached page with a
+    /// page-level WebSocket URL.
+    pub fn list_json(&self) -> Value {
+        let base = self.public_base();
+        let registry = self.registry();
+        Value::Array(
+            registry
+                .iter()
+                .map(|t| {
+                    let path = format!("/devtools/page/{}", t.target_id);
+                    json!({
+                        "description": "",
+                        "devtoolsFrontendUrl": "",
+                        "id": &*t.target_id,
+                        "title": t.title,
+                        "type": "page",
+                        "url": t.url,
+                        "webSocketDebuggerUrl": base.map(|b| b.ws_url(&path)),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// `/extension/status`.
+    pub fn status_json(&self) -> Value {
+        let hello = self.hello();
+        json!({
+            "connected": hello.is_some(),
+            "extensionVersion": hello.as_ref().map(|h| h.extension_version.clone()),
+            "browser": hello.as_ref().map(|h| h.browser_version.clone()),
+            "attachedTabs": self.registry().len(),
+        })
+    }
+
+    pub fn tab_of_target(&self, target_id: &str) -> Option<TabId> {
+        self.registry().tab_of(target_id)
+    }
+
+    /// Brings a tab to the front (`/json/activate`, `Target.activateTarget`).
+    pub async fn activate_tab(&self, tab_id: TabId) -> Result<(), CallError> {
+        let tab = self.call(|id| RelayMessage::TabsUpdate { id, tab_id, url: None, active: Some(true) }).await?;
+        let window_id = serde_json::from_str::<shared_protocol::TabInfo>(&tab).ok().and_then(|t| t.window_id);
+        if let Some(window_id) = window_id {
+            self.call(|id| RelayMessage::WindowsUpdate { id, window_id, focused: Some(true) }).await?;
+        }
+        Ok(())
+    }
+
+    /// Closes a tab (`/json/close`, `Target.closeTarget`). The extension
+    /// refuses to close the user's last tab.
+    pub async fn close_tab(&self, tab_id: TabId) -> Result<(), CallError> {
+        self.call(|id| RelayMessage::TabsRemove { id, tab_id }).await.map(drop)
+    }
+
+    pub(crate) fn register_client(&self, client: Arc<ClientHandle>) {
+        self.0.clients.insert(client.id, client);
+    }
+
+    pub(crate) fn next_client_id(&self) -> u64 {
+        self.0.next_client.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn context_id(&self) -> &Arc<str> {
+        &self.0.context_id
+    }
+}
+
+/// Counts a client's commands waiting on the extension.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight(AtomicUsize);
+
+impl InFlight {
+    pub fn try_start(&self, max: usize) -> bool {
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
+    }
+
+    pub fn finish(&self) {
+        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}

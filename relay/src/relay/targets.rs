@@ -1,0 +1,230 @@
+//! The registry of attached tabs and who is subscribed to them. All `Target.*`
+//! synthesis reads from here: one tab becomes a `page` target (Playwright's
+//! model) and a `tab` target above it (Puppeteer's model).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared_protocol::{TabId, WindowId};
+
+use super::client::ClientHandle;
+
+/// A random id in Chrome's style (32 upper-case hex digits).
+pub fn new_id() -> Arc<str> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes.iter().map(|b| format!("{b:02X}")).collect::<String>().into()
+}
+
+/// One entry of CDP's `TargetFilter`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct FilterEntry {
+    #[serde(default, rename = "type")]
+    pub target_type: Option<String>,
+    #[serde(default)]
+    pub exclude: bool,
+}
+
+/// CDP's `TargetFilter`: entries are tried in order and the first whose type
+/// matches (or that has no type) decides; no match excludes. Absent, it is
+/// `[{type: "browser", exclude: true}, {type: "tab", exclude: true}, {}]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetFilter(Vec<FilterEntry>);
+
+impl Default for TargetFilter {
+    fn default() -> Self {
+        let exclude = |t: &str| FilterEntry { target_type: Some(t.into()), exclude: true };
+        Self(vec![exclude("browser"), exclude("tab"), FilterEntry::default()])
+    }
+}
+
+impl TargetFilter {
+    pub fn from_param(entries: Option<Vec<FilterEntry>>) -> Self {
+        entries.map_or_else(Self::default, Self)
+    }
+
+    pub fn matches(&self, target_type: &str) -> bool {
+        self.0
+            .iter()
+            .find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type))
+            .is_some_and(|e| !e.exclude)
+    }
+}
+
+/// How a client holds a session on a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubKind {
+    /// A page session: receives the tab's CDP events.
+    Page,
+    /// A Puppeteer tab session: receives no page events.
+    Tab,
+}
+
+/// One client's session on a target.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub client: Arc<ClientHandle>,
+    pub session: Arc<str>,
+    /// The session `attachedToTarget` was sent on (`None`: the root), where
+    /// `detachedFromTarget` must go too.
+    pub parent: Option<Arc<str>>,
+    pub kind: SubKind,
+    /// A page-level endpoint (`/devtools/page/<id>`): events carry no sessionId.
+    pub bare: bool,
+}
+
+/// An attached tab.
+#[derive(Debug)]
+pub struct Target {
+    pub tab_id: TabId,
+    pub window_id: Option<WindowId>,
+    /// Chrome's own target id of the page.
+    pub target_id: Arc<str>,
+    /// Synthetic id of the tab target above the page (Puppeteer's model).
+    pub tab_target_id: Arc<str>,
+    /// The page session announced by root auto-attach (shared by clients).
+    pub page_session: Arc<str>,
+    /// The tab session announced to tab-model clients (shared by clients).
+    pub tab_session: Arc<str>,
+    pub url: String,
+    pub title: String,
+    pub opener: Option<Arc<str>>,
+    pub subs: Vec<Subscription>,
+}
+
+impl Target {
+    pub fn page_info(&self, context_id: &str) -> Value {
+        let mut info = json!({
+            "targetId": &*self.target_id,
+            "type": "page",
+            "title": self.title,
+            "url": self.url,
+            "attached": true,
+            "canAccessOpener": false,
+            "browserContextId": context_id,
+        });
+        if let Some(opener) = &self.opener {
+            info["openerId"] = json!(&**opener);
+        }
+        info
+    }
+
+    pub fn tab_info(&self, context_id: &str) -> Value {
+        json!({
+            "targetId": &*self.tab_target_id,
+            "type": "tab",
+            "title": self.title,
+            "url": self.url,
+            "attached": true,
+            "canAccessOpener": false,
+            "browserContextId": context_id,
+        })
+    }
+
+    pub fn is_subscribed(&self, client_id: u64, session: &str) -> bool {
+        self.subs.iter().any(|s| s.client.id == client_id && &*s.session == session)
+    }
+}
+
+/// Attached tabs, in attach order.
+#[derive(Debug, Default)]
+pub struct Registry {
+    targets: Vec<Target>,
+}
+
+impl Registry {
+    pub fn iter(&self) -> impl Iterator<Item = &Target> {
+        self.targets.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Target> {
+        self.targets.iter_mut()
+    }
+
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    pub fn by_tab(&self, tab_id: TabId) -> Option<&Target> {
+        self.targets.iter().find(|t| t.tab_id == tab_id)
+    }
+
+    pub fn by_tab_mut(&mut self, tab_id: TabId) -> Option<&mut Target> {
+        self.targets.iter_mut().find(|t| t.tab_id == tab_id)
+    }
+
+    /// Looks a target up by its page id or its tab-target id.
+    pub fn by_target_id(&self, target_id: &str) -> Option<&Target> {
+        self.targets.iter().find(|t| &*t.target_id == target_id || &*t.tab_target_id == target_id)
+    }
+
+    pub fn by_target_id_mut(&mut self, target_id: &str) -> Option<&mut Target> {
+        self.targets.iter_mut().find(|t| &*t.target_id == target_id || &*t.tab_target_id == target_id)
+    }
+
+    pub fn insert(&mut self, target: Target) {
+        self.targets.push(target);
+    }
+
+    pub fn remove_tab(&mut self, tab_id: TabId) -> Option<Target> {
+        let index = self.targets.iter().position(|t| t.tab_id == tab_id)?;
+        Some(self.targets.remove(index))
+    }
+
+    pub fn take_all(&mut self) -> Vec<Target> {
+        std::mem::take(&mut self.targets)
+    }
+
+    /// Tab ids by target id, for `/json/*` and the control API.
+    pub fn tab_of(&self, target_id: &str) -> Option<TabId> {
+        self.by_target_id(target_id).map(|t| t.tab_id)
+    }
+
+    pub fn summary(&self) -> HashMap<TabId, Arc<str>> {
+        self.targets.iter().map(|t| (t.tab_id, t.target_id.clone())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(json: &str) -> TargetFilter {
+        TargetFilter::from_param(Some(serde_json::from_str(json).unwrap()))
+    }
+
+    #[test]
+    fn default_filter_is_chromes() {
+        let f = TargetFilter::from_param(None);
+        assert!(f.matches("page") && f.matches("iframe") && f.matches("worker"));
+        assert!(!f.matches("tab") && !f.matches("browser"));
+    }
+
+    #[test]
+    fn puppeteer_filter_attaches_tabs_not_pages() {
+        let f = filter(r#"[{"type":"page","exclude":true},{}]"#);
+        assert!(f.matches("tab") && f.matches("browser") && !f.matches("page"));
+    }
+
+    #[test]
+    fn explicit_filters() {
+        assert!(filter("[{}]").matches("browser"));
+        assert!(!filter("[]").matches("page"), "an empty filter matches nothing");
+        let only_pages = filter(r#"[{"type":"page"}]"#);
+        assert!(only_pages.matches("page") && !only_pages.matches("tab"));
+    }
+
+    #[test]
+    fn ids_look_like_chromes() {
+        let id = new_id();
+        assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_lowercase()));
+        assert_ne!(id, new_id());
+    }
+}

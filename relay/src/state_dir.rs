@@ -1,0 +1,180 @@
+//! The state directory (`~/.browser-relay` unless `BROWSER_RELAY_HOME` or a
+//! flag says otherwise) and the per-install token stored in it.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Name of the environment variable that overrides the state directory.
+pub const HOME_ENV: &str = "BROWSER_RELAY_HOME";
+
+const TOKEN_FILE: &str = "token";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    #[error("cannot find a home directory for the state directory; set {HOME_ENV}")]
+    NoHome,
+    #[error("cannot create state directory {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("cannot read token file {path}: {source}")]
+    ReadToken { path: PathBuf, source: io::Error },
+    #[error("cannot write token file {path}: {source}")]
+    WriteToken { path: PathBuf, source: io::Error },
+    #[error("token file {path} is malformed: expected 64 hex characters; delete it to make a new one")]
+    BadToken { path: PathBuf },
+}
+
+/// Where Browser Relay keeps its config, token, profiles and media.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// `explicit`, else `$BROWSER_RELAY_HOME`, else `~/.browser-relay`.
+    pub fn resolve(explicit: Option<&Path>) -> Result<Self, StateDirError> {
+        let root = match explicit {
+            Some(p) => p.to_path_buf(),
+            None => match std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
+                Some(p) => PathBuf::from(p),
+                None => std::env::home_dir().ok_or(StateDirError::NoHome)?.join(".browser-relay"),
+            },
+        };
+        Ok(Self { root })
+    }
+
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn ensure(&self) -> Result<(), StateDirError> {
+        fs::create_dir_all(&self.root).map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&self.root, fs::Permissions::from_mode(0o700))
+                .map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    pub fn token_path(&self) -> PathBuf {
+        self.root.join(TOKEN_FILE)
+    }
+
+    /// Reads the install's token, creating it (random, mode 0600) on first use.
+    pub fn load_or_create_token(&self) -> Result<Token, StateDirError> {
+        self.ensure()?;
+        let path = self.token_path();
+        match fs::read_to_string(&path) {
+            Ok(text) => Token::parse(text.trim()).ok_or(StateDirError::BadToken { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let token = Token::generate();
+                match write_new_private_file(&path, token.as_str().as_bytes()) {
+                    Ok(()) => Ok(token),
+                    // Another process created it between our read and write: use theirs.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.load_or_create_token(),
+                    Err(source) => Err(StateDirError::WriteToken { path, source }),
+                }
+            }
+            Err(source) => Err(StateDirError::ReadToken { path, source }),
+        }
+    }
+}
+
+/// Creates `path` exclusively with owner-only permissions from the start (no
+/// window in which another user could read it).
+fn write_new_private_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}
+
+/// The per-install secret. Its `Debug` never shows the value, so it cannot
+/// leak into logs by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).expect("the OS random source is available");
+        Self(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// Accepts exactly 64 lowercase or uppercase hex characters.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Self(text.to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Constant-time comparison against what a client presented.
+    pub fn matches(&self, presented: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        // Length is not secret (always 64); comparing it first is fine.
+        presented.len() == self.0.len() && bool::from(self.0.as_bytes().ct_eq(presented.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_is_created_once_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path().join("home"));
+        let first = state.load_or_create_token().unwrap();
+        let second = state.load_or_create_token().unwrap();
+        assert_eq!(first, second, "the token is stable across loads");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(state.token_path()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "token file must be owner-only");
+            let dir_mode = fs::metadata(state.root()).unwrap().permissions().mode();
+            assert_eq!(dir_mode & 0o777, 0o700, "state dir must be owner-only");
+        }
+    }
+
+    #[test]
+    fn malformed_token_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        fs::write(state.token_path(), "short").unwrap();
+        let err = state.load_or_create_token().unwrap_err().to_string();
+        assert!(err.contains("malformed") && err.contains("token"), "{err}");
+    }
+
+    #[test]
+    fn token_matching_is_exact_and_debug_redacts() {
+        let token = Token::generate();
+        assert!(token.matches(token.as_str()));
+        assert!(!token.matches(&token.as_str()[..63]));
+        let mut wrong = token.as_str().to_string();
+        wrong.replace_range(0..1, if wrong.starts_with('0') { "1" } else { "0" });
+        assert!(!token.matches(&wrong));
+        assert!(!format!("{token:?}").contains(token.as_str()));
+    }
+}

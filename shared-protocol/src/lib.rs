@@ -1,0 +1,371 @@
+//! The wire protocol between the Browser Relay server ("the relay") and its
+//! Chrome extension. See `PROTOCOL.md` in this crate for the contract with
+//! examples; this module is its executable form.
+//!
+//! Shape: the extension is a thin, allow-listed forwarder of `chrome.*` calls
+//! and events. The relay decides everything else (targets, sessions, which tab
+//! to attach). Every message is one JSON object with exactly one key naming the
+//! message, e.g. `{"debugger.sendCommand": {"id": 7, "tabId": 3, ...}}`.
+//!
+//! Payloads the relay only passes through (CDP `params`, results) are
+//! [`RawValue`]s borrowed from the received frame, so neither side re-parses
+//! or re-serialises them. This crate does no I/O and compiles for native
+//! targets and `wasm32-unknown-unknown`.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+pub use serde_json::value::RawValue;
+
+/// Bumped on any incompatible change. The relay refuses a hello with another
+/// major version (closing the socket with [`close_code::PROTOCOL_MISMATCH`]).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// WebSocket subprotocol the extension offers and the relay selects.
+pub const SUBPROTOCOL: &str = "browser-relay.v1";
+
+/// Prefix of the second subprotocol the extension offers to carry its pairing
+/// token (browsers cannot set headers on a WebSocket). The relay never echoes
+/// it back and never logs it.
+pub const TOKEN_SUBPROTOCOL_PREFIX: &str = "token.";
+
+/// A Chrome tab id (`chrome.tabs.Tab.id`).
+pub type TabId = i64;
+/// A Chrome window id.
+pub type WindowId = i64;
+/// Correlates a relay call with the extension's [`Reply`].
+pub type CallId = u64;
+
+/// WebSocket close codes with a meaning in this protocol.
+pub mod close_code {
+    /// The hello carried an unsupported protocol version.
+    pub const PROTOCOL_MISMATCH: u16 = 4001;
+    /// The extension sent no hello in time.
+    pub const HELLO_TIMEOUT: u16 = 4002;
+    /// A message could not be understood at all.
+    pub const BAD_MESSAGE: u16 = 4003;
+}
+
+/// What the relay knows about a tab. Sent by the extension in the hello, in
+/// tab events and as the result of `tabs.create`/`tabs.update`/`tabs.query`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabInfo {
+    pub tab_id: TabId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_id: Option<WindowId>,
+    #[serde(default)]
+    pub url: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub active: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opener_tab_id: Option<TabId>,
+}
+
+/// The first message the extension sends after the socket opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    pub protocol_version: u32,
+    pub extension_version: String,
+    /// `navigator.userAgent` of the real browser.
+    pub user_agent: String,
+    /// Product and version as Chrome reports it, e.g. `Chrome/156.0.8078.73`.
+    pub browser_version: String,
+    /// Tabs the extension has the debugger attached to right now, so the relay
+    /// re-announces them after either side restarted.
+    #[serde(default)]
+    pub attached_tabs: Vec<TabInfo>,
+}
+
+/// `debugger.sendCommand`: a CDP command for a tab, or for one of its flat
+/// child sessions (an iframe or worker) when `session_id` is set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendCommand<'a> {
+    pub id: CallId,
+    pub tab_id: TabId,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub method: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<&'a RawValue>,
+}
+
+/// Filter of `tabs.query`; absent fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_focused_window: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_id: Option<WindowId>,
+}
+
+/// Relay → extension. Every variant but `ping`/`pong`/`welcome` is a call the
+/// extension answers with exactly one [`Reply`] carrying the same `id`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all_fields = "camelCase")]
+pub enum RelayMessage<'a> {
+    /// Answer to the hello: the relay accepted the extension.
+    #[serde(rename = "welcome")]
+    Welcome { protocol_version: u32, relay_version: String },
+    #[serde(rename = "debugger.attach")]
+    DebuggerAttach { id: CallId, tab_id: TabId },
+    #[serde(rename = "debugger.detach")]
+    DebuggerDetach { id: CallId, tab_id: TabId },
+    #[serde(rename = "debugger.sendCommand", borrow)]
+    DebuggerSendCommand(SendCommand<'a>),
+    /// Result: the new tab's [`TabInfo`].
+    #[serde(rename = "tabs.create")]
+    TabsCreate {
+        id: CallId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default)]
+        active: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opener_tab_id: Option<TabId>,
+    },
+    /// The extension refuses to remove the user's last tab.
+    #[serde(rename = "tabs.remove")]
+    TabsRemove { id: CallId, tab_id: TabId },
+    /// Result: the updated [`TabInfo`].
+    #[serde(rename = "tabs.update")]
+    TabsUpdate {
+        id: CallId,
+        tab_id: TabId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        active: Option<bool>,
+    },
+    /// Result: an array of [`TabInfo`].
+    #[serde(rename = "tabs.query")]
+    TabsQuery { id: CallId, query: TabQuery },
+    #[serde(rename = "windows.update")]
+    WindowsUpdate {
+        id: CallId,
+        window_id: WindowId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focused: Option<bool>,
+    },
+    #[serde(rename = "ping")]
+    Ping { nonce: u64 },
+    #[serde(rename = "pong")]
+    Pong { nonce: u64 },
+}
+
+impl RelayMessage<'_> {
+    /// The call id, for messages the extension must answer.
+    pub fn call_id(&self) -> Option<CallId> {
+        match self {
+            Self::DebuggerAttach { id, .. }
+            | Self::DebuggerDetach { id, .. }
+            | Self::TabsCreate { id, .. }
+            | Self::TabsRemove { id, .. }
+            | Self::TabsUpdate { id, .. }
+            | Self::TabsQuery { id, .. }
+            | Self::WindowsUpdate { id, .. } => Some(*id),
+            Self::DebuggerSendCommand(cmd) => Some(cmd.id),
+            Self::Welcome { .. } | Self::Ping { .. } | Self::Pong { .. } => None,
+        }
+    }
+
+    /// The `chrome.*` name of the call, e.g. `debugger.sendCommand`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Welcome { .. } => "welcome",
+            Self::DebuggerAttach { .. } => "debugger.attach",
+            Self::DebuggerDetach { .. } => "debugger.detach",
+            Self::DebuggerSendCommand(_) => "debugger.sendCommand",
+            Self::TabsCreate { .. } => "tabs.create",
+            Self::TabsRemove { .. } => "tabs.remove",
+            Self::TabsUpdate { .. } => "tabs.update",
+            Self::TabsQuery { .. } => "tabs.query",
+            Self::WindowsUpdate { .. } => "windows.update",
+            Self::Ping { .. } => "ping",
+            Self::Pong { .. } => "pong",
+        }
+    }
+}
+
+/// An error reply: Chrome's own message where Chrome produced it
+/// (e.g. "Another debugger is already attached to the tab with id: 5.").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallError {
+    pub message: String,
+    /// The CDP error code when the error came from a CDP command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i64>,
+}
+
+/// The extension's answer to one call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply<'a> {
+    pub id: CallId,
+    /// Present on success (may be absent for calls without a result).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'a RawValue>,
+    /// Present on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<CallError>,
+}
+
+/// `chrome.debugger.onEvent`, forwarded as is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DebuggerEvent<'a> {
+    pub tab_id: TabId,
+    /// The flat child session the event came from, if any.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub method: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<&'a RawValue>,
+}
+
+/// Extension → relay.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all_fields = "camelCase")]
+pub enum ExtensionMessage<'a> {
+    #[serde(rename = "hello")]
+    Hello(Hello),
+    #[serde(rename = "reply", borrow)]
+    Reply(Reply<'a>),
+    #[serde(rename = "debugger.onEvent", borrow)]
+    DebuggerEvent(DebuggerEvent<'a>),
+    /// `chrome.debugger.onDetach`, with Chrome's reason (`target_closed`,
+    /// `canceled_by_user`, `replaced_with_devtools`, ...).
+    #[serde(rename = "debugger.onDetach")]
+    DebuggerDetached { tab_id: TabId, reason: String },
+    #[serde(rename = "tabs.onCreated")]
+    TabCreated { tab: TabInfo },
+    #[serde(rename = "tabs.onRemoved")]
+    TabRemoved { tab_id: TabId },
+    #[serde(rename = "tabs.onReplaced")]
+    TabReplaced { added_tab_id: TabId, removed_tab_id: TabId },
+    #[serde(rename = "tabs.onUpdated")]
+    TabUpdated { tab: TabInfo },
+    /// The user clicked the toolbar button: the extension has attached the
+    /// debugger to `tab` (`attached: true`) or detached it (`false`).
+    #[serde(rename = "user.toggledAttach")]
+    UserToggledAttach { tab: TabInfo, attached: bool },
+    #[serde(rename = "ping")]
+    Ping { nonce: u64 },
+    #[serde(rename = "pong")]
+    Pong { nonce: u64 },
+}
+
+impl<'a> ExtensionMessage<'a> {
+    /// Parses one text frame. Borrowed payloads point into `text`.
+    pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+impl<'a> RelayMessage<'a> {
+    /// Parses one text frame. Borrowed payloads point into `text`.
+    pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// Encodes a message as one text frame.
+pub fn encode<T: Serialize>(message: &T) -> String {
+    // Serialising these types cannot fail: every map key is a string and
+    // every RawValue is valid JSON by construction.
+    serde_json::to_string(message).unwrap_or_else(|e| unreachable!("protocol encode: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn roundtrip_relay(text: &str) {
+        let msg = RelayMessage::parse(text).expect(text);
+        let again = encode(&msg);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&again).unwrap(),
+            serde_json::from_str::<serde_json::Value>(text).unwrap(),
+            "{text}"
+        );
+    }
+
+    fn roundtrip_extension(text: &str) {
+        let msg = ExtensionMessage::parse(text).expect(text);
+        let again = encode(&msg);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&again).unwrap(),
+            serde_json::from_str::<serde_json::Value>(text).unwrap(),
+            "{text}"
+        );
+    }
+
+    /// The examples in PROTOCOL.md, verbatim: the document and the code agree.
+    #[test]
+    fn documented_examples_roundtrip() {
+        let doc = include_str!("../PROTOCOL.md");
+        let mut relay = 0;
+        let mut extension = 0;
+        for line in doc.lines() {
+            if let Some(example) = line.strip_prefix("relay> ") {
+                roundtrip_relay(example);
+                relay += 1;
+            } else if let Some(example) = line.strip_prefix("ext> ") {
+                roundtrip_extension(example);
+                extension += 1;
+            }
+        }
+        assert!(relay >= 10 && extension >= 10, "examples found: {relay} relay, {extension} extension");
+    }
+
+    #[test]
+    fn params_pass_through_byte_for_byte() {
+        // Odd spacing and key order must survive: the relay never re-serialises.
+        let frame = r#"{"debugger.onEvent":{"tabId":4,"method":"Page.x","params":{ "b":1,  "a":[2, 3] }}}"#;
+        let ExtensionMessage::DebuggerEvent(ev) = ExtensionMessage::parse(frame).unwrap() else {
+            panic!("wrong variant")
+        };
+        assert_eq!(ev.params.unwrap().get(), r#"{ "b":1,  "a":[2, 3] }"#);
+        assert!(matches!(ev.method, Cow::Borrowed(_)), "method borrowed, not copied");
+    }
+
+    #[test]
+    fn reply_without_result_or_error_parses() {
+        let ExtensionMessage::Reply(reply) = ExtensionMessage::parse(r#"{"reply":{"id":3}}"#).unwrap() else {
+            panic!("wrong variant")
+        };
+        assert_eq!((reply.id, reply.result.is_none(), reply.error.is_none()), (3, true, true));
+    }
+
+    #[test]
+    fn unknown_message_is_an_error_naming_it() {
+        let err = ExtensionMessage::parse(r#"{"tabs.explode":{}}"#).unwrap_err();
+        assert!(err.to_string().contains("tabs.explode"), "{err}");
+        assert!(RelayMessage::parse("not json").is_err());
+    }
+
+    #[test]
+    fn call_ids_and_names() {
+        let params = RawValue::from_string("{}".into()).unwrap();
+        let msg = RelayMessage::DebuggerSendCommand(SendCommand {
+            id: 9,
+            tab_id: 1,
+            session_id: None,
+            method: "Runtime.evaluate".into(),
+            params: Some(&params),
+        });
+        assert_eq!((msg.call_id(), msg.name()), (Some(9), "debugger.sendCommand"));
+        assert_eq!(RelayMessage::Ping { nonce: 1 }.call_id(), None);
+        let v: serde_json::Value = serde_json::from_str(&encode(&msg)).unwrap();
+        assert_eq!(v, json!({"debugger.sendCommand": {"id": 9, "tabId": 1, "method": "Runtime.evaluate", "params": {}}}));
+    }
+}

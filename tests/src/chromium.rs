@@ -1,0 +1,119 @@
+//! A real headless Chromium for one test: its own temporary profile, an
+//! ephemeral debugging port, and its whole process group killed on drop
+//! (also when the test fails).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+/// Debian's Chromium binary (the `/usr/bin/chromium` wrapper adds flags we do not want).
+pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+
+#[derive(Debug)]
+pub struct Chromium {
+    child: std::process::Child,
+    pub profile: tempfile::TempDir,
+    /// Browser-level CDP WebSocket URL.
+    pub ws_url: String,
+    pub port: u16,
+}
+
+/// Flags every test browser gets. The background-networking flags matter on
+/// this machine: without them Chromium floods the closed network.
+pub fn base_args(profile: &Path) -> Vec<String> {
+    let mut args = vec![
+        "--headless=new".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--disable-dev-shm-usage".into(),
+        "--no-first-run".into(),
+        "--no-default-browser-check".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--disable-features=Translate,MediaRouter,OptimizationHints".into(),
+        "--password-store=basic".into(),
+        "--remote-debugging-port=0".into(),
+    ];
+    args.push(format!("--user-data-dir={}", profile.display()));
+    args
+}
+
+impl Chromium {
+    /// Launches Chromium with `extra` flags, opening `url`.
+    pub fn launch(extra: &[String], url: &str) -> anyhow::Result<Self> {
+        if !Path::new(CHROMIUM).exists() {
+            bail!("{CHROMIUM} not found: install Debian's chromium package (the README's test command does)");
+        }
+        let profile = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
+        let mut command = std::process::Command::new(CHROMIUM);
+        command.args(base_args(profile.path())).args(extra).arg(url);
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            // Own process group, so the renderers and helpers die with it.
+            command.process_group(0);
+        }
+        let mut child = command.spawn().context("spawning Chromium")?;
+        let port_file = profile.path().join("DevToolsActivePort");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Chromium writes the file once its debugging server listens; there is
+        // no event to wait on from outside, so poll with a deadline.
+        let (port, path) = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file) {
+                let mut lines = text.lines();
+                if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
+                    break (port.parse::<u16>().context("DevToolsActivePort port")?, path.to_string());
+                }
+            }
+            if let Some(status) = child.try_wait()? {
+                let mut stderr = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut stderr);
+                }
+                bail!("Chromium exited early ({status}): {}", tail(&stderr, 2000));
+            }
+            if Instant::now() > deadline {
+                bail!("Chromium did not open its debugging port within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Drain stderr so a chatty browser never blocks on a full pipe.
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut std::io::BufReader::new(stderr), &mut std::io::sink());
+            });
+        }
+        Ok(Self { child, profile, ws_url: format!("ws://127.0.0.1:{port}{path}"), port })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn profile_dir(&self) -> PathBuf {
+        self.profile.path().to_path_buf()
+    }
+}
+
+fn tail(text: &str, max: usize) -> &str {
+    let start = text.len().saturating_sub(max);
+    let start = (start..text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+    &text[start..]
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        // SIGKILL the whole process group (the browser and every helper it
+        // started), addressed explicitly as a group: never a bare pid list.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

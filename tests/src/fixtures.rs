@@ -1,0 +1,69 @@
+//! A static file server for `tests/fixtures`, on an ephemeral loopback port.
+//! Reachable as `127.0.0.1` and as `localhost`: two sites, for cross-site iframes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+#[derive(Debug)]
+pub struct FixtureServer {
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl FixtureServer {
+    pub async fn start() -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = Router::new().route("/{*path}", get(serve_file)).route("/", get(|| serve_file(Path("index.html".into()))));
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned()).await;
+        });
+        Ok(Self { addr, stop })
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.addr.port())
+    }
+
+    /// `http://localhost:PORT`: another site than [`Self::url`].
+    pub fn alt_url(&self) -> String {
+        format!("http://localhost:{}", self.addr.port())
+    }
+}
+
+impl Drop for FixtureServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn serve_file(Path(path): Path<String>) -> Response {
+    if path.split('/').any(|part| part == ".." || part.starts_with('.')) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let file = fixtures_dir().join(&path);
+    let Ok(bytes) = tokio::fs::read(&file).await else { return StatusCode::NOT_FOUND.into_response() };
+    let mime = match file.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js" | "mjs") => "text/javascript",
+        Some("css") => "text/css",
+        Some("png") => "image/png",
+        Some("txt") => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    };
+    ([(header::CONTENT_TYPE, mime)], bytes).into_response()
+}

@@ -1,0 +1,128 @@
+//! Support for the end-to-end tests: real Chromium, the relay, a simulated
+//! extension, a fixture server, and real Node clients.
+
+pub mod chromium;
+pub mod fixtures;
+pub mod sim_extension;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::state_dir::Token;
+use browser_relay::RelayConfig;
+
+pub use chromium::Chromium;
+pub use fixtures::FixtureServer;
+pub use sim_extension::{Faults, SimExtension};
+
+/// Relay logs in test output, filtered by `BROWSER_RELAY_LOG` (default: warnings).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
+/// The `tests/` directory.
+pub fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Relay options for tests: ephemeral port, a fresh token, short grace.
+pub fn test_options(token: Option<Token>) -> ServerOptions {
+    let mut options = ServerOptions::new("127.0.0.1:0".parse().expect("valid"), token);
+    options.relay = RelayConfig { extension_grace: Duration::from_millis(300), ..RelayConfig::default() };
+    options
+}
+
+/// Chromium + fixtures + relay + simulated extension attached to one tab.
+#[derive(Debug)]
+pub struct RelayEnv {
+    // Field order is drop order: clients of the browser go first.
+    pub ext: SimExtension,
+    pub server: RunningServer,
+    pub fixtures: FixtureServer,
+    pub chrome: Chromium,
+    pub token: Token,
+    /// The tab the user "clicked" on, at `{fixture}/index.html`.
+    pub tab: shared_protocol::TabInfo,
+}
+
+impl RelayEnv {
+    pub async fn start() -> anyhow::Result<Self> {
+        init_logging();
+        let fixtures = FixtureServer::start().await?;
+        let index = format!("{}/index.html", fixtures.url());
+        let chrome = Chromium::launch(&[], &index)?;
+        let token = Token::generate();
+        let server = RunningServer::start(test_options(Some(token.clone()))).await?;
+        let ext = SimExtension::new(&chrome.ws_url).await?;
+        let tab = ext.wait_for_tab("the fixture index page", |t| t.url == index).await?;
+        ext.connect(server.addr, Some(token.as_str())).await?;
+        ext.welcomed().await?;
+        ext.user_attach(tab.tab_id).await?;
+        let env = Self { ext, server, fixtures, chrome, token, tab };
+        env.wait_for_targets(1).await?;
+        Ok(env)
+    }
+
+    /// Waits until the relay lists `n` targets.
+    pub async fn wait_for_targets(&self, n: usize) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        // The relay registers tabs asynchronously after the extension's
+        // message; its stats are the observable state, checked at a short interval.
+        while self.server.relay.stats().targets != n {
+            if tokio::time::Instant::now() > deadline {
+                bail!("relay has {} targets, expected {n}", self.server.relay.stats().targets);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
+    /// The browser-level WebSocket URL (with token).
+    pub fn browser_ws(&self) -> String {
+        self.server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string()
+    }
+
+    pub fn node_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("RELAY_HTTP", self.server.http_url()),
+            ("RELAY_WS", self.browser_ws()),
+            ("FIXTURE", self.fixtures.url()),
+            ("FIXTURE_ALT", self.fixtures.alt_url()),
+        ]
+    }
+
+    /// Runs `tests/js/<script>` with this environment; its output on success,
+    /// an error holding all of it on failure.
+    pub async fn run_node(&self, script: &str) -> anyhow::Result<String> {
+        run_node(script, &self.node_env()).await
+    }
+}
+
+/// Runs a Node client script (killed if it outlives 4 minutes or the test).
+pub async fn run_node(script: &str, env: &[(&str, String)]) -> anyhow::Result<String> {
+    let dir = tests_dir();
+    if !dir.join("node_modules/playwright-core").exists() {
+        bail!("tests/node_modules is missing: run `npm ci` in tests/ (the README's test command does)");
+    }
+    let mut command = tokio::process::Command::new("node");
+    command.arg(dir.join("js").join(script)).current_dir(&dir).kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .with_context(|| format!("{script} ran for more than 4 minutes"))?
+        .with_context(|| format!("running node {script}"))?;
+    let text = format!(
+        "--- stdout ---\n{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if !output.status.success() {
+        bail!("{script} failed ({}):\n{text}", output.status);
+    }
+    Ok(text)
+}
