@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cdp::{self, Command, code};
 use super::targets::{FilterEntry, SubKind, Subscription, Target, TargetFilter, new_id};
-use super::{CallError, InFlight, Pending, Relay};
+use super::{CallError, InFlight, Pending, Relay, RuntimeEnable};
 
 /// What a session id a client holds stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +370,11 @@ impl Relay {
             method: Cow::Borrowed(&command.method),
             params: command.params,
         }));
+        let runtime_enable = (command.method == "Runtime.enable").then(|| RuntimeEnable {
+            tab: tab_id,
+            child: child.map(Arc::from),
+            replay: self.registry().by_tab(tab_id).and_then(|t| t.contexts_to_replay(child)),
+        });
         self.0.pending.insert(
             id,
             Pending::Client {
@@ -377,6 +382,7 @@ impl Relay {
                 cdp_id: command.id,
                 session: command.session_id.as_deref().map(Arc::from),
                 generation: link.generation,
+                runtime_enable,
             },
         );
         if !link.send(frame).await && self.0.pending.remove(&id).is_some() {

@@ -221,8 +221,17 @@ impl Relay {
             return;
         };
         match pending {
-            Pending::Client { client, cdp_id, session, .. } => {
+            Pending::Client { client, cdp_id, session, runtime_enable, .. } => {
                 client.finish_command();
+                if let (Some(enable), None) = (runtime_enable, &reply.error) {
+                    // See `Target::runtime`: replay before the answer, as Chrome would.
+                    for params in enable.replay.iter().flatten() {
+                        client.send(cdp::event("Runtime.executionContextCreated", params, session.as_deref()));
+                    }
+                    if let Some(target) = self.registry().by_tab_mut(enable.tab) {
+                        target.runtime_mut(enable.child.as_deref()).enabled = true;
+                    }
+                }
                 let text = match (&reply.error, reply.result) {
                     (Some(error), _) => {
                         cdp::error(Some(cdp_id), error.code.unwrap_or(cdp::code::SERVER_ERROR), &error.message, session.as_deref())
@@ -263,8 +272,12 @@ impl Relay {
             _ => {}
         }
 
-        let registry = self.registry();
-        let Some(target) = registry.by_tab(event.tab_id) else { return };
+        let mut registry = self.registry();
+        let Some(target) = registry.by_tab_mut(event.tab_id) else { return };
+        if method.starts_with("Runtime.executionContext") {
+            target.track_runtime_event(event.session_id.as_deref(), method, params);
+        }
+        let target = &*target;
         match event.session_id.as_deref() {
             None => {
                 // One frame per distinct session id; clients sharing a session
@@ -391,6 +404,7 @@ impl Relay {
             title: if info.title.is_empty() { tab.title.clone() } else { info.title },
             opener,
             subs: Vec::new(),
+            runtime: Vec::new(),
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         self.announce_new(target);
@@ -441,7 +455,7 @@ impl Relay {
         let clients: Vec<_> = self.0.clients.iter().map(|c| c.value().clone()).collect();
         for client in clients {
             if let Some(filter) = client.discover_filter() {
-                for (kind, info) in [("page", target.page_info(&context_id)), ("tab", target.tab_info(&context_id))] {
+                for (kind, info) in [("tab", target.tab_info(&context_id)), ("page", target.page_info(&context_id))] {
                     if filter.matches(kind) {
                         client.send(cdp::event("Target.targetCreated", &json!({"targetInfo": info}).to_string(), None));
                     }

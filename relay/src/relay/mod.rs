@@ -86,7 +86,14 @@ pub enum CallError {
 enum Pending {
     /// A client's forwarded command: answered with the client's own id, on
     /// the session it was sent on.
-    Client { client: Arc<ClientHandle>, cdp_id: i64, session: Option<Arc<str>>, generation: u64 },
+    Client {
+        client: Arc<ClientHandle>,
+        cdp_id: i64,
+        session: Option<Arc<str>>,
+        generation: u64,
+        /// Set for `Runtime.enable`: see [`targets::Target::runtime`].
+        runtime_enable: Option<RuntimeEnable>,
+    },
     /// One of the relay's own calls.
     Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
 }
@@ -97,6 +104,16 @@ impl Pending {
             Self::Client { generation, .. } | Self::Internal { generation, .. } => *generation,
         }
     }
+}
+
+/// A client's `Runtime.enable` on a tab's shared debugger session.
+#[derive(Debug)]
+struct RuntimeEnable {
+    tab: TabId,
+    child: Option<Arc<str>>,
+    /// Contexts to report to this client (Chrome will not), if Runtime was
+    /// already enabled when the command was sent.
+    replay: Option<Vec<String>>,
 }
 
 /// Address and token used to build the URLs we hand out. Built from the bound
@@ -130,6 +147,8 @@ pub struct RelayStats {
     pub pending: usize,
     pub targets: usize,
     pub child_sessions: usize,
+    /// Client sessions on targets, over all targets.
+    pub subscriptions: usize,
     pub extension_connected: bool,
 }
 
@@ -203,10 +222,15 @@ impl Relay {
     }
 
     pub fn stats(&self) -> RelayStats {
+        let (targets, subscriptions) = {
+            let registry = self.registry();
+            (registry.len(), registry.iter().map(|t| t.subs.len()).sum())
+        };
         RelayStats {
             clients: self.0.clients.len(),
             pending: self.0.pending.len(),
-            targets: self.registry().len(),
+            targets,
+            subscriptions,
             child_sessions: self.0.children.len(),
             extension_connected: self.link().is_some(),
         }

@@ -92,6 +92,70 @@ pub struct Target {
     pub title: String,
     pub opener: Option<Arc<str>>,
     pub subs: Vec<Subscription>,
+    /// Execution contexts per session (`None`: the tab itself), because all
+    /// clients share the tab's one debugger session: a second client's
+    /// `Runtime.enable` makes Chrome report nothing, so the relay replays them.
+    pub runtime: Vec<RuntimeSession>,
+}
+
+/// Execution contexts of one session on a tab.
+#[derive(Debug, Default)]
+pub struct RuntimeSession {
+    pub child: Option<Arc<str>>,
+    pub enabled: bool,
+    /// `(context id, raw params of its executionContextCreated)`.
+    pub contexts: Vec<(i64, String)>,
+}
+
+impl Target {
+    pub fn runtime_mut(&mut self, child: Option<&str>) -> &mut RuntimeSession {
+        let index = match self.runtime.iter().position(|r| r.child.as_deref() == child) {
+            Some(index) => index,
+            None => {
+                self.runtime.push(RuntimeSession { child: child.map(Arc::from), ..RuntimeSession::default() });
+                self.runtime.len() - 1
+            }
+        };
+        &mut self.runtime[index]
+    }
+
+    /// Contexts a client enabling Runtime on this session would miss, or
+    /// `None` when Chrome will report them itself (Runtime not yet enabled).
+    pub fn contexts_to_replay(&self, child: Option<&str>) -> Option<Vec<String>> {
+        let session = self.runtime.iter().find(|r| r.child.as_deref() == child)?;
+        session.enabled.then(|| session.contexts.iter().map(|(_, params)| params.clone()).collect())
+    }
+
+    /// Tracks `Runtime.executionContext*` events.
+    pub fn track_runtime_event(&mut self, child: Option<&str>, method: &str, params: &str) {
+        #[derive(Deserialize)]
+        struct Context {
+            id: i64,
+        }
+        #[derive(Deserialize)]
+        struct Created {
+            context: Context,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Destroyed {
+            execution_context_id: i64,
+        }
+        match method {
+            "Runtime.executionContextCreated" => {
+                if let Ok(created) = serde_json::from_str::<Created>(params) {
+                    self.runtime_mut(child).contexts.push((created.context.id, params.to_string()));
+                }
+            }
+            "Runtime.executionContextDestroyed" => {
+                if let Ok(destroyed) = serde_json::from_str::<Destroyed>(params) {
+                    self.runtime_mut(child).contexts.retain(|(id, _)| *id != destroyed.execution_context_id);
+                }
+            }
+            "Runtime.executionContextsCleared" => self.runtime_mut(child).contexts.clear(),
+            _ => {}
+        }
+    }
 }
 
 impl Target {
@@ -218,6 +282,34 @@ mod tests {
         assert!(!filter("[]").matches("page"), "an empty filter matches nothing");
         let only_pages = filter(r#"[{"type":"page"}]"#);
         assert!(only_pages.matches("page") && !only_pages.matches("tab"));
+    }
+
+    #[test]
+    fn runtime_contexts_are_replayed_only_once_enabled() {
+        let mut target = Target {
+            tab_id: 1,
+            window_id: None,
+            target_id: new_id(),
+            tab_target_id: new_id(),
+            page_session: new_id(),
+            tab_session: new_id(),
+            url: String::new(),
+            title: String::new(),
+            opener: None,
+            subs: Vec::new(),
+            runtime: Vec::new(),
+        };
+        let created = |id: i64| format!(r#"{{"context":{{"id":{id},"origin":"","name":""}}}}"#);
+        target.track_runtime_event(None, "Runtime.executionContextCreated", &created(1));
+        assert_eq!(target.contexts_to_replay(None), None, "not enabled yet: Chrome reports contexts itself");
+        target.runtime_mut(None).enabled = true;
+        target.track_runtime_event(None, "Runtime.executionContextCreated", &created(2));
+        target.track_runtime_event(Some("CHILD"), "Runtime.executionContextCreated", &created(3));
+        target.track_runtime_event(None, "Runtime.executionContextDestroyed", r#"{"executionContextId":1}"#);
+        assert_eq!(target.contexts_to_replay(None), Some(vec![created(2)]));
+        target.track_runtime_event(None, "Runtime.executionContextsCleared", "{}");
+        assert_eq!(target.contexts_to_replay(None), Some(vec![]));
+        assert_eq!(target.contexts_to_replay(Some("CHILD")), None, "child session not enabled");
     }
 
     #[test]

@@ -1,0 +1,424 @@
+//! Relay behaviour against a scripted extension (no browser): routing,
+//! Target.* synthesis orderings, bad input, a vanishing extension, leaks.
+
+use std::time::{Duration, Instant};
+
+use browser_relay::RelayConfig;
+use browser_relay::cdp_client::{CdpClient, CdpError, CdpEvent};
+use browser_relay::server::RunningServer;
+use browser_relay::state_dir::Token;
+use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};
+use serde_json::{Value, json};
+use shared_protocol::ExtensionMessage;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+struct Setup {
+    server: RunningServer,
+    token: Token,
+}
+
+async fn relay_with(config: RelayConfig) -> Setup {
+    e2e::init_logging();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.relay = config;
+    Setup { server: RunningServer::start(options).await.expect("relay starts"), token }
+}
+
+async fn relay() -> Setup {
+    relay_with(RelayConfig { extension_grace: Duration::from_millis(300), ..RelayConfig::default() }).await
+}
+
+impl Setup {
+    async fn extension(&self, tabs: &[i64], mode: Mode) -> FakeExtension {
+        let tabs = tabs.iter().map(|t| fake_tab(*t)).collect();
+        let mut ext = FakeExtension::connect(self.server.addr, Some(self.token.as_str()), Some(hello(tabs)), mode)
+            .await
+            .expect("extension connects");
+        let welcome = tokio::time::timeout(Duration::from_secs(5), ext.other.recv()).await.expect("welcome").unwrap();
+        assert!(welcome.contains("welcome"), "{welcome}");
+        ext
+    }
+
+    async fn wait_targets(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.server.relay.stats().targets != n {
+            assert!(Instant::now() < deadline, "expected {n} targets, have {:?}", self.server.relay.stats());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>) {
+        let url = format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str());
+        let client = CdpClient::connect(&url).await.expect("client connects").with_timeout(Duration::from_secs(5));
+        let events = client.take_events().unwrap();
+        (client, events)
+    }
+}
+
+async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> CdpEvent {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {method} within 5 s"))
+            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
+        if event.method == method {
+            return event;
+        }
+    }
+}
+
+fn protocol_error(result: Result<Value, CdpError>) -> (i64, String) {
+    match result {
+        Err(CdpError::Protocol { code, message, .. }) => (code, message),
+        other => panic!("expected a CDP error, got {other:?}"),
+    }
+}
+
+async fn auto_attach(client: &CdpClient) {
+    client
+        .call("Target.setAutoAttach", json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}), None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn auto_attach_announces_pages_before_answering_and_forwards_commands() {
+    let setup = relay().await;
+    let mut ext = setup.extension(&[7], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+
+    auto_attach(&client).await;
+    // The reply has arrived, so the event must already be queued.
+    let attached = events.try_recv().expect("attachedToTarget arrived before the setAutoAttach result");
+    assert_eq!(attached.method, "Target.attachedToTarget");
+    let info = &attached.params["targetInfo"];
+    assert_eq!((info["type"].as_str(), info["targetId"].as_str()), (Some("page"), Some(&*fake_target_id(7))));
+    assert!(info["browserContextId"].as_str().is_some_and(|c| !c.is_empty()), "{info}");
+    assert_eq!(attached.params["waitingForDebugger"], false);
+    let session = attached.params["sessionId"].as_str().unwrap().to_string();
+
+    // A page command goes to the extension with the tab id and params untouched.
+    let call = client.start_call("Runtime.evaluate", json!({"expression": "6*7"}), Some(&session));
+    let seen = tokio::time::timeout(Duration::from_secs(5), ext.calls.recv()).await.unwrap().unwrap();
+    assert_eq!((seen.name.as_str(), seen.method.as_deref(), seen.tab_id), ("debugger.sendCommand", Some("Runtime.evaluate"), Some(7)));
+    assert!(seen.raw.contains(r#""params":{"expression":"6*7"}"#), "{}", seen.raw);
+    ext.reply(seen.id, Ok(json!({"result": {"type": "number", "value": 42}})));
+    assert_eq!(call.await.unwrap()["result"]["value"], 42);
+
+    // Chrome's error text reaches the client.
+    let call = client.start_call("Runtime.evaluate", json!({}), Some(&session));
+    let seen = ext.calls.recv().await.unwrap();
+    ext.reply(seen.id, Err("Cannot find context with specified id"));
+    assert_eq!(protocol_error(call.await).1, "Cannot find context with specified id");
+
+    // Events fan out with the client's session id.
+    ext.event(7, None, "Page.loadEventFired", json!({"timestamp": 1.5}));
+    let event = next_event(&mut events, "Page.loadEventFired").await;
+    assert_eq!((event.session_id.as_deref(), event.params["timestamp"].as_f64()), (Some(&*session), Some(1.5)));
+}
+
+#[tokio::test]
+async fn bad_input_gets_cdp_errors_and_the_connection_survives() {
+    let setup = relay().await;
+    let _ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    // A raw socket, to see the error frames themselves.
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut exchange = async |frame: Message| -> Value {
+        socket.send(frame).await.unwrap();
+        let Some(Ok(Message::Text(text))) = tokio::time::timeout(Duration::from_secs(5), socket.next()).await.unwrap() else {
+            panic!("no text reply")
+        };
+        serde_json::from_str(&text).unwrap()
+    };
+    let reply = exchange(Message::Text("{not json".into())).await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let reply = exchange(Message::Text(r#"{"method":"Browser.getVersion"}"#.into())).await;
+    assert_eq!(reply["error"]["message"], "Message must have integer 'id' property");
+    let reply = exchange(Message::Text(r#"{"id":3,"method":"Nope.nothing"}"#.into())).await;
+    assert_eq!((reply["id"].as_i64(), reply["error"]["code"].as_i64()), (Some(3), Some(-32601)), "{reply}");
+    let reply = exchange(Message::Text(r#"{"id":4,"method":"Runtime.evaluate","sessionId":"NOPE"}"#.into())).await;
+    assert_eq!((reply["id"].as_i64(), reply["error"]["code"].as_i64()), (Some(4), Some(-32001)), "{reply}");
+    let reply = exchange(Message::Binary(vec![1, 2, 3].into())).await;
+    assert!(reply["error"]["message"].as_str().unwrap().contains("binary"), "{reply}");
+    let reply = exchange(Message::Text(r#"{"id":5,"method":"Target.setAutoAttach","params":{"autoAttach":"yes"}}"#.into())).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    // Still alive and answering.
+    let reply = exchange(Message::Text(r#"{"id":6,"method":"Browser.getVersion"}"#.into())).await;
+    assert_eq!(reply["result"]["product"], "Chrome/156.0.0.0", "{reply}");
+}
+
+#[tokio::test]
+async fn extension_dropping_mid_command_answers_at_once_and_reconnect_brings_pages_back() {
+    let setup = relay().await;
+    let mut ext = setup.extension(&[3], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+    auto_attach(&client).await;
+    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+
+    let call = client.start_call("Runtime.evaluate", json!({"expression": "never answered"}), Some(&session));
+    ext.calls.recv().await.expect("the command reached the extension");
+    let started = Instant::now();
+    drop(ext); // the socket goes away without a reply
+    let (_, message) = protocol_error(call.await);
+    assert!(started.elapsed() < Duration::from_secs(1), "answered after {:?}", started.elapsed());
+    assert!(message.contains("disconnected"), "{message}");
+    let detached = next_event(&mut events, "Target.detachedFromTarget").await;
+    assert_eq!(detached.params["targetId"], fake_target_id(3));
+    assert_eq!(setup.server.relay.stats().pending, 0);
+
+    // With no extension, page commands fail fast with advice.
+    let (_, message) = protocol_error(client.call("Runtime.evaluate", json!({}), Some(&session)).await);
+    assert!(message.contains("Session with given id not found"), "{message}");
+
+    // The extension comes back with the tab attached: the page is re-announced
+    // to the same client connection.
+    let _ext = setup.extension(&[3], Mode::Echo).await;
+    let attached = next_event(&mut events, "Target.attachedToTarget").await;
+    assert_eq!(attached.params["targetInfo"]["targetId"], fake_target_id(3));
+    let session = attached.params["sessionId"].as_str().unwrap();
+    client.call("Runtime.evaluate", json!({}), Some(session)).await.expect("works after reconnect");
+}
+
+#[tokio::test]
+async fn garbage_from_the_extension_is_dropped_and_the_link_survives() {
+    let setup = relay().await;
+    let ext = setup.extension(&[5], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    ext.send_raw("not json at all");
+    ext.send_raw(r#"{"tabs.explode":{"tabId":5}}"#);
+    ext.send_raw(r#"{"reply":{"id":999999}}"#);
+    ext.send_raw(r#"{"debugger.onEvent":{"tabId":424242,"method":"Page.x"}}"#);
+    let (client, mut events) = setup.client().await;
+    auto_attach(&client).await;
+    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    client.call("Page.enable", json!({}), Some(&session)).await.expect("the link still works");
+}
+
+#[tokio::test]
+async fn a_client_leaving_cleans_up_only_its_own_state_and_nothing_leaks() {
+    let setup = relay().await;
+    let ext = setup.extension(&[1, 2], Mode::Echo).await;
+    setup.wait_targets(2).await;
+    let (stayer, mut stayer_events) = setup.client().await;
+    auto_attach(&stayer).await;
+    let session = next_event(&mut stayer_events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let baseline = setup.server.relay.stats();
+
+    for _ in 0..50 {
+        let (client, mut events) = setup.client().await;
+        auto_attach(&client).await;
+        next_event(&mut events, "Target.attachedToTarget").await;
+        let browser = client.call("Target.attachToBrowserTarget", json!({}), None).await.unwrap();
+        client
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": fake_target_id(2), "flatten": true}),
+                browser["sessionId"].as_str(),
+            )
+            .await
+            .unwrap();
+        client.call("Target.setDiscoverTargets", json!({"discover": true}), None).await.unwrap();
+        client.close();
+        drop(client);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while setup.server.relay.stats() != baseline {
+        assert!(Instant::now() < deadline, "leaked: {:?} vs baseline {baseline:?}", setup.server.relay.stats());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The client that stayed still gets its events and answers.
+    ext.event(1, None, "Page.frameStoppedLoading", json!({"frameId": "F"}));
+    next_event(&mut stayer_events, "Page.frameStoppedLoading").await;
+    stayer.call("Runtime.evaluate", json!({}), Some(&session)).await.unwrap();
+}
+
+#[tokio::test]
+async fn in_flight_commands_are_capped_per_client() {
+    let setup =
+        relay_with(RelayConfig { max_in_flight: 4, extension_grace: Duration::from_millis(300), ..RelayConfig::default() })
+            .await;
+    let mut ext = setup.extension(&[1], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+    auto_attach(&client).await;
+    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let waiting: Vec<_> = (0..4).map(|_| client.start_call("Runtime.evaluate", json!({}), Some(&session))).collect();
+    let (_, message) = protocol_error(client.call("Runtime.evaluate", json!({}), Some(&session)).await);
+    assert!(message.contains("too many commands in flight (4)"), "{message}");
+    for _ in 0..4 {
+        let seen = ext.calls.recv().await.unwrap();
+        ext.reply(seen.id, Ok(json!({})));
+    }
+    for call in waiting {
+        call.await.unwrap();
+    }
+    // Room again.
+    let call = client.start_call("Runtime.evaluate", json!({}), Some(&session));
+    let seen = ext.calls.recv().await.unwrap();
+    ext.reply(seen.id, Ok(json!({})));
+    call.await.unwrap();
+}
+
+#[tokio::test]
+async fn one_extension_at_a_time_and_handshake_rules() {
+    let setup = relay_with(RelayConfig {
+        hello_timeout: Duration::from_millis(300),
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    // No extension yet: /cdp answers 503 with advice after the grace wait.
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    match tokio_tungstenite::connect_async(url.clone()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).to_string();
+            assert!(body.contains("click the Browser Relay icon"), "{body}");
+        }
+        other => panic!("expected 503, got {other:?}"),
+    }
+
+    // A silent extension is dropped after the hello timeout.
+    let silent = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), None, Mode::Echo).await.unwrap();
+    let close = tokio::time::timeout(Duration::from_secs(5), silent.close).await.unwrap().unwrap();
+    assert_eq!(close.map(|c| c.0), Some(shared_protocol::close_code::HELLO_TIMEOUT));
+
+    // A hello with another protocol version is refused with a reason.
+    let mut old = hello(vec![]);
+    old.protocol_version = 99;
+    let stale = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(old), Mode::Echo).await.unwrap();
+    let (code, reason) = tokio::time::timeout(Duration::from_secs(5), stale.close).await.unwrap().unwrap().unwrap();
+    assert_eq!(code, shared_protocol::close_code::PROTOCOL_MISMATCH);
+    assert!(reason.contains("99"), "{reason}");
+
+    // CDP clients are held until the hello arrives, then admitted.
+    let late = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), None, Mode::Echo).await.unwrap();
+    let held_url = url.clone();
+    let client = tokio::spawn(async move { CdpClient::connect(&held_url).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    late.send(&ExtensionMessage::Hello(hello(vec![])));
+    let client = client.await.unwrap().expect("admitted once the hello arrived");
+    client.call("Browser.getVersion", json!({}), None).await.unwrap();
+
+    // A second extension is refused with 409 and the first keeps working.
+    let second = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(hello(vec![])), Mode::Echo).await;
+    let error = format!("{:#}", second.expect_err("second extension refused"));
+    assert!(error.contains("409"), "{error}");
+    assert!(setup.server.relay.stats().extension_connected);
+    client.call("Browser.getVersion", json!({}), None).await.expect("first extension's clients unaffected");
+}
+
+#[tokio::test]
+async fn puppeteer_tab_model_and_target_synthesis() {
+    let setup = relay().await;
+    let mut ext = setup.extension(&[4], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+
+    assert_eq!(client.call("Target.getBrowserContexts", json!({}), None).await.unwrap(), json!({"browserContextIds": []}));
+    client.call("Target.setDiscoverTargets", json!({"discover": true, "filter": [{}]}), None).await.unwrap();
+    let mut created = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        created.push(event.params["targetInfo"]["type"].as_str().unwrap().to_string());
+    }
+    assert_eq!(created, ["browser", "tab", "page"], "targetCreated replayed before the answer");
+
+    // Root auto-attach excluding pages gets the tab target...
+    client
+        .call(
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true, "filter": [{"type": "page", "exclude": true}, {}]}),
+            None,
+        )
+        .await
+        .unwrap();
+    let tab = events.try_recv().expect("tab announced before the answer");
+    assert_eq!((tab.method.as_str(), tab.params["targetInfo"]["type"].as_str()), ("Target.attachedToTarget", Some("tab")));
+    let tab_session = tab.params["sessionId"].as_str().unwrap().to_string();
+    // ...and auto-attach on the tab session gets the page, on that session.
+    client
+        .call("Target.setAutoAttach", json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}), Some(&tab_session))
+        .await
+        .unwrap();
+    let page = events.try_recv().expect("page announced on the tab session before the answer");
+    assert_eq!(page.session_id.as_deref(), Some(&*tab_session));
+    assert_eq!(page.params["targetInfo"]["targetId"], fake_target_id(4));
+    client.call("Runtime.runIfWaitingForDebugger", json!({}), Some(&tab_session)).await.unwrap();
+
+    // createTarget: the new page is announced before the result.
+    let created = client.start_call("Target.createTarget", json!({"url": "about:blank"}), None);
+    let seen = ext.calls.recv().await.unwrap();
+    assert_eq!(seen.name, "tabs.create");
+    ext.reply(seen.id, Ok(serde_json::to_value(fake_tab(11)).unwrap()));
+    let result = created.await.unwrap();
+    assert_eq!(result["targetId"], fake_target_id(11));
+    let announced = std::iter::from_fn(|| events.try_recv().ok())
+        .find(|e| e.method == "Target.attachedToTarget")
+        .expect("tab of the new page announced before createTarget's result");
+    assert_eq!(announced.params["targetInfo"]["type"], "tab");
+
+    // closeTarget goes to tabs.remove; the detach follows the extension's event.
+    let closing = client.start_call("Target.closeTarget", json!({"targetId": fake_target_id(11)}), None);
+    let seen = ext.calls.recv().await.unwrap();
+    assert_eq!((seen.name.as_str(), seen.tab_id), ("tabs.remove", Some(11)));
+    ext.reply(seen.id, Ok(Value::Null));
+    assert_eq!(closing.await.unwrap(), json!({"success": true}));
+    ext.send(&ExtensionMessage::TabRemoved { tab_id: 11 });
+    let detached = next_event(&mut events, "Target.detachedFromTarget").await;
+    assert!(detached.session_id.is_none(), "the tab session detaches on the root");
+
+    // Browser-level answers the extension could not give.
+    let version = client.call("Browser.getVersion", json!({}), None).await.unwrap();
+    assert_eq!((version["product"].as_str(), version["userAgent"].as_str()), (Some("Chrome/156.0.0.0"), Some("Mozilla/5.0 FakeExtension")));
+    let (_, message) = protocol_error(client.call("Target.createBrowserContext", json!({}), None).await);
+    assert!(message.contains("user's own browser profile"), "{message}");
+    let info = client.call("Target.getTargetInfo", json!({}), None).await.unwrap();
+    assert_eq!(info["targetInfo"]["type"], "browser");
+    let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
+    let types: Vec<_> = targets["targetInfos"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["page"], "default filter: pages, not tabs or the browser");
+}
+
+#[tokio::test]
+async fn browser_session_attach_and_browser_close_affect_only_that_client() {
+    let setup = relay().await;
+    let _ext = setup.extension(&[9], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    let (a, mut a_events) = setup.client().await;
+    let (b, _b_events) = setup.client().await;
+
+    // Playwright's newCDPSession: a browser session, then attach on it; the
+    // attach event arrives on the browser session, before the result.
+    let browser = a.call("Target.attachToBrowserTarget", json!({}), None).await.unwrap();
+    let browser_session = browser["sessionId"].as_str().unwrap().to_string();
+    next_event(&mut a_events, "Target.attachedToTarget").await;
+    let attached = a
+        .call("Target.attachToTarget", json!({"targetId": fake_target_id(9), "flatten": true}), Some(&browser_session))
+        .await
+        .unwrap();
+    let event = a_events.try_recv().expect("attach event before the result");
+    assert_eq!(event.session_id.as_deref(), Some(&*browser_session));
+    let page_session = attached["sessionId"].as_str().unwrap().to_string();
+    a.call("Runtime.evaluate", json!({}), Some(&page_session)).await.unwrap();
+    a.call("Target.detachFromTarget", json!({"sessionId": page_session}), Some(&browser_session)).await.unwrap();
+    let (code, _) = protocol_error(a.call("Runtime.evaluate", json!({}), Some(&page_session)).await);
+    assert_eq!(code, -32001, "detached session is gone");
+
+    // Browser.close disconnects that client only.
+    a.call("Browser.close", json!({}), None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !a.is_closed() {
+        assert!(Instant::now() < deadline, "client A still connected after Browser.close");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    b.call("Browser.getVersion", json!({}), None).await.expect("client B unaffected");
+    assert!(setup.server.relay.stats().extension_connected);
+}
