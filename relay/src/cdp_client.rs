@@ -36,10 +36,10 @@ pub struct CdpEvent {
     pub session_id: Option<String>,
 }
 
-type Waiter = oneshot::Sender<Result<Value, (i64, String)>>;
+/// Completes one call; runs in the reader task, in the order replies arrive.
+type Waiter = Box<dyn FnOnce(Result<Value, (i64, String)>) + Send + Sync>;
 
 /// A connected CDP client. Dropping it closes the connection.
-#[derive(Debug)]
 pub struct CdpClient {
     out: mpsc::UnboundedSender<Message>,
     pending: Arc<DashMap<u64, Waiter>>,
@@ -95,7 +95,7 @@ impl CdpClient {
                             )),
                             None => Ok(value.get_mut("result").map(Value::take).unwrap_or(Value::Null)),
                         };
-                        let _ = waiter.send(result);
+                        waiter(result);
                     }
                 } else if let Some(method) = value.get("method").and_then(Value::as_str) {
                     let _ = events_tx.send(CdpEvent {
@@ -149,22 +149,12 @@ impl CdpClient {
         params: Value,
         session_id: Option<&str>,
     ) -> impl std::future::Future<Output = Result<Value, CdpError>> + Send + use<> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut message = json!({"id": id, "method": method, "params": params});
-        if let Some(session) = session_id {
-            message["sessionId"] = json!(session);
-        }
         let (tx, rx) = oneshot::channel();
-        self.pending.insert(id, tx);
-        let sent = !self.closed.is_cancelled() && self.out.send(Message::Text(message.to_string().into())).is_ok();
-        if !sent {
-            self.pending.remove(&id);
-        }
-        let (method, pending, timeout) = (method.to_string(), self.pending.clone(), self.timeout);
+        let sent = self.send_with(method, params, session_id, Box::new(move |result| drop(tx.send(result))));
+        let (method, timeout) = (method.to_string(), self.timeout);
+        let pending = self.pending.clone();
         async move {
-            if !sent {
-                return Err(CdpError::Closed(method));
-            }
+            let id = sent.map_err(|()| CdpError::Closed(method.clone()))?;
             match tokio::time::timeout(timeout, rx).await {
                 Ok(Ok(Ok(result))) => Ok(result),
                 Ok(Ok(Err((code, message)))) => Err(CdpError::Protocol { method, code, message }),
@@ -177,6 +167,41 @@ impl CdpClient {
         }
     }
 
+    /// Sends a command now; `done` runs with its result in the order replies
+    /// arrive (never if the connection closes first). For forwarders that
+    /// must keep Chrome's reply order, as a browser extension's promises do.
+    pub fn call_with(
+        &self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+        done: impl FnOnce(Result<Value, CdpError>) + Send + Sync + 'static,
+    ) {
+        let name = method.to_string();
+        let _ = self.send_with(
+            method,
+            params,
+            session_id,
+            Box::new(move |result| {
+                done(result.map_err(|(code, message)| CdpError::Protocol { method: name, code, message }));
+            }),
+        );
+    }
+
+    fn send_with(&self, method: &str, params: Value, session_id: Option<&str>, waiter: Waiter) -> Result<u64, ()> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut message = json!({"id": id, "method": method, "params": params});
+        if let Some(session) = session_id {
+            message["sessionId"] = json!(session);
+        }
+        self.pending.insert(id, waiter);
+        if self.closed.is_cancelled() || self.out.send(Message::Text(message.to_string().into())).is_err() {
+            self.pending.remove(&id);
+            return Err(());
+        }
+        Ok(id)
+    }
+
     /// Sends a raw text frame (tests use this to send malformed input).
     pub fn send_raw(&self, text: &str) -> bool {
         self.out.send(Message::Text(text.to_string().into())).is_ok()
@@ -185,6 +210,12 @@ impl CdpClient {
     /// Closes the connection.
     pub fn close(&self) {
         let _ = self.out.send(Message::Close(None));
+    }
+}
+
+impl std::fmt::Debug for CdpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CdpClient").field("pending", &self.pending.len()).field("closed", &self.is_closed()).finish()
     }
 }
 

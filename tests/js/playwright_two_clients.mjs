@@ -79,9 +79,10 @@ async function main() {
     check(clientB.contexts()[0].pages().length === 1, 'client B sees exactly one page', clientB.contexts()[0].pages().length);
 
     // Both evaluate on the page at the same time.
-    const [titleA, titleB] = await bounded(
-      Promise.all([pageA.evaluate(() => document.title), pageB.evaluate(() => document.title)]),
-      'concurrent evaluate from both clients'
+    const [titleA, titleB] = await Promise.all([
+      bounded(pageA.evaluate(() => document.title), 'client A evaluate (concurrent with B)'),
+      bounded(pageB.evaluate(() => document.title), 'client B evaluate (concurrent with A)'),
+    ]
     );
     check(titleA === 'Fixture Index' && titleB === 'Fixture Index', 'both clients evaluate document.title', [titleA, titleB]);
 

@@ -46,7 +46,7 @@ pub struct FakeExtension {
     pub other: mpsc::UnboundedReceiver<String>,
     pub close: tokio::sync::oneshot::Receiver<Option<(u16, String)>>,
     /// Dropping the fake drops its socket abruptly (no close frame).
-    gone: tokio_util::sync::DropGuard,
+    _gone: tokio_util::sync::DropGuard,
 }
 
 /// A page the fake pretends to have attached.
@@ -152,7 +152,7 @@ impl FakeExtension {
                 let _ = tx.send(None);
             }
         });
-        Ok(Self { tx, calls, other, close, gone: stop.drop_guard() })
+        Ok(Self { tx, calls, other, close, _gone: stop.drop_guard() })
     }
 
     /// Sends an extension message.

@@ -64,6 +64,7 @@ impl RelayEnv {
         ext.user_attach(tab.tab_id).await?;
         let env = Self { ext, server, fixtures, chrome, token, tab };
         env.wait_for_targets(1).await?;
+        env.wait_for_load().await?;
         Ok(env)
     }
 
@@ -78,6 +79,18 @@ impl RelayEnv {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        Ok(())
+    }
+
+    /// Waits for the attached page's `load` event, through the relay's
+    /// page-level endpoint.
+    async fn wait_for_load(&self) -> anyhow::Result<()> {
+        let target = self.ext.target_id(self.tab.tab_id).context("attached tab has a target")?;
+        let url = format!("ws://{}/devtools/page/{target}?token={}", self.server.addr, self.token.as_str());
+        let page = browser_relay::cdp_client::CdpClient::connect(&url).await?;
+        let loaded = "new Promise(done => document.readyState === 'complete' ? done(true) : addEventListener('load', () => done(true)))";
+        page.call("Runtime.evaluate", serde_json::json!({"expression": loaded, "awaitPromise": true}), None).await?;
+        page.close();
         Ok(())
     }
 
@@ -100,6 +113,21 @@ impl RelayEnv {
     pub async fn run_node(&self, script: &str) -> anyhow::Result<String> {
         run_node(script, &self.node_env()).await
     }
+}
+
+/// A minimal HTTP GET (HTTP/1.1, `Connection: close`) returning status and body.
+pub async fn http_get(url: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").context("http:// URL")?;
+    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(host).await?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf)).await??;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
 }
 
 /// Runs a Node client script (killed if it outlives 4 minutes or the test).

@@ -79,6 +79,8 @@ struct Inner {
     chrome: CdpClient,
     tabs: Mutex<Tabs>,
     relay: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    /// Stops the current relay connection's tasks (an abrupt drop).
+    relay_stop: Mutex<Option<CancellationToken>>,
     faults: Mutex<Faults>,
     product: String,
     user_agent: String,
@@ -104,6 +106,7 @@ impl SimExtension {
             chrome,
             tabs: Mutex::new(Tabs { next_id: 100, ..Tabs::default() }),
             relay: Mutex::new(None),
+            relay_stop: Mutex::new(None),
             faults: Mutex::new(Faults::default()),
             product: version["product"].as_str().unwrap_or_default().to_string(),
             user_agent: version["userAgent"].as_str().unwrap_or_default().to_string(),
@@ -203,12 +206,15 @@ impl SimExtension {
 
         let writer_stop = self.0.stop.child_token();
         let reader_stop = writer_stop.clone();
+        if let Some(previous) = self.0.relay_stop.lock().unwrap().replace(writer_stop.clone()) {
+            previous.cancel();
+        }
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    () = writer_stop.cancelled() => break,
+                    // Dropped on purpose: no close frame, like a killed worker.
+                    () = writer_stop.cancelled() => return,
                     message = rx.recv() => match message {
-                        // `None`: the connection was dropped on purpose; no close frame.
                         None => return,
                         Some(message) => if sink.send(message).await.is_err() { break },
                     },
@@ -246,6 +252,9 @@ impl SimExtension {
     /// service worker.
     pub fn drop_connection(&self) {
         self.0.relay.lock().unwrap().take();
+        if let Some(stop) = self.0.relay_stop.lock().unwrap().take() {
+            stop.cancel();
+        }
     }
 
     /// Sends a raw frame to the relay (garbage injection).
@@ -447,46 +456,54 @@ impl SimExtension {
                 if faults.swallow_commands && matches!(message, RelayMessage::DebuggerSendCommand(_)) {
                     return;
                 }
-                // chrome.debugger.sendCommand issues commands in call order
-                // (input events depend on it): start CDP commands now, await later.
-                let started = match &message {
-                    RelayMessage::DebuggerSendCommand(command) => Some(self.start_command(command)),
-                    _ => None,
-                };
+                if let RelayMessage::DebuggerSendCommand(command) = &message {
+                    // chrome.debugger.sendCommand issues commands in call order
+                    // and its promises settle in Chrome's reply order: forward
+                    // both orders as they are (input events and Playwright's
+                    // getFrameTree-before-contexts depend on them).
+                    let sim = self.clone();
+                    let done = move |result: Result<Value, CallError>| sim.reply(id, result, faults.reply_delay);
+                    match self.check_command(command) {
+                        Ok((method, params, session)) => {
+                            self.0.chrome.call_with(&method, params, Some(&session), move |r| done(r.map_err(cdp_error)));
+                        }
+                        Err(refused) => done(Err(refused)),
+                    }
+                    return;
+                }
                 let sim = self.clone();
                 tokio::spawn(async move {
-                    let result = match started {
-                        Some(Ok(call)) => call.await.map_err(cdp_error),
-                        Some(Err(refused)) => Err(refused),
-                        None => {
-                            // Re-parse inside the task: the message borrows `text`.
-                            let message = RelayMessage::parse(&text).expect("parsed above");
-                            sim.execute(message).await
-                        }
-                    };
-                    if let Some(delay) = faults.reply_delay {
-                        tokio::time::sleep(delay).await;
-                    }
-                    let reply = match result {
-                        Ok(value) => {
-                            let raw: Box<RawValue> = serde_json::value::to_raw_value(&value).expect("Value serialises");
-                            encode(&ExtensionMessage::Reply(Reply { id, result: Some(&raw), error: None }))
-                        }
-                        Err(error) => encode(&ExtensionMessage::Reply(Reply { id, result: None, error: Some(error) })),
-                    };
-                    if let Some(tx) = &*sim.0.relay.lock().unwrap() {
-                        let _ = tx.send(Message::Text(reply.into()));
-                    }
+                    // Re-parse inside the task: the message borrows `text`.
+                    let message = RelayMessage::parse(&text).expect("parsed above");
+                    let result = sim.execute(message).await;
+                    sim.reply(id, result, faults.reply_delay);
                 });
             }
         }
     }
 
-    /// `debugger.sendCommand`: checks it as Chrome does and sends it now.
-    fn start_command(
-        &self,
-        command: &shared_protocol::SendCommand<'_>,
-    ) -> Result<impl std::future::Future<Output = Result<Value, CdpError>> + Send + use<>, CallError> {
+    fn reply(&self, id: u64, result: Result<Value, CallError>, delay: Option<Duration>) {
+        let frame = match result {
+            Ok(value) => {
+                let raw: Box<RawValue> = serde_json::value::to_raw_value(&value).expect("Value serialises");
+                encode(&ExtensionMessage::Reply(Reply { id, result: Some(&raw), error: None }))
+            }
+            Err(error) => encode(&ExtensionMessage::Reply(Reply { id, result: None, error: Some(error) })),
+        };
+        let Some(tx) = self.0.relay.lock().unwrap().clone() else { return };
+        match delay {
+            None => drop(tx.send(Message::Text(frame.into()))),
+            Some(delay) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = tx.send(Message::Text(frame.into()));
+                });
+            }
+        }
+    }
+
+    /// `debugger.sendCommand`: checks it as Chrome does; returns what to send.
+    fn check_command(&self, command: &shared_protocol::SendCommand<'_>) -> Result<(String, Value, String), CallError> {
         let method = &*command.method;
         if refused_by_chrome_debugger(method) {
             return Err(CallError { message: "Not allowed".into(), code: Some(-32000) });
@@ -506,7 +523,7 @@ impl SimExtension {
             Some(raw) => serde_json::from_str(raw.get()).map_err(|e| chrome_error(e.to_string()))?,
             None => json!({}),
         };
-        Ok(self.0.chrome.start_call(method, params, Some(&session)))
+        Ok((method.to_string(), params, session))
     }
 
     async fn execute(&self, message: RelayMessage<'_>) -> Result<Value, CallError> {

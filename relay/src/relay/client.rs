@@ -309,7 +309,7 @@ impl Relay {
     fn forget_client(&self, client: &Arc<ClientHandle>) {
         let mut registry = self.registry();
         for target in registry.iter_mut() {
-            target.subs.retain(|s| s.client.id != client.id);
+            target.forget_client(client.id);
         }
         drop(registry);
         self.0.clients.remove(&client.id);
@@ -358,6 +358,14 @@ impl Relay {
         if !client.in_flight.try_start(max) {
             return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
         }
+        if command.method == "Runtime.disable" {
+            // Other clients on this shared session keep their Runtime.
+            let last = self.registry().by_tab_mut(tab_id).is_none_or(|t| t.runtime_disable(client.id, child));
+            if !last {
+                client.finish_command();
+                return reply.ok(&json!({}));
+            }
+        }
         let Some(link) = self.link() else {
             client.finish_command();
             return reply.err(code::SERVER_ERROR, &CallError::NoExtension.to_string());
@@ -370,11 +378,18 @@ impl Relay {
             method: Cow::Borrowed(&command.method),
             params: command.params,
         }));
-        let runtime_enable = (command.method == "Runtime.enable").then(|| RuntimeEnable {
-            tab: tab_id,
-            child: child.map(Arc::from),
-            replay: self.registry().by_tab(tab_id).and_then(|t| t.contexts_to_replay(child)),
-        });
+        let runtime_enable = match &*command.method {
+            "Runtime.enable" => self.registry().by_tab_mut(tab_id).map(|target| RuntimeEnable {
+                tab: tab_id,
+                child: child.map(Arc::from),
+                effect: {
+                    let effect = target.runtime_enable(client.id, child);
+                    tracing::debug!(client = client.id, tab = tab_id, child, ?effect, "Runtime.enable");
+                    effect
+                },
+            }),
+            _ => None,
+        };
         self.0.pending.insert(
             id,
             Pending::Client {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cdp;
 use super::client::write_loop;
-use super::targets::{SubKind, Target, new_id};
+use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay};
 
 /// A live, greeted extension connection.
@@ -223,13 +223,23 @@ impl Relay {
         match pending {
             Pending::Client { client, cdp_id, session, runtime_enable, .. } => {
                 client.finish_command();
-                if let (Some(enable), None) = (runtime_enable, &reply.error) {
+                if let Some(enable) = runtime_enable {
                     // See `Target::runtime`: replay before the answer, as Chrome would.
-                    for params in enable.replay.iter().flatten() {
-                        client.send(cdp::event("Runtime.executionContextCreated", params, session.as_deref()));
-                    }
-                    if let Some(target) = self.registry().by_tab_mut(enable.tab) {
-                        target.runtime_mut(enable.child.as_deref()).enabled = true;
+                    let mut registry = self.registry();
+                    if let Some(target) = registry.by_tab_mut(enable.tab) {
+                        match (&enable.effect, &reply.error) {
+                            (EnableEffect::Replay, None) => {
+                                let live = target.runtime_join(client.id, enable.child.as_deref());
+                                tracing::debug!(client = client.id, replayed = live.len(), "Runtime.enable replay");
+                                for params in live {
+                                    client.send(cdp::event("Runtime.executionContextCreated", &params, session.as_deref()));
+                                }
+                            }
+                            (EnableEffect::EnablesChrome, Some(_)) => {
+                                target.runtime_disable(client.id, enable.child.as_deref());
+                            }
+                            _ => {}
+                        }
                     }
                 }
                 let text = match (&reply.error, reply.result) {
@@ -278,12 +288,14 @@ impl Relay {
             target.track_runtime_event(event.session_id.as_deref(), method, params);
         }
         let target = &*target;
+        let context_event = method.starts_with("Runtime.executionContext");
+        let wanted = |client: u64| !context_event || target.wants_runtime_events(client, event.session_id.as_deref());
         match event.session_id.as_deref() {
             None => {
                 // One frame per distinct session id; clients sharing a session
                 // share the bytes.
                 let mut built: Vec<(Option<&str>, Utf8Bytes)> = Vec::with_capacity(2);
-                for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page) {
+                for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     let key = (!sub.bare).then_some(&*sub.session);
                     let frame = match built.iter().find(|(k, _)| *k == key) {
                         Some((_, frame)) => frame.clone(),
@@ -305,7 +317,7 @@ impl Relay {
             }
             Some(child) => {
                 let frame = Utf8Bytes::from(cdp::event(method, params, Some(child)));
-                for client in distinct_clients(target, |s| s.kind == SubKind::Page) {
+                for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     client.send(frame.clone());
                 }
             }

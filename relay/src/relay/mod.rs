@@ -111,9 +111,7 @@ impl Pending {
 struct RuntimeEnable {
     tab: TabId,
     child: Option<Arc<str>>,
-    /// Contexts to report to this client (Chrome will not), if Runtime was
-    /// already enabled when the command was sent.
-    replay: Option<Vec<String>>,
+    effect: targets::EnableEffect,
 }
 
 /// Address and token used to build the URLs we hand out. Built from the bound

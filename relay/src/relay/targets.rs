@@ -92,19 +92,37 @@ pub struct Target {
     pub title: String,
     pub opener: Option<Arc<str>>,
     pub subs: Vec<Subscription>,
-    /// Execution contexts per session (`None`: the tab itself), because all
-    /// clients share the tab's one debugger session: a second client's
-    /// `Runtime.enable` makes Chrome report nothing, so the relay replays them.
+    /// Runtime state per session (`None`: the tab itself). All clients share
+    /// the tab's one debugger session: a second client's `Runtime.enable`
+    /// makes Chrome report nothing, so the relay replays the contexts, and
+    /// sends context events only to clients that enabled Runtime.
     pub runtime: Vec<RuntimeSession>,
 }
 
-/// Execution contexts of one session on a tab.
+/// Execution contexts of one session on a tab, and which clients enabled
+/// Runtime there (Chrome only knows that the shared session did).
 #[derive(Debug, Default)]
 pub struct RuntimeSession {
     pub child: Option<Arc<str>>,
+    /// Runtime is (being) enabled on Chrome's side.
     pub enabled: bool,
+    /// Clients that enabled Runtime; only they get context events.
+    pub clients: Vec<u64>,
     /// `(context id, raw params of its executionContextCreated)`.
     pub contexts: Vec<(i64, String)>,
+}
+
+/// What a client's `Runtime.enable` needs at its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnableEffect {
+    /// This command enables Runtime in Chrome, which reports the contexts
+    /// (before the reply, to this client among others).
+    EnablesChrome,
+    /// Runtime was already enabled: Chrome reports nothing, so at the reply
+    /// the relay replays every live context to this client. Until then the
+    /// client gets no context events: Playwright ignores contexts of frames
+    /// it has not yet seen in its own `Page.getFrameTree` answer.
+    Replay,
 }
 
 impl Target {
@@ -119,11 +137,57 @@ impl Target {
         &mut self.runtime[index]
     }
 
-    /// Contexts a client enabling Runtime on this session would miss, or
-    /// `None` when Chrome will report them itself (Runtime not yet enabled).
-    pub fn contexts_to_replay(&self, child: Option<&str>) -> Option<Vec<String>> {
-        let session = self.runtime.iter().find(|r| r.child.as_deref() == child)?;
-        session.enabled.then(|| session.contexts.iter().map(|(_, params)| params.clone()).collect())
+    pub fn runtime(&self, child: Option<&str>) -> Option<&RuntimeSession> {
+        self.runtime.iter().find(|r| r.child.as_deref() == child)
+    }
+
+    /// A client sends `Runtime.enable` on a session: from now on it gets
+    /// context events there.
+    pub fn runtime_enable(&mut self, client: u64, child: Option<&str>) -> EnableEffect {
+        let session = self.runtime_mut(child);
+        if session.enabled {
+            EnableEffect::Replay
+        } else {
+            session.enabled = true;
+            if !session.clients.contains(&client) {
+                session.clients.push(client);
+            }
+            EnableEffect::EnablesChrome
+        }
+    }
+
+    /// At the reply to a [`EnableEffect::Replay`] enable: the client joins
+    /// and gets the params of every live context.
+    pub fn runtime_join(&mut self, client: u64, child: Option<&str>) -> Vec<String> {
+        let session = self.runtime_mut(child);
+        if !session.clients.contains(&client) {
+            session.clients.push(client);
+        }
+        session.contexts.iter().map(|(_, params)| params.clone()).collect()
+    }
+
+    /// A client disables Runtime; `true` when it was the last one, so the
+    /// command must reach Chrome.
+    pub fn runtime_disable(&mut self, client: u64, child: Option<&str>) -> bool {
+        let session = self.runtime_mut(child);
+        session.clients.retain(|c| *c != client);
+        let last = session.clients.is_empty();
+        if last {
+            session.enabled = false;
+        }
+        last
+    }
+
+    /// Whether a context event on this session goes to `client`.
+    pub fn wants_runtime_events(&self, client: u64, child: Option<&str>) -> bool {
+        self.runtime(child).is_some_and(|s| s.clients.contains(&client))
+    }
+
+    pub fn forget_client(&mut self, client: u64) {
+        self.subs.retain(|s| s.client.id != client);
+        for session in &mut self.runtime {
+            session.clients.retain(|c| *c != client);
+        }
     }
 
     /// Tracks `Runtime.executionContext*` events.
@@ -285,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn runtime_contexts_are_replayed_only_once_enabled() {
+    fn runtime_enable_is_per_client_on_a_shared_session() {
         let mut target = Target {
             tab_id: 1,
             window_id: None,
@@ -300,16 +364,27 @@ mod tests {
             runtime: Vec::new(),
         };
         let created = |id: i64| format!(r#"{{"context":{{"id":{id},"origin":"","name":""}}}}"#);
+        // Two clients enable at once: only the first reaches Chrome and gets
+        // Chrome's events; the second waits for its reply.
+        assert_eq!(target.runtime_enable(1, None), EnableEffect::EnablesChrome);
+        assert_eq!(target.runtime_enable(2, None), EnableEffect::Replay);
         target.track_runtime_event(None, "Runtime.executionContextCreated", &created(1));
-        assert_eq!(target.contexts_to_replay(None), None, "not enabled yet: Chrome reports contexts itself");
-        target.runtime_mut(None).enabled = true;
         target.track_runtime_event(None, "Runtime.executionContextCreated", &created(2));
-        target.track_runtime_event(Some("CHILD"), "Runtime.executionContextCreated", &created(3));
+        assert!(target.wants_runtime_events(1, None));
+        assert!(!target.wants_runtime_events(2, None), "nothing live before its own reply");
         target.track_runtime_event(None, "Runtime.executionContextDestroyed", r#"{"executionContextId":1}"#);
-        assert_eq!(target.contexts_to_replay(None), Some(vec![created(2)]));
+        assert_eq!(target.runtime_join(2, None), vec![created(2)], "live contexts at the reply");
+        assert!(target.wants_runtime_events(2, None));
+        assert!(!target.wants_runtime_events(3, None), "a client that never enabled Runtime");
         target.track_runtime_event(None, "Runtime.executionContextsCleared", "{}");
-        assert_eq!(target.contexts_to_replay(None), Some(vec![]));
-        assert_eq!(target.contexts_to_replay(Some("CHILD")), None, "child session not enabled");
+        assert_eq!(target.runtime_join(3, None), Vec::<String>::new());
+        // Child sessions are separate.
+        assert_eq!(target.runtime_enable(3, Some("CHILD")), EnableEffect::EnablesChrome);
+        // Disable reaches Chrome only with the last client.
+        assert!(!target.runtime_disable(1, None));
+        target.forget_client(2);
+        assert!(target.runtime_disable(3, None));
+        assert_eq!(target.runtime_enable(1, None), EnableEffect::EnablesChrome);
     }
 
     #[test]

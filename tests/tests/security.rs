@@ -1,0 +1,247 @@
+//! Every security rule of SECURITY.md, each tried against a real relay on
+//! 127.0.0.1:0 with real HTTP requests and WebSocket handshakes.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use browser_relay::net::ServeLimits;
+use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
+use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::state_dir::Token;
+use e2e::fake_extension::{FakeExtension, Mode, hello};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// Sends one raw HTTP/1.1 request; returns the status code and the response.
+async fn raw_request(addr: SocketAddr, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+fn get(path: &str, host: &str, extra: &[(&str, &str)]) -> String {
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in extra {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request + "\r\n"
+}
+
+/// Attempts a WebSocket handshake; returns the HTTP status (101 on success).
+async fn ws_status(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut request = format!("ws://{addr}{path}").into_client_request().unwrap();
+    for (name, value) in headers {
+        request.headers_mut().insert(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            http::HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok(_) => 101,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(e) => panic!("handshake to {path} failed without an HTTP status: {e}"),
+    }
+}
+
+struct Relay {
+    server: RunningServer,
+    token: Token,
+    _ext: FakeExtension,
+}
+
+async fn relay_with_extension() -> Relay {
+    e2e::init_logging();
+    let token = Token::generate();
+    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
+    let ext = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
+    Relay { server, token, _ext: ext }
+}
+
+#[tokio::test]
+async fn http_routes_check_host_origin_and_token() {
+    let relay = relay_with_extension().await;
+    let addr = relay.server.addr;
+    let token = relay.token.as_str();
+    let host = format!("127.0.0.1:{}", addr.port());
+    let with_token = format!("/json/version?token={token}");
+    let bearer = format!("Bearer {token}");
+    let wrong = format!("/json/list?token={}", "0".repeat(64));
+    let rebinding_with_port = format!("evil.example:{}", addr.port());
+    let cases: Vec<(&str, String, &str, Vec<(&str, &str)>, u16)> = vec![
+        ("token in query", with_token.clone(), &host, vec![], 200),
+        ("token as bearer", "/json/version".into(), &host, vec![("Authorization", &bearer)], 200),
+        ("trailing slash (Playwright)", format!("/json/version/?token={token}"), &host, vec![], 200),
+        ("no token", "/json/version".into(), &host, vec![], 401),
+        ("wrong token", wrong, &host, vec![], 401),
+        ("token in the wrong place", format!("/json/list?tok={token}"), &host, vec![], 401),
+        ("DNS rebinding Host", with_token.clone(), "evil.example", vec![], 403),
+        ("rebinding Host with our port", with_token.clone(), &rebinding_with_port, vec![], 403),
+        ("loopback-looking Host", with_token.clone(), "127.0.0.1.evil.example", vec![], 403),
+        ("localhost Host", with_token.clone(), "localhost", vec![], 200),
+        ("web Origin (CSRF)", with_token.clone(), &host, vec![("Origin", "http://evil.example")], 403),
+        ("null Origin", with_token.clone(), &host, vec![("Origin", "null")], 403),
+        ("localhost web Origin", with_token.clone(), &host, vec![("Origin", "http://127.0.0.1:8000")], 403),
+        ("other extension Origin", with_token.clone(), &host, vec![("Origin", "chrome-extension://abcdefghijklmnop")], 403),
+        ("close with GET needs token", "/json/close/X".into(), &host, vec![], 401),
+        ("health without token", "/".into(), &host, vec![], 200),
+        ("health from rebinding Host", "/".into(), "evil.example", vec![], 403),
+        ("status without token", "/extension/status".into(), &host, vec![], 200),
+    ];
+    for (what, path, host, headers, expected) in cases {
+        let (status, response) = raw_request(addr, &get(&path, host, &headers)).await;
+        assert_eq!(status, expected, "{what}: {response}");
+        assert!(!response.to_ascii_lowercase().contains("access-control-allow"), "{what}: CORS header in {response}");
+        assert!(!response.contains(token) || path.contains("version"), "{what}: token echoed in {response}");
+    }
+    // No Host at all (HTTP/1.0 style) is refused too.
+    let (status, _) = raw_request(addr, "GET /json/version HTTP/1.0\r\n\r\n").await;
+    assert!(status == 400 || status == 403, "missing Host gave {status}");
+    // A CORS preflight from a web page is refused without CORS headers.
+    let preflight = format!(
+        "OPTIONS /json/version HTTP/1.1\r\nHost: {host}\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: GET\r\nConnection: close\r\n\r\n"
+    );
+    let (status, response) = raw_request(addr, &preflight).await;
+    assert_eq!(status, 403, "{response}");
+}
+
+#[tokio::test]
+async fn websocket_upgrades_check_host_origin_and_token() {
+    let relay = relay_with_extension().await;
+    let addr = relay.server.addr;
+    let token = relay.token.as_str();
+    let cdp = format!("/cdp?token={token}");
+    let ext_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
+    let ext_protocols = format!("browser-relay.v1, token.{token}");
+    let wrong_protocols = format!("browser-relay.v1, token.{}", "f".repeat(64));
+    let cases: Vec<(&str, String, Vec<(&str, &str)>, u16)> = vec![
+        ("CDP client with token", cdp.clone(), vec![], 101),
+        ("browser endpoint path", format!("/devtools/browser/anything?token={token}"), vec![], 101),
+        ("CDP client without token", "/cdp".into(), vec![], 401),
+        ("CDP client, web Origin", cdp.clone(), vec![("Origin", "http://evil.example")], 403),
+        ("CDP client, null Origin", cdp.clone(), vec![("Origin", "null")], 403),
+        ("CDP client, https localhost Origin", cdp.clone(), vec![("Origin", "https://localhost")], 403),
+        ("CDP client, our extension's Origin", cdp.clone(), vec![("Origin", &ext_origin)], 403),
+        ("CDP client, rebinding Host", cdp.clone(), vec![("Host", "evil.example")], 403),
+        ("page endpoint, unknown target", format!("/devtools/page/NOPE?token={token}"), vec![], 404),
+        ("extension without Origin", "/extension".into(), vec![("Sec-WebSocket-Protocol", &ext_protocols)], 403),
+        (
+            "extension with a web Origin",
+            "/extension".into(),
+            vec![("Origin", "http://evil.example"), ("Sec-WebSocket-Protocol", &ext_protocols)],
+            403,
+        ),
+        (
+            "extension with another extension's Origin",
+            "/extension".into(),
+            vec![("Origin", "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), ("Sec-WebSocket-Protocol", &ext_protocols)],
+            403,
+        ),
+        (
+            "extension with a wrong token",
+            "/extension".into(),
+            vec![("Origin", &ext_origin), ("Sec-WebSocket-Protocol", &wrong_protocols)],
+            401,
+        ),
+        (
+            "extension without a token",
+            "/extension".into(),
+            vec![("Origin", &ext_origin), ("Sec-WebSocket-Protocol", "browser-relay.v1")],
+            401,
+        ),
+        (
+            "second extension while one is live",
+            "/extension".into(),
+            vec![("Origin", &ext_origin), ("Sec-WebSocket-Protocol", &ext_protocols)],
+            409,
+        ),
+    ];
+    for (what, path, headers, expected) in cases {
+        assert_eq!(ws_status(addr, &path, &headers).await, expected, "{what}");
+    }
+    assert!(relay.server.relay.stats().extension_connected, "the live extension was never replaced");
+}
+
+#[tokio::test]
+async fn urls_are_built_from_the_bound_address_never_from_host() {
+    let relay = relay_with_extension().await;
+    let addr = relay.server.addr;
+    let request = get(&format!("/json/version?token={}", relay.token.as_str()), "localhost:1", &[]);
+    let (status, response) = raw_request(addr, &request).await;
+    assert_eq!(status, 200, "{response}");
+    let expected = format!("\"webSocketDebuggerUrl\":\"ws://127.0.0.1:{}/devtools/browser/", addr.port());
+    assert!(response.contains(&expected), "{response}");
+    assert!(!response.contains("localhost:1"), "Host leaked into a URL: {response}");
+}
+
+#[tokio::test]
+async fn no_auth_mode_drops_only_the_token_rule() {
+    let server = RunningServer::start(e2e::test_options(None)).await.unwrap();
+    let addr = server.addr;
+    let host = format!("127.0.0.1:{}", addr.port());
+    assert_eq!(raw_request(addr, &get("/json/version", &host, &[])).await.0, 200);
+    assert_eq!(raw_request(addr, &get("/json/version", "evil.example", &[])).await.0, 403);
+    assert_eq!(raw_request(addr, &get("/json/version", &host, &[("Origin", "http://evil.example")])).await.0, 403);
+}
+
+#[tokio::test]
+async fn only_loopback_addresses_are_bound() {
+    let options = ServerOptions::new("0.0.0.0:0".parse().unwrap(), Some(Token::generate()));
+    let error = RunningServer::start(options).await.expect_err("0.0.0.0 refused").to_string();
+    assert!(error.contains("only listens on loopback"), "{error}");
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    let mut options = e2e::test_options(Some(Token::generate()));
+    options.limits = ServeLimits { header_read_timeout: Duration::from_millis(300), ..ServeLimits::default() };
+    let server = RunningServer::start(options).await.unwrap();
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    // Half a request, then nothing (slowloris).
+    stream.write_all(b"GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the relay kept a connection with unfinished headers open for 5 s");
+    // And it still serves everyone else.
+    let host = format!("127.0.0.1:{}", server.addr.port());
+    assert_eq!(raw_request(server.addr, &get("/", &host, &[])).await.0, 200);
+}
+
+#[tokio::test]
+async fn oversized_client_messages_close_only_that_client() {
+    e2e::init_logging();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.relay.client_max_message = 64 * 1024;
+    let server = RunningServer::start(options).await.unwrap();
+    let _ext = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
+    let url = format!("ws://{}/cdp?token={}", server.addr, token.as_str());
+    let big = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
+    let small = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
+    let huge = format!(r#"{{"id":1,"method":"Runtime.evaluate","params":{{"expression":"{}"}}}}"#, "x".repeat(200 * 1024));
+    big.send_raw(&huge);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !big.is_closed() {
+        assert!(tokio::time::Instant::now() < deadline, "oversized sender not disconnected");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    small.call("Browser.getVersion", serde_json::json!({}), None).await.expect("other clients unaffected");
+}
+
+#[test]
+fn token_file_is_private_and_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = browser_relay::state_dir::StateDir::at(dir.path().join("state"));
+    let token = state.load_or_create_token().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(state.token_path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "token readable by others: {mode:o}");
+    assert_eq!(state.load_or_create_token().unwrap(), token);
+    assert!(!format!("{token:?}").contains(token.as_str()), "Debug must redact the token");
+}
