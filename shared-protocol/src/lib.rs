@@ -270,6 +270,90 @@ impl<'a> ExtensionMessage<'a> {
     }
 }
 
+/// The hot path: `reply` and `debugger.onEvent` frames in the canonical
+/// layout [`encode`] produces, split by that layout without scanning their
+/// payload, so a multi-MB screenshot costs no parse. Anything that deviates
+/// from the layout in any way returns `None`; use [`ExtensionMessage::parse`]
+/// then. The payload is returned as the extension sent it, unvalidated.
+pub mod layout {
+    use super::{CallId, TabId};
+
+    /// A `reply` with a result (or none); error replies take the full parser.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RawReply<'a> {
+        pub id: CallId,
+        pub result: Option<&'a str>,
+    }
+
+    /// A `debugger.onEvent`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct RawEvent<'a> {
+        pub tab_id: TabId,
+        pub session_id: Option<&'a str>,
+        pub method: &'a str,
+        pub params: Option<&'a str>,
+    }
+
+    fn number(text: &str) -> Option<(u64, &str)> {
+        let end = text.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(text.len());
+        if end == 0 || end > 18 {
+            return None;
+        }
+        Some((text[..end].parse().ok()?, &text[end..]))
+    }
+
+    fn signed(text: &str) -> Option<(i64, &str)> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (n, rest) = number(digits)?;
+        let n = i64::try_from(n).ok()?;
+        Some((if negative { -n } else { n }, rest))
+    }
+
+    /// A JSON string with no escapes; the string and the rest.
+    fn plain_string(text: &str) -> Option<(&str, &str)> {
+        let body = text.strip_prefix('"')?;
+        let end = body.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
+        (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
+    }
+
+    /// The value before the closing `}}`; it must look like one at both ends.
+    fn payload(rest: &str) -> Option<&str> {
+        let raw = rest.strip_suffix("}}")?;
+        let (first, last) = (*raw.as_bytes().first()?, *raw.as_bytes().last()?);
+        let balanced = matches!((first, last), (b'{', b'}') | (b'[', b']') | (b'"', b'"'))
+            || (first.is_ascii_digit() || first == b'-') && last.is_ascii_digit()
+            || matches!(raw, "true" | "false" | "null");
+        balanced.then_some(raw)
+    }
+
+    pub fn reply(text: &str) -> Option<RawReply<'_>> {
+        let rest = text.strip_prefix(r#"{"reply":{"id":"#)?;
+        let (id, rest) = number(rest)?;
+        if rest == "}}" {
+            return Some(RawReply { id, result: None });
+        }
+        Some(RawReply { id, result: Some(payload(rest.strip_prefix(r#","result":"#)?)?) })
+    }
+
+    pub fn debugger_event(text: &str) -> Option<RawEvent<'_>> {
+        let rest = text.strip_prefix(r#"{"debugger.onEvent":{"tabId":"#)?;
+        let (tab_id, rest) = signed(rest)?;
+        let (session_id, rest) = match rest.strip_prefix(r#","sessionId":"#) {
+            Some(rest) => {
+                let (session, rest) = plain_string(rest)?;
+                (Some(session), rest)
+            }
+            None => (None, rest),
+        };
+        let (method, rest) = plain_string(rest.strip_prefix(r#","method":"#)?)?;
+        let params = if rest == "}}" { None } else { Some(payload(rest.strip_prefix(r#","params":"#)?)?) };
+        Some(RawEvent { tab_id, session_id, method, params })
+    }
+}
+
 impl<'a> RelayMessage<'a> {
     /// Parses one text frame. Borrowed payloads point into `text`.
     pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
@@ -336,6 +420,58 @@ mod tests {
         };
         assert_eq!(ev.params.unwrap().get(), r#"{ "b":1,  "a":[2, 3] }"#);
         assert!(matches!(ev.method, Cow::Borrowed(_)), "method borrowed, not copied");
+    }
+
+    /// The layout splitter agrees with the full parser on every frame our
+    /// encoder produces, and declines everything else.
+    #[test]
+    fn layout_matches_the_full_parser() {
+        let params = RawValue::from_string(r#"{"a":[1,{"b":"}}"}],"c":"\"q\""}"#.into()).unwrap();
+        let frames = [
+            encode(&ExtensionMessage::Reply(Reply { id: 7, result: Some(&params), error: None })),
+            encode(&ExtensionMessage::Reply(Reply { id: 8, result: None, error: None })),
+            encode(&ExtensionMessage::DebuggerEvent(DebuggerEvent {
+                tab_id: -3,
+                session_id: Some("AB12".into()),
+                method: "Page.x".into(),
+                params: Some(&params),
+            })),
+            encode(&ExtensionMessage::DebuggerEvent(DebuggerEvent {
+                tab_id: 4,
+                session_id: None,
+                method: "Page.y".into(),
+                params: None,
+            })),
+        ];
+        for frame in &frames {
+            let full = ExtensionMessage::parse(frame).unwrap();
+            match full {
+                ExtensionMessage::Reply(r) => {
+                    let fast = layout::reply(frame).expect(frame);
+                    assert_eq!((fast.id, fast.result), (r.id, r.result.map(RawValue::get)));
+                }
+                ExtensionMessage::DebuggerEvent(e) => {
+                    let fast = layout::debugger_event(frame).expect(frame);
+                    assert_eq!(
+                        (fast.tab_id, fast.session_id, fast.method, fast.params),
+                        (e.tab_id, e.session_id.as_deref(), &*e.method, e.params.map(RawValue::get))
+                    );
+                }
+                _ => unreachable!(),
+            }
+        }
+        for odd in [
+            r#"{"reply":{"id":1,"error":{"message":"x"}}}"#,
+            r#"{"reply":{"result":{},"id":1}}"#,
+            r#"{"reply":{"id":1,"result":{}} }"#,
+            r#"{ "reply":{"id":1,"result":{}}}"#,
+            r#"{"reply":{"id":1,"result":}}"#,
+            r#"{"debugger.onEvent":{"tabId":1,"method":"A\"b","params":{}}}"#,
+            r#"{"debugger.onEvent":{"method":"A","tabId":1}}"#,
+            r#"{"debugger.onEvent":{"tabId":1,"method":"A","params":{"x":1}}"#,
+        ] {
+            assert!(layout::reply(odd).is_none() && layout::debugger_event(odd).is_none(), "{odd}");
+        }
     }
 
     #[test]

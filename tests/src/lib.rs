@@ -82,14 +82,33 @@ impl RelayEnv {
         Ok(())
     }
 
-    /// Waits for the attached page's `load` event, through the relay's
-    /// page-level endpoint.
+    /// Waits until the attached page has loaded the fixture index (not the
+    /// initial `about:blank`), through the relay's page-level endpoint.
     async fn wait_for_load(&self) -> anyhow::Result<()> {
         let target = self.ext.target_id(self.tab.tab_id).context("attached tab has a target")?;
         let url = format!("ws://{}/devtools/page/{target}?token={}", self.server.addr, self.token.as_str());
         let page = browser_relay::cdp_client::CdpClient::connect(&url).await?;
-        let loaded = "new Promise(done => document.readyState === 'complete' ? done(true) : addEventListener('load', () => done(true)))";
-        page.call("Runtime.evaluate", serde_json::json!({"expression": loaded, "awaitPromise": true}), None).await?;
+        let mut events = page.take_events().context("events")?;
+        page.call("Page.enable", serde_json::json!({}), None).await?;
+        let index = format!("{}/index.html", self.fixtures.url());
+        let loaded = format!("location.href === {index:?} && document.readyState === 'complete'");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let done = page.call("Runtime.evaluate", serde_json::json!({"expression": loaded, "returnByValue": true}), None).await;
+            if done.is_ok_and(|r| r["result"]["value"] == true) {
+                break;
+            }
+            // Not there yet: wait for the next load, then look again.
+            loop {
+                let event = tokio::time::timeout_at(deadline, events.recv())
+                    .await
+                    .context("the fixture page did not load within 20 s")?
+                    .context("page connection closed")?;
+                if event.method == "Page.loadEventFired" {
+                    break;
+                }
+            }
+        }
         page.close();
         Ok(())
     }

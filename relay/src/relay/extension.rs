@@ -9,8 +9,9 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
+use shared_protocol::layout::{self, RawEvent};
 use shared_protocol::{
-    DebuggerEvent, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, TabId, TabInfo, close_code, encode,
+    CallId, ExtensionMessage, Hello, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo, close_code, encode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -164,6 +165,13 @@ impl Relay {
     }
 
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
+        // Hot path: replies and events in the canonical layout, payload untouched.
+        if let Some(reply) = layout::reply(text) {
+            return self.on_reply(reply.id, Ok(reply.result));
+        }
+        if let Some(event) = layout::debugger_event(text) {
+            return self.on_debugger_event(&event);
+        }
         let message = match ExtensionMessage::parse(text) {
             Ok(message) => message,
             Err(e) => {
@@ -172,8 +180,19 @@ impl Relay {
             }
         };
         match message {
-            ExtensionMessage::Reply(reply) => self.on_reply(reply),
-            ExtensionMessage::DebuggerEvent(event) => self.on_debugger_event(&event),
+            ExtensionMessage::Reply(reply) => {
+                let result = match reply.error {
+                    Some(error) => Err(error),
+                    None => Ok(reply.result.map(RawValue::get)),
+                };
+                self.on_reply(reply.id, result);
+            }
+            ExtensionMessage::DebuggerEvent(event) => self.on_debugger_event(&RawEvent {
+                tab_id: event.tab_id,
+                session_id: event.session_id.as_deref(),
+                method: &event.method,
+                params: event.params.map(RawValue::get),
+            }),
             ExtensionMessage::DebuggerDetached { tab_id, reason } => {
                 tracing::info!(tab = tab_id, %reason, "debugger detached");
                 self.drop_tab(tab_id);
@@ -215,9 +234,10 @@ impl Relay {
         }
     }
 
-    fn on_reply(&self, reply: Reply<'_>) {
-        let Some((_, pending)) = self.0.pending.remove(&reply.id) else {
-            tracing::debug!(id = reply.id, "reply for a call nobody waits for (timed out?)");
+    /// One reply: the raw result (if any), or Chrome's error.
+    fn on_reply(&self, id: CallId, reply: Result<Option<&str>, shared_protocol::CallError>) {
+        let Some((_, pending)) = self.0.pending.remove(&id) else {
+            tracing::debug!(id, "reply for a call nobody waits for (timed out?)");
             return;
         };
         match pending {
@@ -227,42 +247,42 @@ impl Relay {
                     // See `Target::runtime`: replay before the answer, as Chrome would.
                     let mut registry = self.registry();
                     if let Some(target) = registry.by_tab_mut(enable.tab) {
-                        match (&enable.effect, &reply.error) {
-                            (EnableEffect::Replay, None) => {
+                        match (&enable.effect, reply.is_err()) {
+                            (EnableEffect::Replay, false) => {
                                 let live = target.runtime_join(client.id, enable.child.as_deref());
                                 tracing::debug!(client = client.id, replayed = live.len(), "Runtime.enable replay");
                                 for params in live {
                                     client.send(cdp::event("Runtime.executionContextCreated", &params, session.as_deref()));
                                 }
                             }
-                            (EnableEffect::EnablesChrome, Some(_)) => {
+                            (EnableEffect::EnablesChrome, true) => {
                                 target.runtime_disable(client.id, enable.child.as_deref());
                             }
                             _ => {}
                         }
                     }
                 }
-                let text = match (&reply.error, reply.result) {
-                    (Some(error), _) => {
+                let text = match &reply {
+                    Err(error) => {
                         cdp::error(Some(cdp_id), error.code.unwrap_or(cdp::code::SERVER_ERROR), &error.message, session.as_deref())
                     }
-                    (None, result) => cdp::response(cdp_id, result.map_or("{}", |r| r.get()), session.as_deref()),
+                    Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
                 };
                 client.send(text);
             }
             Pending::Internal { reply: tx, .. } => {
-                let result = match (reply.error, reply.result) {
-                    (Some(error), _) => Err(CallError::Chrome(error.message)),
-                    (None, result) => Ok(result.map_or("null", |r| r.get()).to_string()),
+                let result = match reply {
+                    Err(error) => Err(CallError::Chrome(error.message)),
+                    Ok(result) => Ok(result.unwrap_or("null").to_string()),
                 };
                 let _ = tx.send(result);
             }
         }
     }
 
-    fn on_debugger_event(&self, event: &DebuggerEvent<'_>) {
-        let method = &*event.method;
-        let params = event.params.map_or("{}", |p| p.get());
+    fn on_debugger_event(&self, event: &RawEvent<'_>) {
+        let method = event.method;
+        let params = event.params.unwrap_or("{}");
         match method {
             "Target.attachedToTarget" | "Target.detachedFromTarget" => {
                 #[derive(Deserialize)]
@@ -285,12 +305,12 @@ impl Relay {
         let mut registry = self.registry();
         let Some(target) = registry.by_tab_mut(event.tab_id) else { return };
         if method.starts_with("Runtime.executionContext") {
-            target.track_runtime_event(event.session_id.as_deref(), method, params);
+            target.track_runtime_event(event.session_id, method, params);
         }
         let target = &*target;
         let context_event = method.starts_with("Runtime.executionContext");
-        let wanted = |client: u64| !context_event || target.wants_runtime_events(client, event.session_id.as_deref());
-        match event.session_id.as_deref() {
+        let wanted = |client: u64| !context_event || target.wants_runtime_events(client, event.session_id);
+        match event.session_id {
             None => {
                 // One frame per distinct session id; clients sharing a session
                 // share the bytes.
