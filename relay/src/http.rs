@@ -89,6 +89,9 @@ async fn browser_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Respons
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
+    if !relay.has_room_for_client() {
+        return too_many_clients(&relay);
+    }
     let limit = relay.config().client_max_message;
     ws.max_message_size(limit)
         .max_frame_size(limit)
@@ -107,6 +110,9 @@ async fn page_ws(State(relay): State<Relay>, Path(id): Path<String>, ws: WebSock
     if relay.tab_of_target(&id).is_none() {
         return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
     }
+    if !relay.has_room_for_client() {
+        return too_many_clients(&relay);
+    }
     let limit = relay.config().client_max_message;
     let target: Arc<str> = id.into();
     ws.max_message_size(limit)
@@ -124,6 +130,11 @@ async fn extension_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Respo
         .max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move { relay.serve_extension(socket, claim).await })
+}
+
+fn too_many_clients(relay: &Relay) -> Response {
+    let max = relay.config().max_clients;
+    text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
 }
 
 async fn not_found() -> Response {

@@ -63,6 +63,7 @@ impl RunningServer {
 
     pub async fn stop(mut self) {
         self.shutdown.cancel();
+        self.relay.shutdown();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -72,5 +73,6 @@ impl RunningServer {
 impl Drop for RunningServer {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        self.relay.shutdown();
     }
 }

@@ -51,13 +51,36 @@ impl StateDir {
         &self.root
     }
 
+    /// Creates the directory (owner-only) if missing. An existing directory
+    /// keeps its permissions: it may be one the user chose and shares.
     fn ensure(&self) -> Result<(), StateDirError> {
+        if self.root.is_dir() {
+            return Ok(());
+        }
         fs::create_dir_all(&self.root).map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             fs::set_permissions(&self.root, fs::Permissions::from_mode(0o700))
                 .map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// An existing token file readable by others is made owner-only again.
+    fn tighten(path: &Path) -> Result<(), StateDirError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(path)
+                .map_err(|source| StateDirError::ReadToken { path: path.to_path_buf(), source })?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!("token file {} was readable by others (mode {:o}); made it 0600", path.display(), mode & 0o777);
+                fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+                    .map_err(|source| StateDirError::WriteToken { path: path.to_path_buf(), source })?;
+            }
         }
         Ok(())
     }
@@ -71,7 +94,10 @@ impl StateDir {
         self.ensure()?;
         let path = self.token_path();
         match fs::read_to_string(&path) {
-            Ok(text) => Token::parse(text.trim()).ok_or(StateDirError::BadToken { path }),
+            Ok(text) => {
+                Self::tighten(&path)?;
+                Token::parse(text.trim()).ok_or(StateDirError::BadToken { path })
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let token = Token::generate();
                 match write_new_private_file(&path, token.as_str().as_bytes()) {
@@ -123,11 +149,13 @@ impl Token {
         &self.0
     }
 
-    /// Constant-time comparison against what a client presented.
+    /// Constant-time comparison against what a client presented (hex
+    /// digits in either case).
     pub fn matches(&self, presented: &str) -> bool {
         use subtle::ConstantTimeEq;
         // Length is not secret (always 64); comparing it first is fine.
-        presented.len() == self.0.len() && bool::from(self.0.as_bytes().ct_eq(presented.as_bytes()))
+        presented.len() == self.0.len()
+            && bool::from(self.0.as_bytes().ct_eq(presented.to_ascii_lowercase().as_bytes()))
     }
 }
 
@@ -158,6 +186,30 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_readable_by_others_is_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        let token = state.load_or_create_token().unwrap();
+        fs::set_permissions(state.token_path(), fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(state.load_or_create_token().unwrap(), token);
+        let mode = fs::metadata(state.token_path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_state_dir_keeps_its_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        StateDir::at(dir.path()).load_or_create_token().unwrap();
+        let mode = fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "a directory the user chose is not re-permissioned");
+    }
+
     #[test]
     fn malformed_token_file_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
@@ -171,6 +223,7 @@ mod tests {
     fn token_matching_is_exact_and_debug_redacts() {
         let token = Token::generate();
         assert!(token.matches(token.as_str()));
+        assert!(token.matches(&token.as_str().to_ascii_uppercase()), "hex is case-insensitive");
         assert!(!token.matches(&token.as_str()[..63]));
         let mut wrong = token.as_str().to_string();
         wrong.replace_range(0..1, if wrong.starts_with('0') { "1" } else { "0" });

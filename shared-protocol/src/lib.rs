@@ -271,12 +271,16 @@ impl<'a> ExtensionMessage<'a> {
 }
 
 /// The hot path: `reply` and `debugger.onEvent` frames in the canonical
-/// layout [`encode`] produces, split by that layout without scanning their
-/// payload, so a multi-MB screenshot costs no parse. Anything that deviates
+/// layout [`encode`] produces, split by that layout. Anything that deviates
 /// from the layout in any way returns `None`; use [`ExtensionMessage::parse`]
-/// then. The payload is returned as the extension sent it, unvalidated.
+/// then. Payloads up to [`layout::VALIDATED_PAYLOAD`] bytes are checked to be
+/// exactly one JSON value; larger ones (screenshots, PDFs: JSON that Chrome
+/// itself produced) are passed on unscanned, which is the point of this path.
 pub mod layout {
     use super::{CallId, TabId};
+
+    /// Payloads up to this size are validated; larger ones are trusted.
+    pub const VALIDATED_PAYLOAD: usize = 64 * 1024;
 
     /// A `reply` with a result (or none); error replies take the full parser.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,7 +330,15 @@ pub mod layout {
         let balanced = matches!((first, last), (b'{', b'}') | (b'[', b']') | (b'"', b'"'))
             || (first.is_ascii_digit() || first == b'-') && last.is_ascii_digit()
             || matches!(raw, "true" | "false" | "null");
-        balanced.then_some(raw)
+        if !balanced {
+            return None;
+        }
+        // Small payloads (nearly all) are checked to be exactly one value, so
+        // an extension bug cannot smuggle extra keys into a client's frame.
+        if raw.len() <= VALIDATED_PAYLOAD && serde_json::from_str::<&serde_json::value::RawValue>(raw).is_err() {
+            return None;
+        }
+        Some(raw)
     }
 
     pub fn reply(text: &str) -> Option<RawReply<'_>> {
@@ -469,6 +481,9 @@ mod tests {
             r#"{"debugger.onEvent":{"tabId":1,"method":"A\"b","params":{}}}"#,
             r#"{"debugger.onEvent":{"method":"A","tabId":1}}"#,
             r#"{"debugger.onEvent":{"tabId":1,"method":"A","params":{"x":1}}"#,
+            // A payload that would smuggle a second id into the client's frame.
+            r#"{"reply":{"id":1,"result":{"a":1},"id":7,"x":{"b":2}}}"#,
+            r#"{"reply":{"id":1,"result":{"a":[}}}"#,
         ] {
             assert!(layout::reply(odd).is_none() && layout::debugger_event(odd).is_none(), "{odd}");
         }

@@ -422,3 +422,60 @@ async fn browser_session_attach_and_browser_close_affect_only_that_client() {
     b.call("Browser.getVersion", json!({}), None).await.expect("client B unaffected");
     assert!(setup.server.relay.stats().extension_connected);
 }
+
+#[tokio::test]
+async fn client_count_is_capped_and_stopping_the_server_closes_sockets() {
+    let setup = relay_with(RelayConfig { max_clients: 2, extension_grace: Duration::from_millis(300), ..RelayConfig::default() }).await;
+    let _ext = setup.extension(&[1], Mode::Echo).await;
+    let (a, _) = setup.client().await;
+    let (_b, _) = setup.client().await;
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    match tokio_tungstenite::connect_async(url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 503),
+        other => panic!("a third client should get 503, got {other:?}"),
+    }
+    setup.server.stop().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !a.is_closed() {
+        assert!(Instant::now() < deadline, "client socket outlived the server");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
+    let setup =
+        relay_with(RelayConfig { client_queue: 8, extension_grace: Duration::from_millis(300), ..RelayConfig::default() }).await;
+    let ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    // A raw socket that auto-attaches and then never reads again.
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use futures_util::SinkExt;
+    stalled
+        .send(tokio_tungstenite::tungstenite::Message::Text(
+            r#"{"id":1,"method":"Target.setAutoAttach","params":{"autoAttach":true,"waitForDebuggerOnStart":false,"flatten":true}}"#.into(),
+        ))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while setup.server.relay.stats().subscriptions == 0 {
+        assert!(Instant::now() < deadline, "stalled client never attached");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (healthy, mut events) = setup.client().await;
+    auto_attach(&healthy).await;
+    let big = "x".repeat(1 << 20);
+    // Far more than socket buffers and the 8-frame queue hold.
+    for i in 0..64 {
+        ext.event(1, None, "Page.screencastFrame", json!({"data": big, "sessionId": i}));
+        next_event(&mut events, "Page.screencastFrame").await; // the healthy client keeps up
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while setup.server.relay.stats().clients != 1 {
+        assert!(Instant::now() < deadline, "stalled client still connected: {:?}", setup.server.relay.stats());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    healthy.call("Browser.getVersion", json!({}), None).await.expect("the healthy client is unaffected");
+    drop(stalled);
+}

@@ -92,6 +92,15 @@ async fn http_routes_check_host_origin_and_token() {
         ("health without token", "/".into(), &host, vec![], 200),
         ("health from rebinding Host", "/".into(), "evil.example", vec![], 403),
         ("status without token", "/extension/status".into(), &host, vec![], 200),
+        ("health from a web page", "/".into(), &host, vec![("Origin", "http://evil.example")], 403),
+        ("status from a web page", "/extension/status".into(), &host, vec![("Origin", "http://evil.example")], 403),
+        (
+            "status from our extension's options page",
+            "/extension/status".into(),
+            &host,
+            vec![("Origin", "chrome-extension://fkbhbmhmlmgdgkkbnmnbckmblmghihfo")],
+            200,
+        ),
     ];
     for (what, path, host, headers, expected) in cases {
         let (status, response) = raw_request(addr, &get(&path, host, &headers)).await;
@@ -119,10 +128,13 @@ async fn websocket_upgrades_check_host_origin_and_token() {
     let ext_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
     let ext_protocols = format!("browser-relay.v1, token.{token}");
     let wrong_protocols = format!("browser-relay.v1, token.{}", "f".repeat(64));
+    let bearer = format!("Bearer {token}");
     let cases: Vec<(&str, String, Vec<(&str, &str)>, u16)> = vec![
         ("CDP client with token", cdp.clone(), vec![], 101),
         ("browser endpoint path", format!("/devtools/browser/anything?token={token}"), vec![], 101),
         ("CDP client without token", "/cdp".into(), vec![], 401),
+        ("CDP client with a bearer token", "/cdp".into(), vec![("Authorization", &bearer)], 101),
+        ("CDP client with the token as subprotocol", "/cdp".into(), vec![("Sec-WebSocket-Protocol", &ext_protocols)], 401),
         ("CDP client, web Origin", cdp.clone(), vec![("Origin", "http://evil.example")], 403),
         ("CDP client, null Origin", cdp.clone(), vec![("Origin", "null")], 403),
         ("CDP client, https localhost Origin", cdp.clone(), vec![("Origin", "https://localhost")], 403),
@@ -191,9 +203,47 @@ async fn no_auth_mode_drops_only_the_token_rule() {
 
 #[tokio::test]
 async fn only_loopback_addresses_are_bound() {
-    let options = ServerOptions::new("0.0.0.0:0".parse().unwrap(), Some(Token::generate()));
-    let error = RunningServer::start(options).await.expect_err("0.0.0.0 refused").to_string();
-    assert!(error.contains("only listens on loopback"), "{error}");
+    for addr in ["0.0.0.0:0", "[::]:0", "192.168.1.1:0"] {
+        let options = ServerOptions::new(addr.parse().unwrap(), Some(Token::generate()));
+        let error = RunningServer::start(options).await.expect_err(addr).to_string();
+        assert!(error.contains("only listens on loopback"), "{addr}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn the_extension_allow_list_is_configurable() {
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.extension_ids = vec!["abcdefghijklmnopabcdefghijklmnop".into()];
+    let server = RunningServer::start(options).await.unwrap();
+    let protocols = format!("browser-relay.v1, token.{}", token.as_str());
+    let default_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
+    let headers = |origin: &'static str| vec![("Origin", origin), ("Sec-WebSocket-Protocol", protocols.as_str())];
+    let default_origin: &'static str = Box::leak(default_origin.into_boxed_str());
+    assert_eq!(ws_status(server.addr, "/extension", &headers(default_origin)).await, 403, "the default id is no longer allowed");
+    assert_eq!(
+        ws_status(server.addr, "/extension", &headers("chrome-extension://abcdefghijklmnopabcdefghijklmnop")).await,
+        101
+    );
+}
+
+#[tokio::test]
+async fn the_extension_frame_limit_drops_only_the_extension() {
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.relay.extension_max_message = 64 * 1024;
+    let server = RunningServer::start(options).await.unwrap();
+    let ext = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
+    ext.send_raw(&format!(r#"{{"ping":{{"nonce":1}},"pad":"{}"}}"#, "x".repeat(128 * 1024)));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while server.relay.stats().extension_connected {
+        assert!(tokio::time::Instant::now() < deadline, "oversized extension frame accepted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The relay is still up and a well-behaved extension can connect again.
+    let _again = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
 }
 
 #[tokio::test]

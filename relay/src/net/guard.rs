@@ -125,7 +125,7 @@ impl Guard {
             return Ok(());
         }
         let Some(token) = &self.token else { return Ok(()) };
-        let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
+        let presented = presented_token(query, headers, class == RouteClass::Extension).ok_or(Rejection::MissingToken)?;
         if token.matches(&presented) { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
@@ -163,9 +163,10 @@ fn valid_port(with_colon: &str) -> bool {
     !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The token a client presented: `Authorization: Bearer`, `?token=`, or a
-/// `token.<value>` WebSocket subprotocol.
-fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
+/// The token a client presented: `Authorization: Bearer`, `?token=`, or (for
+/// the extension, which cannot set headers and whose subprotocol the relay
+/// negotiates) a `token.<value>` WebSocket subprotocol.
+fn presented_token(query: Option<&str>, headers: &HeaderMap, subprotocol: bool) -> Option<String> {
     if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         if let Some(bearer) = value.strip_prefix("Bearer ") {
             return Some(bearer.trim().to_string());
@@ -175,6 +176,9 @@ fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
         if let Some((_, value)) = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token") {
             return Some(value.into_owned());
         }
+    }
+    if !subprotocol {
+        return None;
     }
     headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -235,12 +239,17 @@ mod tests {
     #[test]
     fn token_sources() {
         let t = "a".repeat(64);
-        assert_eq!(presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))])), Some(t.clone()));
-        assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new()), Some(t.clone()));
+        assert_eq!(presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))]), false), Some(t.clone()));
+        assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new(), false), Some(t.clone()));
         let protocols = format!("browser-relay.v1, token.{t}");
-        assert_eq!(presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)])), Some(t));
-        assert_eq!(presented_token(Some("token"), &HeaderMap::new()), Some(String::new()));
-        assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")])), None);
+        assert_eq!(presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)]), true), Some(t));
+        assert_eq!(
+            presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)]), false),
+            None,
+            "only the extension's upgrade negotiates the subprotocol"
+        );
+        assert_eq!(presented_token(Some("token"), &HeaderMap::new(), false), Some(String::new()));
+        assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")]), false), None);
     }
 
     #[test]

@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 pub struct ServeLimits {
     /// A client must finish sending request headers within this (slowloris).
     pub header_read_timeout: Duration,
-    /// Open connections at once; further ones wait in the accept backlog.
+    /// HTTP connections being served at once; further ones wait in the
+    /// accept backlog. Upgraded WebSockets leave this count: the relay caps
+    /// those itself (`RelayConfig::max_clients`, one extension).
     pub max_connections: usize,
 }
 

@@ -278,6 +278,10 @@ impl Relay {
         loop {
             tokio::select! {
                 () = kill.cancelled() => break,
+                () = self.shutting_down().cancelled() => {
+                    client.close(1001, "Browser Relay is shutting down");
+                    break;
+                }
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => self.on_client_text(&client, &text).await,
                     Some(Ok(Message::Binary(_))) => client.send(cdp::error(
@@ -305,7 +309,8 @@ impl Relay {
         tracing::debug!(client = client.id, "CDP client gone");
     }
 
-    /// A client left: drop its subscriptions; leave everything else as is.
+    /// A client left: drop its subscriptions and the answers it waits for;
+    /// leave everything else as is.
     fn forget_client(&self, client: &Arc<ClientHandle>) {
         let mut registry = self.registry();
         for target in registry.iter_mut() {
@@ -313,6 +318,7 @@ impl Relay {
         }
         drop(registry);
         self.0.clients.remove(&client.id);
+        self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
         client.state().sessions.clear();
     }
 
@@ -508,7 +514,11 @@ impl Relay {
             | "Storage.setCookies"
             | "Storage.clearCookies" => {
                 // These wait on the extension: answer from a task so this
-                // client's other commands keep flowing.
+                // client's other commands keep flowing; they count as in flight.
+                let max = self.config().max_in_flight;
+                if !client.in_flight.try_start(max) {
+                    return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+                }
                 let relay = self.clone();
                 let client = client.clone();
                 let method = command.method.to_string();
@@ -516,7 +526,9 @@ impl Relay {
                 let (id, session) = (command.id, session.map(str::to_string));
                 tokio::spawn(async move {
                     let reply = Replier { client: &client, id, session: session.as_deref() };
-                    match relay.extension_backed(&method, params.as_deref()).await {
+                    let result = relay.extension_backed(&method, params.as_deref()).await;
+                    client.finish_command();
+                    match result {
                         Ok(result) => client.send(cdp::response(id, &result, session.as_deref())),
                         Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
                     }
@@ -658,13 +670,19 @@ impl Relay {
             None => match self.0.children.get(detach.as_str()).map(|e| *e.value()) {
                 // Chrome's own child session: Chrome detaches it.
                 Some(tab) => {
+                    let max = self.config().max_in_flight;
+                    if !client.in_flight.try_start(max) {
+                        return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+                    }
                     let relay = self.clone();
                     let client = client.clone();
                     let (id, session) = (command.id, session.map(str::to_string));
                     tokio::spawn(async move {
                         let reply = Replier { client: &client, id, session: session.as_deref() };
                         let params = json!({"sessionId": detach});
-                        match relay.send_command(tab, "Target.detachFromTarget", Some(params)).await {
+                        let result = relay.send_command(tab, "Target.detachFromTarget", Some(params)).await;
+                        client.finish_command();
+                        match result {
                             Ok(_) => reply.ok(&json!({})),
                             Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
                         }

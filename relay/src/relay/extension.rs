@@ -118,6 +118,7 @@ impl Relay {
         let mut nonce = 0u64;
         loop {
             tokio::select! {
+                () = self.shutting_down().cancelled() => break,
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
                         last_seen = Instant::now();

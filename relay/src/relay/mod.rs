@@ -46,6 +46,8 @@ pub struct RelayConfig {
     pub client_queue: usize,
     /// Commands one client may have waiting on the extension.
     pub max_in_flight: usize,
+    /// CDP client connections at once; more get 503.
+    pub max_clients: usize,
     /// Largest message a CDP client may send.
     pub client_max_message: usize,
     /// Largest message the extension may send (screenshots, PDFs).
@@ -62,6 +64,7 @@ impl Default for RelayConfig {
             extension_silence: Duration::from_secs(60),
             client_queue: 4096,
             max_in_flight: 512,
+            max_clients: 64,
             client_max_message: 32 << 20,
             extension_max_message: 256 << 20,
         }
@@ -175,6 +178,8 @@ pub(crate) struct Inner {
     next_call: AtomicU64,
     next_client: AtomicU64,
     clients: DashMap<u64, Arc<ClientHandle>>,
+    /// Fired when the server stops: every socket loop ends.
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Relay {
@@ -193,7 +198,22 @@ impl Relay {
             next_call: AtomicU64::new(1),
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }))
+    }
+
+    /// Ends every client and extension connection (server stop).
+    pub fn shutdown(&self) {
+        self.0.shutdown.cancel();
+    }
+
+    pub(crate) fn shutting_down(&self) -> &tokio_util::sync::CancellationToken {
+        &self.0.shutdown
+    }
+
+    /// Whether another CDP client may connect.
+    pub fn has_room_for_client(&self) -> bool {
+        self.0.clients.len() < self.0.config.max_clients
     }
 
     pub fn config(&self) -> &RelayConfig {
