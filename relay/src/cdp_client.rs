@@ -239,3 +239,22 @@ pub fn redact(url: &str) -> String {
         None => url.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_drops_the_query_that_may_hold_a_token() {
+        let url = "ws://127.0.0.1:1/devtools/browser/X?token=0123456789abcdef";
+        assert_eq!(redact(url), "ws://127.0.0.1:1/devtools/browser/X?…");
+        assert_eq!(redact("ws://127.0.0.1:1/cdp"), "ws://127.0.0.1:1/cdp");
+    }
+
+    #[tokio::test]
+    async fn connect_errors_never_show_the_token() {
+        // Nothing listens on port 1.
+        let error = super::CdpClient::connect("ws://127.0.0.1:1/cdp?token=sekrit").await.unwrap_err().to_string();
+        assert!(!error.contains("sekrit"), "{error}");
+    }
+}

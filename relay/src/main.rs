@@ -14,7 +14,11 @@ use clap::{Parser, Subcommand};
 const DEFAULT_RELAY_PORT: u16 = 18792;
 
 #[derive(Debug, Parser)]
-#[command(name = "browser-relay", version, about = "Drive your own Chrome tabs from CDP clients and agents, over loopback")]
+#[command(
+    name = "browser-relay",
+    version,
+    about = "Drive your own Chrome tabs from CDP clients and agents, over loopback"
+)]
 struct Cli {
     /// State directory (config, token, profiles). Default: $BROWSER_RELAY_HOME or ~/.browser-relay.
     #[arg(long, global = true, value_name = "DIR")]
@@ -55,7 +59,9 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     match cli.command {
-        Command::Serve { port, host, extension_ids, no_auth } => serve(&state, SocketAddr::new(host, port), extension_ids, no_auth).await,
+        Command::Serve { port, host, extension_ids, no_auth } => {
+            serve(&state, SocketAddr::new(host, port), extension_ids, no_auth).await
+        }
         Command::Token => {
             let token = state.load_or_create_token()?;
             println_stdout(token.as_str());

@@ -77,7 +77,11 @@ impl StateDir {
                 .permissions()
                 .mode();
             if mode & 0o077 != 0 {
-                tracing::warn!("token file {} was readable by others (mode {:o}); made it 0600", path.display(), mode & 0o777);
+                tracing::warn!(
+                    "token file {} was readable by others (mode {:o}); made it 0600",
+                    path.display(),
+                    mode & 0o777
+                );
                 fs::set_permissions(path, fs::Permissions::from_mode(0o600))
                     .map_err(|source| StateDirError::WriteToken { path: path.to_path_buf(), source })?;
             }

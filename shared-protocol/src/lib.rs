@@ -517,6 +517,9 @@ mod tests {
         assert_eq!((msg.call_id(), msg.name()), (Some(9), "debugger.sendCommand"));
         assert_eq!(RelayMessage::Ping { nonce: 1 }.call_id(), None);
         let v: serde_json::Value = serde_json::from_str(&encode(&msg)).unwrap();
-        assert_eq!(v, json!({"debugger.sendCommand": {"id": 9, "tabId": 1, "method": "Runtime.evaluate", "params": {}}}));
+        assert_eq!(
+            v,
+            json!({"debugger.sendCommand": {"id": 9, "tabId": 1, "method": "Runtime.evaluate", "params": {}}})
+        );
     }
 }

@@ -10,6 +10,8 @@
 //! session routing, the extension protocol and the pending-call table.
 //! Run: `cargo bench -p e2e --bench relay_hop` (ROUNDS=N to change the count).
 
+#![allow(clippy::print_stdout)] // the report is the output
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -100,14 +102,19 @@ async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
         .insert("Sec-WebSocket-Protocol", format!("{SUBPROTOCOL}, {TOKEN_SUBPROTOCOL_PREFIX}{token}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true).await.unwrap();
     let tab = e2e::fake_extension::fake_tab(1);
-    ws.send(Message::Text(encode(&ExtensionMessage::Hello(e2e::fake_extension::hello(vec![tab]))).into())).await.unwrap();
+    ws.send(Message::Text(encode(&ExtensionMessage::Hello(e2e::fake_extension::hello(vec![tab]))).into()))
+        .await
+        .unwrap();
     tokio::spawn(async move {
         while let Some(Ok(Message::Text(text))) = ws.next().await {
             let message = RelayMessage::parse(&text).unwrap();
             let reply = match &message {
                 RelayMessage::DebuggerSendCommand(c) if c.method == "Target.getTargetInfo" => {
                     let target = e2e::fake_extension::fake_target_id(c.tab_id);
-                    format!(r#"{{"reply":{{"id":{},"result":{{"targetInfo":{{"targetId":"{target}","type":"page","url":"","title":""}}}}}}}}"#, c.id)
+                    format!(
+                        r#"{{"reply":{{"id":{},"result":{{"targetInfo":{{"targetId":"{target}","type":"page","url":"","title":""}}}}}}}}"#,
+                        c.id
+                    )
                 }
                 RelayMessage::DebuggerSendCommand(c) => format!(r#"{{"reply":{{"id":{},"result":{result}}}}}"#, c.id),
                 RelayMessage::Ping { nonce } => format!(r#"{{"pong":{{"nonce":{nonce}}}}}"#),

@@ -78,7 +78,12 @@ pub fn hello(tabs: Vec<TabInfo>) -> Hello {
 
 impl FakeExtension {
     /// Connects, sends `hello` (unless `None`), and starts answering.
-    pub async fn connect(addr: SocketAddr, token: Option<&str>, hello: Option<Hello>, mode: Mode) -> anyhow::Result<Self> {
+    pub async fn connect(
+        addr: SocketAddr,
+        token: Option<&str>,
+        hello: Option<Hello>,
+        mode: Mode,
+    ) -> anyhow::Result<Self> {
         let mut request = format!("ws://{addr}/extension").into_client_request()?;
         request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse()?);
         let protocols = match token {
@@ -220,6 +225,8 @@ fn reply_frame(id: u64, result: Result<Value, String>) -> String {
             let raw: Box<RawValue> = serde_json::value::to_raw_value(&value).expect("serialises");
             encode(&ExtensionMessage::Reply(Reply { id, result: Some(&raw), error: None }))
         }
-        Err(message) => encode(&ExtensionMessage::Reply(Reply { id, result: None, error: Some(CallError { message, code: None }) })),
+        Err(message) => {
+            encode(&ExtensionMessage::Reply(Reply { id, result: None, error: Some(CallError { message, code: None }) }))
+        }
     }
 }

@@ -25,7 +25,8 @@ impl FixtureServer {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let app = Router::new().route("/{*path}", get(serve_file)).route("/", get(|| serve_file(Path("index.html".into()))));
+        let app =
+            Router::new().route("/{*path}", get(serve_file)).route("/", get(|| serve_file(Path("index.html".into()))));
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         tokio::spawn(async move {

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use browser_relay::RelayConfig;
 use browser_relay::server::{RunningServer, ServerOptions};
 use browser_relay::state_dir::Token;
-use browser_relay::RelayConfig;
 
 pub use chromium::Chromium;
 pub use fixtures::FixtureServer;
@@ -94,7 +94,9 @@ impl RelayEnv {
         let loaded = format!("location.href === {index:?} && document.readyState === 'complete'");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let done = page.call("Runtime.evaluate", serde_json::json!({"expression": loaded, "returnByValue": true}), None).await;
+            let done = page
+                .call("Runtime.evaluate", serde_json::json!({"expression": loaded, "returnByValue": true}), None)
+                .await;
             if done.is_ok_and(|r| r["result"]["value"] == true) {
                 break;
             }

@@ -430,7 +430,9 @@ impl SimExtension {
         let session = {
             let mut tabs = self.0.tabs.lock().unwrap();
             let t = tabs.by_id.get_mut(&tab).ok_or_else(|| chrome_error(format!("No tab with given id {tab}.")))?;
-            t.session.take().ok_or_else(|| chrome_error(format!("Debugger is not attached to the tab with id: {tab}.")))?
+            t.session
+                .take()
+                .ok_or_else(|| chrome_error(format!("Debugger is not attached to the tab with id: {tab}.")))?
         };
         self.0.tabs.lock().unwrap().children.retain(|_, t| *t != tab);
         self.0.chrome.call("Target.detachFromTarget", json!({"sessionId": session}), None).await.map_err(cdp_error)?;
@@ -465,7 +467,9 @@ impl SimExtension {
                     let done = move |result: Result<Value, CallError>| sim.reply(id, result, faults.reply_delay);
                     match self.check_command(command) {
                         Ok((method, params, session)) => {
-                            self.0.chrome.call_with(&method, params, Some(&session), move |r| done(r.map_err(cdp_error)));
+                            self.0
+                                .chrome
+                                .call_with(&method, params, Some(&session), move |r| done(r.map_err(cdp_error)));
                         }
                         Err(refused) => done(Err(refused)),
                     }
@@ -510,7 +514,8 @@ impl SimExtension {
         }
         let session = {
             let tabs = self.0.tabs.lock().unwrap();
-            let not_attached = || chrome_error(format!("Debugger is not attached to the tab with id: {}.", command.tab_id));
+            let not_attached =
+                || chrome_error(format!("Debugger is not attached to the tab with id: {}.", command.tab_id));
             let tab = tabs.by_id.get(&command.tab_id).ok_or_else(not_attached)?;
             let root = tab.session.clone().ok_or_else(not_attached)?;
             match command.session_id.as_deref() {
@@ -547,7 +552,8 @@ impl SimExtension {
                     None => {
                         let id = tabs.next_id;
                         tabs.next_id += 1;
-                        tabs.by_id.insert(id, Tab { target_id, url, title: String::new(), opener: None, session: None });
+                        tabs.by_id
+                            .insert(id, Tab { target_id, url, title: String::new(), opener: None, session: None });
                         id
                     }
                 };
@@ -562,11 +568,16 @@ impl SimExtension {
                     tabs.by_id.get(&tab_id).map(|t| t.target_id.clone())
                 };
                 let target_id = target_id.ok_or_else(|| chrome_error(format!("No tab with id: {tab_id}.")))?;
-                self.0.chrome.call("Target.closeTarget", json!({"targetId": target_id}), None).await.map_err(cdp_error)?;
+                self.0
+                    .chrome
+                    .call("Target.closeTarget", json!({"targetId": target_id}), None)
+                    .await
+                    .map_err(cdp_error)?;
                 Ok(Value::Null)
             }
             RelayMessage::TabsUpdate { tab_id, active, url, .. } => {
-                let target_id = self.target_id(tab_id).ok_or_else(|| chrome_error(format!("No tab with id: {tab_id}.")))?;
+                let target_id =
+                    self.target_id(tab_id).ok_or_else(|| chrome_error(format!("No tab with id: {tab_id}.")))?;
                 if url.is_some() {
                     return Err(chrome_error("tabs.update with url is not simulated".into()));
                 }

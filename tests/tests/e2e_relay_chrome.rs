@@ -25,16 +25,25 @@ async fn browser_client(env: &RelayEnv) -> (CdpClient, UnboundedReceiver<CdpEven
     let client = CdpClient::connect(&env.browser_ws()).await.unwrap().with_timeout(Duration::from_secs(15));
     let mut events = client.take_events().unwrap();
     client
-        .call("Target.setAutoAttach", json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}), None)
+        .call(
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}),
+            None,
+        )
         .await
         .unwrap();
-    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let session =
+        next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
     (client, events, session)
 }
 
 async fn evaluate(client: &CdpClient, expression: &str, session: Option<&str>) -> Value {
     let result = client
-        .call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true, "awaitPromise": true}), session)
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            session,
+        )
         .await
         .unwrap();
     result["result"]["value"].clone()
@@ -71,7 +80,11 @@ async fn popups_of_attached_tabs_are_attached_and_user_detach_is_seen() {
     let popup_url = format!("{}/index.html?popup", env.fixtures.url());
     // A popup needs a user gesture, as a click would give.
     client
-        .call("Runtime.evaluate", json!({"expression": format!("window.open({popup_url:?}) && true"), "userGesture": true}), Some(&session))
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({popup_url:?}) && true"), "userGesture": true}),
+            Some(&session),
+        )
         .await
         .unwrap();
     let popup = next_event(&mut events, "Target.attachedToTarget").await;
@@ -85,7 +98,8 @@ async fn popups_of_attached_tabs_are_attached_and_user_detach_is_seen() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The user clicks the toolbar button on the popup: detached for the client.
-    let popup_tab = env.ext.tabs().into_iter().find(|t| env.ext.target_id(t.tab_id).as_deref() == Some(&*popup_target)).unwrap();
+    let popup_tab =
+        env.ext.tabs().into_iter().find(|t| env.ext.target_id(t.tab_id).as_deref() == Some(&*popup_target)).unwrap();
     env.ext.user_detach(popup_tab.tab_id).await.unwrap();
     let detached = next_event(&mut events, "Target.detachedFromTarget").await;
     assert_eq!(detached.params["targetId"].as_str(), Some(&*popup_target));

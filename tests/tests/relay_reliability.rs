@@ -78,7 +78,11 @@ fn protocol_error(result: Result<Value, CdpError>) -> (i64, String) {
 
 async fn auto_attach(client: &CdpClient) {
     client
-        .call("Target.setAutoAttach", json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}), None)
+        .call(
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+            None,
+        )
         .await
         .unwrap();
 }
@@ -103,7 +107,10 @@ async fn auto_attach_announces_pages_before_answering_and_forwards_commands() {
     // A page command goes to the extension with the tab id and params untouched.
     let call = client.start_call("Runtime.evaluate", json!({"expression": "6*7"}), Some(&session));
     let seen = tokio::time::timeout(Duration::from_secs(5), ext.calls.recv()).await.unwrap().unwrap();
-    assert_eq!((seen.name.as_str(), seen.method.as_deref(), seen.tab_id), ("debugger.sendCommand", Some("Runtime.evaluate"), Some(7)));
+    assert_eq!(
+        (seen.name.as_str(), seen.method.as_deref(), seen.tab_id),
+        ("debugger.sendCommand", Some("Runtime.evaluate"), Some(7))
+    );
     assert!(seen.raw.contains(r#""params":{"expression":"6*7"}"#), "{}", seen.raw);
     ext.reply(seen.id, Ok(json!({"result": {"type": "number", "value": 42}})));
     assert_eq!(call.await.unwrap()["result"]["value"], 42);
@@ -132,7 +139,8 @@ async fn bad_input_gets_cdp_errors_and_the_connection_survives() {
     use tokio_tungstenite::tungstenite::Message;
     let mut exchange = async |frame: Message| -> Value {
         socket.send(frame).await.unwrap();
-        let Some(Ok(Message::Text(text))) = tokio::time::timeout(Duration::from_secs(5), socket.next()).await.unwrap() else {
+        let Some(Ok(Message::Text(text))) = tokio::time::timeout(Duration::from_secs(5), socket.next()).await.unwrap()
+        else {
             panic!("no text reply")
         };
         serde_json::from_str(&text).unwrap()
@@ -147,7 +155,9 @@ async fn bad_input_gets_cdp_errors_and_the_connection_survives() {
     assert_eq!((reply["id"].as_i64(), reply["error"]["code"].as_i64()), (Some(4), Some(-32001)), "{reply}");
     let reply = exchange(Message::Binary(vec![1, 2, 3].into())).await;
     assert!(reply["error"]["message"].as_str().unwrap().contains("binary"), "{reply}");
-    let reply = exchange(Message::Text(r#"{"id":5,"method":"Target.setAutoAttach","params":{"autoAttach":"yes"}}"#.into())).await;
+    let reply =
+        exchange(Message::Text(r#"{"id":5,"method":"Target.setAutoAttach","params":{"autoAttach":"yes"}}"#.into()))
+            .await;
     assert_eq!(reply["error"]["code"], -32602, "{reply}");
     // Still alive and answering.
     let reply = exchange(Message::Text(r#"{"id":6,"method":"Browser.getVersion"}"#.into())).await;
@@ -161,7 +171,8 @@ async fn extension_dropping_mid_command_answers_at_once_and_reconnect_brings_pag
     setup.wait_targets(1).await;
     let (client, mut events) = setup.client().await;
     auto_attach(&client).await;
-    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let session =
+        next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
 
     let call = client.start_call("Runtime.evaluate", json!({"expression": "never answered"}), Some(&session));
     ext.calls.recv().await.expect("the command reached the extension");
@@ -198,7 +209,8 @@ async fn garbage_from_the_extension_is_dropped_and_the_link_survives() {
     ext.send_raw(r#"{"debugger.onEvent":{"tabId":424242,"method":"Page.x"}}"#);
     let (client, mut events) = setup.client().await;
     auto_attach(&client).await;
-    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let session =
+        next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
     client.call("Page.enable", json!({}), Some(&session)).await.expect("the link still works");
 }
 
@@ -209,7 +221,10 @@ async fn a_client_leaving_cleans_up_only_its_own_state_and_nothing_leaks() {
     setup.wait_targets(2).await;
     let (stayer, mut stayer_events) = setup.client().await;
     auto_attach(&stayer).await;
-    let session = next_event(&mut stayer_events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let session = next_event(&mut stayer_events, "Target.attachedToTarget").await.params["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let baseline = setup.server.relay.stats();
 
     for _ in 0..50 {
@@ -242,14 +257,18 @@ async fn a_client_leaving_cleans_up_only_its_own_state_and_nothing_leaks() {
 
 #[tokio::test]
 async fn in_flight_commands_are_capped_per_client() {
-    let setup =
-        relay_with(RelayConfig { max_in_flight: 4, extension_grace: Duration::from_millis(300), ..RelayConfig::default() })
-            .await;
+    let setup = relay_with(RelayConfig {
+        max_in_flight: 4,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
     let mut ext = setup.extension(&[1], Mode::Manual).await;
     setup.wait_targets(1).await;
     let (client, mut events) = setup.client().await;
     auto_attach(&client).await;
-    let session = next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let session =
+        next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
     let waiting: Vec<_> = (0..4).map(|_| client.start_call("Runtime.evaluate", json!({}), Some(&session))).collect();
     let (_, message) = protocol_error(client.call("Runtime.evaluate", json!({}), Some(&session)).await);
     assert!(message.contains("too many commands in flight (4)"), "{message}");
@@ -294,7 +313,8 @@ async fn one_extension_at_a_time_and_handshake_rules() {
     // A hello with another protocol version is refused with a reason.
     let mut old = hello(vec![]);
     old.protocol_version = 99;
-    let stale = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(old), Mode::Echo).await.unwrap();
+    let stale =
+        FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(old), Mode::Echo).await.unwrap();
     let (code, reason) = tokio::time::timeout(Duration::from_secs(5), stale.close).await.unwrap().unwrap().unwrap();
     assert_eq!(code, shared_protocol::close_code::PROTOCOL_MISMATCH);
     assert!(reason.contains("99"), "{reason}");
@@ -309,7 +329,8 @@ async fn one_extension_at_a_time_and_handshake_rules() {
     client.call("Browser.getVersion", json!({}), None).await.unwrap();
 
     // A second extension is refused with 409 and the first keeps working.
-    let second = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(hello(vec![])), Mode::Echo).await;
+    let second =
+        FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(hello(vec![])), Mode::Echo).await;
     let error = format!("{:#}", second.expect_err("second extension refused"));
     assert!(error.contains("409"), "{error}");
     assert!(setup.server.relay.stats().extension_connected);
@@ -323,7 +344,10 @@ async fn puppeteer_tab_model_and_target_synthesis() {
     setup.wait_targets(1).await;
     let (client, mut events) = setup.client().await;
 
-    assert_eq!(client.call("Target.getBrowserContexts", json!({}), None).await.unwrap(), json!({"browserContextIds": []}));
+    assert_eq!(
+        client.call("Target.getBrowserContexts", json!({}), None).await.unwrap(),
+        json!({"browserContextIds": []})
+    );
     client.call("Target.setDiscoverTargets", json!({"discover": true, "filter": [{}]}), None).await.unwrap();
     let mut created = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -341,11 +365,18 @@ async fn puppeteer_tab_model_and_target_synthesis() {
         .await
         .unwrap();
     let tab = events.try_recv().expect("tab announced before the answer");
-    assert_eq!((tab.method.as_str(), tab.params["targetInfo"]["type"].as_str()), ("Target.attachedToTarget", Some("tab")));
+    assert_eq!(
+        (tab.method.as_str(), tab.params["targetInfo"]["type"].as_str()),
+        ("Target.attachedToTarget", Some("tab"))
+    );
     let tab_session = tab.params["sessionId"].as_str().unwrap().to_string();
     // ...and auto-attach on the tab session gets the page, on that session.
     client
-        .call("Target.setAutoAttach", json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}), Some(&tab_session))
+        .call(
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+            Some(&tab_session),
+        )
         .await
         .unwrap();
     let page = events.try_recv().expect("page announced on the tab session before the answer");
@@ -377,13 +408,17 @@ async fn puppeteer_tab_model_and_target_synthesis() {
 
     // Browser-level answers the extension could not give.
     let version = client.call("Browser.getVersion", json!({}), None).await.unwrap();
-    assert_eq!((version["product"].as_str(), version["userAgent"].as_str()), (Some("Chrome/156.0.0.0"), Some("Mozilla/5.0 FakeExtension")));
+    assert_eq!(
+        (version["product"].as_str(), version["userAgent"].as_str()),
+        (Some("Chrome/156.0.0.0"), Some("Mozilla/5.0 FakeExtension"))
+    );
     let (_, message) = protocol_error(client.call("Target.createBrowserContext", json!({}), None).await);
     assert!(message.contains("user's own browser profile"), "{message}");
     let info = client.call("Target.getTargetInfo", json!({}), None).await.unwrap();
     assert_eq!(info["targetInfo"]["type"], "browser");
     let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
-    let types: Vec<_> = targets["targetInfos"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+    let types: Vec<_> =
+        targets["targetInfos"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["page"], "default filter: pages, not tabs or the browser");
 }
 
@@ -425,7 +460,12 @@ async fn browser_session_attach_and_browser_close_affect_only_that_client() {
 
 #[tokio::test]
 async fn client_count_is_capped_and_stopping_the_server_closes_sockets() {
-    let setup = relay_with(RelayConfig { max_clients: 2, extension_grace: Duration::from_millis(300), ..RelayConfig::default() }).await;
+    let setup = relay_with(RelayConfig {
+        max_clients: 2,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
     let _ext = setup.extension(&[1], Mode::Echo).await;
     let (a, _) = setup.client().await;
     let (_b, _) = setup.client().await;
@@ -444,8 +484,12 @@ async fn client_count_is_capped_and_stopping_the_server_closes_sockets() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
-    let setup =
-        relay_with(RelayConfig { client_queue: 8, extension_grace: Duration::from_millis(300), ..RelayConfig::default() }).await;
+    let setup = relay_with(RelayConfig {
+        client_queue: 8,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
     let ext = setup.extension(&[1], Mode::Echo).await;
     setup.wait_targets(1).await;
     // A raw socket that auto-attaches and then never reads again.

@@ -13,6 +13,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+/// One row of a rule table: what it tries, the path, the Host (HTTP rows
+/// only), extra headers, and the status the relay must answer.
+type HttpCase<'a> = (&'a str, String, &'a str, Vec<(&'a str, &'a str)>, u16);
+type WsCase<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, u16);
+
 /// Sends one raw HTTP/1.1 request; returns the status code and the response.
 async fn raw_request(addr: SocketAddr, request: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
@@ -73,7 +78,7 @@ async fn http_routes_check_host_origin_and_token() {
     let bearer = format!("Bearer {token}");
     let wrong = format!("/json/list?token={}", "0".repeat(64));
     let rebinding_with_port = format!("evil.example:{}", addr.port());
-    let cases: Vec<(&str, String, &str, Vec<(&str, &str)>, u16)> = vec![
+    let cases: Vec<HttpCase> = vec![
         ("token in query", with_token.clone(), &host, vec![], 200),
         ("token as bearer", "/json/version".into(), &host, vec![("Authorization", &bearer)], 200),
         ("trailing slash (Playwright)", format!("/json/version/?token={token}"), &host, vec![], 200),
@@ -87,7 +92,13 @@ async fn http_routes_check_host_origin_and_token() {
         ("web Origin (CSRF)", with_token.clone(), &host, vec![("Origin", "http://evil.example")], 403),
         ("null Origin", with_token.clone(), &host, vec![("Origin", "null")], 403),
         ("localhost web Origin", with_token.clone(), &host, vec![("Origin", "http://127.0.0.1:8000")], 403),
-        ("other extension Origin", with_token.clone(), &host, vec![("Origin", "chrome-extension://abcdefghijklmnop")], 403),
+        (
+            "other extension Origin",
+            with_token.clone(),
+            &host,
+            vec![("Origin", "chrome-extension://abcdefghijklmnop")],
+            403,
+        ),
         ("close with GET needs token", "/json/close/X".into(), &host, vec![], 401),
         ("health without token", "/".into(), &host, vec![], 200),
         ("health from rebinding Host", "/".into(), "evil.example", vec![], 403),
@@ -129,12 +140,17 @@ async fn websocket_upgrades_check_host_origin_and_token() {
     let ext_protocols = format!("browser-relay.v1, token.{token}");
     let wrong_protocols = format!("browser-relay.v1, token.{}", "f".repeat(64));
     let bearer = format!("Bearer {token}");
-    let cases: Vec<(&str, String, Vec<(&str, &str)>, u16)> = vec![
+    let cases: Vec<WsCase> = vec![
         ("CDP client with token", cdp.clone(), vec![], 101),
         ("browser endpoint path", format!("/devtools/browser/anything?token={token}"), vec![], 101),
         ("CDP client without token", "/cdp".into(), vec![], 401),
         ("CDP client with a bearer token", "/cdp".into(), vec![("Authorization", &bearer)], 101),
-        ("CDP client with the token as subprotocol", "/cdp".into(), vec![("Sec-WebSocket-Protocol", &ext_protocols)], 401),
+        (
+            "CDP client with the token as subprotocol",
+            "/cdp".into(),
+            vec![("Sec-WebSocket-Protocol", &ext_protocols)],
+            401,
+        ),
         ("CDP client, web Origin", cdp.clone(), vec![("Origin", "http://evil.example")], 403),
         ("CDP client, null Origin", cdp.clone(), vec![("Origin", "null")], 403),
         ("CDP client, https localhost Origin", cdp.clone(), vec![("Origin", "https://localhost")], 403),
@@ -151,7 +167,10 @@ async fn websocket_upgrades_check_host_origin_and_token() {
         (
             "extension with another extension's Origin",
             "/extension".into(),
-            vec![("Origin", "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), ("Sec-WebSocket-Protocol", &ext_protocols)],
+            vec![
+                ("Origin", "chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+                ("Sec-WebSocket-Protocol", &ext_protocols),
+            ],
             403,
         ),
         (
@@ -220,7 +239,11 @@ async fn the_extension_allow_list_is_configurable() {
     let default_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
     let headers = |origin: &'static str| vec![("Origin", origin), ("Sec-WebSocket-Protocol", protocols.as_str())];
     let default_origin: &'static str = Box::leak(default_origin.into_boxed_str());
-    assert_eq!(ws_status(server.addr, "/extension", &headers(default_origin)).await, 403, "the default id is no longer allowed");
+    assert_eq!(
+        ws_status(server.addr, "/extension", &headers(default_origin)).await,
+        403,
+        "the default id is no longer allowed"
+    );
     assert_eq!(
         ws_status(server.addr, "/extension", &headers("chrome-extension://abcdefghijklmnopabcdefghijklmnop")).await,
         101
@@ -242,7 +265,8 @@ async fn the_extension_frame_limit_drops_only_the_extension() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // The relay is still up and a well-behaved extension can connect again.
-    let _again = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    let _again =
+        FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
     assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
 }
 
@@ -269,12 +293,14 @@ async fn oversized_client_messages_close_only_that_client() {
     let mut options = e2e::test_options(Some(token.clone()));
     options.relay.client_max_message = 64 * 1024;
     let server = RunningServer::start(options).await.unwrap();
-    let _ext = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    let _ext =
+        FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
     assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
     let url = format!("ws://{}/cdp?token={}", server.addr, token.as_str());
     let big = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
     let small = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
-    let huge = format!(r#"{{"id":1,"method":"Runtime.evaluate","params":{{"expression":"{}"}}}}"#, "x".repeat(200 * 1024));
+    let huge =
+        format!(r#"{{"id":1,"method":"Runtime.evaluate","params":{{"expression":"{}"}}}}"#, "x".repeat(200 * 1024));
     big.send_raw(&huge);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while !big.is_closed() {

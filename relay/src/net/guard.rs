@@ -125,7 +125,8 @@ impl Guard {
             return Ok(());
         }
         let Some(token) = &self.token else { return Ok(()) };
-        let presented = presented_token(query, headers, class == RouteClass::Extension).ok_or(Rejection::MissingToken)?;
+        let presented =
+            presented_token(query, headers, class == RouteClass::Extension).ok_or(Rejection::MissingToken)?;
         if token.matches(&presented) { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
@@ -167,15 +168,15 @@ fn valid_port(with_colon: &str) -> bool {
 /// the extension, which cannot set headers and whose subprotocol the relay
 /// negotiates) a `token.<value>` WebSocket subprotocol.
 fn presented_token(query: Option<&str>, headers: &HeaderMap, subprotocol: bool) -> Option<String> {
-    if let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some(bearer) = value.strip_prefix("Bearer ") {
-            return Some(bearer.trim().to_string());
-        }
+    if let Some(bearer) =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return Some(bearer.trim().to_string());
     }
-    if let Some(query) = query {
-        if let Some((_, value)) = url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token") {
-            return Some(value.into_owned());
-        }
+    if let Some((_, value)) =
+        query.and_then(|query| url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token"))
+    {
+        return Some(value.into_owned());
     }
     if !subprotocol {
         return None;
@@ -239,7 +240,10 @@ mod tests {
     #[test]
     fn token_sources() {
         let t = "a".repeat(64);
-        assert_eq!(presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))]), false), Some(t.clone()));
+        assert_eq!(
+            presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))]), false),
+            Some(t.clone())
+        );
         assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new(), false), Some(t.clone()));
         let protocols = format!("browser-relay.v1, token.{t}");
         assert_eq!(presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)]), true), Some(t));
@@ -257,7 +261,8 @@ mod tests {
         let token = Token::generate();
         let guard = Guard::new(Some(token.clone()), vec![DEFAULT_EXTENSION_ID.into()]);
         let wrong = "b".repeat(64);
-        let err = guard.check("/json/list", Some(&format!("token={wrong}")), &headers(&[("host", "127.0.0.1")])).unwrap_err();
+        let err =
+            guard.check("/json/list", Some(&format!("token={wrong}")), &headers(&[("host", "127.0.0.1")])).unwrap_err();
         assert_eq!(err, Rejection::WrongToken);
         assert!(!err.message().contains(&wrong) && !err.message().contains(token.as_str()));
     }

@@ -59,7 +59,9 @@ impl<'a> Command<'a> {
                     code: code::INVALID_REQUEST,
                     message: "Message must have integer 'id' property".into(),
                 },
-                Err(_) => BadCommand { id: None, code: code::PARSE_ERROR, message: format!("Message is not valid JSON: {e}") },
+                Err(_) => {
+                    BadCommand { id: None, code: code::PARSE_ERROR, message: format!("Message is not valid JSON: {e}") }
+                }
             }
         })
     }
@@ -135,17 +137,25 @@ mod tests {
     fn builds_responses_events_and_errors() {
         assert_eq!(v(&response(3, r#"{"a":1}"#, Some("S"))), json!({"id": 3, "result": {"a": 1}, "sessionId": "S"}));
         assert_eq!(v(&response(3, "{}", None)), json!({"id": 3, "result": {}}));
-        assert_eq!(v(&event("Page.x", "{}", Some("S\"q"))), json!({"method": "Page.x", "params": {}, "sessionId": "S\"q"}));
+        assert_eq!(
+            v(&event("Page.x", "{}", Some("S\"q"))),
+            json!({"method": "Page.x", "params": {}, "sessionId": "S\"q"})
+        );
         assert_eq!(
             v(&error(Some(1), code::METHOD_NOT_FOUND, "'X.y' wasn't found", None)),
             json!({"id": 1, "error": {"code": -32601, "message": "'X.y' wasn't found"}})
         );
-        assert_eq!(v(&error(None, code::PARSE_ERROR, "bad", None)), json!({"error": {"code": -32700, "message": "bad"}}));
+        assert_eq!(
+            v(&error(None, code::PARSE_ERROR, "bad", None)),
+            json!({"error": {"code": -32700, "message": "bad"}})
+        );
     }
 
     #[test]
     fn parses_commands_and_explains_bad_ones() {
-        let cmd = Command::parse(r#"{"id":7,"method":"Runtime.evaluate","sessionId":"AB","params":{"expression":"1"}}"#).unwrap();
+        let cmd =
+            Command::parse(r#"{"id":7,"method":"Runtime.evaluate","sessionId":"AB","params":{"expression":"1"}}"#)
+                .unwrap();
         assert_eq!((cmd.id, &*cmd.method, cmd.session_id.as_deref()), (7, "Runtime.evaluate", Some("AB")));
         assert_eq!(cmd.params.unwrap().get(), r#"{"expression":"1"}"#);
 

@@ -108,10 +108,8 @@ impl ClientHandle {
     pub(crate) fn auto_attach_root(self: &Arc<Self>, target: &mut Target, context_id: &str) {
         let mut state = self.state();
         let Some(filter) = state.auto_attach.clone() else { return };
-        let kinds = [
-            (SubKind::Page, "page", target.page_session.clone()),
-            (SubKind::Tab, "tab", target.tab_session.clone()),
-        ];
+        let kinds =
+            [(SubKind::Page, "page", target.page_session.clone()), (SubKind::Tab, "tab", target.tab_session.clone())];
         for (kind, name, session) in kinds {
             if !filter.matches(name) || target.is_subscribed(self.id, &session) {
                 continue;
@@ -362,7 +360,8 @@ impl Relay {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
         let max = self.config().max_in_flight;
         if !client.in_flight.try_start(max) {
-            return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+            return reply
+                .err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
         }
         if command.method == "Runtime.disable" {
             // Other clients on this shared session keep their Runtime.
@@ -424,7 +423,13 @@ impl Relay {
                 let page_session = target.page_session.clone();
                 if !target.is_subscribed(client.id, &page_session) {
                     let info = target.page_info(self.context_id());
-                    client.subscribe(&mut client.state(), target, SubKind::Page, page_session.clone(), Some(session.into()));
+                    client.subscribe(
+                        &mut client.state(),
+                        target,
+                        SubKind::Page,
+                        page_session.clone(),
+                        Some(session.into()),
+                    );
                     client.send(attached_event(&page_session, info, Some(session)));
                 }
                 reply.ok(&json!({}));
@@ -585,7 +590,8 @@ impl Relay {
         let registry = self.registry();
         let filter = params.discover.then(|| TargetFilter::from_param(params.filter));
         if let Some(filter) = &filter {
-            let created = |info: Value| cdp::event("Target.targetCreated", &json!({"targetInfo": info}).to_string(), None);
+            let created =
+                |info: Value| cdp::event("Target.targetCreated", &json!({"targetInfo": info}).to_string(), None);
             if filter.matches("browser") {
                 client.send(created(self.browser_info()));
             }
@@ -672,7 +678,10 @@ impl Relay {
                 Some(tab) => {
                     let max = self.config().max_in_flight;
                     if !client.in_flight.try_start(max) {
-                        return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+                        return reply.err(
+                            code::SERVER_ERROR,
+                            &format!("too many commands in flight ({max}): wait for replies first"),
+                        );
                     }
                     let relay = self.clone();
                     let client = client.clone();
@@ -707,7 +716,12 @@ impl Relay {
                 let p: CreateTargetParams = serde_json::from_str(params).map_err(bad)?;
                 let url = p.url.filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
                 let created = self
-                    .call(|id| RelayMessage::TabsCreate { id, url: Some(url), active: !p.background, opener_tab_id: None })
+                    .call(|id| RelayMessage::TabsCreate {
+                        id,
+                        url: Some(url),
+                        active: !p.background,
+                        opener_tab_id: None,
+                    })
                     .await?;
                 let tab: TabInfo = serde_json::from_str(&created)
                     .map_err(|e| CallError::Chrome(format!("unexpected tabs.create result: {e}")))?;

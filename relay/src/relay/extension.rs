@@ -253,7 +253,11 @@ impl Relay {
                                 let live = target.runtime_join(client.id, enable.child.as_deref());
                                 tracing::debug!(client = client.id, replayed = live.len(), "Runtime.enable replay");
                                 for params in live {
-                                    client.send(cdp::event("Runtime.executionContextCreated", &params, session.as_deref()));
+                                    client.send(cdp::event(
+                                        "Runtime.executionContextCreated",
+                                        &params,
+                                        session.as_deref(),
+                                    ));
                                 }
                             }
                             (EnableEffect::EnablesChrome, true) => {
@@ -264,9 +268,12 @@ impl Relay {
                     }
                 }
                 let text = match &reply {
-                    Err(error) => {
-                        cdp::error(Some(cdp_id), error.code.unwrap_or(cdp::code::SERVER_ERROR), &error.message, session.as_deref())
-                    }
+                    Err(error) => cdp::error(
+                        Some(cdp_id),
+                        error.code.unwrap_or(cdp::code::SERVER_ERROR),
+                        &error.message,
+                        session.as_deref(),
+                    ),
                     Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
                 };
                 client.send(text);
@@ -331,7 +338,8 @@ impl Relay {
                 if let Some(browser_method) = download_event(method) {
                     // Playwright listens for downloads at the browser level.
                     let frame = Utf8Bytes::from(cdp::event(browser_method, params, None));
-                    for client in distinct_clients(target, |s| s.kind == SubKind::Page && !s.bare && s.parent.is_none()) {
+                    for client in distinct_clients(target, |s| s.kind == SubKind::Page && !s.bare && s.parent.is_none())
+                    {
                         client.send(frame.clone());
                     }
                 }
@@ -364,11 +372,9 @@ impl Relay {
         }
         let url = frame.url + frame.url_fragment.as_deref().unwrap_or("");
         let mut registry = self.registry();
-        if let Some(target) = registry.by_tab_mut(tab_id) {
-            if target.url != url {
-                target.url = url;
-                self.announce_info_changed(target);
-            }
+        if let Some(target) = registry.by_tab_mut(tab_id).filter(|t| t.url != url) {
+            target.url = url;
+            self.announce_info_changed(target);
         }
     }
 

@@ -293,7 +293,12 @@ impl Relay {
 
     /// Sends a CDP command to a tab through `debugger.sendCommand` and waits
     /// for the raw result.
-    pub async fn send_command(&self, tab_id: TabId, method: &'static str, params: Option<Value>) -> Result<String, CallError> {
+    pub async fn send_command(
+        &self,
+        tab_id: TabId,
+        method: &'static str,
+        params: Option<Value>,
+    ) -> Result<String, CallError> {
         let params = params.map(|p| serde_json::value::to_raw_value(&p).expect("a Value serialises"));
         self.roundtrip(|id| {
             let message = RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {

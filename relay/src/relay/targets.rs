@@ -46,10 +46,7 @@ impl TargetFilter {
     }
 
     pub fn matches(&self, target_type: &str) -> bool {
-        self.0
-            .iter()
-            .find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type))
-            .is_some_and(|e| !e.exclude)
+        self.0.iter().find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type)).is_some_and(|e| !e.exclude)
     }
 }
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what Browser Relay's build and tests need on a Debian machine.
+# Idempotent: each step checks first and does nothing when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '==> %s\n' "$*"; }
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+APT_UPDATED=""
+apt_install() {
+  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust with rustup first (https://rustup.rs)" >&2
+  exit 1
+fi
+
+# Debian's Chromium: end-to-end tests launch /usr/lib/chromium/chromium directly.
+if [ ! -x /usr/lib/chromium/chromium ]; then
+  step "installing chromium (apt)"
+  apt_install chromium
+fi
+
+# The extension's service worker is Rust compiled to WASM; shared-protocol
+# must build for it too.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  step "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# Real CDP clients for the end-to-end tests (no browser downloads).
+if ! command -v npm >/dev/null; then
+  step "installing nodejs and npm (apt)"
+  apt_install nodejs npm
+fi
+if [ ! -f tests/node_modules/.package-lock.json ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
+  step "npm ci in tests/ (playwright-core, puppeteer-core)"
+  (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi
+step "setup complete"
