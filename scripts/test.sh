@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every check and test: formatting, lints, the wasm32 build of the
-# protocol crate, unit tests, in-process relay tests, and end-to-end tests
-# with real Chromium and real Playwright/Puppeteer clients.
+# Runs every check and test: formatting, lints (native and wasm32), the
+# extension build, unit tests (including the extension's core), in-process
+# relay tests, and end-to-end tests with real Chromium, the real extension
+# and real Playwright/Puppeteer clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -11,7 +12,9 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-step "shared-protocol builds for wasm32"
-cargo build -p shared-protocol --target wasm32-unknown-unknown --locked
+step "clippy on the extension's WASM glue (wasm32)"
+cargo clippy -p extension-wasm --target wasm32-unknown-unknown --locked -- -D warnings
+step "build the extension (Rust → WASM → extension/pkg)"
+./scripts/build-extension.sh
 step "cargo test (unit, in-process, real Chromium, real clients)"
 cargo test --workspace --locked

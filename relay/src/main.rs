@@ -52,6 +52,15 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
     },
+    /// Print the link that pairs the extension with this relay in one step
+    /// (open it in the Chrome that has the extension).
+    Pair {
+        #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+        port: u16,
+        /// The extension's id, if you loaded it with another key.
+        #[arg(long, default_value = DEFAULT_EXTENSION_ID)]
+        extension_id: String,
+    },
 }
 
 #[tokio::main]
@@ -65,6 +74,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Token => {
             let token = state.load_or_create_token()?;
             println_stdout(token.as_str());
+            Ok(())
+        }
+        Command::Pair { port, extension_id } => {
+            let token = state.load_or_create_token()?;
+            println_stdout(&format!(
+                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension:\n\n  chrome-extension://{extension_id}/options.html#port={port}&token={}\n",
+                token.as_str()
+            ));
             Ok(())
         }
         Command::CdpUrl { port } => {

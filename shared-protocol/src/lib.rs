@@ -257,6 +257,11 @@ pub enum ExtensionMessage<'a> {
     /// debugger to `tab` (`attached: true`) or detached it (`false`).
     #[serde(rename = "user.toggledAttach")]
     UserToggledAttach { tab: TabInfo, attached: bool },
+    /// The debugger was detached by something other than the user (Chrome
+    /// reported `target_closed` for a tab that still exists) and the
+    /// extension attached it again; announce the tab anew.
+    #[serde(rename = "debugger.reattached")]
+    DebuggerReattached { tab: TabInfo },
     #[serde(rename = "ping")]
     Ping { nonce: u64 },
     #[serde(rename = "pong")]
@@ -339,6 +344,32 @@ pub mod layout {
             return None;
         }
         Some(raw)
+    }
+
+    /// Encodes a successful reply around an already-serialised result, in
+    /// the canonical layout (what [`super::encode`] would produce), without
+    /// re-parsing the result. The extension uses this for Chrome's answers.
+    pub fn encode_reply(id: CallId, result_json: &str) -> String {
+        format!(r#"{{"reply":{{"id":{id},"result":{result_json}}}}}"#)
+    }
+
+    /// Encodes a `debugger.onEvent` around already-serialised params.
+    pub fn encode_event(tab_id: TabId, session_id: Option<&str>, method: &str, params_json: Option<&str>) -> String {
+        let mut out = String::with_capacity(64 + method.len() + params_json.map_or(0, str::len));
+        out.push_str(r#"{"debugger.onEvent":{"tabId":"#);
+        out.push_str(&tab_id.to_string());
+        if let Some(session) = session_id {
+            out.push_str(r#","sessionId":"#);
+            out.push_str(&serde_json::to_string(session).unwrap_or_default());
+        }
+        out.push_str(r#","method":"#);
+        out.push_str(&serde_json::to_string(method).unwrap_or_default());
+        if let Some(params) = params_json {
+            out.push_str(r#","params":"#);
+            out.push_str(params);
+        }
+        out.push_str("}}");
+        out
     }
 
     pub fn reply(text: &str) -> Option<RawReply<'_>> {
@@ -472,6 +503,10 @@ mod tests {
                 _ => unreachable!(),
             }
         }
+        // The direct encoders produce exactly what `encode` does.
+        assert_eq!(layout::encode_reply(7, params.get()), frames[0]);
+        assert_eq!(layout::encode_event(-3, Some("AB12"), "Page.x", Some(params.get())), frames[2]);
+        assert_eq!(layout::encode_event(4, None, "Page.y", None), frames[3]);
         for odd in [
             r#"{"reply":{"id":1,"error":{"message":"x"}}}"#,
             r#"{"reply":{"result":{},"id":1}}"#,

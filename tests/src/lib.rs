@@ -2,6 +2,7 @@
 //! extension, a fixture server, and real Node clients.
 
 pub mod chromium;
+pub mod extension_env;
 pub mod fake_extension;
 pub mod fixtures;
 pub mod sim_extension;

@@ -78,6 +78,7 @@ async fn http_routes_check_host_origin_and_token() {
     let bearer = format!("Bearer {token}");
     let wrong = format!("/json/list?token={}", "0".repeat(64));
     let rebinding_with_port = format!("evil.example:{}", addr.port());
+    let ext_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
     let cases: Vec<HttpCase> = vec![
         ("token in query", with_token.clone(), &host, vec![], 200),
         ("token as bearer", "/json/version".into(), &host, vec![("Authorization", &bearer)], 200),
@@ -109,7 +110,7 @@ async fn http_routes_check_host_origin_and_token() {
             "status from our extension's options page",
             "/extension/status".into(),
             &host,
-            vec![("Origin", "chrome-extension://fkbhbmhmlmgdgkkbnmnbckmblmghihfo")],
+            vec![("Origin", &ext_origin)],
             200,
         ),
     ];

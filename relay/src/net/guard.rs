@@ -14,7 +14,7 @@ use crate::state_dir::Token;
 use shared_protocol::TOKEN_SUBPROTOCOL_PREFIX;
 
 /// The extension id pinned by the `"key"` in the extension's manifest.
-pub const DEFAULT_EXTENSION_ID: &str = "fkbhbmhmlmgdgkkbnmnbckmblmghihfo";
+pub const DEFAULT_EXTENSION_ID: &str = "jmiiinhebnhaoabpngnocjfmolckbbea";
 
 #[derive(Debug, Clone)]
 pub struct Guard {

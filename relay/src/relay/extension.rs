@@ -217,7 +217,8 @@ impl Relay {
                 }
             }
             ExtensionMessage::TabUpdated { tab } => self.on_tab_updated(&tab),
-            ExtensionMessage::UserToggledAttach { tab, attached: true } => {
+            ExtensionMessage::UserToggledAttach { tab, attached: true }
+            | ExtensionMessage::DebuggerReattached { tab } => {
                 let relay = self.clone();
                 tokio::spawn(async move {
                     if let Err(e) = relay.register_tab(&tab).await {
@@ -551,6 +552,7 @@ fn message_name(message: &ExtensionMessage<'_>) -> &'static str {
         ExtensionMessage::TabReplaced { .. } => "tabs.onReplaced",
         ExtensionMessage::TabUpdated { .. } => "tabs.onUpdated",
         ExtensionMessage::UserToggledAttach { .. } => "user.toggledAttach",
+        ExtensionMessage::DebuggerReattached { .. } => "debugger.reattached",
         ExtensionMessage::Ping { .. } => "ping",
         ExtensionMessage::Pong { .. } => "pong",
     }

@@ -151,6 +151,8 @@ pub struct RelayStats {
     /// Client sessions on targets, over all targets.
     pub subscriptions: usize,
     pub extension_connected: bool,
+    /// Extension connections accepted so far (a reconnect increments it).
+    pub extension_connections: u64,
 }
 
 /// The relay engine. Cheap to clone.
@@ -251,6 +253,7 @@ impl Relay {
             subscriptions,
             child_sessions: self.0.children.len(),
             extension_connected: self.link().is_some(),
+            extension_connections: self.0.generation.load(Ordering::Relaxed),
         }
     }
 

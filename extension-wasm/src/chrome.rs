@@ -1,0 +1,123 @@
+//! Thin bindings to the `chrome.*` functions the extension is allowed to use,
+//! one module per namespace. Each returns the API's promise; errors carry
+//! Chrome's own message. Nothing else of `chrome.*` is reachable from Rust.
+
+#![allow(missing_debug_implementations)]
+
+/// `chrome.debugger`: attach, detach, sendCommand, getTargets.
+pub mod debugger {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "debugger"], js_name = attach)]
+        pub fn attach(target: &JsValue, version: &str) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "debugger"], js_name = detach)]
+        pub fn detach(target: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "debugger"], js_name = sendCommand)]
+        pub fn send_command(target: &JsValue, method: &str, params: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "debugger"], js_name = getTargets)]
+        pub fn get_targets() -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.tabs`: get, create, remove, update, query.
+pub mod tabs {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = get)]
+        pub fn get(tab_id: f64) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = create)]
+        pub fn create(properties: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = remove)]
+        pub fn remove(tab_id: f64) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = update)]
+        pub fn update(tab_id: f64, properties: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = query)]
+        pub fn query(query: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.windows`: update (bring a window to the front).
+pub mod windows {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "windows"], js_name = update)]
+        pub fn update(window_id: f64, properties: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.action`: the toolbar badge and tooltip.
+pub mod action {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "action"], js_name = setBadgeText)]
+        pub fn set_badge_text(details: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "action"], js_name = setBadgeBackgroundColor)]
+        pub fn set_badge_background_color(details: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "action"], js_name = setTitle)]
+        pub fn set_title(details: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.storage`: settings in `local`, attached tabs in `session`.
+pub mod storage {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "local"], js_name = get)]
+        pub fn local_get(keys: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "session"], js_name = get)]
+        pub fn session_get(keys: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "session"], js_name = set)]
+        pub fn session_set(items: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.alarms`: a periodic wake-up that outlives a stopped worker.
+pub mod alarms {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "alarms"], js_name = create)]
+        pub fn create(name: &str, info: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.runtime`: the extension's own manifest (its version).
+pub mod runtime {
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(js_namespace = ["chrome", "runtime"], js_name = getManifest)]
+        pub fn get_manifest() -> JsValue;
+    }
+}
+
+/// Globals of the service worker (`window` does not exist there).
+pub mod global {
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(js_name = setTimeout)]
+        pub fn set_timeout(handler: &JsValue, ms: f64) -> JsValue;
+        #[wasm_bindgen(js_name = clearTimeout)]
+        pub fn clear_timeout(id: &JsValue);
+    }
+}

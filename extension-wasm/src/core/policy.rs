@@ -1,0 +1,135 @@
+//! Fixed rules: which pages may be shared, reconnect backoff, badges.
+
+/// Pages the extension never attaches to: browser UI, DevTools, other
+/// extensions (and its own pages), and the Web Store, which Chrome protects.
+pub fn is_restricted(url: &str) -> bool {
+    const SCHEMES: [&str; 8] = [
+        "chrome://",
+        "chrome-untrusted://",
+        "chrome-search://",
+        "chrome-extension://",
+        "devtools://",
+        "edge://",
+        "view-source:",
+        "about:devtools",
+    ];
+    const STORE: [&str; 2] = ["https://chromewebstore.google.com/", "https://chrome.google.com/webstore"];
+    let url = url.trim();
+    SCHEMES
+        .iter()
+        .chain(STORE.iter())
+        .any(|prefix| url.len() >= prefix.len() && url[..prefix.len()].eq_ignore_ascii_case(prefix))
+}
+
+/// Why the user cannot share a page, for the badge tooltip.
+pub fn restricted_reason(url: &str) -> String {
+    let scheme = url.split_once(':').map_or(url, |(s, _)| s);
+    format!("Browser Relay cannot share {scheme}: pages (browser, DevTools and extension pages are off limits)")
+}
+
+/// Reconnect delay before attempt `attempt` (0-based): 1 s·2ⁿ, capped at
+/// 30 s, scaled by a jitter factor in [0.75, 1.25) from `random` ∈ [0, 1).
+pub fn reconnect_delay_ms(attempt: u32, random: f64) -> u64 {
+    let base = 1000u64.saturating_mul(1u64 << attempt.min(5)).min(30_000);
+    let jitter = 0.75 + 0.5 * random.clamp(0.0, 0.999_999);
+    (base as f64 * jitter) as u64
+}
+
+/// Delay before re-attach try `attempt` after a navigation-caused detach.
+pub fn reattach_delay_ms(attempt: u32) -> u64 {
+    250 * (1u64 << attempt.min(4))
+}
+
+/// Re-attach tries before giving up on a tab.
+pub const REATTACH_TRIES: u32 = 3;
+/// While anything is attached, a message at least this often keeps the MV3
+/// service worker alive (it is stopped after ~30 s without events).
+pub const KEEPALIVE_MS: u64 = 20_000;
+/// How long tabs stay attached while the relay is gone before the extension
+/// detaches them (the "is being debugged" bar goes away).
+pub const DETACH_GRACE_MS: u64 = 60_000;
+
+/// What a tab's toolbar badge shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Badge {
+    /// Not shared.
+    Off,
+    /// Attached, talking to the relay.
+    On,
+    /// Attached (or attaching), connecting to the relay.
+    Connecting,
+    /// Something is wrong; the tooltip says what.
+    Error(String),
+}
+
+impl Badge {
+    pub fn text(&self) -> &'static str {
+        match self {
+            Self::Off => "",
+            Self::On => "ON",
+            Self::Connecting => "…",
+            Self::Error(_) => "!",
+        }
+    }
+
+    pub fn color(&self) -> &'static str {
+        match self {
+            Self::Off | Self::On => "#1a7f37",
+            Self::Connecting => "#9a6700",
+            Self::Error(_) => "#cf222e",
+        }
+    }
+
+    pub fn title(&self, port: u16) -> String {
+        match self {
+            Self::Off => "Browser Relay: click to share this tab".into(),
+            Self::On => "Browser Relay: this tab is shared (click to stop)".into(),
+            Self::Connecting => format!("Browser Relay: connecting to the relay on 127.0.0.1:{port}…"),
+            Self::Error(why) => format!("Browser Relay: {why}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restricted_pages() {
+        for url in [
+            "chrome://settings",
+            "CHROME://newtab/",
+            "devtools://devtools/bundled/inspector.html",
+            "chrome-extension://abcdefghijklmnopabcdefghijklmnop/options.html",
+            "view-source:https://example.com",
+            "https://chromewebstore.google.com/detail/x",
+            "edge://flags",
+        ] {
+            assert!(is_restricted(url), "{url}");
+        }
+        for url in [
+            "https://example.com",
+            "http://127.0.0.1:8000/",
+            "about:blank",
+            "",
+            "file:///tmp/x.html",
+            "data:text/html,hi",
+        ] {
+            assert!(!is_restricted(url), "{url}");
+        }
+        assert!(restricted_reason("chrome://settings").contains("chrome:"));
+    }
+
+    #[test]
+    fn backoff_doubles_caps_and_jitters() {
+        assert_eq!(reconnect_delay_ms(0, 0.5), 1000);
+        assert_eq!(reconnect_delay_ms(1, 0.5), 2000);
+        assert_eq!(reconnect_delay_ms(4, 0.5), 16_000);
+        assert_eq!(reconnect_delay_ms(5, 0.5), 30_000);
+        assert_eq!(reconnect_delay_ms(60, 0.5), 30_000);
+        assert_eq!(reconnect_delay_ms(0, 0.0), 750);
+        assert!(reconnect_delay_ms(0, 0.999) < 1250);
+        assert_eq!(reattach_delay_ms(0), 250);
+        assert_eq!(reattach_delay_ms(2), 1000);
+    }
+}

@@ -1,0 +1,520 @@
+//! Every rule of the extension, driven step by step with a recording host.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+use shared_protocol::{TabId, TabInfo, close_code};
+
+use super::*;
+
+#[derive(Debug, Default)]
+struct FakeHost {
+    calls: Vec<(OpId, ChromeCall)>,
+    badges: HashMap<TabId, Badge>,
+    titles: HashMap<TabId, String>,
+    persisted: Vec<TabId>,
+    connects: Vec<(String, Vec<String>)>,
+    sent: Vec<String>,
+    disconnects: usize,
+    timers: BTreeMap<Timer, u64>,
+}
+
+impl Host for FakeHost {
+    fn call(&mut self, op: OpId, call: ChromeCall) {
+        self.calls.push((op, call));
+    }
+    fn set_badge(&mut self, tab: TabId, badge: &Badge, title: &str) {
+        self.badges.insert(tab, badge.clone());
+        self.titles.insert(tab, title.to_string());
+    }
+    fn persist(&mut self, attached: &[TabId]) {
+        self.persisted = attached.to_vec();
+    }
+    fn connect(&mut self, url: &str, protocols: &[String]) {
+        self.connects.push((url.to_string(), protocols.to_vec()));
+    }
+    fn send(&mut self, frame: String) {
+        self.sent.push(frame);
+    }
+    fn disconnect(&mut self) {
+        self.disconnects += 1;
+    }
+    fn set_timer(&mut self, timer: Timer, after_ms: u64) {
+        self.timers.insert(timer, after_ms);
+    }
+    fn cancel_timer(&mut self, timer: Timer) {
+        self.timers.remove(&timer);
+    }
+    fn random(&mut self) -> f64 {
+        0.5
+    }
+}
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn tab(id: TabId, url: &str) -> TabInfo {
+    TabInfo {
+        tab_id: id,
+        window_id: Some(1),
+        url: url.into(),
+        title: format!("T{id}"),
+        active: true,
+        opener_tab_id: None,
+    }
+}
+
+fn chrome_tab(id: TabId, url: &str) -> String {
+    json!({"id": id, "windowId": 1, "url": url, "title": format!("T{id}"), "active": true}).to_string()
+}
+
+fn paired() -> Core<FakeHost> {
+    let mut core = Core::new(FakeHost::default());
+    core.start(
+        Settings { port: 18792, token: Some(TOKEN.into()) },
+        Environment {
+            extension_version: "0.1.0".into(),
+            user_agent: "UA".into(),
+            browser_version: "Chrome/156.0.8078.73".into(),
+        },
+        vec![],
+    );
+    core
+}
+
+impl Core<FakeHost> {
+    /// The last chrome call made, and its op.
+    fn last_call(&self) -> (OpId, ChromeCall) {
+        self.host.calls.last().cloned().expect("a chrome call")
+    }
+
+    fn sent_json(&self) -> Vec<Value> {
+        self.host.sent.iter().map(|f| serde_json::from_str(f).expect("valid JSON frame")).collect()
+    }
+
+    fn last_sent(&self) -> Value {
+        self.sent_json().pop().expect("a frame")
+    }
+
+    /// User clicks on `tab`, Chrome attaches, the relay connects and welcomes.
+    fn share(&mut self, id: TabId) {
+        self.on_action_clicked(tab(id, "https://example.com/"));
+        let (op, call) = self.last_call();
+        assert_eq!(call, ChromeCall::DebuggerAttach { tab: id });
+        self.on_op_done(op, Ok("null".into()));
+        if self.link() == Link::Connecting {
+            self.on_socket_open();
+            self.on_socket_message(r#"{"welcome":{"protocolVersion":1,"relayVersion":"0.1.0"}}"#);
+        }
+    }
+
+    fn relay(&mut self, frame: Value) {
+        self.on_socket_message(&frame.to_string());
+    }
+}
+
+#[test]
+fn click_attaches_connects_and_says_hello_with_the_tab() {
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    assert_eq!(core.host.badges[&5], Badge::Connecting, "feedback at once");
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerAttach { tab: 5 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.host.persisted, vec![5], "kept in chrome.storage.session");
+
+    let (url, protocols) = core.host.connects.last().cloned().expect("connects to the relay");
+    assert_eq!(url, "ws://127.0.0.1:18792/extension");
+    assert_eq!(protocols, vec!["browser-relay.v1".to_string(), format!("token.{TOKEN}")]);
+    core.on_socket_open();
+    let hello = core.last_sent();
+    assert_eq!(hello["hello"]["attachedTabs"][0]["tabId"], 5);
+    assert_eq!(hello["hello"]["browserVersion"], "Chrome/156.0.8078.73");
+    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    assert_eq!(core.host.badges[&5], Badge::On);
+    assert_eq!(core.status().state, "connected");
+    assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS));
+}
+
+#[test]
+fn second_click_detaches_tells_the_relay_and_lets_the_worker_sleep() {
+    let mut core = paired();
+    core.share(5);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerDetach { tab: 5 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(
+        core.last_sent(),
+        json!({"user.toggledAttach": {"tab": core.sent_json().last().unwrap()["user.toggledAttach"]["tab"], "attached": false}})
+    );
+    assert_eq!(core.host.badges[&5], Badge::Off);
+    assert_eq!(core.host.persisted, Vec::<TabId>::new());
+    assert_eq!(core.host.disconnects, 1, "nothing shared: the socket closes");
+    assert!(!core.host.timers.contains_key(&Timer::Keepalive));
+}
+
+#[test]
+fn a_click_while_connected_announces_the_tab() {
+    let mut core = paired();
+    core.share(5);
+    core.share(6);
+    assert_eq!(core.last_sent()["user.toggledAttach"]["attached"], true);
+    assert_eq!(core.last_sent()["user.toggledAttach"]["tab"]["tabId"], 6);
+    assert_eq!(core.host.connects.len(), 1, "one connection for both tabs");
+}
+
+#[test]
+fn never_attaches_to_browser_devtools_or_extension_pages() {
+    let mut core = paired();
+    for url in
+        ["chrome://settings/", "devtools://devtools/x", "chrome-extension://abcdefghijklmnopabcdefghijklmnop/p.html"]
+    {
+        core.on_action_clicked(tab(9, url));
+        assert!(core.host.calls.is_empty(), "no attach for {url}");
+        assert!(matches!(&core.host.badges[&9], Badge::Error(why) if why.contains("cannot share")), "{url}");
+    }
+    // Nor when the relay asks.
+    core.share(5);
+    core.relay(json!({"debugger.attach": {"id": 41, "tabId": 9}}));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::TabsGet { tab: 9 });
+    core.on_op_done(op, Ok(chrome_tab(9, "chrome://settings/")));
+    assert!(
+        core.last_sent()["reply"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not attach to chrome://settings/")
+    );
+    assert!(!core.host.calls.iter().any(|(_, c)| *c == ChromeCall::DebuggerAttach { tab: 9 }));
+}
+
+#[test]
+fn attach_errors_from_chrome_show_on_the_badge() {
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Err("Another debugger is already attached to the tab with id: 5.".into()));
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("Another debugger")));
+    assert!(core.host.titles[&5].contains("Another debugger"), "the tooltip says why");
+    assert!(core.host.connects.is_empty());
+}
+
+#[test]
+fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), Environment::default(), vec![]);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    assert!(core.host.calls.is_empty(), "no debugger bar for nobody");
+    assert!(core.host.connects.is_empty());
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
+    assert!(!core.status().paired);
+    // Paired, the next click shares the tab.
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()) });
+    core.share(5);
+    assert_eq!(core.host.connects.len(), 1);
+    assert_eq!(core.host.badges[&5], Badge::On);
+}
+
+#[test]
+fn tabs_restored_after_a_restart_without_a_token_wait_for_pairing() {
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), Environment::default(), vec![tab(5, "https://example.com/")]);
+    assert!(core.host.connects.is_empty());
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()) });
+    assert_eq!(core.host.connects.len(), 1, "pairing connects at once");
+}
+
+#[test]
+fn relay_calls_are_forwarded_and_answered_in_order() {
+    let mut core = paired();
+    core.share(5);
+    core.relay(json!({"debugger.sendCommand": {"id": 7, "tabId": 5, "method": "Runtime.evaluate", "params": {"expression": "1+1"}}}));
+    let (first, call) = core.last_call();
+    assert_eq!(
+        call,
+        ChromeCall::DebuggerSendCommand {
+            tab: 5,
+            session: None,
+            method: "Runtime.evaluate".into(),
+            params: Some(r#"{"expression":"1+1"}"#.into())
+        }
+    );
+    core.relay(json!({"debugger.sendCommand": {"id": 8, "tabId": 5, "sessionId": "CHILD", "method": "Page.enable"}}));
+    let (second, call) = core.last_call();
+    assert!(matches!(call, ChromeCall::DebuggerSendCommand { session: Some(ref s), .. } if s == "CHILD"));
+    // Chrome answers the second first: replies follow Chrome's order.
+    core.on_op_done(second, Ok("{}".into()));
+    core.on_op_done(first, Ok(r#"{"result":{"type":"number","value":2}}"#.into()));
+    let replies: Vec<i64> = core.sent_json().iter().filter_map(|f| f["reply"]["id"].as_i64()).collect();
+    assert_eq!(replies, vec![8, 7]);
+    assert_eq!(core.last_sent()["reply"]["result"]["result"]["value"], 2);
+    // The frame is in the canonical layout the relay splits without parsing.
+    assert!(shared_protocol::layout::reply(core.host.sent.last().unwrap()).is_some());
+}
+
+#[test]
+fn cdp_errors_keep_their_code_and_unshared_tabs_are_refused() {
+    let mut core = paired();
+    core.share(5);
+    core.relay(json!({"debugger.sendCommand": {"id": 7, "tabId": 5, "method": "Runtime.evaluate"}}));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Err(r#"{"code":-32000,"message":"Cannot find context with specified id"}"#.into()));
+    assert_eq!(
+        core.last_sent()["reply"]["error"],
+        json!({"message": "Cannot find context with specified id", "code": -32000})
+    );
+
+    let calls = core.host.calls.len();
+    core.relay(json!({"debugger.sendCommand": {"id": 9, "tabId": 77, "method": "Runtime.evaluate"}}));
+    assert_eq!(core.host.calls.len(), calls, "no chrome call for a tab the user did not share");
+    assert!(core.last_sent()["reply"]["error"]["message"].as_str().unwrap().contains("not shared"));
+}
+
+#[test]
+fn tabs_calls_convert_chrome_tabs_and_never_close_the_last_tab() {
+    let mut core = paired();
+    core.share(5);
+    core.relay(json!({"tabs.create": {"id": 1, "url": "about:blank", "active": true}}));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::TabsCreate { url: Some("about:blank".into()), active: true, opener: None });
+    core.on_op_done(
+        op,
+        Ok(json!({"id": 12, "windowId": 1, "url": "", "pendingUrl": "about:blank", "title": "", "active": true})
+            .to_string()),
+    );
+    assert_eq!(
+        core.last_sent()["reply"]["result"],
+        json!({"tabId": 12, "windowId": 1, "url": "about:blank", "title": "", "active": true})
+    );
+
+    core.relay(json!({"tabs.remove": {"id": 2, "tabId": 5}}));
+    let (op, call) = core.last_call();
+    assert!(matches!(call, ChromeCall::TabsQuery { .. }), "counts tabs first");
+    core.on_op_done(op, Ok(format!("[{}]", chrome_tab(5, "https://example.com/"))));
+    assert!(core.last_sent()["reply"]["error"]["message"].as_str().unwrap().contains("last tab"));
+    assert!(!core.host.calls.iter().any(|(_, c)| matches!(c, ChromeCall::TabsRemove { .. })));
+
+    core.relay(json!({"tabs.remove": {"id": 3, "tabId": 12}}));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok(format!("[{},{}]", chrome_tab(5, "a"), chrome_tab(12, "b"))));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::TabsRemove { tab: 12 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.last_sent(), json!({"reply": {"id": 3, "result": null}}));
+}
+
+#[test]
+fn relay_attach_of_a_popup_marks_it_shared() {
+    let mut core = paired();
+    core.share(5);
+    let mut popup = tab(6, "");
+    popup.opener_tab_id = Some(5);
+    core.on_tab_created(popup);
+    assert_eq!(core.last_sent()["tabs.onCreated"]["tab"]["openerTabId"], 5, "popups of shared tabs reach the relay");
+    core.on_tab_created(tab(7, "https://private.example/"));
+    assert_ne!(core.last_sent()["tabs.onCreated"]["tab"]["tabId"], 7, "unrelated tabs stay private");
+
+    core.relay(json!({"debugger.attach": {"id": 4, "tabId": 6}}));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok(chrome_tab(6, "https://example.com/popup")));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerAttach { tab: 6 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.last_sent(), json!({"reply": {"id": 4, "result": null}}));
+    assert_eq!(core.host.badges[&6], Badge::On);
+    assert_eq!(core.attached(), vec![5, 6]);
+}
+
+#[test]
+fn events_are_forwarded_only_for_shared_tabs() {
+    let mut core = paired();
+    core.share(5);
+    core.on_debugger_event(5, Some("CHILD"), "Runtime.consoleAPICalled", Some(r#"{"type":"log"}"#));
+    assert_eq!(
+        core.last_sent(),
+        json!({"debugger.onEvent": {"tabId": 5, "sessionId": "CHILD", "method": "Runtime.consoleAPICalled", "params": {"type": "log"}}})
+    );
+    let before = core.host.sent.len();
+    core.on_debugger_event(99, None, "Page.loadEventFired", Some("{}"));
+    assert_eq!(core.host.sent.len(), before);
+}
+
+#[test]
+fn navigation_caused_detach_reattaches_and_reannounces() {
+    let mut core = paired();
+    core.share(5);
+    core.on_debugger_detach(5, "target_closed");
+    assert_eq!(core.last_sent(), json!({"debugger.onDetach": {"tabId": 5, "reason": "target_closed"}}));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::TabsGet { tab: 5 });
+    core.on_op_done(op, Ok(chrome_tab(5, "https://example.com/next")));
+    assert_eq!(core.host.timers.get(&Timer::Reattach(5)), Some(&policy::reattach_delay_ms(0)), "short backoff");
+    core.on_timer(Timer::Reattach(5));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerAttach { tab: 5 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.last_sent()["debugger.reattached"]["tab"]["url"], "https://example.com/next");
+    assert_eq!(core.host.badges[&5], Badge::On);
+    assert_eq!(core.host.disconnects, 0, "the link stayed up throughout");
+}
+
+#[test]
+fn reattach_gives_up_after_its_tries_and_says_so() {
+    let mut core = paired();
+    core.share(5);
+    core.on_debugger_detach(5, "target_closed");
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok(chrome_tab(5, "https://example.com/")));
+    for attempt in 0..policy::REATTACH_TRIES {
+        assert_eq!(core.host.timers.get(&Timer::Reattach(5)), Some(&policy::reattach_delay_ms(attempt)));
+        core.on_timer(Timer::Reattach(5));
+        let (op, _) = core.last_call();
+        core.on_op_done(op, Err("Cannot attach".into()));
+    }
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("click to share it again")));
+    assert!(core.attached().is_empty());
+    assert_eq!(core.host.disconnects, 1, "nothing left to share");
+}
+
+#[test]
+fn user_cancel_devtools_and_chrome_pages_stay_detached() {
+    for reason in ["canceled_by_user", "replaced_with_devtools"] {
+        let mut core = paired();
+        core.share(5);
+        let calls = core.host.calls.len();
+        core.on_debugger_detach(5, reason);
+        assert_eq!(core.host.calls.len(), calls, "{reason}: no re-attach");
+        assert_eq!(core.last_sent()["debugger.onDetach"]["reason"], reason, "the relay is told");
+        assert_eq!(core.host.badges[&5], Badge::Off);
+    }
+    let mut core = paired();
+    core.share(5);
+    core.on_debugger_detach(5, "target_closed");
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok(chrome_tab(5, "chrome://settings/")));
+    assert!(core.host.timers.keys().all(|t| !matches!(t, Timer::Reattach(_))), "no re-attach onto chrome://");
+    assert!(matches!(&core.host.badges[&5], Badge::Error(_)));
+}
+
+#[test]
+fn closed_tabs_are_reported_and_forgotten() {
+    let mut core = paired();
+    core.share(5);
+    core.share(6);
+    core.on_tab_removed(5);
+    assert_eq!(core.last_sent(), json!({"tabs.onRemoved": {"tabId": 5}}));
+    assert_eq!(core.host.persisted, vec![6]);
+    core.on_debugger_detach(5, "target_closed");
+    assert!(!core.host.calls.iter().any(|(_, c)| *c == ChromeCall::TabsGet { tab: 5 }), "already gone");
+    core.on_tab_replaced(60, 6);
+    assert_eq!(core.attached(), vec![60]);
+    assert_eq!(core.last_sent(), json!({"tabs.onReplaced": {"addedTabId": 60, "removedTabId": 6}}));
+}
+
+#[test]
+fn restart_rehydrates_reconnects_and_reannounces() {
+    let mut core = Core::new(FakeHost::default());
+    core.start(
+        Settings { port: 4000, token: Some(TOKEN.into()) },
+        Environment::default(),
+        vec![tab(5, "https://example.com/"), tab(8, "https://example.org/")],
+    );
+    assert_eq!(core.host.connects[0].0, "ws://127.0.0.1:4000/extension");
+    core.on_socket_open();
+    let tabs: Vec<i64> = core.last_sent()["hello"]["attachedTabs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tabId"].as_i64().unwrap())
+        .collect();
+    assert_eq!(tabs, vec![5, 8]);
+}
+
+#[test]
+fn relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&1000));
+    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("went away")));
+    assert_eq!(core.attached(), vec![5], "still attached during the grace period");
+    // Attempts that fail before opening back off: 2 s, 4 s, ... capped at 30 s.
+    for expected in [2000, 4000, 8000, 16_000, 30_000, 30_000] {
+        core.on_timer(Timer::Reconnect);
+        assert_eq!(core.host.badges[&5], Badge::Connecting);
+        core.on_socket_closed(1006, "");
+        assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&expected));
+        assert!(core.status().detail.contains("browser-relay serve"), "{}", core.status().detail);
+    }
+    core.on_timer(Timer::DetachGrace);
+    let (_, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerDetach { tab: 5 });
+    assert!(core.attached().is_empty());
+    assert_eq!(core.host.badges[&5], Badge::Off, "the debugging bar goes away");
+    assert!(!core.host.timers.contains_key(&Timer::Reconnect), "stops trying");
+}
+
+#[test]
+fn the_relay_coming_back_within_the_grace_keeps_everything() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    assert_eq!(core.last_sent()["hello"]["attachedTabs"][0]["tabId"], 5, "re-announced without a new click");
+    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    assert!(!core.host.timers.contains_key(&Timer::DetachGrace));
+    assert_eq!(core.host.badges[&5], Badge::On);
+    // The next outage starts from a 1 s backoff again.
+    core.on_socket_closed(1006, "");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&1000));
+}
+
+#[test]
+fn keepalive_pings_only_while_shared_and_connected() {
+    let mut core = paired();
+    core.share(5);
+    core.on_timer(Timer::Keepalive);
+    assert_eq!(core.last_sent(), json!({"ping": {"nonce": 1}}));
+    assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS), "re-armed");
+    core.relay(json!({"ping": {"nonce": 77}}));
+    assert_eq!(core.last_sent(), json!({"pong": {"nonce": 77}}));
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    let sent = core.host.sent.len();
+    core.on_timer(Timer::Keepalive);
+    assert_eq!(core.host.sent.len(), sent, "nothing shared: no ping");
+}
+
+#[test]
+fn protocol_mismatch_stops_retrying_and_refusals_explain_themselves() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(close_code::PROTOCOL_MISMATCH, "extension speaks protocol 1, this relay speaks 2");
+    assert!(!core.host.timers.contains_key(&Timer::Reconnect));
+    assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("protocol")));
+    assert!(core.host.titles[&5].contains("this relay speaks 2"));
+}
+
+#[test]
+fn settings_changes_reconnect_with_the_new_port() {
+    let mut core = paired();
+    core.share(5);
+    core.on_settings(Settings { port: 19000, token: Some(TOKEN.into()) });
+    assert_eq!(core.host.disconnects, 1);
+    assert_eq!(core.host.connects.last().unwrap().0, "ws://127.0.0.1:19000/extension");
+}
+
+#[test]
+fn unknown_relay_messages_are_ignored() {
+    let mut core = paired();
+    core.share(5);
+    let sent = core.host.sent.len();
+    core.on_socket_message(r#"{"tabs.explode":{"id":1}}"#);
+    core.on_socket_message("not json");
+    assert_eq!(core.host.sent.len(), sent);
+    assert_eq!(core.link(), Link::Ready);
+}

@@ -1,0 +1,438 @@
+//! The WASM side: entry points for `background.js`, and [`WasmHost`], the
+//! real [`Host`] that runs `chrome.*` calls, the relay WebSocket and timers
+//! and feeds their outcomes back into the core. No decisions here.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use js_sys::{Array, JSON, Object, Reflect};
+use shared_protocol::{TabId, TabInfo};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, spawn_local};
+use web_sys::{CloseEvent, MessageEvent, WebSocket};
+
+use crate::chrome::{action, alarms, debugger, global, runtime, storage, tabs, windows};
+use crate::core::{Badge, ChromeCall, Core, Environment, Host, OpId, Settings, Timer, tab_info_from_chrome};
+
+thread_local! {
+    static CORE: RefCell<Option<Core<WasmHost>>> = const { RefCell::new(None) };
+    /// Events that arrived before the core was started (storage reads are async).
+    static EARLY: RefCell<Vec<(String, JsValue)>> = const { RefCell::new(Vec::new()) };
+    /// Identifies the live socket, so a replaced socket's late events are ignored.
+    static SOCKET_GENERATION: RefCell<u64> = const { RefCell::new(0) };
+}
+
+/// Runs `f` on the core. Host calls never re-enter it synchronously; should a
+/// browser ever call back synchronously, the work is retried from a task.
+fn with_core(f: impl FnOnce(&mut Core<WasmHost>) + 'static) {
+    let busy = CORE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut core) => {
+            if let Some(core) = core.as_mut() {
+                f(core);
+            }
+            None
+        }
+        Err(_) => Some(f),
+    });
+    if let Some(f) = busy {
+        spawn_local(async move { with_core(f) });
+    }
+}
+
+fn error_message(error: &JsValue) -> String {
+    Reflect::get(error, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| error.as_string())
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+fn object(pairs: &[(&str, JsValue)]) -> JsValue {
+    let object = Object::new();
+    for (key, value) in pairs {
+        let _ = Reflect::set(&object, &(*key).into(), value);
+    }
+    object.into()
+}
+
+fn stringify(value: &JsValue) -> String {
+    if value.is_undefined() {
+        return "null".into();
+    }
+    JSON::stringify(value).ok().and_then(|s| s.as_string()).unwrap_or_else(|| "null".into())
+}
+
+fn get(value: &JsValue, key: &str) -> JsValue {
+    Reflect::get(value, &key.into()).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// `value` as an array; anything else (`undefined` when nothing was stored)
+/// as an empty one. `Array.from(undefined)` would throw.
+fn array(value: &JsValue) -> Array {
+    if Array::is_array(value) { Array::from(value) } else { Array::new() }
+}
+
+async fn settle(promise: Result<js_sys::Promise, JsValue>) -> Result<JsValue, String> {
+    let promise = promise.map_err(|e| error_message(&e))?;
+    JsFuture::from(promise).await.map_err(|e| error_message(&e))
+}
+
+fn debuggee(tab: TabId, session: Option<&str>) -> JsValue {
+    let mut pairs = vec![("tabId", JsValue::from_f64(tab as f64))];
+    if let Some(session) = session {
+        pairs.push(("sessionId", session.into()));
+    }
+    object(&pairs)
+}
+
+/// Runs one allow-listed call; its result as JSON, or Chrome's message.
+async fn run(call: ChromeCall) -> Result<String, String> {
+    let tab_id = |tab: TabId| tab as f64;
+    let value = match call {
+        ChromeCall::DebuggerAttach { tab } => settle(debugger::attach(&debuggee(tab, None), "1.3")).await?,
+        ChromeCall::DebuggerDetach { tab } => settle(debugger::detach(&debuggee(tab, None))).await?,
+        ChromeCall::DebuggerSendCommand { tab, session, method, params } => {
+            let params = match params {
+                Some(json) => JSON::parse(&json).map_err(|e| error_message(&e))?,
+                None => JsValue::UNDEFINED,
+            };
+            let result = settle(debugger::send_command(&debuggee(tab, session.as_deref()), &method, &params)).await?;
+            if result.is_undefined() {
+                return Ok("{}".into());
+            }
+            result
+        }
+        ChromeCall::TabsGet { tab } => settle(tabs::get(tab_id(tab))).await?,
+        ChromeCall::TabsCreate { url, active, opener } => {
+            let mut pairs = vec![("active", JsValue::from_bool(active))];
+            if let Some(url) = url {
+                pairs.push(("url", url.into()));
+            }
+            if let Some(opener) = opener {
+                pairs.push(("openerTabId", JsValue::from_f64(tab_id(opener))));
+            }
+            settle(tabs::create(&object(&pairs))).await?
+        }
+        ChromeCall::TabsRemove { tab } => settle(tabs::remove(tab_id(tab))).await?,
+        ChromeCall::TabsUpdate { tab, url, active } => {
+            let mut pairs = Vec::new();
+            if let Some(url) = url {
+                pairs.push(("url", url.into()));
+            }
+            if let Some(active) = active {
+                pairs.push(("active", JsValue::from_bool(active)));
+            }
+            settle(tabs::update(tab_id(tab), &object(&pairs))).await?
+        }
+        ChromeCall::TabsQuery { query } => {
+            let query = JSON::parse(&serde_json::to_string(&query).unwrap_or_else(|_| "{}".into()))
+                .map_err(|e| error_message(&e))?;
+            settle(tabs::query(&query)).await?
+        }
+        ChromeCall::WindowsUpdate { window, focused } => {
+            let mut pairs = Vec::new();
+            if let Some(focused) = focused {
+                pairs.push(("focused", JsValue::from_bool(focused)));
+            }
+            settle(windows::update(window as f64, &object(&pairs))).await?
+        }
+    };
+    Ok(stringify(&value))
+}
+
+/// The live relay socket and the handlers keeping its callbacks alive.
+struct Socket {
+    ws: WebSocket,
+    _handlers: Vec<Closure<dyn FnMut(JsValue)>>,
+}
+
+/// The real host: the browser.
+#[derive(Default)]
+pub struct WasmHost {
+    socket: Option<Socket>,
+    timers: HashMap<Timer, JsValue>,
+}
+
+impl std::fmt::Debug for WasmHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmHost").field("socket", &self.socket.is_some()).field("timers", &self.timers.len()).finish()
+    }
+}
+
+impl WasmHost {
+    /// Drops a socket's handlers only after the current callback returned
+    /// (a handler may be what asked for the socket to go).
+    fn retire_socket(&mut self) {
+        if let Some(socket) = self.socket.take() {
+            socket.ws.set_onopen(None);
+            socket.ws.set_onmessage(None);
+            socket.ws.set_onclose(None);
+            socket.ws.set_onerror(None);
+            let _ = socket.ws.close();
+            spawn_local(async move { drop(socket) });
+        }
+        SOCKET_GENERATION.with(|g| *g.borrow_mut() += 1);
+    }
+}
+
+impl Host for WasmHost {
+    fn call(&mut self, op: OpId, call: ChromeCall) {
+        spawn_local(async move {
+            let outcome = run(call).await;
+            with_core(move |core| core.on_op_done(op, outcome));
+        });
+    }
+
+    fn set_badge(&mut self, tab: TabId, badge: &Badge, title: &str) {
+        let tab = JsValue::from_f64(tab as f64);
+        let calls = [
+            action::set_badge_text(&object(&[("tabId", tab.clone()), ("text", badge.text().into())])),
+            action::set_badge_background_color(&object(&[("tabId", tab.clone()), ("color", badge.color().into())])),
+            action::set_title(&object(&[("tabId", tab), ("title", title.into())])),
+        ];
+        // A tab that just closed rejects these; nothing to do about it.
+        spawn_local(async move {
+            for call in calls {
+                let _ = settle(call).await;
+            }
+        });
+    }
+
+    fn persist(&mut self, attached: &[TabId]) {
+        let ids: Array = attached.iter().map(|t| JsValue::from_f64(*t as f64)).collect();
+        let items = object(&[("attachedTabs", ids.into())]);
+        spawn_local(async move {
+            if let Err(e) = settle(storage::session_set(&items)).await {
+                web_sys::console::warn_1(&format!("Browser Relay: cannot save state: {e}").into());
+            }
+        });
+    }
+
+    fn connect(&mut self, url: &str, protocols: &[String]) {
+        self.retire_socket();
+        let generation = SOCKET_GENERATION.with(|g| *g.borrow());
+        let list: Array = protocols.iter().map(|p| JsValue::from_str(p)).collect();
+        let ws = match WebSocket::new_with_str_sequence(url, &list) {
+            Ok(ws) => ws,
+            Err(e) => {
+                let reason = error_message(&e);
+                spawn_local(async move { with_core(move |core| core.on_socket_closed(1006, &reason)) });
+                return;
+            }
+        };
+        let current = move || SOCKET_GENERATION.with(|g| *g.borrow()) == generation;
+        let on_open = Closure::<dyn FnMut(JsValue)>::new(move |_| {
+            if current() {
+                with_core(|core| core.on_socket_open());
+            }
+        });
+        let on_message = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+            let Some(text) = event.dyn_into::<MessageEvent>().ok().and_then(|m| m.data().as_string()) else { return };
+            if current() {
+                with_core(move |core| core.on_socket_message(&text));
+            }
+        });
+        let on_close = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+            let (code, reason) = match event.dyn_into::<CloseEvent>() {
+                Ok(close) => (close.code(), close.reason()),
+                Err(_) => (1006, String::new()),
+            };
+            if current() {
+                with_core(move |core| core.on_socket_closed(code, &reason));
+            }
+        });
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        self.socket = Some(Socket { ws, _handlers: vec![on_open, on_message, on_close] });
+    }
+
+    fn send(&mut self, frame: String) {
+        if let Some(socket) = &self.socket {
+            let _ = socket.ws.send_with_str(&frame);
+        }
+    }
+
+    fn disconnect(&mut self) {
+        self.retire_socket();
+    }
+
+    fn set_timer(&mut self, timer: Timer, after_ms: u64) {
+        self.cancel_timer(timer);
+        // A one-shot closure frees itself after it runs, so re-arming the
+        // same timer from inside its own callback is safe.
+        let handler = Closure::once_into_js(move || with_core(move |core| core.on_timer(timer)));
+        let id = global::set_timeout(&handler, after_ms as f64);
+        self.timers.insert(timer, id);
+    }
+
+    fn cancel_timer(&mut self, timer: Timer) {
+        if let Some(id) = self.timers.remove(&timer) {
+            global::clear_timeout(&id);
+        }
+    }
+
+    fn random(&mut self) -> f64 {
+        js_sys::Math::random()
+    }
+}
+
+async fn read_settings() -> Settings {
+    let keys: Array = ["relayPort", "relayToken"].iter().map(|k| JsValue::from_str(k)).collect();
+    let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
+    let port = get(&stored, "relayPort").as_f64().filter(|p| (1.0..=65535.0).contains(p)).map_or(18792, |p| p as u16);
+    let token = get(&stored, "relayToken").as_string().filter(|t| !t.is_empty());
+    Settings { port, token }
+}
+
+/// `navigator.userAgent`, and the full browser version (`Chrome/156.0.8078.73`)
+/// from `userAgentData` when available.
+async fn environment() -> Environment {
+    let extension_version = get(&runtime::get_manifest(), "version").as_string().unwrap_or_default();
+    let navigator = get(&js_sys::global(), "navigator");
+    let user_agent = get(&navigator, "userAgent").as_string().unwrap_or_default();
+    let mut browser_version = user_agent
+        .split_whitespace()
+        .find_map(|part| part.strip_prefix("Chrome/").or_else(|| part.strip_prefix("HeadlessChrome/")))
+        .map(|v| format!("Chrome/{v}"))
+        .unwrap_or_else(|| "Chrome/0.0.0.0".into());
+    let data = get(&navigator, "userAgentData");
+    if let Ok(method) = get(&data, "getHighEntropyValues").dyn_into::<js_sys::Function>() {
+        let hints: Array = [JsValue::from_str("fullVersionList")].into_iter().collect();
+        if let Ok(promise) = method.call1(&data, &hints).and_then(|p| p.dyn_into::<js_sys::Promise>())
+            && let Ok(values) = JsFuture::from(promise).await
+        {
+            for brand in array(&get(&values, "fullVersionList")).iter() {
+                let name = get(&brand, "brand").as_string().unwrap_or_default();
+                if (name == "Google Chrome" || name == "Chromium")
+                    && let Some(version) = get(&brand, "version").as_string()
+                {
+                    browser_version = format!("Chrome/{version}");
+                }
+            }
+        }
+    }
+    Environment { extension_version, user_agent, browser_version }
+}
+
+/// Tabs an earlier run of this worker attached that Chrome still reports attached.
+async fn still_attached() -> Vec<TabInfo> {
+    let stored = settle(storage::session_get(&JsValue::from_str("attachedTabs"))).await.unwrap_or(JsValue::UNDEFINED);
+    let persisted: Vec<TabId> =
+        array(&get(&stored, "attachedTabs")).iter().filter_map(|v| v.as_f64()).map(|v| v as TabId).collect();
+    if persisted.is_empty() {
+        return Vec::new();
+    }
+    let targets = settle(debugger::get_targets()).await.unwrap_or(JsValue::UNDEFINED);
+    array(&targets)
+        .iter()
+        .filter(|t| get(t, "attached").as_bool() == Some(true))
+        .filter_map(|t| {
+            let tab_id = get(&t, "tabId").as_f64()? as TabId;
+            persisted.contains(&tab_id).then(|| TabInfo {
+                tab_id,
+                window_id: None,
+                url: get(&t, "url").as_string().unwrap_or_default(),
+                title: get(&t, "title").as_string().unwrap_or_default(),
+                active: false,
+                opener_tab_id: None,
+            })
+        })
+        .collect()
+}
+
+/// Called once by `background.js` after the WASM module loaded.
+#[wasm_bindgen]
+pub fn start() {
+    spawn_local(async {
+        let settings = read_settings().await;
+        let env = environment().await;
+        let tabs = still_attached().await;
+        CORE.with(|cell| {
+            let mut core = Core::new(WasmHost::default());
+            core.start(settings, env, tabs);
+            *cell.borrow_mut() = Some(core);
+        });
+        // A periodic wake-up: if the worker was stopped, an alarm restarts
+        // it and the core reconnects.
+        let info = object(&[("periodInMinutes", JsValue::from_f64(0.5))]);
+        let _ = settle(alarms::create("browser-relay-keepalive", &info)).await;
+        for (kind, payload) in EARLY.with(|early| std::mem::take(&mut *early.borrow_mut())) {
+            dispatch(kind, payload);
+        }
+    });
+}
+
+/// Every `chrome.*` event, forwarded by `background.js` as `(kind, payload)`.
+#[wasm_bindgen]
+pub fn dispatch(kind: String, payload: JsValue) {
+    let started = CORE.with(|cell| cell.try_borrow().map(|c| c.is_some()).unwrap_or(true));
+    if !started {
+        EARLY.with(|early| early.borrow_mut().push((kind, payload)));
+        return;
+    }
+    let tab_of = |value: &JsValue| tab_info_from_chrome(&stringify(value));
+    match kind.as_str() {
+        "action.onClicked" => {
+            if let Some(tab) = tab_of(&get(&payload, "tab")) {
+                with_core(move |core| core.on_action_clicked(tab));
+            }
+        }
+        "debugger.onEvent" => {
+            let source = get(&payload, "source");
+            let Some(tab) = get(&source, "tabId").as_f64() else { return };
+            let session = get(&source, "sessionId").as_string();
+            let method = get(&payload, "method").as_string().unwrap_or_default();
+            let params = get(&payload, "params");
+            let params = (!params.is_undefined()).then(|| stringify(&params));
+            with_core(move |core| core.on_debugger_event(tab as TabId, session.as_deref(), &method, params.as_deref()));
+        }
+        "debugger.onDetach" => {
+            let Some(tab) = get(&get(&payload, "source"), "tabId").as_f64() else { return };
+            let reason = get(&payload, "reason").as_string().unwrap_or_default();
+            with_core(move |core| core.on_debugger_detach(tab as TabId, &reason));
+        }
+        "tabs.onCreated" => {
+            if let Some(tab) = tab_of(&get(&payload, "tab")) {
+                with_core(move |core| core.on_tab_created(tab));
+            }
+        }
+        "tabs.onRemoved" => {
+            if let Some(tab) = get(&payload, "tabId").as_f64() {
+                with_core(move |core| core.on_tab_removed(tab as TabId));
+            }
+        }
+        "tabs.onReplaced" => {
+            let added = get(&payload, "addedTabId").as_f64();
+            let removed = get(&payload, "removedTabId").as_f64();
+            if let (Some(added), Some(removed)) = (added, removed) {
+                with_core(move |core| core.on_tab_replaced(added as TabId, removed as TabId));
+            }
+        }
+        "tabs.onUpdated" => {
+            if let Some(tab) = tab_of(&get(&payload, "tab")) {
+                with_core(move |core| core.on_tab_updated(tab));
+            }
+        }
+        "alarms.onAlarm" => with_core(|core| core.on_alarm()),
+        "storage.onChanged" if get(&payload, "areaName").as_string().as_deref() == Some("local") => {
+            spawn_local(async {
+                let settings = read_settings().await;
+                with_core(move |core| core.on_settings(settings));
+            });
+        }
+        // runtime.onStartup/onInstalled: `start` already ran; status: `status()`.
+        _ => {}
+    }
+}
+
+/// The connection state, for the options page.
+#[wasm_bindgen]
+pub fn status() -> JsValue {
+    let status = CORE.with(|cell| cell.try_borrow().ok().and_then(|c| c.as_ref().map(|core| core.status())));
+    match status {
+        Some(status) => JSON::parse(&serde_json::to_string(&status).unwrap_or_default()).unwrap_or(JsValue::NULL),
+        None => object(&[("state", "starting".into()), ("detail", "starting…".into()), ("attachedTabs", 0.into())]),
+    }
+}

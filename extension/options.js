@@ -1,0 +1,150 @@
+// Options page: relay port + pairing token in chrome.storage.local (the WASM
+// service worker reads `relayPort` / `relayToken` and reconnects when they change),
+// one-step pairing from a `#port=…&token=…` link, and a live status line.
+'use strict';
+
+const DEFAULT_PORT = 18792;
+const $ = (id) => document.getElementById(id);
+const form = $('form');
+const portInput = $('port');
+const tokenInput = $('token');
+const toggle = $('toggle');
+const message = $('message');
+
+function say(text, kind) {
+  message.textContent = text;
+  message.className = kind || '';
+}
+
+// Returns {port, token} or throws an Error whose message is shown to the user.
+function validate(portText, tokenText) {
+  const portStr = String(portText).trim();
+  const port = Number(portStr);
+  if (!/^\d+$/.test(portStr) || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new Error(`Relay port must be a whole number from 1 to 65535 (got "${portStr}").`);
+  }
+  const token = String(tokenText).trim();
+  if (token.length === 0) {
+    throw new Error('Pairing token is missing: run `browser-relay token` and paste the 64-character value.');
+  }
+  if (!/^[0-9a-fA-F]+$/.test(token)) {
+    throw new Error('Pairing token must contain only hexadecimal characters (0-9, a-f).');
+  }
+  if (token.length !== 64) {
+    throw new Error(`Pairing token must be exactly 64 hexadecimal characters (got ${token.length}).`);
+  }
+  return { port, token: token.toLowerCase() };
+}
+
+async function save(portText, tokenText) {
+  const { port, token } = validate(portText, tokenText);
+  await chrome.storage.local.set({ relayPort: port, relayToken: token });
+  portInput.value = String(port);
+  tokenInput.value = token;
+  return port;
+}
+
+async function load() {
+  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
+  portInput.value = String(relayPort || DEFAULT_PORT);
+  tokenInput.value = relayToken || '';
+}
+
+// One-step pairing: `options.html#port=18792&token=<64 hex>` (printed by `browser-relay pair`).
+async function pairFromHash() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ''));
+  if (!params.has('port') && !params.has('token')) return;
+  // The token must not linger in the address bar or in history.
+  history.replaceState(null, '', location.pathname + location.search);
+  try {
+    const port = await save(params.get('port') ?? String(DEFAULT_PORT), params.get('token') ?? '');
+    say(`Paired with the relay on port ${port}.`, 'ok');
+  } catch (e) {
+    say(`Pairing link not used: ${e.message}`, 'error');
+  }
+}
+
+form.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  try {
+    const port = await save(portInput.value, tokenInput.value);
+    say(`Saved. The extension will connect to the relay on port ${port}.`, 'ok');
+  } catch (e) {
+    say(e.message, 'error');
+  }
+  refresh();
+});
+
+toggle.addEventListener('click', () => {
+  const hidden = tokenInput.type === 'password';
+  tokenInput.type = hidden ? 'text' : 'password';
+  toggle.textContent = hidden ? 'Hide' : 'Show';
+});
+
+// --- status ---------------------------------------------------------------
+
+function extensionStatus() {
+  return new Promise((resolve) => {
+    try {
+      chrome.runtime.sendMessage({ type: 'status' }, (response) => {
+        if (chrome.runtime.lastError || !response) {
+          const why = chrome.runtime.lastError ? chrome.runtime.lastError.message : 'no answer';
+          resolve({ state: 'unknown', detail: `the service worker did not answer (${why})`, attachedTabs: 0 });
+        } else {
+          resolve(response);
+        }
+      });
+    } catch (e) {
+      resolve({ state: 'unknown', detail: String(e && e.message ? e.message : e), attachedTabs: 0 });
+    }
+  });
+}
+
+async function relayStatus(port) {
+  const notReachable = `relay not reachable on port ${port}: run \`browser-relay serve\``;
+  let response;
+  try {
+    response = await fetch(`http://127.0.0.1:${port}/extension/status`, {
+      cache: 'no-store',
+      signal: AbortSignal.timeout(1500),
+    });
+  } catch {
+    return notReachable;
+  }
+  if (!response.ok) {
+    const text = (await response.text().catch(() => '')).trim();
+    return `relay on port ${port} refused the request (HTTP ${response.status})${text ? `: ${text}` : ''}`;
+  }
+  try {
+    const s = await response.json();
+    if (!s.connected) return `relay answers on port ${port}, but this browser is not connected to it yet`;
+    const who = [s.browser, s.extensionVersion && `extension ${s.extensionVersion}`].filter(Boolean).join(', ');
+    return `relay answers on port ${port}; connected${who ? ` (${who})` : ''}; ${s.attachedTabs ?? 0} shared tab(s)`;
+  } catch {
+    return `something answers on port ${port}, but it is not Browser Relay`;
+  }
+}
+
+let refreshing = false;
+async function refresh() {
+  if (refreshing) return;
+  refreshing = true;
+  try {
+    const { relayPort } = await chrome.storage.local.get('relayPort');
+    const port = relayPort || DEFAULT_PORT;
+    const [ext, relay] = await Promise.all([extensionStatus(), relayStatus(port)]);
+    $('state').textContent = ext.state ?? 'unknown';
+    $('detail').textContent = ext.detail ? `— ${ext.detail}` : '';
+    $('attached').textContent = String(ext.attachedTabs ?? 0);
+    $('relay').textContent = relay;
+  } finally {
+    refreshing = false;
+  }
+}
+
+(async () => {
+  await load();
+  await pairFromHash();
+  refresh();
+  setInterval(refresh, 2000);
+})();

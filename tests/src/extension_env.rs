@@ -1,0 +1,246 @@
+//! The real extension, built from `extension/`, in a real headless Chromium,
+//! paired with a real relay: the product as a user runs it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use browser_relay::cdp_client::CdpClient;
+use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::state_dir::Token;
+use serde_json::{Value, json};
+
+use crate::{Chromium, FixtureServer, test_options};
+
+/// `extension/`, which must hold a built `pkg/` (scripts/build-extension.sh).
+pub fn extension_dir() -> anyhow::Result<PathBuf> {
+    let dir = crate::tests_dir().join("../extension").canonicalize().context("extension/ exists")?;
+    if !dir.join("pkg/extension_wasm_bg.wasm").exists() {
+        bail!("extension/pkg is not built: run scripts/build-extension.sh (the README's test command does)");
+    }
+    Ok(dir)
+}
+
+/// The pinned extension id (from the manifest's key).
+pub fn extension_id() -> anyhow::Result<String> {
+    let id = std::fs::read_to_string(crate::tests_dir().join("../extension/EXTENSION_ID"))?;
+    Ok(id.trim().to_string())
+}
+
+#[derive(Debug)]
+pub struct ExtensionEnv {
+    pub server: Option<RunningServer>,
+    pub fixtures: FixtureServer,
+    /// A CDP connection to the browser's own debugging port: the test's
+    /// hands (clicking the toolbar button), never the path under test.
+    pub browser: CdpClient,
+    pub chrome: Chromium,
+    pub token: Token,
+    pub port: u16,
+    pub id: String,
+}
+
+impl ExtensionEnv {
+    /// Launches Chromium with the extension and a relay, and pairs them
+    /// through the options page as a user would with `browser-relay pair`.
+    pub async fn start() -> anyhow::Result<Self> {
+        crate::init_logging();
+        let dir = extension_dir()?;
+        let id = extension_id()?;
+        let fixtures = FixtureServer::start().await?;
+        let token = Token::generate();
+        let server = RunningServer::start(test_options(Some(token.clone()))).await?;
+        let port = server.addr.port();
+        let load = format!("--load-extension={}", dir.display());
+        let only = format!("--disable-extensions-except={}", dir.display());
+        let chrome = Chromium::launch(
+            &[load, only, "--enable-unsafe-extension-debugging".into()],
+            &format!("{}/index.html", fixtures.url()),
+        )?;
+        let browser = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+        // A user's (headed) Chrome saves downloads; headless denies them
+        // unless told otherwise. Model the user's browser.
+        let downloads = chrome.profile_dir().join("Downloads");
+        browser
+            .call("Browser.setDownloadBehavior", json!({"behavior": "allow", "downloadPath": downloads}), None)
+            .await?;
+        let env = Self { server: Some(server), fixtures, browser, chrome, token, port, id };
+        env.pair().await?;
+        Ok(env)
+    }
+
+    pub fn server(&self) -> &RunningServer {
+        self.server.as_ref().expect("relay running")
+    }
+
+    /// Opens the pairing link and waits for the options page to confirm.
+    async fn pair(&self) -> anyhow::Result<()> {
+        let url =
+            format!("chrome-extension://{}/options.html#port={}&token={}", self.id, self.port, self.token.as_str());
+        // A connection of its own, to await this page's load event.
+        let pairing = CdpClient::connect(&self.chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+        let mut events = pairing.take_events().context("events")?;
+        let created = pairing.call("Target.createTarget", json!({"url": "about:blank"}), None).await?;
+        let target = created["targetId"].as_str().context("targetId")?.to_string();
+        let attached =
+            pairing.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await?;
+        let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
+        pairing.call("Page.enable", json!({}), Some(&session)).await?;
+        pairing.call("Page.navigate", json!({"url": url}), Some(&session)).await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let event = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .context("the options page did not load")?
+                .context("connection closed")?;
+            if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
+                break;
+            }
+        }
+        // options.js saves the pairing from the link on load; wait for it.
+        let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
+            chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \
+            Date.now() - t > 10000 ? fail(new Error('options page did not save the pairing')) : setTimeout(check, 50)); })(); })";
+        let result = pairing
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": paired, "awaitPromise": true, "returnByValue": true}),
+                Some(&session),
+            )
+            .await?;
+        let stored = &result["result"]["value"];
+        if stored["relayPort"] != json!(self.port) || stored["relayToken"] != json!(self.token.as_str()) {
+            bail!("pairing stored {result}");
+        }
+        // Wait until the options tab is really gone: Chrome gives a toolbar
+        // click to the active tab, and that must be the page under test.
+        pairing.call("Target.setDiscoverTargets", json!({"discover": true}), None).await?;
+        pairing.call("Target.closeTarget", json!({"targetId": target}), None).await?;
+        loop {
+            let event = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .context("the options tab did not close")?
+                .context("connection closed")?;
+            if event.method == "Target.targetDestroyed" && event.params["targetId"] == json!(target) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn attach(&self, target_id: &str) -> anyhow::Result<String> {
+        let attached =
+            self.browser.call("Target.attachToTarget", json!({"targetId": target_id, "flatten": true}), None).await?;
+        Ok(attached["sessionId"].as_str().context("sessionId")?.to_string())
+    }
+
+    async fn evaluate(&self, session: &str, expression: &str) -> anyhow::Result<Value> {
+        let result = self
+            .browser
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
+                Some(session),
+            )
+            .await?;
+        if let Some(exception) = result.get("exceptionDetails") {
+            bail!("evaluation failed: {exception}");
+        }
+        Ok(result["result"]["value"].clone())
+    }
+
+    /// The tab target (not the page) showing `url`.
+    async fn tab_target(&self, url: &str) -> anyhow::Result<String> {
+        let targets = self.browser.call("Target.getTargets", json!({"filter": [{"type": "tab"}]}), None).await?;
+        targets["targetInfos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["url"] == url)
+            .and_then(|t| t["targetId"].as_str())
+            .map(str::to_string)
+            .with_context(|| format!("no tab showing {url}: {targets}"))
+    }
+
+    /// A real click on the toolbar button, on the tab showing `url` (brought
+    /// to the front first, as a user's click always is).
+    pub async fn click_toolbar(&self, url: &str) -> anyhow::Result<()> {
+        let pages = self.browser.call("Target.getTargets", json!({}), None).await?;
+        if let Some(page) =
+            pages["targetInfos"].as_array().into_iter().flatten().find(|t| t["type"] == "page" && t["url"] == url)
+        {
+            self.browser.call("Target.activateTarget", json!({"targetId": page["targetId"]}), None).await?;
+        }
+        let tab = self.tab_target(url).await?;
+        self.browser.call("Extensions.triggerAction", json!({"id": self.id, "targetId": tab}), None).await?;
+        Ok(())
+    }
+
+    /// Waits until the relay lists `n` attached tabs from a connected
+    /// extension (for `n == 0`: whether or not it stays connected; it closes
+    /// its socket when nothing is shared). The extension's messages are
+    /// processed asynchronously; the relay's count is the observable outcome.
+    pub async fn wait_for_tabs(&self, n: usize, within: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let stats = self.server().relay.stats();
+            if stats.targets == n && (stats.extension_connected || n == 0) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("relay never had {n} tab(s) from a connected extension within {within:?}: {stats:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The badge text on the tab showing `url`, read from the service worker.
+    pub async fn badge(&self, url: &str) -> anyhow::Result<String> {
+        let worker = self.service_worker().await?;
+        let session = self.attach(&worker).await?;
+        let expression = format!(
+            "chrome.tabs.query({{}}).then(tabs => chrome.action.getBadgeText({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
+        );
+        let value = self.evaluate(&session, &expression).await?;
+        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
+        Ok(value.as_str().unwrap_or_default().to_string())
+    }
+
+    pub async fn service_worker(&self) -> anyhow::Result<String> {
+        let prefix = format!("chrome-extension://{}/", self.id);
+        let targets = self.browser.call("Target.getTargets", json!({}), None).await?;
+        targets["targetInfos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["type"] == "service_worker" && t["url"].as_str().is_some_and(|u| u.starts_with(&prefix)))
+            .and_then(|t| t["targetId"].as_str())
+            .map(str::to_string)
+            .context("the extension's service worker is not running")
+    }
+
+    /// Stops the relay (as if the user quit it).
+    pub async fn stop_relay(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop().await;
+        }
+    }
+
+    /// Starts a relay again on the same port with the same token.
+    pub async fn restart_relay(&mut self) -> anyhow::Result<()> {
+        let mut options: ServerOptions = test_options(Some(self.token.clone()));
+        options.addr = format!("127.0.0.1:{}", self.port).parse()?;
+        self.server = Some(RunningServer::start(options).await?);
+        Ok(())
+    }
+
+    pub fn node_env(&self) -> Vec<(&'static str, String)> {
+        let server = self.server();
+        vec![
+            ("RELAY_HTTP", server.http_url()),
+            ("RELAY_WS", server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string()),
+            ("FIXTURE", self.fixtures.url()),
+            ("FIXTURE_ALT", self.fixtures.alt_url()),
+        ]
+    }
+}

@@ -1,0 +1,143 @@
+//! The real extension (Rust → WASM, loaded unpacked) in real Chromium, paired
+//! with a real relay, clicked for real with `Extensions.triggerAction`, and
+//! driven by real Playwright.
+
+use std::time::Duration;
+
+use browser_relay::cdp_client::{CdpClient, CdpEvent};
+use e2e::extension_env::ExtensionEnv;
+use serde_json::json;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> CdpEvent {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {method} within 20 s"))
+            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
+        if event.method == method {
+            return event;
+        }
+    }
+}
+
+/// A raw browser-level client on the relay, auto-attached.
+async fn relay_client(env: &ExtensionEnv) -> (CdpClient, UnboundedReceiver<CdpEvent>) {
+    let url = env.server().relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap().to_string();
+    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let events = client.take_events().unwrap();
+    client
+        .call(
+            "Target.setAutoAttach",
+            json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}),
+            None,
+        )
+        .await
+        .unwrap();
+    (client, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+    let hello = env.server().relay.hello().unwrap();
+    assert!(
+        hello.browser_version.starts_with("Chrome/156") || hello.browser_version.starts_with("Chrome/1"),
+        "{hello:?}"
+    );
+    assert!(hello.user_agent.contains("Chrome"), "the real user agent: {}", hello.user_agent);
+
+    let out = e2e::run_node("playwright_basic.mjs", &env.node_env()).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(out.contains("cross-site"), "the iframe check ran: {out}");
+
+    // The user clicks again: the client sees the page go.
+    let (_client, mut events) = relay_client(&env).await;
+    next_event(&mut events, "Target.attachedToTarget").await;
+    env.click_toolbar(&index).await.unwrap();
+    let detached = next_event(&mut events, "Target.detachedFromTarget").await;
+    assert!(detached.params["targetId"].as_str().is_some());
+    env.wait_for_tabs(0, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(env.badge(&index).await.unwrap(), "", "badge cleared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn popups_of_a_shared_tab_are_attached() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (client, mut events) = relay_client(&env).await;
+    let opener = next_event(&mut events, "Target.attachedToTarget").await;
+    let session = opener.params["sessionId"].as_str().unwrap().to_string();
+    let popup_url = format!("{}/index.html?popup", env.fixtures.url());
+    client
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({popup_url:?}) && true"), "userGesture": true}),
+            Some(&session),
+        )
+        .await
+        .unwrap();
+    let popup = next_event(&mut events, "Target.attachedToTarget").await;
+    assert_eq!(popup.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"]);
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_the_relay_brings_the_tab_back_without_a_new_click() {
+    let mut env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    env.stop_relay().await;
+    env.restart_relay().await.unwrap();
+    // Reconnect backoff starts at ~1 s; the hello re-announces the tab.
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (client, mut events) = relay_client(&env).await;
+    let attached = next_event(&mut events, "Target.attachedToTarget").await;
+    let session = attached.params["sessionId"].as_str().unwrap();
+    let title = client
+        .call("Runtime.evaluate", json!({"expression": "document.title", "returnByValue": true}), Some(session))
+        .await
+        .unwrap();
+    assert_eq!(title["result"]["value"], "Fixture Index");
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_idles_a_minute_while_shared_and_stays_connected() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let connections = env.server().relay.stats().extension_connections;
+    // Idle is the condition under test: an MV3 worker is stopped after ~30 s
+    // without events unless the extension keeps its socket busy.
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    let stats = env.server().relay.stats();
+    assert!(stats.extension_connected && stats.targets == 1, "{stats:?}");
+    assert_eq!(stats.extension_connections, connections, "the same connection, never dropped");
+    let (client, mut events) = relay_client(&env).await;
+    let session =
+        next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
+    let two = client
+        .call("Runtime.evaluate", json!({"expression": "1 + 1", "returnByValue": true}), Some(&session))
+        .await
+        .unwrap();
+    assert_eq!(two["result"]["value"], 2);
+}
+
+#[test]
+fn the_relay_allows_exactly_the_pinned_extension_id() {
+    let id = e2e::extension_env::extension_id().unwrap();
+    assert_eq!(
+        id,
+        browser_relay::net::guard::DEFAULT_EXTENSION_ID,
+        "extension/EXTENSION_ID and the relay's default agree"
+    );
+}
