@@ -12,11 +12,28 @@ use axum::routing::get;
 use serde_json::json;
 use shared_protocol::SUBPROTOCOL;
 
+use crate::managed::ManagedBrowsers;
+use crate::managed::config::Config;
 use crate::net::guard::{Guard, guard_layer};
 use crate::relay::Relay;
 
+/// What the handlers share: the relay, and the state directory whose managed
+/// profiles the relay exposes (`None` in tests that need no profiles).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub relay: Relay,
+    pub state_root: Option<Arc<std::path::Path>>,
+}
+
+impl axum::extract::FromRef<AppState> for Relay {
+    fn from_ref(state: &AppState) -> Self {
+        state.relay.clone()
+    }
+}
+
 /// Builds the router; `guard` is applied to every route, upgrades included.
-pub fn router(relay: Relay, guard: Guard) -> Router {
+pub fn router(relay: Relay, guard: Guard, state_root: Option<&std::path::Path>) -> Router {
+    let state = AppState { relay, state_root: state_root.map(Arc::from) };
     Router::new()
         .route("/", get(root))
         .route("/extension/status", get(extension_status))
@@ -32,8 +49,16 @@ pub fn router(relay: Relay, guard: Guard) -> Router {
         .route("/devtools/browser/{id}", get(browser_ws_with_id))
         .route("/devtools/page/{id}", get(page_ws))
         .route("/extension", get(extension_ws))
+        // A managed profile's own CDP, behind the same guard and token.
+        .route("/profiles/{name}/json/version", get(profile_version))
+        .route("/profiles/{name}/json/version/", get(profile_version))
+        .route("/profiles/{name}/json", get(profile_list))
+        .route("/profiles/{name}/json/", get(profile_list))
+        .route("/profiles/{name}/json/list", get(profile_list))
+        .route("/profiles/{name}/json/list/", get(profile_list))
+        .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
         .fallback(not_found)
-        .with_state(relay)
+        .with_state(state)
         .layer(axum::middleware::from_fn_with_state(guard, guard_layer))
 }
 
@@ -135,6 +160,136 @@ async fn extension_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Respo
 fn too_many_clients(relay: &Relay) -> Response {
     let max = relay.config().max_clients;
     text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
+}
+
+/// The loopback port of a running managed profile, or the answer to give.
+fn managed_port(state: &AppState, name: &str) -> Result<u16, Response> {
+    let Some(root) = &state.state_root else {
+        return Err(text(StatusCode::NOT_FOUND, "this relay serves no profiles"));
+    };
+    let config = Config::load(root).map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let profile = config.profile(Some(name)).map_err(|e| text(StatusCode::NOT_FOUND, e.to_string()))?;
+    if !profile.launches() {
+        let why = format!("profile '{name}' is not a managed browser this relay launches");
+        return Err(text(StatusCode::NOT_FOUND, why));
+    }
+    ManagedBrowsers::new(root).running_port(name).ok_or_else(|| {
+        let why = format!("profile '{name}' is not running: `browser-relay start --profile {name}`");
+        text(StatusCode::SERVICE_UNAVAILABLE, why)
+    })
+}
+
+/// Chrome's `ws://127.0.0.1:<port>/devtools/...` → ours, with the token.
+fn rewrite_ws_url(relay: &Relay, name: &str, url: &str) -> Option<String> {
+    let path = url.strip_prefix("ws://")?.split_once('/').map(|(_, p)| p)?;
+    relay.public_base().map(|b| b.ws_url(&format!("/profiles/{name}/{path}")))
+}
+
+async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let port = match managed_port(&state, &name) {
+        Ok(port) => port,
+        Err(response) => return response,
+    };
+    match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/version")).await {
+        Ok((200, body)) => {
+            let Ok(mut version) = serde_json::from_str::<serde_json::Value>(&body) else {
+                return text(StatusCode::BAD_GATEWAY, "the managed browser sent an unreadable /json/version");
+            };
+            let url = version["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
+            version["webSocketDebuggerUrl"] = json!(url);
+            axum::Json(version).into_response()
+        }
+        _ => text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer")),
+    }
+}
+
+async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let port = match managed_port(&state, &name) {
+        Ok(port) => port,
+        Err(response) => return response,
+    };
+    match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/list")).await {
+        Ok((200, body)) => {
+            let Ok(mut list) = serde_json::from_str::<serde_json::Value>(&body) else {
+                return text(StatusCode::BAD_GATEWAY, "the managed browser sent an unreadable /json/list");
+            };
+            for entry in list.as_array_mut().into_iter().flatten() {
+                let url = entry["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
+                entry["webSocketDebuggerUrl"] = json!(url);
+                // It would point clients at the bare port.
+                entry["devtoolsFrontendUrl"] = json!("");
+            }
+            axum::Json(list).into_response()
+        }
+        _ => text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer")),
+    }
+}
+
+/// A client's CDP socket, relayed frame for frame to the managed browser.
+async fn profile_ws(
+    State(state): State<AppState>,
+    Path((name, kind, id)): Path<(String, String, String)>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let port = match managed_port(&state, &name) {
+        Ok(port) => port,
+        Err(response) => return response,
+    };
+    if !matches!(kind.as_str(), "browser" | "page") {
+        return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>");
+    }
+    let upstream = format!("ws://127.0.0.1:{port}/devtools/{kind}/{id}");
+    let limit = state.relay.config().client_max_message;
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| proxy(socket, upstream))
+}
+
+async fn proxy(client: axum::extract::ws::WebSocket, upstream: String) {
+    use axum::extract::ws::Message as Axum;
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as Tung;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(256 << 20))
+        .max_frame_size(Some(256 << 20));
+    let Ok((browser, _)) = tokio_tungstenite::connect_async_with_config(upstream.as_str(), Some(config), true).await
+    else {
+        tracing::warn!(%upstream, "cannot reach the managed browser");
+        return;
+    };
+    let (mut client_tx, mut client_rx) = client.split();
+    let (mut browser_tx, mut browser_rx) = browser.split();
+    let to_browser = async {
+        while let Some(Ok(message)) = client_rx.next().await {
+            let message = match message {
+                Axum::Text(t) => Tung::Text(t.as_str().into()),
+                Axum::Binary(b) => Tung::Binary(b),
+                Axum::Close(_) => break,
+                _ => continue,
+            };
+            if browser_tx.send(message).await.is_err() {
+                break;
+            }
+        }
+        let _ = browser_tx.close().await;
+    };
+    let to_client = async {
+        while let Some(Ok(message)) = browser_rx.next().await {
+            let message = match message {
+                Tung::Text(t) => Axum::Text(t.as_str().into()),
+                Tung::Binary(b) => Axum::Binary(b),
+                Tung::Close(_) => break,
+                _ => continue,
+            };
+            if client_tx.send(message).await.is_err() {
+                break;
+            }
+        }
+        let _ = client_tx.close().await;
+    };
+    // Either side closing ends both.
+    tokio::select! {
+        () = to_browser => {}
+        () = to_client => {}
+    }
 }
 
 async fn not_found() -> Response {

@@ -4,6 +4,7 @@
 
 pub mod cdp_client;
 pub mod http;
+pub mod managed;
 pub mod net;
 pub mod relay;
 pub mod server;

@@ -5,6 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use browser_relay::managed::ManagedBrowsers;
+use browser_relay::managed::config::{Config, Driver};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
 use browser_relay::state_dir::StateDir;
@@ -52,6 +54,17 @@ enum Command {
         #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
     },
+    /// Launch a profile's browser (the managed profile: an isolated Chrome). A no-op if it runs.
+    Start(ProfileArgs),
+    /// Stop a profile's browser: Browser.close, then SIGTERM, then SIGKILL.
+    Stop(ProfileArgs),
+    /// Show a profile's browser: running, pid, version, executable, profile folder, CDP endpoint.
+    Status(ProfileArgs),
+    /// List the profiles of config.toml (and the two defaults).
+    Profiles {
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the link that pairs the extension with this relay in one step
     /// (open it in the Chrome that has the extension).
     Pair {
@@ -63,11 +76,65 @@ enum Command {
     },
 }
 
+#[derive(Debug, clap::Args)]
+struct ProfileArgs {
+    /// Profile name (default: config.toml's defaultProfile, or `chrome`).
+    #[arg(long)]
+    profile: Option<String>,
+    /// A stable JSON envelope instead of text: {"ok": true, "data": …} or {"ok": false, "error": …}.
+    #[arg(long)]
+    json: bool,
+    /// Port of the relay whose endpoint to show.
+    #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+    port: u16,
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let json = match &cli.command {
+        Command::Start(a) | Command::Stop(a) | Command::Status(a) => a.json,
+        Command::Profiles { json } => *json,
+        _ => false,
+    };
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            if json {
+                let envelope = serde_json::json!({"ok": false, "error": {"message": format!("{error:#}")}});
+                println_stdout(&envelope.to_string());
+            } else {
+                eprintln!("browser-relay: {error:#}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     match cli.command {
+        Command::Start(args) => managed(&state, args, Action::Start).await,
+        Command::Stop(args) => managed(&state, args, Action::Stop).await,
+        Command::Status(args) => managed(&state, args, Action::Status).await,
+        Command::Profiles { json } => {
+            let config = Config::load(state.root())?;
+            if json {
+                let profiles: Vec<_> = config.profiles.values().collect();
+                let data = serde_json::json!({"defaultProfile": config.default_profile, "profiles": profiles});
+                println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
+            } else {
+                for profile in config.profiles.values() {
+                    let default = if profile.name == config.default_profile { " (default)" } else { "" };
+                    let driver = match profile.driver {
+                        Driver::Extension => "extension: your own Chrome",
+                        Driver::Managed => "managed: an isolated Chrome",
+                    };
+                    println_stdout(&format!("{}{default}\t{driver}\t{}", profile.name, profile.color));
+                }
+            }
+            Ok(())
+        }
         Command::Serve { port, host, extension_ids, no_auth } => {
             serve(&state, SocketAddr::new(host, port), extension_ids, no_auth).await
         }
@@ -97,6 +164,52 @@ fn println_stdout(line: &str) {
     println!("{line}");
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Start,
+    Stop,
+    Status,
+}
+
+async fn managed(state: &StateDir, args: ProfileArgs, action: Action) -> anyhow::Result<()> {
+    let config = Config::load(state.root())?;
+    let profile = config.profile(args.profile.as_deref())?.clone();
+    let browsers = ManagedBrowsers::new(state.root());
+    let token = state.load_or_create_token()?;
+    let endpoint = match profile.driver {
+        Driver::Managed if profile.launches() => {
+            format!("http://127.0.0.1:{}/profiles/{}/?token={}", args.port, profile.name, token.as_str())
+        }
+        Driver::Managed => profile.cdp_url.clone().unwrap_or_default(),
+        Driver::Extension => format!("http://127.0.0.1:{}/?token={}", args.port, token.as_str()),
+    };
+    let status = match (action, profile.driver) {
+        (Action::Start, _) => browsers.start(&profile).await?,
+        (Action::Stop, _) => browsers.stop(&profile).await?,
+        (Action::Status, _) => browsers.status(&profile),
+    };
+    if args.json {
+        let mut data = serde_json::to_value(&status)?;
+        data["driver"] = serde_json::to_value(profile.driver)?;
+        data["color"] = serde_json::json!(profile.color);
+        data["cdpEndpoint"] = serde_json::json!(endpoint);
+        println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
+        return Ok(());
+    }
+    println_stdout(&format!("profile {} ({:?}, {}): {}", profile.name, profile.driver, profile.color, status.detail));
+    if let Some(version) = &status.browser_version {
+        println_stdout(&format!("  browser      {version}"));
+    }
+    if let Some(executable) = &status.executable {
+        println_stdout(&format!("  executable   {}", executable.display()));
+    }
+    if let Some(dir) = &status.user_data_dir {
+        println_stdout(&format!("  profile dir  {}", dir.display()));
+    }
+    println_stdout(&format!("  CDP          {endpoint}  (through `browser-relay serve`, port {})", args.port));
+    Ok(())
+}
+
 async fn serve(state: &StateDir, addr: SocketAddr, extension_ids: Vec<String>, no_auth: bool) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -112,6 +225,7 @@ async fn serve(state: &StateDir, addr: SocketAddr, extension_ids: Vec<String>, n
     };
     let mut options = ServerOptions::new(addr, token);
     options.extension_ids = extension_ids;
+    options.state_root = Some(state.root().to_path_buf());
     let server = RunningServer::start(options).await?;
     tracing::info!(
         "relay listening on http://{} (state: {}); CDP endpoint: `browser-relay cdp-url --port {}`",

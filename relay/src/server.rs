@@ -20,6 +20,9 @@ pub struct ServerOptions {
     pub extension_ids: Vec<String>,
     pub relay: RelayConfig,
     pub limits: ServeLimits,
+    /// The state directory whose managed profiles are exposed under
+    /// `/profiles/<name>/` (none: no profiles).
+    pub state_root: Option<std::path::PathBuf>,
 }
 
 impl ServerOptions {
@@ -30,6 +33,7 @@ impl ServerOptions {
             extension_ids: vec![DEFAULT_EXTENSION_ID.to_string()],
             relay: RelayConfig::default(),
             limits: ServeLimits::default(),
+            state_root: None,
         }
     }
 }
@@ -50,7 +54,7 @@ impl RunningServer {
         let relay = Relay::new(options.relay);
         relay.set_public_base(PublicBase { addr, token: options.token.clone() });
         let guard = Guard::new(options.token, options.extension_ids);
-        let router = crate::http::router(relay.clone(), guard);
+        let router = crate::http::router(relay.clone(), guard, options.state_root.as_deref());
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone()));
         Ok(Self { addr, relay, shutdown, task: Some(task) })

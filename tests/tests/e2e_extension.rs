@@ -141,3 +141,28 @@ fn the_relay_allows_exactly_the_pinned_extension_id() {
         "extension/EXTENSION_ID and the relay's default agree"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let before = env.server().relay.stats().extension_connections;
+    // Chrome stops idle MV3 workers; stop this one the same way.
+    let worker = env.service_worker().await.unwrap();
+    env.browser.call("Target.closeTarget", json!({"targetId": worker}), None).await.unwrap();
+    // It wakes again (its 30 s alarm, or any event), reads the attached tab
+    // back from chrome.storage.session, checks Chrome still has it attached,
+    // reconnects and re-announces it: no new click.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = env.server().relay.stats();
+        if stats.extension_connections > before && stats.extension_connected && stats.targets == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "worker did not come back with the tab: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+}

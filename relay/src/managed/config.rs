@@ -1,0 +1,276 @@
+//! Profiles: `<state>/config.toml`. Two profiles exist without any file:
+//! `chrome` (the user's own Chrome through the extension, the default) and
+//! `managed` (an isolated Chrome that Browser Relay launches, orange).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const CONFIG_FILE: &str = "config.toml";
+/// The managed profile's colour: recognisable at a glance.
+pub const MANAGED_COLOR: &str = "#FF4500";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("no profile named '{name}'; profiles: {known}")]
+    UnknownProfile { name: String, known: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// The user's own Chrome, through the extension.
+    Extension,
+    /// A Chrome that Browser Relay launches with its own profile.
+    Managed,
+}
+
+/// One profile as written in the file (every field optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ProfileEntry {
+    driver: Option<Driver>,
+    color: Option<String>,
+    headless: Option<bool>,
+    no_sandbox: Option<bool>,
+    attach_only: Option<bool>,
+    executable_path: Option<PathBuf>,
+    cdp_port: Option<u16>,
+    cdp_url: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ConfigFile {
+    default_profile: Option<String>,
+    #[serde(default)]
+    profiles: BTreeMap<String, ProfileEntry>,
+}
+
+/// A resolved profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    pub name: String,
+    pub driver: Driver,
+    pub color: String,
+    /// `None`: headless when no display is available.
+    pub headless: Option<bool>,
+    pub no_sandbox: bool,
+    /// Never launch; connect to `cdp_url`/`cdp_port` only.
+    pub attach_only: bool,
+    pub executable_path: Option<PathBuf>,
+    /// A fixed debugging port (default: an ephemeral one).
+    pub cdp_port: Option<u16>,
+    /// A browser that runs elsewhere; never launched when not loopback.
+    pub cdp_url: Option<String>,
+    pub args: Vec<String>,
+}
+
+impl Profile {
+    fn default_named(name: &str, driver: Driver) -> Self {
+        Self {
+            name: name.to_string(),
+            driver,
+            color: if driver == Driver::Managed { MANAGED_COLOR.into() } else { "#1A73E8".into() },
+            headless: None,
+            no_sandbox: false,
+            attach_only: false,
+            executable_path: None,
+            cdp_port: None,
+            cdp_url: None,
+            args: Vec::new(),
+        }
+    }
+
+    /// Whether Browser Relay may launch this profile's browser.
+    pub fn launches(&self) -> bool {
+        self.driver == Driver::Managed && !self.attach_only && self.cdp_url.is_none()
+    }
+}
+
+/// All profiles and the default one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub default_profile: String,
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+impl Config {
+    /// Reads `<state>/config.toml`; a missing file gives the defaults.
+    pub fn load(state_root: &Path) -> Result<Self, ConfigError> {
+        let path = state_root.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::defaults()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    pub fn defaults() -> Self {
+        let mut profiles = BTreeMap::new();
+        profiles.insert("chrome".into(), Profile::default_named("chrome", Driver::Extension));
+        profiles.insert("managed".into(), Profile::default_named("managed", Driver::Managed));
+        Self { default_profile: "chrome".into(), profiles }
+    }
+
+    /// Parses the file's text; `path` names the file in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        // toml's messages name the key and show the line.
+        let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let mut config = Self::defaults();
+        for (name, entry) in file.profiles {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(invalid(format!("profile name '{name}': use letters, digits, '-' and '_'")));
+            }
+            let base = config.profiles.get(&name).cloned();
+            let driver = entry
+                .driver
+                .or(base.as_ref().map(|b| b.driver))
+                .ok_or_else(|| invalid(format!("profiles.{name}.driver is missing: \"extension\" or \"managed\"")))?;
+            let mut profile =
+                base.filter(|b| b.driver == driver).unwrap_or_else(|| Profile::default_named(&name, driver));
+            if let Some(color) = entry.color {
+                if !is_hex_color(&color) {
+                    return Err(invalid(format!("profiles.{name}.color = \"{color}\": expected \"#RRGGBB\"")));
+                }
+                profile.color = color.to_ascii_uppercase();
+            }
+            if entry.cdp_port == Some(9222) {
+                return Err(invalid(format!(
+                    "profiles.{name}.cdpPort = 9222: that is the user's Chrome's usual debugging port; pick another or leave it out"
+                )));
+            }
+            if let Some(url) = &entry.cdp_url {
+                if !(url.starts_with("http://") || url.starts_with("ws://")) {
+                    return Err(invalid(format!("profiles.{name}.cdpUrl = \"{url}\": expected http:// or ws://")));
+                }
+            }
+            if driver == Driver::Extension
+                && (entry.executable_path.is_some() || entry.cdp_port.is_some() || entry.cdp_url.is_some())
+            {
+                return Err(invalid(format!(
+                    "profiles.{name}: executablePath, cdpPort and cdpUrl apply to managed profiles only"
+                )));
+            }
+            profile.headless = entry.headless.or(profile.headless);
+            profile.no_sandbox = entry.no_sandbox.unwrap_or(profile.no_sandbox);
+            profile.attach_only = entry.attach_only.unwrap_or(profile.attach_only);
+            profile.executable_path = entry.executable_path.or(profile.executable_path);
+            profile.cdp_port = entry.cdp_port.or(profile.cdp_port);
+            profile.cdp_url = entry.cdp_url.or(profile.cdp_url);
+            if !entry.args.is_empty() {
+                profile.args = entry.args;
+            }
+            config.profiles.insert(name, profile);
+        }
+        if let Some(default) = file.default_profile {
+            if !config.profiles.contains_key(&default) {
+                return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));
+            }
+            config.default_profile = default;
+        }
+        Ok(config)
+    }
+
+    /// The named profile, or the default one.
+    pub fn profile(&self, name: Option<&str>) -> Result<&Profile, ConfigError> {
+        let name = name.unwrap_or(&self.default_profile);
+        self.profiles.get(name).ok_or_else(|| ConfigError::UnknownProfile {
+            name: name.to_string(),
+            known: self.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+fn is_hex_color(color: &str) -> bool {
+    color.len() == 7 && color.starts_with('#') && color[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `#RRGGBB` as Chrome stores colours in profile files: an opaque ARGB
+/// value read as a signed 32-bit integer.
+pub fn signed_argb(color: &str) -> i32 {
+    let rgb = u32::from_str_radix(color.trim_start_matches('#'), 16).unwrap_or(0);
+    (0xFF00_0000 | rgb) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/state/config.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_have_chrome_and_an_orange_managed_profile() {
+        let config = parse("").unwrap();
+        assert_eq!(config.default_profile, "chrome");
+        assert_eq!(config.profile(None).unwrap().driver, Driver::Extension);
+        let managed = config.profile(Some("managed")).unwrap();
+        assert_eq!((managed.driver, managed.color.as_str()), (Driver::Managed, "#FF4500"));
+        assert!(managed.launches());
+    }
+
+    #[test]
+    fn profiles_override_and_add() {
+        let config = parse(
+            r##"
+            defaultProfile = "work"
+            [profiles.managed]
+            headless = false
+            noSandbox = true
+            args = ["--lang=fr"]
+            [profiles.work]
+            driver = "managed"
+            color = "#00aa11"
+            executablePath = "/opt/chrome/chrome"
+            [profiles.remote]
+            driver = "managed"
+            cdpUrl = "http://10.0.0.5:9333"
+            "##,
+        )
+        .unwrap();
+        let managed = config.profile(Some("managed")).unwrap();
+        assert_eq!((managed.headless, managed.no_sandbox, managed.color.as_str()), (Some(false), true, "#FF4500"));
+        assert_eq!(managed.args, vec!["--lang=fr".to_string()]);
+        let work = config.profile(None).unwrap();
+        assert_eq!((work.name.as_str(), work.color.as_str()), ("work", "#00AA11"));
+        assert!(!config.profile(Some("remote")).unwrap().launches(), "a cdpUrl is never launched");
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors_naming_file_and_key() {
+        for (text, expected) in [
+            ("[profiles.managed]\nheadles = true", "headles"),
+            ("[profiles.x]\ncolor = \"#FF4500\"", "profiles.x.driver is missing"),
+            ("[profiles.x]\ndriver = \"firefox\"", "firefox"),
+            ("[profiles.managed]\ncolor = \"orange\"", "expected \"#RRGGBB\""),
+            ("[profiles.managed]\ncdpPort = 9222", "9222"),
+            ("[profiles.chrome]\nexecutablePath = \"/x\"", "managed profiles only"),
+            ("defaultProfile = \"nope\"", "no such profile"),
+            ("[profiles.\"a b\"]\ndriver = \"managed\"", "profile name"),
+            ("[profiles.managed]\nheadless = \"yes\"", "headless"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.starts_with("/state/config.toml: "), "{error}");
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
+        let unknown = Config::defaults().profile(Some("work")).unwrap_err().to_string();
+        assert!(unknown.contains("chrome, managed"), "{unknown}");
+    }
+
+    #[test]
+    fn colours_are_stored_as_chrome_does() {
+        assert_eq!(signed_argb("#FF4500"), -47872);
+        assert_eq!(signed_argb("#000000"), -16_777_216);
+    }
+}

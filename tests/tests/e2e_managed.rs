@@ -1,0 +1,136 @@
+//! The managed driver with real Chromium: launch, status, Playwright through
+//! the relay, stop without orphans, decoration surviving restarts, crash
+//! detection and recovery, and one browser for concurrent starts.
+
+use std::time::Duration;
+
+use browser_relay::managed::config::{Config, Profile};
+use browser_relay::managed::{ManagedBrowsers, ManagedError, State};
+use browser_relay::server::RunningServer;
+use browser_relay::state_dir::Token;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+fn managed_profile() -> Profile {
+    Config::defaults().profile(Some("managed")).unwrap().clone()
+}
+
+/// No live process of the browser's group is left (the group id is its
+/// pid). Zombies do not count: they run nothing, and an init that does not
+/// reap orphans (as in some sandboxes) keeps them listed.
+fn group_is_empty(pid: u32) -> bool {
+    if matches!(killpg(Pid::from_raw(pid as i32), None), Err(nix::errno::Errno::ESRCH)) {
+        return true;
+    }
+    let live = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).filter_map(|entry| {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        // pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let (state, pgrp) = (fields.first()?, fields.get(2)?);
+        (pgrp.parse::<u32>().ok()? == pid && *state != "Z").then_some(())
+    });
+    live.count() == 0
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let browsers = ManagedBrowsers::new(state.path());
+    let profile = managed_profile();
+
+    let started = browsers.start(&profile).await.expect("starts");
+    assert_eq!(started.state, State::Running);
+    let pid = started.pid.unwrap();
+    assert!(started.browser_version.as_deref().is_some_and(|v| v.starts_with("Chrome/")), "{started:?}");
+    assert_eq!(browsers.start(&profile).await.unwrap().pid, Some(pid), "a second start is a no-op");
+
+    // Playwright through the relay's guarded endpoint, like any CDP client.
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    let server = RunningServer::start(options).await.unwrap();
+    let fixtures = e2e::FixtureServer::start().await.unwrap();
+    let endpoint = format!("http://{}/profiles/managed/?token={}", server.addr, token.as_str());
+    let (status, version) =
+        e2e::http_get(&format!("http://{}/profiles/managed/json/version?token={}", server.addr, token.as_str()))
+            .await
+            .unwrap();
+    assert_eq!(status, 200, "{version}");
+    assert!(
+        version.contains(&format!("ws://127.0.0.1:{}/profiles/managed/devtools/browser/", server.addr.port())),
+        "{version}"
+    );
+    let (status, _) = e2e::http_get(&format!("http://{}/profiles/managed/json/version", server.addr)).await.unwrap();
+    assert_eq!(status, 401, "the managed browser is behind the token too");
+    e2e::run_node("playwright_managed.mjs", &[("RELAY_HTTP", endpoint), ("FIXTURE", fixtures.url())])
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // Stop: nothing of ours is left.
+    let stopped = browsers.stop(&profile).await.unwrap();
+    assert_eq!(stopped.state, State::Stopped);
+    assert!(group_is_empty(pid), "processes of the browser's group survived stop");
+
+    // Start again: same profile folder, decoration still there.
+    let again = browsers.start(&profile).await.unwrap();
+    let user_data = browsers.user_data_dir("managed");
+    let local = read_json(&user_data.join("Local State"));
+    assert_eq!(local["profile"]["info_cache"]["Default"]["name"], "managed");
+    assert_eq!(local["profile"]["info_cache"]["Default"]["profile_highlight_color"], -47872, "#FF4500");
+    let prefs = read_json(&user_data.join("Default/Preferences"));
+    assert_eq!(prefs["browser"]["theme"]["user_color"], -47872);
+
+    // A crash is reported, and the next start recovers.
+    let crashed_pid = again.pid.unwrap();
+    kill(Pid::from_raw(crashed_pid as i32), Signal::SIGKILL).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while browsers.status(&profile).state != State::Crashed {
+        assert!(tokio::time::Instant::now() < deadline, "crash not detected: {:?}", browsers.status(&profile));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(browsers.status(&profile).detail.contains("relaunches"), "the status says what to do");
+    let recovered = browsers.start(&profile).await.unwrap();
+    assert_eq!(recovered.state, State::Running);
+    assert_ne!(recovered.pid, Some(crashed_pid));
+    let last = recovered.pid.unwrap();
+    browsers.stop(&profile).await.unwrap();
+    assert!(group_is_empty(last) && group_is_empty(crashed_pid));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_starts_at_once_launch_one_browser() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b) = (ManagedBrowsers::new(state.path()), ManagedBrowsers::new(state.path()));
+    let profile = managed_profile();
+    let (first, second) = tokio::join!(a.start(&profile), b.start(&profile));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first.pid, second.pid, "the lock let only one launch");
+    let pid = first.pid.unwrap();
+    a.stop(&profile).await.unwrap();
+    assert!(group_is_empty(pid));
+}
+
+#[tokio::test]
+async fn attach_only_and_remote_profiles_are_never_launched() {
+    let state = tempfile::tempdir().unwrap();
+    let config = Config::parse(
+        "[profiles.attached]\ndriver = \"managed\"\nattachOnly = true\ncdpPort = 1\n[profiles.remote]\ndriver = \"managed\"\ncdpUrl = \"http://10.255.255.1:9333\"\n",
+        std::path::Path::new("config.toml"),
+    )
+    .unwrap();
+    let browsers = ManagedBrowsers::new(state.path());
+    for name in ["attached", "remote"] {
+        let profile = config.profile(Some(name)).unwrap();
+        match browsers.start(profile).await {
+            Err(ManagedError::AttachUnreachable { .. }) => {}
+            other => panic!("{name}: expected an attach-only error, got {other:?}"),
+        }
+        assert!(!browsers.user_data_dir(name).exists(), "{name}: no profile folder was created");
+        assert_eq!(browsers.status(profile).state, State::External);
+    }
+}
