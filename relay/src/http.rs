@@ -162,20 +162,21 @@ fn too_many_clients(relay: &Relay) -> Response {
     text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
 }
 
-/// The loopback port of a running managed profile, or the answer to give.
-fn managed_port(state: &AppState, name: &str) -> Result<u16, Response> {
+/// The loopback port of a running managed profile, or why not.
+fn managed_port(state: &AppState, name: &str) -> Result<u16, (StatusCode, String)> {
     let Some(root) = &state.state_root else {
-        return Err(text(StatusCode::NOT_FOUND, "this relay serves no profiles"));
+        return Err((StatusCode::NOT_FOUND, "this relay serves no profiles".into()));
     };
-    let config = Config::load(root).map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let profile = config.profile(Some(name)).map_err(|e| text(StatusCode::NOT_FOUND, e.to_string()))?;
+    let config = Config::load(root).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let profile = config.profile(Some(name)).map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
     if !profile.launches() {
-        let why = format!("profile '{name}' is not a managed browser this relay launches");
-        return Err(text(StatusCode::NOT_FOUND, why));
+        return Err((StatusCode::NOT_FOUND, format!("profile '{name}' is not a managed browser this relay launches")));
     }
     ManagedBrowsers::new(root).running_port(name).ok_or_else(|| {
-        let why = format!("profile '{name}' is not running: `browser-relay start --profile {name}`");
-        text(StatusCode::SERVICE_UNAVAILABLE, why)
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("profile '{name}' is not running: `browser-relay start --profile {name}`"),
+        )
     })
 }
 
@@ -188,7 +189,7 @@ fn rewrite_ws_url(relay: &Relay, name: &str, url: &str) -> Option<String> {
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
     let port = match managed_port(&state, &name) {
         Ok(port) => port,
-        Err(response) => return response,
+        Err((status, why)) => return text(status, why),
     };
     match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/version")).await {
         Ok((200, body)) => {
@@ -206,7 +207,7 @@ async fn profile_version(State(state): State<AppState>, Path(name): Path<String>
 async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
     let port = match managed_port(&state, &name) {
         Ok(port) => port,
-        Err(response) => return response,
+        Err((status, why)) => return text(status, why),
     };
     match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/list")).await {
         Ok((200, body)) => {
@@ -233,7 +234,7 @@ async fn profile_ws(
 ) -> Response {
     let port = match managed_port(&state, &name) {
         Ok(port) => port,
-        Err(response) => return response,
+        Err((status, why)) => return text(status, why),
     };
     if !matches!(kind.as_str(), "browser" | "page") {
         return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>");

@@ -194,8 +194,16 @@ pub struct Core<H: Host> {
     attached: BTreeMap<TabId, TabInfo>,
     /// Tabs being re-attached after Chrome detached them: try count, info.
     reattaching: BTreeMap<TabId, (u32, TabInfo)>,
-    pending: HashMap<OpId, Purpose>,
+    /// Each call's purpose and the relay connection it was made for.
+    pending: HashMap<OpId, (Purpose, u64)>,
     next_op: OpId,
+    /// Counts relay connections: an answer for a call of an earlier
+    /// connection must not reach a new one (a restarted relay numbers its
+    /// calls from 1 again).
+    link_generation: u64,
+    /// The relay refused us for good (protocol mismatch): no reconnecting
+    /// until the settings change.
+    refused: bool,
     next_nonce: u64,
     grace_running: bool,
 }
@@ -214,6 +222,8 @@ impl<H: Host> Core<H> {
             reattaching: BTreeMap::new(),
             pending: HashMap::new(),
             next_op: 1,
+            link_generation: 0,
+            refused: false,
             next_nonce: 1,
             grace_running: false,
         }
@@ -269,6 +279,7 @@ impl<H: Host> Core<H> {
         }
         self.settings = settings;
         self.last_error = None;
+        self.refused = false;
         if self.link != Link::Idle {
             self.host.disconnect();
             self.link = Link::Idle;
@@ -286,7 +297,7 @@ impl<H: Host> Core<H> {
         let busy = self
             .pending
             .values()
-            .any(|p| matches!(p, Purpose::UserAttach(t) | Purpose::UserDetach(t) if t.tab_id == tab.tab_id));
+            .any(|(p, _)| matches!(p, Purpose::UserAttach(t) | Purpose::UserDetach(t) if t.tab_id == tab.tab_id));
         if busy {
             return;
         }
@@ -309,15 +320,17 @@ impl<H: Host> Core<H> {
     /// A `chrome.*` call finished: its result as JSON (`null` when none), or
     /// Chrome's error message.
     pub fn on_op_done(&mut self, op: OpId, outcome: Result<String, String>) {
-        let Some(purpose) = self.pending.remove(&op) else { return };
+        let Some((purpose, generation)) = self.pending.remove(&op) else { return };
+        // Relay calls are answered only on the connection that made them.
+        let current = generation == self.link_generation;
         match purpose {
-            Purpose::Relay(call) => self.reply(call, outcome),
+            Purpose::Relay(call) => self.reply(current, call, outcome),
             Purpose::RelayTab(call) => {
                 let outcome = outcome.and_then(|json| {
                     let tab = tab_info_from_chrome(&json).ok_or("Chrome returned no tab")?;
                     Ok(serde_json::to_string(&tab).expect("TabInfo serialises"))
                 });
-                self.reply(call, outcome);
+                self.reply(current, call, outcome);
             }
             Purpose::RelayTabs(call) => {
                 let outcome = outcome.and_then(|json| {
@@ -326,29 +339,33 @@ impl<H: Host> Core<H> {
                         tabs.iter().filter_map(|t| tab_info_from_chrome(&t.to_string())).collect();
                     Ok(serde_json::to_string(&infos).expect("TabInfo serialises"))
                 });
-                self.reply(call, outcome);
+                self.reply(current, call, outcome);
             }
+            // The relay that asked is gone: act for it no further.
+            Purpose::RelayAttachCheck(_) | Purpose::RelayRemoveCheck(..) if !current => {}
             Purpose::RelayAttachCheck(call) => match outcome.as_deref().map(tab_info_from_chrome) {
                 Ok(Some(tab)) if policy::is_restricted(&tab.url) => {
-                    self.reply(call, Err(format!("Browser Relay does not attach to {}", tab.url)));
+                    self.reply(current, call, Err(format!("Browser Relay does not attach to {}", tab.url)));
                 }
-                Ok(Some(tab)) if self.attached.contains_key(&tab.tab_id) => self.reply(call, Ok("null".into())),
+                Ok(Some(tab)) if self.attached.contains_key(&tab.tab_id) => {
+                    self.reply(current, call, Ok("null".into()))
+                }
                 Ok(Some(tab)) => {
                     let id = tab.tab_id;
                     self.start_call(Purpose::RelayAttach(call, tab), ChromeCall::DebuggerAttach { tab: id });
                 }
-                Ok(None) => self.reply(call, Err("no such tab".into())),
-                Err(e) => self.reply(call, Err(e.clone())),
+                Ok(None) => self.reply(current, call, Err("no such tab".into())),
+                Err(e) => self.reply(current, call, Err(e.clone())),
             },
             Purpose::RelayAttach(call, tab) => {
                 if outcome.is_ok() {
                     self.add_attached(tab);
                 }
-                self.reply(call, outcome.map(|_| "null".into()));
+                self.reply(current, call, outcome.map(|_| "null".into()));
             }
             Purpose::RelayDetach(call, tab) => {
                 self.remove_attached(tab);
-                self.reply(call, outcome.map(|_| "null".into()));
+                self.reply(current, call, outcome.map(|_| "null".into()));
                 self.maybe_idle();
             }
             Purpose::RelayRemoveCheck(call, tab) => {
@@ -356,10 +373,10 @@ impl<H: Host> Core<H> {
                     outcome.as_deref().ok().and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(json).ok());
                 match count.map(|tabs| tabs.len()) {
                     Some(n) if n <= 1 => {
-                        self.reply(call, Err("Browser Relay will not close the user's last tab".into()))
+                        self.reply(current, call, Err("Browser Relay will not close the user's last tab".into()))
                     }
                     Some(_) => self.start_call(Purpose::Relay(call), ChromeCall::TabsRemove { tab }),
-                    None => self.reply(call, Err(outcome.err().unwrap_or_else(|| "cannot count tabs".into()))),
+                    None => self.reply(current, call, Err(outcome.err().unwrap_or_else(|| "cannot count tabs".into()))),
                 }
             }
             Purpose::UserAttach(tab) => match outcome {
@@ -551,8 +568,6 @@ impl<H: Host> Core<H> {
         self.link = Link::Idle;
         self.opened = false;
         self.host.cancel_timer(Timer::Keepalive);
-        // Calls still running will answer into the void; forget them.
-        self.pending.retain(|_, p| !matches!(p, Purpose::Relay(_) | Purpose::RelayTab(_) | Purpose::RelayTabs(_)));
         let port = self.settings.port;
         let error = match code {
             close_code::PROTOCOL_MISMATCH => Some(format!("the relay refused this extension's protocol: {reason}")),
@@ -570,13 +585,14 @@ impl<H: Host> Core<H> {
             return;
         }
         if code == close_code::PROTOCOL_MISMATCH {
-            // Retrying cannot help; the user must update one side.
-            self.refresh_badges();
-            return;
+            // Retrying cannot help until one side is updated (or the
+            // settings point elsewhere); the tabs go after the grace period.
+            self.refused = true;
+        } else {
+            let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
+            self.attempt = self.attempt.saturating_add(1);
+            self.host.set_timer(Timer::Reconnect, delay);
         }
-        let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
-        self.attempt = self.attempt.saturating_add(1);
-        self.host.set_timer(Timer::Reconnect, delay);
         if !self.grace_running {
             self.grace_running = true;
             self.host.set_timer(Timer::DetachGrace, policy::DETACH_GRACE_MS);
@@ -644,7 +660,7 @@ impl<H: Host> Core<H> {
             RelayMessage::DebuggerSendCommand(command) => {
                 if !self.attached.contains_key(&command.tab_id) {
                     let message = format!("tab {} is not shared with Browser Relay", command.tab_id);
-                    return self.reply(command.id, Err(message));
+                    return self.reply(true, command.id, Err(message));
                 }
                 self.start_call(
                     Purpose::Relay(command.id),
@@ -678,8 +694,8 @@ impl<H: Host> Core<H> {
 
     /// Answers a relay call. Chrome's debugger errors arrive as the JSON of
     /// the CDP error; they are passed on with their code.
-    fn reply(&mut self, call: CallId, outcome: Result<String, String>) {
-        if !matches!(self.link, Link::Open | Link::Ready) {
+    fn reply(&mut self, current: bool, call: CallId, outcome: Result<String, String>) {
+        if !current || !matches!(self.link, Link::Open | Link::Ready) {
             return;
         }
         let frame = match outcome {
@@ -705,7 +721,7 @@ impl<H: Host> Core<H> {
     fn start_call(&mut self, purpose: Purpose, call: ChromeCall) {
         let op = self.next_op;
         self.next_op += 1;
-        self.pending.insert(op, purpose);
+        self.pending.insert(op, (purpose, self.link_generation));
         self.host.call(op, call);
     }
 
@@ -714,7 +730,7 @@ impl<H: Host> Core<H> {
     }
 
     fn ensure_connected(&mut self) {
-        if self.link != Link::Idle {
+        if self.link != Link::Idle || self.refused {
             return;
         }
         let Some(token) = self.settings.token.clone() else {
@@ -726,6 +742,7 @@ impl<H: Host> Core<H> {
         let protocols = [SUBPROTOCOL.to_string(), format!("{TOKEN_SUBPROTOCOL_PREFIX}{token}")];
         self.link = Link::Connecting;
         self.opened = false;
+        self.link_generation += 1;
         self.host.connect(&url, &protocols);
         self.refresh_badges();
     }
@@ -733,7 +750,7 @@ impl<H: Host> Core<H> {
     /// Nothing shared and nothing pending: close the link and let the
     /// service worker sleep.
     fn maybe_idle(&mut self) {
-        let attaching = self.pending.values().any(|p| matches!(p, Purpose::UserAttach(_)));
+        let attaching = self.pending.values().any(|(p, _)| matches!(p, Purpose::UserAttach(_)));
         if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching {
             return;
         }

@@ -497,6 +497,38 @@ fn protocol_mismatch_stops_retrying_and_refusals_explain_themselves() {
     assert!(!core.host.timers.contains_key(&Timer::Reconnect));
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("protocol")));
     assert!(core.host.titles[&5].contains("this relay speaks 2"));
+    // Not even the alarm reconnects; the tabs go after the grace period.
+    core.on_alarm();
+    assert_eq!(core.host.connects.len(), 1);
+    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
+    core.on_timer(Timer::DetachGrace);
+    assert!(core.attached().is_empty());
+    // New settings (an updated relay, or another port) may connect again.
+    core.on_settings(Settings { port: 19000, token: Some(TOKEN.into()) });
+    core.share(6);
+    assert_eq!(core.host.connects.len(), 2);
+}
+
+#[test]
+fn answers_never_reach_a_later_relay_connection() {
+    let mut core = paired();
+    core.share(5);
+    core.relay(json!({"debugger.sendCommand": {"id": 1, "tabId": 5, "method": "Runtime.evaluate"}}));
+    let (evaluate, _) = core.last_call();
+    core.relay(json!({"tabs.remove": {"id": 2, "tabId": 5}}));
+    let (count, _) = core.last_call();
+    // The relay restarts before Chrome answers; the new one numbers its
+    // calls from 1 again.
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    let sent = core.host.sent.len();
+    core.on_op_done(evaluate, Ok("{}".into()));
+    core.on_op_done(count, Ok(format!("[{},{}]", chrome_tab(5, "a"), chrome_tab(6, "b"))));
+    assert_eq!(core.host.sent.len(), sent, "no stale reply to the new relay");
+    let closed = core.host.calls.iter().any(|(_, c)| matches!(c, ChromeCall::TabsRemove { .. }));
+    assert!(!closed, "no tab closed for a relay that left");
 }
 
 #[test]

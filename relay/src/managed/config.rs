@@ -149,10 +149,9 @@ impl Config {
                     "profiles.{name}.cdpPort = 9222: that is the user's Chrome's usual debugging port; pick another or leave it out"
                 )));
             }
-            if let Some(url) = &entry.cdp_url {
-                if !(url.starts_with("http://") || url.starts_with("ws://")) {
-                    return Err(invalid(format!("profiles.{name}.cdpUrl = \"{url}\": expected http:// or ws://")));
-                }
+            if let Some(url) = entry.cdp_url.as_ref().filter(|u| !(u.starts_with("http://") || u.starts_with("ws://")))
+            {
+                return Err(invalid(format!("profiles.{name}.cdpUrl = \"{url}\": expected http:// or ws://")));
             }
             if driver == Driver::Extension
                 && (entry.executable_path.is_some() || entry.cdp_port.is_some() || entry.cdp_url.is_some())
