@@ -186,34 +186,31 @@ fn rewrite_ws_url(relay: &Relay, name: &str, url: &str) -> Option<String> {
     relay.public_base().map(|b| b.ws_url(&format!("/profiles/{name}/{path}")))
 }
 
+/// Fetches one of the managed browser's `/json/*` documents.
+async fn managed_json(state: &AppState, name: &str, path: &str) -> Result<serde_json::Value, (StatusCode, String)> {
+    let port = managed_port(state, name)?;
+    let unreadable =
+        || (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer {path}"));
+    match crate::managed::http_get(&format!("http://127.0.0.1:{port}{path}")).await {
+        Ok((200, body)) => serde_json::from_str(&body).map_err(|_| unreadable()),
+        _ => Err(unreadable()),
+    }
+}
+
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    let port = match managed_port(&state, &name) {
-        Ok(port) => port,
-        Err((status, why)) => return text(status, why),
-    };
-    match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/version")).await {
-        Ok((200, body)) => {
-            let Ok(mut version) = serde_json::from_str::<serde_json::Value>(&body) else {
-                return text(StatusCode::BAD_GATEWAY, "the managed browser sent an unreadable /json/version");
-            };
+    match managed_json(&state, &name, "/json/version").await {
+        Ok(mut version) => {
             let url = version["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
             version["webSocketDebuggerUrl"] = json!(url);
             axum::Json(version).into_response()
         }
-        _ => text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer")),
+        Err((status, why)) => text(status, why),
     }
 }
 
 async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    let port = match managed_port(&state, &name) {
-        Ok(port) => port,
-        Err((status, why)) => return text(status, why),
-    };
-    match crate::managed::http_get(&format!("http://127.0.0.1:{port}/json/list")).await {
-        Ok((200, body)) => {
-            let Ok(mut list) = serde_json::from_str::<serde_json::Value>(&body) else {
-                return text(StatusCode::BAD_GATEWAY, "the managed browser sent an unreadable /json/list");
-            };
+    match managed_json(&state, &name, "/json/list").await {
+        Ok(mut list) => {
             for entry in list.as_array_mut().into_iter().flatten() {
                 let url = entry["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
                 entry["webSocketDebuggerUrl"] = json!(url);
@@ -222,7 +219,7 @@ async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -
             }
             axum::Json(list).into_response()
         }
-        _ => text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer")),
+        Err((status, why)) => text(status, why),
     }
 }
 

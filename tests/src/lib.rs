@@ -137,6 +137,25 @@ impl RelayEnv {
     }
 }
 
+/// The next event named `method` on a CDP client's event stream, skipping
+/// others; panics with the method's name after `within`.
+pub async fn next_event(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<browser_relay::cdp_client::CdpEvent>,
+    method: &str,
+    within: Duration,
+) -> browser_relay::cdp_client::CdpEvent {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {method} within {within:?}"))
+            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
+        if event.method == method {
+            return event;
+        }
+    }
+}
+
 /// A minimal HTTP GET (HTTP/1.1, `Connection: close`) returning status and body.
 pub async fn http_get(url: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -10,16 +10,7 @@ use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> CdpEvent {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let event = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no {method} within 20 s"))
-            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
-        if event.method == method {
-            return event;
-        }
-    }
+    e2e::next_event(events, method, Duration::from_secs(20)).await
 }
 
 /// A raw browser-level client on the relay, auto-attached.

@@ -9,16 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> CdpEvent {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let event = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no {method} within 15 s"))
-            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
-        if event.method == method {
-            return event;
-        }
-    }
+    e2e::next_event(events, method, Duration::from_secs(15)).await
 }
 
 async fn browser_client(env: &RelayEnv) -> (CdpClient, UnboundedReceiver<CdpEvent>, String) {

@@ -57,16 +57,7 @@ impl Setup {
 }
 
 async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> CdpEvent {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let event = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no {method} within 5 s"))
-            .unwrap_or_else(|| panic!("connection closed waiting for {method}"));
-        if event.method == method {
-            return event;
-        }
-    }
+    e2e::next_event(events, method, Duration::from_secs(5)).await
 }
 
 fn protocol_error(result: Result<Value, CdpError>) -> (i64, String) {

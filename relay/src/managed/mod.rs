@@ -110,6 +110,29 @@ fn signal_group(pid: u32, signal: nix::sys::signal::Signal) {
     }
 }
 
+/// Whether any live process remains in the process group `pgid` (zombies,
+/// which run nothing and wait for a reaper, do not count).
+fn group_alive(pgid: u32) -> bool {
+    let Ok(group) = i32::try_from(pgid) else { return false };
+    if matches!(nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None), Err(nix::errno::Errno::ESRCH)) {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+        entries.filter_map(Result::ok).any(|entry| {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+            // "pid (comm) state ppid pgrp …": comm may hold spaces.
+            let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+            matches!((fields.first(), fields.get(2)), (Some(state), Some(pgrp)) if *state != "Z" && pgrp.parse::<u32>() == Ok(pgid))
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        true
+    }
+}
+
 /// Waits until `pid` is gone, up to `within`.
 async fn wait_exit(pid: u32, within: Duration) -> bool {
     let deadline = Instant::now() + within;
@@ -377,8 +400,13 @@ impl ManagedBrowsers {
                 }
             }
         }
-        // Helpers that outlived the browser (no orphans).
+        // Helpers that outlived the browser: none may be left when stop
+        // returns (no orphans).
         signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while group_alive(record.pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let _ = std::fs::remove_file(self.record_path(&profile.name));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
         Ok(self.status(profile))
