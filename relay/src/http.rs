@@ -233,15 +233,23 @@ async fn profile_ws(
         Ok(port) => port,
         Err((status, why)) => return text(status, why),
     };
-    if !matches!(kind.as_str(), "browser" | "page") {
+    let plain_id = !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !matches!(kind.as_str(), "browser" | "page") || !plain_id {
         return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>");
+    }
+    if !state.relay.has_room_for_client() {
+        return too_many_clients(&state.relay);
     }
     let upstream = format!("ws://127.0.0.1:{port}/devtools/{kind}/{id}");
     let limit = state.relay.config().client_max_message;
-    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| proxy(socket, upstream))
+    let relay = state.relay.clone();
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| proxy(relay, socket, upstream))
 }
 
-async fn proxy(client: axum::extract::ws::WebSocket, upstream: String) {
+/// Relays frames between a client and the managed browser; counts as one of
+/// the relay's clients and ends when the server stops.
+async fn proxy(relay: Relay, client: axum::extract::ws::WebSocket, upstream: String) {
+    let _slot = relay.hold_client_slot();
     use axum::extract::ws::Message as Axum;
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message as Tung;
@@ -283,10 +291,11 @@ async fn proxy(client: axum::extract::ws::WebSocket, upstream: String) {
         }
         let _ = client_tx.close().await;
     };
-    // Either side closing ends both.
+    // Either side closing (or the server stopping) ends both.
     tokio::select! {
         () = to_browser => {}
         () = to_client => {}
+        () = relay.shutting_down().cancelled() => {}
     }
 }
 

@@ -514,3 +514,44 @@ async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
     healthy.call("Browser.getVersion", json!({}), None).await.expect("the healthy client is unaffected");
     drop(stalled);
 }
+
+#[tokio::test]
+async fn restricted_child_targets_are_resumed_and_dropped_never_announced() {
+    let setup = relay().await;
+    let mut ext = setup.extension(&[3], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+    auto_attach(&client).await;
+    next_event(&mut events, "Target.attachedToTarget").await;
+
+    // Another extension's iframe inside the page, paused by auto-attach.
+    let frame = json!({"targetId": "F1", "type": "iframe", "url": "chrome-extension://aaaabbbbccccddddeeeeffffgggghhhh/frame.html", "attached": true});
+    ext.event(
+        3,
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "CHILD1", "targetInfo": frame, "waitingForDebugger": true}),
+    );
+    let resume = tokio::time::timeout(Duration::from_secs(5), ext.calls.recv()).await.unwrap().unwrap();
+    assert_eq!(
+        (resume.method.as_deref(), resume.session_id.as_deref()),
+        (Some("Runtime.runIfWaitingForDebugger"), Some("CHILD1"))
+    );
+    ext.reply(resume.id, Ok(json!({})));
+    let detach = tokio::time::timeout(Duration::from_secs(5), ext.calls.recv()).await.unwrap().unwrap();
+    assert_eq!(detach.method.as_deref(), Some("Target.detachFromTarget"));
+    assert!(detach.raw.contains("CHILD1"), "{}", detach.raw);
+    ext.reply(detach.id, Ok(json!({})));
+
+    // A normal cross-site frame is announced; the restricted one never was.
+    let frame = json!({"targetId": "F2", "type": "iframe", "url": "https://other.example/", "attached": true});
+    ext.event(
+        3,
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "CHILD2", "targetInfo": frame, "waitingForDebugger": true}),
+    );
+    let announced = next_event(&mut events, "Target.attachedToTarget").await;
+    assert_eq!(announced.params["sessionId"], "CHILD2", "the restricted child was never announced");
+    assert_eq!(setup.server.relay.stats().child_sessions, 1);
+}

@@ -105,6 +105,28 @@ async fn http_routes_check_host_origin_and_token() {
         ("health from rebinding Host", "/".into(), "evil.example", vec![], 403),
         ("status without token", "/extension/status".into(), &host, vec![], 200),
         ("health from a web page", "/".into(), &host, vec![("Origin", "http://evil.example")], 403),
+        ("managed profile without token", "/profiles/managed/json/version".into(), &host, vec![], 401),
+        (
+            "managed profile from a web page",
+            format!("/profiles/managed/json/list?token={token}"),
+            &host,
+            vec![("Origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "managed profile, rebinding Host",
+            format!("/profiles/managed/json/version?token={token}"),
+            "evil.example",
+            vec![],
+            403,
+        ),
+        (
+            "managed profiles not served here",
+            format!("/profiles/managed/json/version?token={token}"),
+            &host,
+            vec![],
+            404,
+        ),
         ("status from a web page", "/extension/status".into(), &host, vec![("Origin", "http://evil.example")], 403),
         (
             "status from our extension's options page",

@@ -69,7 +69,7 @@ pub struct Profile {
     pub executable_path: Option<PathBuf>,
     /// A fixed debugging port (default: an ephemeral one).
     pub cdp_port: Option<u16>,
-    /// A browser that runs elsewhere; never launched when not loopback.
+    /// A browser started by someone else (any address): never launched.
     pub cdp_url: Option<String>,
     pub args: Vec<String>,
 }
@@ -158,6 +158,21 @@ impl Config {
             {
                 return Err(invalid(format!(
                     "profiles.{name}: executablePath, cdpPort and cdpUrl apply to managed profiles only"
+                )));
+            }
+            if entry.attach_only == Some(true) && entry.cdp_port.is_none() && entry.cdp_url.is_none() {
+                return Err(invalid(format!(
+                    "profiles.{name}.attachOnly needs cdpPort or cdpUrl: where is the browser?"
+                )));
+            }
+            // Extra flags must not undo the isolation Browser Relay sets up.
+            if let Some(arg) = entry.args.iter().find(|a| {
+                a.starts_with("--user-data-dir")
+                    || a.starts_with("--remote-debugging-")
+                    || a.starts_with("--profile-directory")
+            }) {
+                return Err(invalid(format!(
+                    "profiles.{name}.args: {arg} is set by Browser Relay (the profile folder and debugging port are its own)"
                 )));
             }
             profile.headless = entry.headless.or(profile.headless);
@@ -258,6 +273,9 @@ mod tests {
             ("defaultProfile = \"nope\"", "no such profile"),
             ("[profiles.\"a b\"]\ndriver = \"managed\"", "profile name"),
             ("[profiles.managed]\nheadless = \"yes\"", "headless"),
+            ("[profiles.a]\ndriver = \"managed\"\nattachOnly = true", "needs cdpPort or cdpUrl"),
+            ("[profiles.managed]\nargs = [\"--user-data-dir=/home/me/.config/google-chrome\"]", "set by Browser Relay"),
+            ("[profiles.managed]\nargs = [\"--remote-debugging-port=9222\"]", "set by Browser Relay"),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.starts_with("/state/config.toml: "), "{error}");

@@ -216,7 +216,25 @@ impl ManagedBrowsers {
 
     /// The running browser's loopback port, for the relay's proxy.
     pub fn running_port(&self, name: &str) -> Option<u16> {
-        self.record(name).filter(|r| is_alive(r.pid)).map(|r| r.port)
+        self.record(name).filter(|r| self.is_running(name, r)).map(|r| r.port)
+    }
+
+    /// The recorded browser still runs: its pid is alive and, where the
+    /// process table can be read, it is still a browser on this profile's
+    /// folder (after a reboot the pid may belong to anything; it must never
+    /// be signalled).
+    fn is_running(&self, name: &str, record: &RunRecord) -> bool {
+        if !is_alive(record.pid) {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let marker = format!("--user-data-dir={}", self.user_data_dir(name).display());
+            if let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", record.pid)) {
+                return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
+            }
+        }
+        true
     }
 
     /// Holds the profile's lock (start/stop) until the returned file drops.
@@ -258,7 +276,7 @@ impl ManagedBrowsers {
             status.pid = Some(record.pid);
             status.executable = Some(record.executable.clone());
             status.browser_version = Some(record.browser_version.clone());
-            if is_alive(record.pid) {
+            if self.is_running(&profile.name, &record) {
                 status.state = State::Running;
                 status.cdp_port = Some(record.port);
                 status.detail = format!("running (pid {})", record.pid);
@@ -283,7 +301,11 @@ impl ManagedBrowsers {
                 .cdp_url
                 .clone()
                 .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or(0)));
-            let version_url = format!("{}/json/version", url.trim_end_matches('/').replacen("ws://", "http://", 1));
+            // http://host:port[/…] or ws://host:port/devtools/browser/<id>:
+            // the version document lives at the authority's /json/version.
+            let authority =
+                url.split_once("://").map_or(url.as_str(), |(_, rest)| rest).split('/').next().unwrap_or("");
+            let version_url = format!("http://{authority}/json/version");
             return match http_get(&version_url).await {
                 Ok((200, _)) => Ok(self.status(profile)),
                 _ => Err(ManagedError::AttachUnreachable { profile: profile.name.clone(), url }),
@@ -335,8 +357,11 @@ impl ManagedBrowsers {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_secs()),
                 };
+                // Readers do not take the lock: write whole or not at all.
                 let text = serde_json::to_vec_pretty(&record).expect("serialises");
-                std::fs::write(self.record_path(&profile.name), text).map_err(profile_io)?;
+                let path = self.record_path(&profile.name);
+                let tmp = path.with_extension("json.tmp");
+                std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).map_err(profile_io)?;
                 Ok(self.status(profile))
             }
             Err(why) => {
@@ -387,7 +412,13 @@ impl ManagedBrowsers {
         }
         let _lock = self.lock(&profile.name).await?;
         let Some(record) = self.record(&profile.name) else { return Ok(self.status(profile)) };
-        if is_alive(record.pid) {
+        if !self.is_running(&profile.name, &record) {
+            // Crashed, or the pid now belongs to another process: signal
+            // nothing, forget the record.
+            let _ = std::fs::remove_file(self.record_path(&profile.name));
+            return Ok(self.status(profile));
+        }
+        {
             let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
             if let Ok(client) = CdpClient::connect(&url).await {
                 let _ = client.with_timeout(Duration::from_secs(2)).call("Browser.close", json!({}), None).await;
@@ -448,4 +479,57 @@ pub async fn http_get(url: &str) -> std::io::Result<(u16, String)> {
         }
     };
     tokio::time::timeout(Duration::from_secs(5), fetch).await.map_err(|_| std::io::Error::other("timed out"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_flags_isolate_and_never_use_9222() {
+        let profile = config::Config::defaults().profile(Some("managed")).unwrap().clone();
+        let args = launch_args(&profile, Path::new("/state/profiles/managed/user-data"), true, true);
+        for flag in [
+            "--user-data-dir=/state/profiles/managed/user-data",
+            "--remote-debugging-port=0",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-sync",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-features=Translate,MediaRouter",
+            "--disable-session-crashed-bubble",
+            "--hide-crash-restore-bubble",
+            "--password-store=basic",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+        ] {
+            assert!(args.iter().any(|a| a == flag), "{flag} missing from {args:?}");
+        }
+        assert_eq!(args.last().map(String::as_str), Some("about:blank"));
+        let headed = launch_args(&profile, Path::new("/p"), false, false);
+        assert!(!headed.iter().any(|a| a.starts_with("--headless") || a == "--no-sandbox"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_recorded_pid_that_is_not_our_browser_is_never_running() {
+        let state = tempfile::tempdir().unwrap();
+        let browsers = ManagedBrowsers::new(state.path());
+        let profile = config::Config::defaults().profile(Some("managed")).unwrap().clone();
+        std::fs::create_dir_all(browsers.profile_dir("managed")).unwrap();
+        // This test process is alive, but it is no browser on this profile.
+        let record = RunRecord {
+            pid: std::process::id(),
+            port: 1,
+            ws_path: "/devtools/browser/x".into(),
+            executable: "/usr/bin/true".into(),
+            browser_version: "Chrome/1".into(),
+            started_at: 0,
+        };
+        std::fs::write(browsers.record_path("managed"), serde_json::to_vec(&record).unwrap()).unwrap();
+        assert_eq!(browsers.status(&profile).state, State::Crashed, "a reused pid is not our browser");
+        assert_eq!(browsers.running_port("managed"), None);
+    }
 }

@@ -294,16 +294,30 @@ impl Relay {
         let params = event.params.unwrap_or("{}");
         match method {
             "Target.attachedToTarget" | "Target.detachedFromTarget" => {
+                #[derive(Deserialize, Default)]
+                struct Info {
+                    #[serde(default)]
+                    url: String,
+                }
                 #[derive(Deserialize)]
                 #[serde(rename_all = "camelCase")]
                 struct Child {
                     session_id: String,
+                    #[serde(default)]
+                    target_info: Info,
                 }
                 if let Ok(child) = serde_json::from_str::<Child>(params) {
-                    if method == "Target.attachedToTarget" {
-                        self.0.children.insert(child.session_id.into(), event.tab_id);
-                    } else {
+                    if method == "Target.detachedFromTarget" {
                         self.0.children.remove(child.session_id.as_str());
+                    } else if is_restricted_child(&child.target_info.url) {
+                        // Another extension's frame or a browser page inside
+                        // the tab: clients cannot use it, and left paused
+                        // (waitForDebuggerOnStart) it would block the page.
+                        // Resume it, drop it, and never announce it.
+                        self.release_child(event.tab_id, event.session_id, child.session_id);
+                        return;
+                    } else {
+                        self.0.children.insert(child.session_id.into(), event.tab_id);
                     }
                 }
             }
@@ -352,6 +366,28 @@ impl Relay {
                 }
             }
         }
+    }
+
+    /// Resumes a restricted child target and detaches from it.
+    fn release_child(&self, tab_id: TabId, parent: Option<&str>, child: String) {
+        let relay = self.clone();
+        let parent = parent.map(str::to_string);
+        tracing::debug!(tab = tab_id, %child, "releasing a restricted child target");
+        tokio::spawn(async move {
+            let resumed =
+                relay.send_session_command(tab_id, Some(&child), "Runtime.runIfWaitingForDebugger", None).await;
+            let detached = relay
+                .send_session_command(
+                    tab_id,
+                    parent.as_deref(),
+                    "Target.detachFromTarget",
+                    Some(json!({"sessionId": child})),
+                )
+                .await;
+            if let Err(e) = resumed.and(detached) {
+                tracing::debug!(tab = tab_id, "releasing a restricted child: {e}");
+            }
+        });
     }
 
     fn on_main_frame_navigated(&self, tab_id: TabId, params: &str) {
@@ -516,6 +552,12 @@ impl Relay {
             }
         }
     }
+}
+
+/// Child targets no client may drive: other extensions' frames and workers,
+/// browser pages, DevTools.
+fn is_restricted_child(url: &str) -> bool {
+    ["chrome-extension://", "chrome://", "chrome-untrusted://", "devtools://"].iter().any(|p| url.starts_with(p))
 }
 
 /// Page download events re-emitted at the browser level, where Playwright

@@ -182,6 +182,18 @@ pub(crate) struct Inner {
     clients: DashMap<u64, Arc<ClientHandle>>,
     /// Fired when the server stops: every socket loop ends.
     shutdown: tokio_util::sync::CancellationToken,
+    /// Proxied client connections (managed profiles), for the client cap.
+    proxied: AtomicUsize,
+}
+
+/// One proxied connection's place under the client cap.
+#[derive(Debug)]
+pub struct ClientSlot(Relay);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.0.proxied.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Relay {
@@ -201,6 +213,7 @@ impl Relay {
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            proxied: AtomicUsize::new(0),
         }))
     }
 
@@ -209,13 +222,20 @@ impl Relay {
         self.0.shutdown.cancel();
     }
 
-    pub(crate) fn shutting_down(&self) -> &tokio_util::sync::CancellationToken {
+    pub fn shutting_down(&self) -> &tokio_util::sync::CancellationToken {
         &self.0.shutdown
     }
 
     /// Whether another CDP client may connect.
     pub fn has_room_for_client(&self) -> bool {
-        self.0.clients.len() < self.0.config.max_clients
+        self.0.clients.len() + self.0.proxied.load(Ordering::Relaxed) < self.0.config.max_clients
+    }
+
+    /// Counts a proxied connection (a managed profile's client) against
+    /// `max_clients` until the returned slot drops.
+    pub fn hold_client_slot(&self) -> ClientSlot {
+        self.0.proxied.fetch_add(1, Ordering::Relaxed);
+        ClientSlot(self.clone())
     }
 
     pub fn config(&self) -> &RelayConfig {
@@ -302,12 +322,23 @@ impl Relay {
         method: &'static str,
         params: Option<Value>,
     ) -> Result<String, CallError> {
+        self.send_session_command(tab_id, None, method, params).await
+    }
+
+    /// Like [`Self::send_command`], on one of the tab's flat child sessions.
+    pub async fn send_session_command(
+        &self,
+        tab_id: TabId,
+        session: Option<&str>,
+        method: &'static str,
+        params: Option<Value>,
+    ) -> Result<String, CallError> {
         let params = params.map(|p| serde_json::value::to_raw_value(&p).expect("a Value serialises"));
         self.roundtrip(|id| {
             let message = RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {
                 id,
                 tab_id,
-                session_id: None,
+                session_id: session.map(Into::into),
                 method: method.into(),
                 params: params.as_deref(),
             });
