@@ -156,6 +156,16 @@ pub async fn next_event(
     }
 }
 
+/// Opens `url` in a popup from the page on `session`. `window.open` needs a
+/// user gesture (as a click gives), or the popup blocker stops it.
+pub async fn open_popup(client: &browser_relay::cdp_client::CdpClient, session: &str, url: &str) -> anyhow::Result<()> {
+    let expression = format!("window.open({url:?}) && true");
+    client
+        .call("Runtime.evaluate", serde_json::json!({"expression": expression, "userGesture": true}), Some(session))
+        .await?;
+    Ok(())
+}
+
 /// A minimal HTTP GET (HTTP/1.1, `Connection: close`) returning status and body.
 pub async fn http_get(url: &str) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

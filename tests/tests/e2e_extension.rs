@@ -66,14 +66,7 @@ async fn popups_of_a_shared_tab_are_attached() {
     let opener = next_event(&mut events, "Target.attachedToTarget").await;
     let session = opener.params["sessionId"].as_str().unwrap().to_string();
     let popup_url = format!("{}/index.html?popup", env.fixtures.url());
-    client
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": format!("window.open({popup_url:?}) && true"), "userGesture": true}),
-            Some(&session),
-        )
-        .await
-        .unwrap();
+    e2e::open_popup(&client, &session, &popup_url).await.unwrap();
     let popup = next_event(&mut events, "Target.attachedToTarget").await;
     assert_eq!(popup.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"]);
     env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();

@@ -69,15 +69,7 @@ async fn popups_of_attached_tabs_are_attached_and_user_detach_is_seen() {
     let (client, mut events, session) = browser_client(&env).await;
     let opener = env.ext.target_id(env.tab.tab_id).unwrap();
     let popup_url = format!("{}/index.html?popup", env.fixtures.url());
-    // A popup needs a user gesture, as a click would give.
-    client
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": format!("window.open({popup_url:?}) && true"), "userGesture": true}),
-            Some(&session),
-        )
-        .await
-        .unwrap();
+    e2e::open_popup(&client, &session, &popup_url).await.unwrap();
     let popup = next_event(&mut events, "Target.attachedToTarget").await;
     assert_eq!(popup.params["targetInfo"]["openerId"].as_str(), Some(&*opener), "{:?}", popup.params);
     let popup_session = popup.params["sessionId"].as_str().unwrap().to_string();
