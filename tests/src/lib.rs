@@ -156,6 +156,13 @@ pub async fn next_event(
     }
 }
 
+/// Root auto-attach as Playwright sends it: every attached page is
+/// announced (before the answer) and new ones as they come.
+pub async fn auto_attach(client: &browser_relay::cdp_client::CdpClient) {
+    let params = serde_json::json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
+    client.call("Target.setAutoAttach", params, None).await.expect("Target.setAutoAttach answered");
+}
+
 /// Opens `url` in a popup from the page on `session`. `window.open` needs a
 /// user gesture (as a click gives), or the popup blocker stops it.
 pub async fn open_popup(client: &browser_relay::cdp_client::CdpClient, session: &str, url: &str) -> anyhow::Result<()> {

@@ -18,14 +18,7 @@ async fn relay_client(env: &ExtensionEnv) -> (CdpClient, UnboundedReceiver<CdpEv
     let url = env.server().relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap().to_string();
     let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
     let events = client.take_events().unwrap();
-    client
-        .call(
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}),
-            None,
-        )
-        .await
-        .unwrap();
+    e2e::auto_attach(&client).await;
     (client, events)
 }
 

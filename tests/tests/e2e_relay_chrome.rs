@@ -15,14 +15,7 @@ async fn next_event(events: &mut UnboundedReceiver<CdpEvent>, method: &str) -> C
 async fn browser_client(env: &RelayEnv) -> (CdpClient, UnboundedReceiver<CdpEvent>, String) {
     let client = CdpClient::connect(&env.browser_ws()).await.unwrap().with_timeout(Duration::from_secs(15));
     let mut events = client.take_events().unwrap();
-    client
-        .call(
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}),
-            None,
-        )
-        .await
-        .unwrap();
+    e2e::auto_attach(&client).await;
     let session =
         next_event(&mut events, "Target.attachedToTarget").await.params["sessionId"].as_str().unwrap().to_string();
     (client, events, session)

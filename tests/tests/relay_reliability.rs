@@ -67,16 +67,7 @@ fn protocol_error(result: Result<Value, CdpError>) -> (i64, String) {
     }
 }
 
-async fn auto_attach(client: &CdpClient) {
-    client
-        .call(
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-            None,
-        )
-        .await
-        .unwrap();
-}
+use e2e::auto_attach;
 
 #[tokio::test]
 async fn auto_attach_announces_pages_before_answering_and_forwards_commands() {
