@@ -11,6 +11,18 @@ use browser_relay::state_dir::Token;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
+/// Kills the profile's browser (its whole process group) when the test ends,
+/// also when an assertion fails before `stop`.
+struct KillOnDrop(ManagedBrowsers);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(record) = self.0.record("managed") {
+            let _ = killpg(Pid::from_raw(record.pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
 fn managed_profile() -> Profile {
     Config::defaults().profile(Some("managed")).unwrap().clone()
 }
@@ -41,6 +53,7 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
     e2e::init_logging();
     let state = tempfile::tempdir().unwrap();
     let browsers = ManagedBrowsers::new(state.path());
+    let _cleanup = KillOnDrop(browsers.clone());
     let profile = managed_profile();
 
     let started = browsers.start(&profile).await.expect("starts");
@@ -106,6 +119,7 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
 async fn two_starts_at_once_launch_one_browser() {
     let state = tempfile::tempdir().unwrap();
     let (a, b) = (ManagedBrowsers::new(state.path()), ManagedBrowsers::new(state.path()));
+    let _cleanup = KillOnDrop(a.clone());
     let profile = managed_profile();
     let (first, second) = tokio::join!(a.start(&profile), b.start(&profile));
     let (first, second) = (first.unwrap(), second.unwrap());
