@@ -268,6 +268,26 @@ pub enum ExtensionMessage<'a> {
     Pong { nonce: u64 },
 }
 
+impl ExtensionMessage<'_> {
+    /// The message's name on the wire, e.g. `debugger.onEvent`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Hello(_) => "hello",
+            Self::Reply(_) => "reply",
+            Self::DebuggerEvent(_) => "debugger.onEvent",
+            Self::DebuggerDetached { .. } => "debugger.onDetach",
+            Self::TabCreated { .. } => "tabs.onCreated",
+            Self::TabRemoved { .. } => "tabs.onRemoved",
+            Self::TabReplaced { .. } => "tabs.onReplaced",
+            Self::TabUpdated { .. } => "tabs.onUpdated",
+            Self::UserToggledAttach { .. } => "user.toggledAttach",
+            Self::DebuggerReattached { .. } => "debugger.reattached",
+            Self::Ping { .. } => "ping",
+            Self::Pong { .. } => "pong",
+        }
+    }
+}
+
 impl<'a> ExtensionMessage<'a> {
     /// Parses one text frame. Borrowed payloads point into `text`.
     pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
@@ -445,9 +465,13 @@ mod tests {
         for line in doc.lines() {
             if let Some(example) = line.strip_prefix("relay> ") {
                 roundtrip_relay(example);
+                let key = example.trim_start_matches("{\"").split('"').next().unwrap();
+                assert_eq!(RelayMessage::parse(example).unwrap().name(), key, "{example}");
                 relay += 1;
             } else if let Some(example) = line.strip_prefix("ext> ") {
                 roundtrip_extension(example);
+                let key = example.trim_start_matches("{\"").split('"').next().unwrap();
+                assert_eq!(ExtensionMessage::parse(example).unwrap().name(), key, "{example}");
                 extension += 1;
             }
         }

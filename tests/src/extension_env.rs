@@ -181,17 +181,11 @@ impl ExtensionEnv {
     /// its socket when nothing is shared). The extension's messages are
     /// processed asynchronously; the relay's count is the observable outcome.
     pub async fn wait_for_tabs(&self, n: usize, within: Duration) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let stats = self.server().relay.stats();
-            if stats.targets == n && (stats.extension_connected || n == 0) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("relay never had {n} tab(s) from a connected extension within {within:?}: {stats:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let what = format!("{n} tab(s) from a connected extension");
+        crate::wait_for_stats(&self.server().relay, &what, within, |s| {
+            s.targets == n && (s.extension_connected || n == 0)
+        })
+        .await
     }
 
     /// The badge text on the tab showing `url`, read from the service worker.

@@ -71,16 +71,7 @@ impl RelayEnv {
 
     /// Waits until the relay lists `n` targets.
     pub async fn wait_for_targets(&self, n: usize) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        // The relay registers tabs asynchronously after the extension's
-        // message; its stats are the observable state, checked at a short interval.
-        while self.server.relay.stats().targets != n {
-            if tokio::time::Instant::now() > deadline {
-                bail!("relay has {} targets, expected {n}", self.server.relay.stats().targets);
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        Ok(())
+        wait_for_stats(&self.server.relay, &format!("{n} targets"), Duration::from_secs(10), |s| s.targets == n).await
     }
 
     /// Waits until the attached page has loaded the fixture index (not the
@@ -173,19 +164,28 @@ pub async fn open_popup(client: &browser_relay::cdp_client::CdpClient, session: 
     Ok(())
 }
 
-/// A minimal HTTP GET (HTTP/1.1, `Connection: close`) returning status and body.
-pub async fn http_get(url: &str) -> anyhow::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").context("http:// URL")?;
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-    let mut stream = tokio::net::TcpStream::connect(host).await?;
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut buf)).await??;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
+/// A loopback HTTP GET returning status and body: the relay's own client.
+pub use browser_relay::managed::http_get;
+
+/// Waits until the relay's stats satisfy `done` (the relay handles extension
+/// messages asynchronously; its counters are the observable outcome).
+pub async fn wait_for_stats(
+    relay: &browser_relay::Relay,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&browser_relay::relay::RelayStats) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let stats = relay.stats();
+        if done(&stats) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("relay never reached {what} within {within:?}: {stats:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Runs a Node client script (killed if it outlives 4 minutes or the test).

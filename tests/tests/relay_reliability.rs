@@ -41,11 +41,9 @@ impl Setup {
     }
 
     async fn wait_targets(&self, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.server.relay.stats().targets != n {
-            assert!(Instant::now() < deadline, "expected {n} targets, have {:?}", self.server.relay.stats());
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        e2e::wait_for_stats(&self.server.relay, &format!("{n} targets"), Duration::from_secs(5), |s| s.targets == n)
+            .await
+            .unwrap();
     }
 
     async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>) {

@@ -355,13 +355,21 @@ impl Relay {
         }
     }
 
+    /// Takes one of the client's in-flight slots, or answers that it has none.
+    fn start_in_flight(&self, reply: &Replier<'_>) -> bool {
+        let max = self.config().max_in_flight;
+        let started = reply.client.in_flight.try_start(max);
+        if !started {
+            reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+        }
+        started
+    }
+
     /// Forwards a command to the extension without re-serialising its params.
     async fn forward(&self, client: &Arc<ClientHandle>, command: &Command<'_>, tab_id: TabId, child: Option<&str>) {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
-        let max = self.config().max_in_flight;
-        if !client.in_flight.try_start(max) {
-            return reply
-                .err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+        if !self.start_in_flight(&reply) {
+            return;
         }
         if command.method == "Runtime.disable" {
             // Other clients on this shared session keep their Runtime.
@@ -407,7 +415,7 @@ impl Relay {
         );
         if !link.send(frame).await && self.0.pending.remove(&id).is_some() {
             client.finish_command();
-            reply.err(code::SERVER_ERROR, "Browser Relay extension disconnected while this command was in flight");
+            reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
         }
     }
 
@@ -520,9 +528,8 @@ impl Relay {
             | "Storage.clearCookies" => {
                 // These wait on the extension: answer from a task so this
                 // client's other commands keep flowing; they count as in flight.
-                let max = self.config().max_in_flight;
-                if !client.in_flight.try_start(max) {
-                    return reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
+                if !self.start_in_flight(&reply) {
+                    return;
                 }
                 let relay = self.clone();
                 let client = client.clone();
@@ -676,12 +683,8 @@ impl Relay {
             None => match self.0.children.get(detach.as_str()).map(|e| *e.value()) {
                 // Chrome's own child session: Chrome detaches it.
                 Some(tab) => {
-                    let max = self.config().max_in_flight;
-                    if !client.in_flight.try_start(max) {
-                        return reply.err(
-                            code::SERVER_ERROR,
-                            &format!("too many commands in flight ({max}): wait for replies first"),
-                        );
+                    if !self.start_in_flight(&reply) {
+                        return;
                     }
                     let relay = self.clone();
                     let client = client.clone();

@@ -67,7 +67,7 @@ impl Relay {
             Ok(Some(Ok(Message::Text(text)))) => match ExtensionMessage::parse(&text) {
                 Ok(ExtensionMessage::Hello(hello)) => hello,
                 Ok(other) => {
-                    let reason = format!("the first message must be hello, got {}", message_name(&other));
+                    let reason = format!("the first message must be hello, got {}", other.name());
                     return close_with(socket, close_code::BAD_MESSAGE, &reason).await;
                 }
                 Err(e) => return close_with(socket, close_code::BAD_MESSAGE, &format!("bad hello: {e}")).await,
@@ -581,21 +581,4 @@ fn distinct_clients(
         }
     }
     out
-}
-
-fn message_name(message: &ExtensionMessage<'_>) -> &'static str {
-    match message {
-        ExtensionMessage::Hello(_) => "hello",
-        ExtensionMessage::Reply(_) => "reply",
-        ExtensionMessage::DebuggerEvent(_) => "debugger.onEvent",
-        ExtensionMessage::DebuggerDetached { .. } => "debugger.onDetach",
-        ExtensionMessage::TabCreated { .. } => "tabs.onCreated",
-        ExtensionMessage::TabRemoved { .. } => "tabs.onRemoved",
-        ExtensionMessage::TabReplaced { .. } => "tabs.onReplaced",
-        ExtensionMessage::TabUpdated { .. } => "tabs.onUpdated",
-        ExtensionMessage::UserToggledAttach { .. } => "user.toggledAttach",
-        ExtensionMessage::DebuggerReattached { .. } => "debugger.reattached",
-        ExtensionMessage::Ping { .. } => "ping",
-        ExtensionMessage::Pong { .. } => "pong",
-    }
 }

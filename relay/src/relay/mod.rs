@@ -109,6 +109,9 @@ impl Pending {
     }
 }
 
+/// The answer to every command in flight when the extension goes away.
+const EXTENSION_GONE: &str = "Browser Relay extension disconnected while this command was in flight";
+
 /// A client's `Runtime.enable` on a tab's shared debugger session.
 #[derive(Debug)]
 struct RuntimeEnable {
@@ -379,12 +382,7 @@ impl Relay {
             match pending {
                 Pending::Client { client, cdp_id, session, .. } => {
                     client.finish_command();
-                    client.send(cdp::error(
-                        Some(cdp_id),
-                        cdp::code::SERVER_ERROR,
-                        "Browser Relay extension disconnected while this command was in flight",
-                        session.as_deref(),
-                    ));
+                    client.send(cdp::error(Some(cdp_id), cdp::code::SERVER_ERROR, EXTENSION_GONE, session.as_deref()));
                 }
                 Pending::Internal { reply, name, .. } => {
                     let _ = reply.send(Err(CallError::Disconnected(name)));
