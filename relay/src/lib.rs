@@ -3,6 +3,7 @@
 //! Relay extension. See ARCHITECTURE.md for the map.
 
 pub mod cdp_client;
+pub mod control;
 pub mod http;
 pub mod managed;
 pub mod net;

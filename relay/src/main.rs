@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::managed::ManagedBrowsers;
 use browser_relay::managed::config::{Config, Driver};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
@@ -39,6 +40,12 @@ enum Command {
         /// Loopback address to listen on (127.0.0.1 or ::1; nothing else is accepted).
         #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
         host: IpAddr,
+        /// Port of the control API for agents (0 picks a free one).
+        #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+        control_port: u16,
+        /// Do not run the control API (the relay only).
+        #[arg(long)]
+        no_control: bool,
         /// Extension ids allowed to connect to /extension (repeatable).
         #[arg(long = "extension-id", value_name = "ID", default_values_t = [DEFAULT_EXTENSION_ID.to_string()])]
         extension_ids: Vec<String>,
@@ -135,8 +142,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve { port, host, extension_ids, no_auth } => {
-            serve(&state, SocketAddr::new(host, port), extension_ids, no_auth).await
+        Command::Serve { port, host, control_port, no_control, extension_ids, no_auth } => {
+            let control = (!no_control).then(|| SocketAddr::new(host, control_port));
+            serve(&state, SocketAddr::new(host, port), control, extension_ids, no_auth).await
         }
         Command::Token => {
             let token = state.load_or_create_token()?;
@@ -210,7 +218,13 @@ async fn managed(state: &StateDir, args: ProfileArgs, action: Action) -> anyhow:
     Ok(())
 }
 
-async fn serve(state: &StateDir, addr: SocketAddr, extension_ids: Vec<String>, no_auth: bool) -> anyhow::Result<()> {
+async fn serve(
+    state: &StateDir,
+    addr: SocketAddr,
+    control: Option<SocketAddr>,
+    extension_ids: Vec<String>,
+    no_auth: bool,
+) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into()),
@@ -226,7 +240,13 @@ async fn serve(state: &StateDir, addr: SocketAddr, extension_ids: Vec<String>, n
     let mut options = ServerOptions::new(addr, token);
     options.extension_ids = extension_ids;
     options.state_root = Some(state.root().to_path_buf());
+    options.control_addr = control;
     let server = RunningServer::start(options).await?;
+    if let Some(url) = server.control_url() {
+        tracing::info!(
+            "control API on {url} (send the token as 'Authorization: Bearer …'; `browser-relay token` prints it)"
+        );
+    }
     tracing::info!(
         "relay listening on http://{} (state: {}); CDP endpoint: `browser-relay cdp-url --port {}`",
         server.addr,

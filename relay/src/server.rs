@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::control::{Engine, RelayLink};
 use crate::net::guard::{DEFAULT_EXTENSION_ID, Guard};
 use crate::net::{self, BindError, ServeLimits};
 use crate::relay::{PublicBase, Relay, RelayConfig};
@@ -23,6 +24,9 @@ pub struct ServerOptions {
     /// The state directory whose managed profiles are exposed under
     /// `/profiles/<name>/` (none: no profiles).
     pub state_root: Option<std::path::PathBuf>,
+    /// Where the control API listens (none: no control API). It needs
+    /// `state_root`.
+    pub control_addr: Option<SocketAddr>,
 }
 
 impl ServerOptions {
@@ -34,6 +38,7 @@ impl ServerOptions {
             relay: RelayConfig::default(),
             limits: ServeLimits::default(),
             state_root: None,
+            control_addr: None,
         }
     }
 }
@@ -43,8 +48,10 @@ impl ServerOptions {
 pub struct RunningServer {
     pub addr: SocketAddr,
     pub relay: Relay,
+    /// The control API's address and engine, when it runs.
+    pub control: Option<(SocketAddr, Engine)>,
     shutdown: CancellationToken,
-    task: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -53,11 +60,34 @@ impl RunningServer {
         let addr = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
         let relay = Relay::new(options.relay);
         relay.set_public_base(PublicBase { addr, token: options.token.clone() });
-        let guard = Guard::new(options.token, options.extension_ids);
+        let guard = Guard::new(options.token.clone(), options.extension_ids);
         let router = crate::http::router(relay.clone(), guard, options.state_root.as_deref());
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone()));
-        Ok(Self { addr, relay, shutdown, task: Some(task) })
+        let mut tasks = vec![tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone()))];
+
+        let mut control = None;
+        if let (Some(control_addr), Some(root)) = (options.control_addr, options.state_root.as_deref()) {
+            let listener = net::bind_loopback(control_addr).await?;
+            let bound = listener.local_addr().map_err(|source| BindError::Io { addr: control_addr, source })?;
+            let token = options.token.as_ref().map(|t| t.as_str().to_string());
+            let query = token.as_ref().map(|t| format!("?token={t}")).unwrap_or_default();
+            let link = RelayLink {
+                relay: relay.clone(),
+                cdp_ws_url: format!("ws://{addr}/cdp{query}"),
+                http_base: format!("http://{addr}"),
+                token,
+            };
+            let engine = Engine::new(root, Some(link));
+            let router = crate::control::http::router(engine.clone(), Guard::control(options.token));
+            tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
+            control = Some((bound, engine));
+        }
+        Ok(Self { addr, relay, control, shutdown, tasks })
+    }
+
+    /// `http://127.0.0.1:PORT` of the control API, when it runs.
+    pub fn control_url(&self) -> Option<String> {
+        self.control.as_ref().map(|(addr, _)| format!("http://{addr}"))
     }
 
     /// `http://127.0.0.1:PORT/?token=…`, the URL for `connectOverCDP`.
@@ -68,7 +98,7 @@ impl RunningServer {
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         self.relay.shutdown();
-        if let Some(task) = self.task.take() {
+        for task in self.tasks.drain(..) {
             let _ = task.await;
         }
     }

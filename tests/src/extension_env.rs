@@ -38,6 +38,10 @@ pub struct ExtensionEnv {
     pub token: Token,
     pub port: u16,
     pub id: String,
+    /// The control API of the relay's process (its default profile is the
+    /// extension driver).
+    pub control: crate::control_env::ControlClient,
+    pub state: tempfile::TempDir,
 }
 
 impl ExtensionEnv {
@@ -49,7 +53,12 @@ impl ExtensionEnv {
         let id = extension_id()?;
         let fixtures = FixtureServer::start().await?;
         let token = Token::generate();
-        let server = RunningServer::start(test_options(Some(token.clone()))).await?;
+        let state = tempfile::tempdir()?;
+        let mut options = test_options(Some(token.clone()));
+        options.state_root = Some(state.path().to_path_buf());
+        options.control_addr = Some("127.0.0.1:0".parse()?);
+        let server = RunningServer::start(options).await?;
+        let control = crate::control_env::ControlClient::of(&server, &token);
         let port = server.addr.port();
         let load = format!("--load-extension={}", dir.display());
         let only = format!("--disable-extensions-except={}", dir.display());
@@ -64,7 +73,7 @@ impl ExtensionEnv {
         browser
             .call("Browser.setDownloadBehavior", json!({"behavior": "allow", "downloadPath": downloads}), None)
             .await?;
-        let env = Self { server: Some(server), fixtures, browser, chrome, token, port, id };
+        let env = Self { server: Some(server), fixtures, browser, chrome, token, port, id, control, state };
         env.pair().await?;
         Ok(env)
     }

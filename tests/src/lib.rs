@@ -2,6 +2,7 @@
 //! extension, a fixture server, and real Node clients.
 
 pub mod chromium;
+pub mod control_env;
 pub mod extension_env;
 pub mod fake_extension;
 pub mod fixtures;
@@ -16,6 +17,7 @@ use browser_relay::server::{RunningServer, ServerOptions};
 use browser_relay::state_dir::Token;
 
 pub use chromium::Chromium;
+pub use control_env::ControlEnv;
 pub use fixtures::FixtureServer;
 pub use sim_extension::{Faults, SimExtension};
 

@@ -143,3 +143,40 @@ async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
     }
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_api_drives_the_shared_tab_through_the_extension() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let api = &env.control;
+    // Nothing shared yet: the agent is told what to click.
+    let (status, body) = api.call("POST", "/start", None).await;
+    assert_eq!(
+        (status, body["error"]["hint"].as_str()),
+        (409, Some("click the Browser Relay icon on a tab to share it"))
+    );
+
+    let page = format!("{}/control/refs.html", env.fixtures.url());
+    env.click_toolbar(&format!("{}/index.html", env.fixtures.url())).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let started = api.ok("POST", "/start", None).await;
+    assert_eq!((started["driver"].as_str(), started["tabs"].as_u64()), (Some("extension"), Some(1)), "{started}");
+
+    let tabs = api.ok("GET", "/tabs", None).await;
+    let listed = tabs["tabs"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "only the shared tab: {tabs}");
+    assert_eq!(listed[0]["title"], "Fixture Index");
+
+    let navigated = api.ok("POST", "/navigate", Some(json!({"url": page}))).await;
+    assert_eq!(navigated["title"], "Refs", "{navigated}");
+    let snapshot = api.ok("GET", "/snapshot", None).await;
+    let text = snapshot["snapshot"].as_str().unwrap();
+    assert!(text.contains("- heading \"Refs fixture\" [level=1]"), "{text}");
+    let save = text.lines().find(|l| l.contains("button \"Save\"")).expect("the Save button");
+    assert!(save.contains("[ref=e"), "{save}");
+    let save_ref = save.split("[ref=").nth(1).unwrap().trim_end_matches(']');
+
+    let shot = api.ok("POST", "/screenshot", Some(json!({"ref": save_ref}))).await;
+    assert_eq!((shot["width"].as_u64(), shot["height"].as_u64()), (Some(120), Some(40)), "{shot}");
+    let viewport = api.ok("POST", "/screenshot", None).await;
+    assert!(std::fs::read(viewport["path"].as_str().unwrap()).unwrap().starts_with(b"\x89PNG"));
+}

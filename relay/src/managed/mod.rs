@@ -444,42 +444,7 @@ impl ManagedBrowsers {
     }
 }
 
-/// A minimal HTTP/1.1 GET to a loopback service (Chrome's `/json/*`).
-/// Chrome keeps the connection open after answering, so the body is read
-/// by its `Content-Length`, not to the end of the stream.
-pub async fn http_get(url: &str) -> std::io::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").ok_or_else(|| std::io::Error::other("http:// URL expected"))?;
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-    let fetch = async {
-        let mut stream = tokio::net::TcpStream::connect(host).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
-            .await?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            let n = stream.read(&mut chunk).await?;
-            buf.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&buf);
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length = head.lines().find_map(|line| {
-                    let (name, value) = line.split_once(':')?;
-                    name.trim().eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok())?
-                });
-                let complete = length.map_or(n == 0, |length| body.len() >= length);
-                if complete {
-                    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-                    return Ok((status, body.to_string()));
-                }
-            }
-            if n == 0 {
-                return Err(std::io::Error::other("connection closed before a full response"));
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), fetch).await.map_err(|_| std::io::Error::other("timed out"))?
-}
+pub use crate::net::http_client::get as http_get;
 
 #[cfg(test)]
 mod tests {

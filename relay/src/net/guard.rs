@@ -22,6 +22,9 @@ pub struct Guard {
     token: Option<Token>,
     /// Extension ids whose `chrome-extension://<id>` origin may open `/extension`.
     extension_ids: Arc<[String]>,
+    /// The control API has no public routes and no extension route: every
+    /// path needs the token and no `Origin` is welcome.
+    control: bool,
 }
 
 /// Which rules apply to a path.
@@ -93,7 +96,13 @@ impl IntoResponse for Rejection {
 
 impl Guard {
     pub fn new(token: Option<Token>, extension_ids: Vec<String>) -> Self {
-        Self { token, extension_ids: extension_ids.into() }
+        Self { token, extension_ids: extension_ids.into(), control: false }
+    }
+
+    /// The guard of the control API: Host and token on every route, no
+    /// public routes, and no `Origin` accepted (not even the extension's).
+    pub fn control(token: Option<Token>) -> Self {
+        Self { token, extension_ids: Arc::from([]), control: true }
     }
 
     pub fn token(&self) -> Option<&Token> {
@@ -107,7 +116,7 @@ impl Guard {
         if !is_loopback_host(host) {
             return Err(Rejection::NonLoopbackHost(host.to_string()));
         }
-        let class = RouteClass::of(path);
+        let class = if self.control { RouteClass::Client } else { RouteClass::of(path) };
         let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("<non-ascii>").to_string());
         match (class, origin) {
             (RouteClass::Extension, Some(origin)) if self.is_allowed_extension(&origin) => {}

@@ -1,0 +1,159 @@
+//! The control engine's one error type. Every variant carries what an agent
+//! needs to act: a stable `code`, a message, and a hint for the next step.
+//! The HTTP layer only maps [`ErrorKind`] to a status.
+
+use crate::cdp_client::CdpError;
+use crate::managed::ManagedError;
+use crate::managed::config::ConfigError;
+
+/// What kind of failure, for the transport (HTTP status, CLI exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request itself is wrong (bad JSON, bad parameter).
+    BadRequest,
+    /// Something named in the request does not exist (profile, tab, ref).
+    NotFound,
+    /// The request is fine but the state does not allow it now (browser not
+    /// running, no tab shared, stale ref).
+    Conflict,
+    /// The browser did not answer in time.
+    Timeout,
+    /// The browser or the page failed.
+    Upstream,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Managed(#[from] ManagedError),
+    #[error("profile '{0}' is not running")]
+    NotRunning(String),
+    #[error("the Browser Relay extension is not connected")]
+    NoExtension,
+    #[error("no tab is shared with Browser Relay")]
+    NoSharedTab,
+    #[error("no tab is open in profile '{0}'")]
+    NoTab(String),
+    #[error("several tabs are open and none is current: pass targetId (one of {0})")]
+    AmbiguousTab(String),
+    #[error("no tab {target_id} in profile '{profile}'; tabs: {tabs}")]
+    UnknownTab { profile: String, target_id: String, tabs: String },
+    #[error("'{0}' is not a ref: refs look like e7 (also accepted: @e7, ref=e7)")]
+    InvalidRef(String),
+    #[error("no ref {0} in the last snapshot of this tab")]
+    UnknownRef(String),
+    #[error("ref {0} is stale: take a new snapshot")]
+    StaleRef(String),
+    #[error("no element matches selector '{0}'")]
+    NoSuchElement(String),
+    #[error("navigation to {url} failed: {reason}")]
+    Navigation { url: String, reason: String },
+    #[error("timed out after {ms} ms waiting for {what}")]
+    Timeout { what: String, ms: u64 },
+    #[error("the browser connection of profile '{profile}' failed: {source}")]
+    Cdp { profile: String, source: CdpError },
+    #[error("the page failed: {0}")]
+    Page(String),
+    #[error("cannot write {path}: {source}")]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+}
+
+impl ControlError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::BadRequest(_) | Self::InvalidRef(_) => ErrorKind::BadRequest,
+            Self::Config(ConfigError::UnknownProfile { .. })
+            | Self::UnknownTab { .. }
+            | Self::UnknownRef(_)
+            | Self::NoSuchElement(_) => ErrorKind::NotFound,
+            Self::Config(_)
+            | Self::NotRunning(_)
+            | Self::NoExtension
+            | Self::NoSharedTab
+            | Self::NoTab(_)
+            | Self::AmbiguousTab(_)
+            | Self::StaleRef(_) => ErrorKind::Conflict,
+            Self::Managed(ManagedError::ExtensionProfile(_)) => ErrorKind::Conflict,
+            Self::Timeout { .. } | Self::Cdp { source: CdpError::Timeout(..), .. } => ErrorKind::Timeout,
+            Self::Managed(_) | Self::Navigation { .. } | Self::Cdp { .. } | Self::Page(_) | Self::Io { .. } => {
+                ErrorKind::Upstream
+            }
+        }
+    }
+
+    /// A stable, machine-readable name.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::Config(ConfigError::UnknownProfile { .. }) => "unknown_profile",
+            Self::Config(_) => "bad_config",
+            Self::Managed(_) => "launch_failed",
+            Self::NotRunning(_) => "not_running",
+            Self::NoExtension => "no_extension",
+            Self::NoSharedTab => "no_shared_tab",
+            Self::NoTab(_) => "no_tab",
+            Self::AmbiguousTab(_) => "ambiguous_tab",
+            Self::UnknownTab { .. } => "unknown_tab",
+            Self::InvalidRef(_) => "invalid_ref",
+            Self::UnknownRef(_) => "unknown_ref",
+            Self::StaleRef(_) => "stale_ref",
+            Self::NoSuchElement(_) => "no_such_element",
+            Self::Navigation { .. } => "navigation_failed",
+            Self::Timeout { .. } => "timeout",
+            Self::Cdp { source: CdpError::Timeout(..), .. } => "timeout",
+            Self::Cdp { .. } => "browser_error",
+            Self::Page(_) => "page_error",
+            Self::Io { .. } => "io_error",
+        }
+    }
+
+    /// What to do next, when there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            Self::NotRunning(profile) => format!("POST /start {{\"profile\":\"{profile}\"}} launches it"),
+            Self::NoExtension => {
+                "start Chrome with the Browser Relay extension and pair it (`browser-relay pair`)".into()
+            }
+            Self::NoSharedTab => "click the Browser Relay icon on a tab to share it".into(),
+            Self::NoTab(_) => "POST /tabs/open {\"url\": \"…\"} opens one".into(),
+            Self::AmbiguousTab(_) | Self::UnknownTab { .. } => "GET /tabs lists the tabs with their targetId".into(),
+            Self::UnknownRef(_) | Self::StaleRef(_) => "GET /snapshot gives fresh refs".into(),
+            Self::Config(ConfigError::UnknownProfile { .. }) => "GET /profiles lists the profiles".into(),
+            Self::Cdp { profile, .. } => format!("GET /?profile={profile} shows whether the browser still runs"),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn cdp(profile: &str) -> impl FnOnce(CdpError) -> Self + '_ {
+        move |source| Self::Cdp { profile: profile.to_string(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_error_says_what_to_do() {
+        for error in [
+            ControlError::NotRunning("managed".into()),
+            ControlError::NoExtension,
+            ControlError::NoSharedTab,
+            ControlError::NoTab("managed".into()),
+            ControlError::StaleRef("e7".into()),
+            ControlError::UnknownRef("e99".into()),
+        ] {
+            assert_eq!(
+                error.kind(),
+                if matches!(error, ControlError::UnknownRef(_)) { ErrorKind::NotFound } else { ErrorKind::Conflict }
+            );
+            assert!(error.hint().is_some(), "{error} has no hint");
+        }
+        assert_eq!(ControlError::StaleRef("e7".into()).to_string(), "ref e7 is stale: take a new snapshot");
+        assert_eq!(ControlError::UnknownRef("e99".into()).to_string(), "no ref e99 in the last snapshot of this tab");
+    }
+}

@@ -1,0 +1,449 @@
+//! Snapshots. `ai` (the default) is computed in the page by `snapshot.js`,
+//! one frame at a time: the script walks its own frame and same-origin
+//! iframes, and names the iframes it cannot enter; the engine walks those in
+//! their own frames (and sessions, for out-of-process iframes) and splices
+//! their lines in place. `aria` is Chrome's own accessibility tree, for
+//! debugging and for parity with what Chrome sees.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::conn::Conn;
+use super::error::ControlError;
+use super::page::{self, LiveFrame};
+use super::refs::{FrameLoc, FrameOwner, RefEntry, RefTable};
+
+pub const DEFAULT_AI_LIMIT: u32 = 5_000;
+pub const DEFAULT_ARIA_LIMIT: u32 = 2_000;
+pub const DEFAULT_MAX_CHARS: usize = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Ai,
+    Aria,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotOptions {
+    #[serde(default)]
+    pub format: Format,
+    #[serde(default)]
+    pub interactive: bool,
+    #[serde(default)]
+    pub compact: bool,
+    pub depth: Option<u32>,
+    pub limit: Option<u32>,
+    pub max_chars: Option<usize>,
+    /// A CSS selector: only that element's subtree.
+    pub selector: Option<String>,
+    /// A CSS selector of an `<iframe>` in the top document: only that frame.
+    pub frame: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotResult {
+    pub target_id: String,
+    pub url: String,
+    pub title: String,
+    pub format: Format,
+    /// The `ai` snapshot text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// The `aria` nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<Value>>,
+    /// Refs handed out (ai).
+    pub refs: usize,
+    /// Nodes in the output.
+    pub node_count: usize,
+    pub truncated: bool,
+    /// What was cut and how to see it.
+    pub notes: Vec<String>,
+}
+
+/// Takes a snapshot of a tab; the ref table is `None` for `aria`.
+pub async fn take(
+    conn: &Conn,
+    tab: &str,
+    options: &SnapshotOptions,
+) -> Result<(SnapshotResult, Option<RefTable>), ControlError> {
+    match options.format {
+        Format::Ai => {
+            let (result, table) = take_ai(conn, tab, options).await?;
+            Ok((result, Some(table)))
+        }
+        Format::Aria => Ok((take_aria(conn, tab, options).await?, None)),
+    }
+}
+
+/// What one frame's walk produced, its child frames spliced in.
+#[derive(Debug, Default)]
+struct Walk {
+    lines: Vec<String>,
+    refs: Vec<(String, RefEntry)>,
+    nodes: u32,
+    limit_hit: bool,
+    depth_cut: u32,
+}
+
+struct WalkParams<'a> {
+    conn: &'a Conn,
+    tab: &'a str,
+    interactive: bool,
+    compact: bool,
+}
+
+async fn take_ai(
+    conn: &Conn,
+    tab: &str,
+    options: &SnapshotOptions,
+) -> Result<(SnapshotResult, RefTable), ControlError> {
+    let limit = options.limit.unwrap_or(DEFAULT_AI_LIMIT).max(1);
+    let params = WalkParams { conn, tab, interactive: options.interactive, compact: options.compact };
+    let mut start = FrameLoc::main(tab);
+    if let Some(frame_selector) = &options.frame {
+        start = frame_by_selector(conn, tab, frame_selector).await?;
+    }
+    let walk = walk_frame(&params, start, options.selector.clone(), 1, limit, options.depth).await?;
+
+    let mut table = RefTable::default();
+    table.refs.extend(walk.refs.iter().cloned());
+    let mut notes = Vec::new();
+    if walk.limit_hit {
+        notes.push(format!(
+            "cut at limit={limit} nodes: pass a higher limit, a selector, or interactive=true to see the rest"
+        ));
+    }
+    if walk.depth_cut > 0 {
+        notes.push(format!("{} nodes below depth {} are not shown", walk.depth_cut, options.depth.unwrap_or(0)));
+    }
+    let mut text = walk.lines.join("\n");
+    let max_chars = options.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
+    if text.len() > max_chars {
+        let mut cut = max_chars;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let cut = text[..cut].rfind('\n').unwrap_or(cut);
+        notes.push(format!(
+            "cut at maxChars={max_chars}: {} more characters; narrow it with selector, depth or interactive=true",
+            text.len() - cut
+        ));
+        text.truncate(cut);
+    }
+    let result = SnapshotResult {
+        format: Format::Ai,
+        snapshot: Some(text),
+        refs: table.refs.len(),
+        node_count: walk.nodes as usize,
+        truncated: !notes.is_empty(),
+        notes,
+        ..SnapshotResult::default()
+    };
+    Ok((result, table))
+}
+
+/// The frame of the `<iframe>` that `selector` names in the top document.
+async fn frame_by_selector(conn: &Conn, tab: &str, selector: &str) -> Result<FrameLoc, ControlError> {
+    let main = FrameLoc::main(tab);
+    let live = page::live_frame(conn, tab, &main).await?;
+    let element = page::call_script(conn, &live, "querySelector", json!(selector), false).await?;
+    let Some(object_id) = element["objectId"].as_str() else {
+        return Err(ControlError::NoSuchElement(selector.to_string()));
+    };
+    child_frame(conn, &main, &live, object_id)
+        .await?
+        .ok_or_else(|| ControlError::BadRequest(format!("'{selector}' is not an iframe with a document")))
+}
+
+/// The child frame held by the `<iframe>` element `object_id` (in `parent`).
+async fn child_frame(
+    conn: &Conn,
+    parent: &FrameLoc,
+    live_parent: &LiveFrame,
+    object_id: &str,
+) -> Result<Option<FrameLoc>, ControlError> {
+    let described = conn
+        .client()
+        .call("DOM.describeNode", json!({"objectId": object_id}), Some(&live_parent.session))
+        .await
+        .map_err(ControlError::cdp(&conn.profile))?;
+    let node = &described["node"];
+    let (Some(frame_id), Some(backend)) = (node["frameId"].as_str(), node["backendNodeId"].as_i64()) else {
+        return Ok(None);
+    };
+    // An out-of-process iframe is its own target, whose id is the frame id.
+    // (A frame the parent's renderer does not hold is out of process, even
+    // if its session is still being attached: `live_frame` waits for it.)
+    let session_target =
+        if conn.session_of(frame_id).is_some() || !frame_in_session(conn, &live_parent.session, frame_id).await {
+            frame_id.to_string()
+        } else {
+            parent.session_target.clone()
+        };
+    Ok(Some(FrameLoc {
+        session_target,
+        frame_id: frame_id.to_string(),
+        owner: Some(Arc::new(FrameOwner { parent: parent.clone(), backend_node_id: backend })),
+    }))
+}
+
+/// Whether the session's renderer holds the frame (in-process iframe).
+async fn frame_in_session(conn: &Conn, session: &str, frame_id: &str) -> bool {
+    let Ok(tree) = conn.client().call("Page.getFrameTree", json!({}), Some(session)).await else { return false };
+    fn contains(node: &Value, id: &str) -> bool {
+        node["frame"]["id"] == id
+            || node["childFrames"].as_array().is_some_and(|children| children.iter().any(|c| contains(c, id)))
+    }
+    contains(&tree["frameTree"], frame_id)
+}
+
+type WalkFuture<'a> = Pin<Box<dyn Future<Output = Result<Walk, ControlError>> + Send + 'a>>;
+
+/// Walks one frame with the page script, then the iframes it could not
+/// enter, splicing their lines under their `- iframe` line.
+fn walk_frame<'a>(
+    params: &'a WalkParams<'a>,
+    frame: FrameLoc,
+    selector: Option<String>,
+    ref_start: u32,
+    limit: u32,
+    max_depth: Option<u32>,
+) -> WalkFuture<'a> {
+    Box::pin(async move {
+        let conn = params.conn;
+        let live = page::live_frame(conn, params.tab, &frame).await?;
+        let arg = json!({
+            "interactive": params.interactive,
+            "compact": params.compact,
+            "maxDepth": max_depth,
+            "limit": limit,
+            "refStart": ref_start,
+            "selector": selector,
+        });
+        let out = page::call_script(conn, &live, "snapshot", arg, true).await?;
+        if let Some(error) = out["error"].as_str() {
+            return Err(match &selector {
+                Some(s) if error.contains("no element") => ControlError::NoSuchElement(s.clone()),
+                _ => ControlError::Page(error.to_string()),
+            });
+        }
+        let lines: Vec<String> = out["lines"]
+            .as_array()
+            .map(|lines| lines.iter().filter_map(|l| l.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let mut walk = Walk {
+            nodes: out["nodes"].as_u64().unwrap_or_default() as u32,
+            limit_hit: out["limitHit"] == true,
+            depth_cut: out["depthCut"].as_u64().unwrap_or_default() as u32,
+            ..Walk::default()
+        };
+        let mut next_ref = ref_start;
+        for r in out["refs"].as_array().into_iter().flatten() {
+            let (Some(name), Some(role)) = (r["ref"].as_str(), r["role"].as_str()) else { continue };
+            let entry = RefEntry {
+                role: role.to_string(),
+                name: r["name"].as_str().unwrap_or_default().to_string(),
+                nth: r["nth"].as_u64().unwrap_or_default() as u32,
+                frame: frame.clone(),
+            };
+            if let Some(n) = name.strip_prefix('e').and_then(|n| n.parse::<u32>().ok()) {
+                next_ref = next_ref.max(n + 1);
+            }
+            walk.refs.push((name.to_string(), entry));
+        }
+
+        // Child frames, spliced after their iframe line (and that line's
+        // own subtree, which the script leaves empty).
+        let mut inserts: HashMap<usize, Vec<String>> = HashMap::new();
+        for (index, child) in out["frames"].as_array().into_iter().flatten().enumerate() {
+            let remaining = limit.saturating_sub(walk.nodes);
+            if remaining == 0 {
+                walk.limit_hit = true;
+                break;
+            }
+            let line = child["line"].as_u64().unwrap_or_default() as usize;
+            let depth = child["depth"].as_u64().unwrap_or_default() as u32;
+            let child_depth = match max_depth {
+                Some(max) if depth > max => {
+                    walk.depth_cut += 1;
+                    continue;
+                }
+                Some(max) => Some(max - depth),
+                None => None,
+            };
+            let element = page::call_script(conn, &live, "frameElement", json!(index), false).await?;
+            let Some(object_id) = element["objectId"].as_str() else { continue };
+            let child_loc = child_frame(conn, &frame, &live, object_id).await;
+            let _ =
+                conn.client().call("Runtime.releaseObject", json!({"objectId": object_id}), Some(&live.session)).await;
+            let Ok(Some(child_loc)) = child_loc else { continue };
+            let sub = match walk_frame(params, child_loc, None, next_ref, remaining, child_depth).await {
+                Ok(sub) => sub,
+                Err(error) => {
+                    // One unreachable iframe must not cost the whole snapshot.
+                    let indent = if params.interactive { String::new() } else { "  ".repeat(depth as usize) };
+                    inserts.entry(line).or_default().push(format!("{indent}- text: (frame not readable: {error})"));
+                    continue;
+                }
+            };
+            next_ref += sub.refs.len() as u32;
+            walk.nodes += sub.nodes;
+            walk.limit_hit |= sub.limit_hit;
+            walk.depth_cut += sub.depth_cut;
+            walk.refs.extend(sub.refs);
+            let indent = if params.interactive { String::new() } else { "  ".repeat(depth as usize) };
+            let spliced = inserts.entry(line).or_default();
+            spliced.extend(sub.lines.into_iter().map(|l| format!("{indent}{l}")));
+        }
+        if inserts.is_empty() {
+            walk.lines = lines;
+        } else {
+            for (index, line) in lines.into_iter().enumerate() {
+                let has_children = inserts.contains_key(&index);
+                walk.lines.push(if has_children && !line.ends_with(':') { format!("{line}:") } else { line });
+                if let Some(children) = inserts.remove(&index) {
+                    walk.lines.extend(children);
+                }
+            }
+        }
+        Ok(walk)
+    })
+}
+
+/// Chrome's accessibility tree as flat nodes with depths, iframes spliced
+/// in place, ignored nodes skipped (their children kept).
+async fn take_aria(conn: &Conn, tab: &str, options: &SnapshotOptions) -> Result<SnapshotResult, ControlError> {
+    let limit = options.limit.unwrap_or(DEFAULT_ARIA_LIMIT).max(1) as usize;
+    let main = page::live_frame(conn, tab, &FrameLoc::main(tab)).await?;
+    let mut out = Vec::new();
+    let mut truncated = false;
+    aria_frame(conn, tab, &main, None, 0, limit, options.depth, &mut out, &mut truncated).await?;
+    let mut notes = Vec::new();
+    if truncated {
+        notes.push(format!("cut at limit={limit} nodes: pass a higher limit to see the rest"));
+    }
+    Ok(SnapshotResult {
+        format: Format::Aria,
+        node_count: out.len(),
+        nodes: Some(out),
+        truncated,
+        notes,
+        ..SnapshotResult::default()
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn aria_frame<'a>(
+    conn: &'a Conn,
+    tab: &'a str,
+    frame: &'a LiveFrame,
+    frame_id: Option<&'a str>,
+    base_depth: u32,
+    limit: usize,
+    max_depth: Option<u32>,
+    out: &'a mut Vec<Value>,
+    truncated: &'a mut bool,
+) -> Pin<Box<dyn Future<Output = Result<(), ControlError>> + Send + 'a>> {
+    Box::pin(async move {
+        let mut params = json!({});
+        if let Some(id) = frame_id {
+            params["frameId"] = json!(id);
+        }
+        let tree = conn
+            .client()
+            .call("Accessibility.getFullAXTree", params, Some(&frame.session))
+            .await
+            .map_err(ControlError::cdp(&conn.profile))?;
+        let nodes = tree["nodes"].as_array().cloned().unwrap_or_default();
+        let by_id: HashMap<&str, &Value> = nodes.iter().filter_map(|n| Some((n["nodeId"].as_str()?, n))).collect();
+        let Some(root) = nodes.first() else { return Ok(()) };
+        // Depth-first, iterative: (node, depth).
+        let mut stack = vec![(root, base_depth)];
+        while let Some((node, depth)) = stack.pop() {
+            if out.len() >= limit {
+                *truncated = true;
+                return Ok(());
+            }
+            let ignored = node["ignored"] == true;
+            let child_depth = if ignored { depth } else { depth + 1 };
+            if !ignored {
+                if max_depth.is_some_and(|max| depth > max) {
+                    continue;
+                }
+                let mut entry = json!({
+                    "ref": format!("ax{}", out.len() + 1),
+                    "role": node["role"]["value"],
+                    "name": node["name"]["value"].as_str().unwrap_or_default(),
+                    "depth": depth,
+                });
+                if let Some(value) = node["value"]["value"].as_str().filter(|v| !v.is_empty()) {
+                    entry["value"] = json!(value);
+                }
+                if let Some(backend) = node["backendDOMNodeId"].as_i64() {
+                    entry["backendDOMNodeId"] = json!(backend);
+                }
+                for property in node["properties"].as_array().into_iter().flatten() {
+                    let name = property["name"].as_str().unwrap_or_default();
+                    if matches!(
+                        name,
+                        "checked" | "disabled" | "expanded" | "level" | "pressed" | "selected" | "focused"
+                    ) {
+                        entry[name] = property["value"]["value"].clone();
+                    }
+                }
+                let is_frame = matches!(node["role"]["value"].as_str(), Some("Iframe" | "IframePresentational"));
+                out.push(entry);
+                if is_frame && let Some(backend) = node["backendDOMNodeId"].as_i64() {
+                    aria_child_frame(conn, tab, frame, backend, child_depth, limit, max_depth, out, truncated).await?;
+                }
+            }
+            let children: Vec<&Value> = node["childIds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|id| id.as_str().and_then(|id| by_id.get(id).copied()))
+                .collect();
+            for child in children.into_iter().rev() {
+                stack.push((child, child_depth));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn aria_child_frame(
+    conn: &Conn,
+    tab: &str,
+    frame: &LiveFrame,
+    iframe_backend_id: i64,
+    depth: u32,
+    limit: usize,
+    max_depth: Option<u32>,
+    out: &mut Vec<Value>,
+    truncated: &mut bool,
+) -> Result<(), ControlError> {
+    let Ok(described) =
+        conn.client().call("DOM.describeNode", json!({"backendNodeId": iframe_backend_id}), Some(&frame.session)).await
+    else {
+        return Ok(());
+    };
+    let Some(child_id) = described["node"]["frameId"].as_str() else { return Ok(()) };
+    let child = match conn.session_of(child_id) {
+        // Out of process: the child's own session, its main frame.
+        Some(session) => LiveFrame { session, frame_id: child_id.to_string() },
+        None => LiveFrame { session: frame.session.clone(), frame_id: child_id.to_string() },
+    };
+    let frame_param = if child.session == frame.session { Some(child.frame_id.as_str()) } else { None };
+    aria_frame(conn, tab, &child, frame_param, depth, limit, max_depth, out, truncated).await
+}

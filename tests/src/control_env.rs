@@ -1,0 +1,197 @@
+//! The control API under test: a relay with its control API on ephemeral
+//! ports, a temporary state directory whose default profile is the managed
+//! one, and the fixture server. The managed browser it may launch is killed
+//! (its whole process group) when the environment drops, also on failure.
+
+use std::time::Duration;
+
+use browser_relay::control::Engine;
+use browser_relay::managed::ManagedBrowsers;
+use browser_relay::net::http_client::{self, HttpResponse};
+use browser_relay::server::RunningServer;
+use browser_relay::state_dir::Token;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::FixtureServer;
+
+/// An agent's view of the control API: its URL and the token.
+#[derive(Debug, Clone)]
+pub struct ControlClient {
+    /// `http://127.0.0.1:PORT` of the control API.
+    pub base: String,
+    pub token: Token,
+}
+
+impl ControlClient {
+    pub fn of(server: &RunningServer, token: &Token) -> Self {
+        Self { base: server.control_url().expect("the control API runs"), token: token.clone() }
+    }
+
+    /// A request with the token, as an agent sends it.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> HttpResponse {
+        let auth = format!("Bearer {}", self.token.as_str());
+        let mut all = vec![("Authorization", auth.as_str())];
+        all.extend_from_slice(headers);
+        let body = body.map(|b| b.to_string());
+        http_client::request(method, &format!("{}{path}", self.base), &all, body.as_deref().map(str::as_bytes))
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// (status, JSON body).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let response = self.request(method, path, &[], body.as_ref()).await;
+        (response.status, response.json())
+    }
+
+    /// Like [`Self::call`], but the request must succeed.
+    pub async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.call(method, path, body).await;
+        assert_eq!(status, 200, "{method} {path} → {status} {value}");
+        value
+    }
+}
+
+#[derive(Debug)]
+pub struct ControlEnv {
+    pub server: RunningServer,
+    pub fixtures: FixtureServer,
+    pub token: Token,
+    /// `http://127.0.0.1:PORT` of the control API.
+    pub base: String,
+    pub api: ControlClient,
+    pub state: tempfile::TempDir,
+}
+
+impl ControlEnv {
+    /// `config_toml`: the state directory's config.toml (`None`: the managed
+    /// profile is the default).
+    pub async fn start_with(config_toml: Option<&str>) -> anyhow::Result<Self> {
+        crate::init_logging();
+        let state = tempfile::tempdir()?;
+        let config = config_toml.unwrap_or("defaultProfile = \"managed\"\n");
+        std::fs::write(state.path().join("config.toml"), config)?;
+        let token = Token::generate();
+        let mut options = crate::test_options(Some(token.clone()));
+        options.state_root = Some(state.path().to_path_buf());
+        options.control_addr = Some("127.0.0.1:0".parse()?);
+        let server = RunningServer::start(options).await?;
+        let api = ControlClient::of(&server, &token);
+        let fixtures = FixtureServer::start().await?;
+        Ok(Self { server, fixtures, token, base: api.base.clone(), api, state })
+    }
+
+    pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(None).await
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.server.control.as_ref().expect("the control API runs").1
+    }
+
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> HttpResponse {
+        self.api.request(method, path, headers, body).await
+    }
+
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.api.call(method, path, body).await
+    }
+
+    pub async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.api.ok(method, path, body).await
+    }
+
+    /// Launches the managed browser through `POST /start`.
+    pub async fn start_browser(&self) -> Value {
+        self.ok("POST", "/start", None).await
+    }
+
+    pub fn fixture(&self, path: &str) -> String {
+        format!("{}/{path}", self.fixtures.url())
+    }
+
+    /// Opens a fixture in a new tab (which becomes current and has loaded
+    /// when the call returns); its targetId.
+    pub async fn open(&self, path: &str) -> String {
+        let url = self.fixture(path);
+        let tab = self.ok("POST", "/tabs/open", Some(serde_json::json!({"url": url}))).await;
+        tab["targetId"].as_str().expect("targetId").to_string()
+    }
+
+    /// The `ai` snapshot text of the current tab, with `query` appended.
+    pub async fn snapshot_text(&self, query: &str) -> String {
+        let value = self.ok("GET", &format!("/snapshot?{query}"), None).await;
+        value["snapshot"].as_str().expect("an ai snapshot").to_string()
+    }
+
+    /// Evaluates `expression` in a tab of the managed browser, over a CDP
+    /// connection of the test's own (its hands, not the path under test).
+    pub async fn eval(&self, target_id: &str, expression: &str) -> Value {
+        use browser_relay::cdp_client::CdpClient;
+        let record = ManagedBrowsers::new(self.state.path()).record("managed").expect("the managed browser runs");
+        let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
+        let client = CdpClient::connect(&url).await.expect("connects").with_timeout(Duration::from_secs(10));
+        let attached = client
+            .call("Target.attachToTarget", serde_json::json!({"targetId": target_id, "flatten": true}), None)
+            .await
+            .expect("attaches");
+        let session = attached["sessionId"].as_str().expect("a session").to_string();
+        let result = client
+            .call(
+                "Runtime.evaluate",
+                serde_json::json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+                Some(&session),
+            )
+            .await
+            .expect("evaluates");
+        assert!(result.get("exceptionDetails").is_none(), "{expression}: {result}");
+        result["result"]["value"].clone()
+    }
+
+    /// The same text with the fixture server's port replaced by `PORT`.
+    pub fn normalize(&self, text: &str) -> String {
+        text.replace(&self.fixtures.addr.port().to_string(), "PORT")
+    }
+}
+
+impl Drop for ControlEnv {
+    fn drop(&mut self) {
+        let browsers = ManagedBrowsers::new(self.state.path());
+        for name in ["managed"] {
+            if let Some(record) = browsers.record(name) {
+                let _ = killpg(Pid::from_raw(record.pid as i32), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Polls `check` (an observable outcome the page produces asynchronously)
+/// until it returns `Some`, up to `within`.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what} did not happen within {within:?}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

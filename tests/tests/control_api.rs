@@ -1,0 +1,204 @@
+//! The control API in-process, without Chromium: the guard on every route,
+//! the JSON error contract, request validation, and the extension driver
+//! against a scripted fake extension (no extension, no shared tab, a shared
+//! tab listed through the relay's own `/cdp`).
+
+use std::time::Duration;
+
+use browser_relay::net::http_client;
+use e2e::ControlEnv;
+use e2e::control_env::eventually;
+use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};
+use serde_json::json;
+
+const EXTENSION_PROFILE: &str = "defaultProfile = \"chrome\"\n";
+
+#[tokio::test]
+async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
+    let env = ControlEnv::start().await.unwrap();
+    let routes = [
+        ("GET", "/"),
+        ("GET", "/profiles"),
+        ("POST", "/start"),
+        ("POST", "/stop"),
+        ("GET", "/tabs"),
+        ("POST", "/tabs/open"),
+        ("POST", "/tabs/focus"),
+        ("DELETE", "/tabs/X"),
+        ("POST", "/navigate"),
+        ("GET", "/snapshot"),
+        ("POST", "/screenshot"),
+        ("GET", "/console"),
+        ("GET", "/no-such-route"),
+    ];
+    let good_auth = format!("Bearer {}", env.token.as_str());
+    for (method, path) in routes {
+        let url = format!("{}{path}", env.base);
+        let no_token = http_client::request(method, &url, &[], None).await.unwrap();
+        assert_eq!(no_token.status, 401, "{method} {path} without a token");
+        assert_eq!(no_token.json()["error"]["code"], "unauthorized", "{method} {path}");
+
+        let wrong = http_client::request(method, &url, &[("Authorization", "Bearer wrong")], None).await.unwrap();
+        assert_eq!(wrong.status, 401, "{method} {path} with a wrong token");
+        assert!(!wrong.text().contains(env.token.as_str()));
+
+        let origin = http_client::request(
+            method,
+            &url,
+            &[("Authorization", &good_auth), ("Origin", "http://evil.example")],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(origin.status, 403, "{method} {path} from a web page");
+        assert_eq!(origin.json()["error"]["code"], "forbidden");
+        // Not even the extension's own origin may use the control API.
+        let extension = format!("chrome-extension://{}", browser_relay::net::guard::DEFAULT_EXTENSION_ID);
+        let from_extension =
+            http_client::request(method, &url, &[("Authorization", &good_auth), ("Origin", &extension)], None)
+                .await
+                .unwrap();
+        assert_eq!(from_extension.status, 403, "{method} {path} from the extension");
+    }
+    // DNS rebinding: a non-loopback Host, sent on a raw socket.
+    let raw = raw_request(&env, "GET /tabs HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n").await;
+    assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
+    assert!(raw.contains("not a loopback name"), "{raw}");
+    // The token in the query works too (for curl one-liners).
+    let query = http_client::request("GET", &format!("{}/profiles?token={}", env.base, env.token.as_str()), &[], None)
+        .await
+        .unwrap();
+    assert_eq!(query.status, 200, "{}", query.text());
+}
+
+async fn raw_request(env: &ControlEnv, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = env.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("{head}Authorization: Bearer {}\r\n\r\n", env.token.as_str());
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await.unwrap().unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn errors_are_json_an_agent_can_act_on() {
+    let env = ControlEnv::start().await.unwrap();
+
+    let (status, body) = env.call("GET", "/tabs", None).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_running");
+    assert_eq!(body["error"]["message"], "profile 'managed' is not running");
+    assert!(body["error"]["hint"].as_str().unwrap().contains("POST /start"), "{body}");
+
+    let (status, body) = env.call("GET", "/snapshot?profile=nope", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_profile")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("managed"), "lists the profiles: {body}");
+
+    let (status, body) = env.call("POST", "/tabs/open", Some(json!({"urll": "https://example.com"}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("unknown field `urll`"), "{body}");
+
+    let response = env.request("POST", "/navigate", &[], None).await;
+    assert_eq!(response.status, 400, "a body without url: {}", response.text());
+    assert!(response.json()["error"]["message"].as_str().unwrap().contains("missing field `url`"));
+
+    let garbage = http_client::request(
+        "POST",
+        &format!("{}/navigate", env.base),
+        &[("Authorization", &format!("Bearer {}", env.token.as_str()))],
+        Some(b"{\"url\": "),
+    )
+    .await
+    .unwrap();
+    assert_eq!(garbage.status, 400);
+    assert!(garbage.json()["error"]["message"].as_str().unwrap().starts_with("invalid JSON body"));
+
+    let (status, body) = env.call("POST", "/navigate", Some(json!({"url": "javascript:alert(1)"}))).await;
+    assert_eq!(status, 400, "{body}");
+
+    let (status, body) = env.call("GET", "/snapshot?depth=deep", None).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("depth=deep"), "{body}");
+
+    let (status, body) = env.call("GET", "/snapshot?format=xml", None).await;
+    assert_eq!(status, 400, "{body}");
+
+    let (status, body) = env.call("GET", "/console?level=loud", None).await;
+    assert_eq!(status, 400, "{body}");
+
+    let (status, body) = env.call("GET", "/nothing", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
+    assert!(body["error"]["hint"].as_str().unwrap().contains("GET /snapshot"), "lists the routes: {body}");
+
+    let oversized = vec![b' '; 2 << 20];
+    let big = http_client::request(
+        "POST",
+        &format!("{}/start", env.base),
+        &[("Authorization", &format!("Bearer {}", env.token.as_str()))],
+        Some(&oversized),
+    )
+    .await
+    .unwrap();
+    assert_eq!(big.status, 413, "a 2 MiB body is refused");
+
+    // The server is still up and answering.
+    let status = env.ok("GET", "/", None).await;
+    let names: Vec<&str> =
+        status["profiles"].as_array().unwrap().iter().filter_map(|p| p["profile"].as_str()).collect();
+    assert_eq!(names, ["chrome", "managed"]);
+    let managed = &status["profiles"][1];
+    assert_eq!((managed["running"].as_bool(), managed["default"].as_bool()), (Some(false), Some(true)), "{status}");
+    assert_eq!(managed["state"], "stopped");
+}
+
+#[tokio::test]
+async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
+    let env = ControlEnv::start_with(Some(EXTENSION_PROFILE)).await.unwrap();
+
+    let (status, body) = env.call("POST", "/start", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_extension")), "{body}");
+    let (status, body) = env.call("GET", "/tabs", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_extension")), "{body}");
+
+    // Connected, nothing shared yet.
+    let addr = env.server.addr;
+    let token = env.token.as_str().to_string();
+    let ext = FakeExtension::connect(addr, Some(&token), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    eventually("the extension's hello", Duration::from_secs(5), || async {
+        env.server.relay.stats().extension_connected.then_some(())
+    })
+    .await;
+    let (status, body) = env.call("POST", "/start", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_shared_tab")), "{body}");
+    assert_eq!(body["error"]["hint"], "click the Browser Relay icon on a tab to share it");
+    let (status, body) = env.call("GET", "/snapshot", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_shared_tab")), "{body}");
+    drop(ext);
+    eventually("the extension to go", Duration::from_secs(5), || async {
+        (!env.server.relay.stats().extension_connected).then_some(())
+    })
+    .await;
+
+    // A shared tab: listed through the relay's own /cdp.
+    let _ext = FakeExtension::connect(addr, Some(&token), Some(hello(vec![fake_tab(7)])), Mode::Echo).await.unwrap();
+    let started = eventually("the shared tab", Duration::from_secs(5), || async {
+        let (status, body) = env.call("POST", "/start", None).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(started["state"], "connected", "{started}");
+    assert_eq!(started["tabs"], 1);
+    let tabs = env.ok("GET", "/tabs", None).await;
+    assert_eq!(tabs["tabs"][0]["targetId"], fake_target_id(7), "{tabs}");
+    assert_eq!(tabs["tabs"][0]["url"], "https://example.test/7");
+    assert_eq!(tabs["tabs"][0]["title"], "Tab 7");
+
+    let (status, body) = env.call("POST", "/tabs/focus", Some(json!({"targetId": "NOPE"}))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_tab")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains(&fake_target_id(7)), "lists the tabs: {body}");
+
+    let (status, body) = env.call("POST", "/stop", None).await;
+    assert_eq!(status, 400, "your own Chrome is never stopped: {body}");
+}

@@ -1,0 +1,190 @@
+//! The control API end to end on the managed driver: real Chromium launched
+//! by `POST /start`, fixture pages, every route of part 1; refs across
+//! re-renders, replacement, navigation and an engine reconnect.
+
+use std::time::Duration;
+
+use e2e::ControlEnv;
+use e2e::control_env::eventually;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
+    let env = ControlEnv::start().await.unwrap();
+
+    let started = env.start_browser().await;
+    assert_eq!((started["running"].as_bool(), started["connected"].as_bool()), (Some(true), Some(true)), "{started}");
+    assert!(started["cdpEndpoint"].as_str().unwrap().contains("/profiles/managed/"), "{started}");
+    assert_eq!(env.start_browser().await["running"], true, "a second start is a no-op");
+
+    // Open a page: it becomes the current tab.
+    let console_tab = env.open("control/console.html").await;
+    let tabs = env.ok("GET", "/tabs", None).await;
+    let listed = tabs["tabs"].as_array().unwrap();
+    let me = listed.iter().find(|t| t["targetId"] == console_tab.as_str()).expect("the new tab is listed");
+    assert_eq!(me["title"], "Console", "{tabs}");
+    assert_eq!(me["type"], "page");
+    assert_eq!(me["active"], true);
+    assert_eq!(listed.iter().filter(|t| t["active"] == true).count(), 1, "one current tab: {tabs}");
+
+    // Console: collected since the engine saw the tab, newest kept, by level.
+    let console = eventually("the timer's page error", Duration::from_secs(10), || async {
+        let console = env.ok("GET", "/console", None).await;
+        (!console["pageErrors"].as_array().unwrap().is_empty()).then_some(console)
+    })
+    .await;
+    let texts: Vec<&str> = console["messages"].as_array().unwrap().iter().filter_map(|m| m["text"].as_str()).collect();
+    assert!(texts.contains(&"hello from the page 42 Object"), "{console}");
+    assert!(texts.contains(&"careful") && texts.contains(&"something failed"), "{console}");
+    assert!(console["pageErrors"][0]["message"].as_str().unwrap().contains("boom from a timer"), "{console}");
+    let errors_only = env.ok("GET", "/console?level=error", None).await;
+    let levels: Vec<&str> =
+        errors_only["messages"].as_array().unwrap().iter().filter_map(|m| m["level"].as_str()).collect();
+    assert_eq!(levels, ["error"], "{errors_only}");
+    let warnings_up = env.ok("GET", "/console?level=warning&limit=1", None).await;
+    assert_eq!(warnings_up["messages"].as_array().unwrap().len(), 1, "limit keeps the newest: {warnings_up}");
+    assert_eq!(warnings_up["messages"][0]["text"], "something failed");
+
+    // Navigate the current tab; the result says where it landed.
+    let refs_url = env.fixture("control/refs.html");
+    let navigated = env.ok("POST", "/navigate", Some(json!({"url": refs_url}))).await;
+    assert_eq!(navigated["targetId"], console_tab.as_str());
+    assert_eq!((navigated["url"].as_str(), navigated["title"].as_str()), (Some(refs_url.as_str()), Some("Refs")));
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let unreachable = format!("http://127.0.0.1:{closed_port}/unreachable");
+    let (status, failed) = env.call("POST", "/navigate", Some(json!({"url": unreachable}))).await;
+    assert_eq!((status, failed["error"]["code"].as_str()), (502, Some("navigation_failed")), "{failed}");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("ERR_CONNECTION_REFUSED"), "{failed}");
+    env.ok("POST", "/navigate", Some(json!({"url": refs_url, "waitUntil": "domcontentloaded"}))).await;
+
+    // Screenshots: viewport, full page, an element by ref, raw bytes.
+    let viewport = env.ok("POST", "/screenshot", None).await;
+    let path = std::path::PathBuf::from(viewport["path"].as_str().unwrap());
+    assert!(path.starts_with(env.state.path().join("media")), "{viewport}");
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG"), "a PNG file");
+    assert_eq!(viewport["bytes"].as_u64(), Some(bytes.len() as u64));
+    let (width, height) = (viewport["width"].as_u64().unwrap(), viewport["height"].as_u64().unwrap());
+    assert!(width >= 300 && height >= 200, "{viewport}");
+
+    let full = env.ok("POST", "/screenshot", Some(json!({"fullPage": true}))).await;
+    assert!(full["height"].as_u64().unwrap() > 1500, "the 1500px spacer is in a full-page shot: {full}");
+
+    let snapshot = env.snapshot_text("interactive=true").await;
+    let save = ref_of(&snapshot, "button \"Save\"");
+    let element = env.ok("POST", "/screenshot", Some(json!({"ref": save}))).await;
+    assert_eq!((element["width"].as_u64(), element["height"].as_u64()), (Some(120), Some(40)), "{element}");
+    let far = ref_of(&snapshot, "button \"Far away\"");
+    let far_shot = env.ok("POST", "/screenshot", Some(json!({"ref": far, "type": "jpeg", "quality": 50}))).await;
+    assert_eq!(far_shot["type"], "image/jpeg", "{far_shot}");
+    assert!(std::fs::read(far_shot["path"].as_str().unwrap()).unwrap().starts_with(&[0xFF, 0xD8]));
+    let by_selector = env.ok("POST", "/screenshot", Some(json!({"selector": "#save"}))).await;
+    assert_eq!(by_selector["width"].as_u64(), Some(120), "{by_selector}");
+    let (status, missing) = env.call("POST", "/screenshot", Some(json!({"selector": "#nope"}))).await;
+    assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("no_such_element")), "{missing}");
+
+    let raw = env.request("POST", "/screenshot", &[("Accept", "image/jpeg")], None).await;
+    assert_eq!(raw.status, 200);
+    assert_eq!(raw.header("content-type"), Some("image/jpeg"));
+    assert!(raw.body.starts_with(&[0xFF, 0xD8]), "raw JPEG bytes");
+    assert!(raw.header("x-screenshot-path").is_some_and(|p| std::path::Path::new(p).exists()));
+
+    // A second tab: with two tabs the current one is still targeted.
+    let second = env.open("index.html").await;
+    assert_eq!(env.ok("GET", "/snapshot", None).await["targetId"], second.as_str(), "the last opened is current");
+    env.ok("POST", "/tabs/focus", Some(json!({"targetId": console_tab}))).await;
+    assert_eq!(env.ok("GET", "/snapshot", None).await["targetId"], console_tab.as_str(), "focus makes current");
+    let explicit = env.ok("GET", &format!("/snapshot?targetId={second}"), None).await;
+    assert!(explicit["snapshot"].as_str().unwrap().contains("Fixture Index"), "{explicit}");
+
+    let (status, unknown) = env.call("GET", "/snapshot?targetId=NOPE", None).await;
+    assert_eq!((status, unknown["error"]["code"].as_str()), (404, Some("unknown_tab")), "{unknown}");
+    assert!(unknown["error"]["message"].as_str().unwrap().contains(&second), "lists the tabs: {unknown}");
+
+    env.ok("DELETE", &format!("/tabs/{second}"), None).await;
+    eventually("the closed tab to leave /tabs", Duration::from_secs(5), || async {
+        let tabs = env.ok("GET", "/tabs", None).await;
+        (!tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == second.as_str())).then_some(())
+    })
+    .await;
+
+    let status = env.ok("GET", "/?profile=managed", None).await;
+    assert_eq!(status["state"], "running", "{status}");
+    assert!(status["tabs"].as_u64().unwrap() >= 1, "{status}");
+
+    let stopped = env.ok("POST", "/stop", None).await;
+    assert_eq!(stopped["running"], false, "{stopped}");
+    let (status, body) = env.call("GET", "/tabs", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_running")), "{body}");
+}
+
+/// The ref on the snapshot line that contains `needle`.
+fn ref_of(snapshot: &str, needle: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle} in:\n{snapshot}"));
+    let start = line.find("[ref=").unwrap_or_else(|| panic!("no ref on {line}")) + 5;
+    line[start..].split(']').next().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go_stale() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/refs.html").await;
+    let engine = env.engine();
+    let snapshot = env.snapshot_text("").await;
+    let save = ref_of(&snapshot, "button \"Save\"");
+    let cancel = ref_of(&snapshot, "button \"Cancel\"");
+    let far = ref_of(&snapshot, "button \"Far away\"");
+
+    let first = engine.ref_box(None, None, &save).await.unwrap();
+    assert_eq!((first.width, first.height), (120.0, 40.0), "{first:?}");
+    for spelling in [format!("@{save}"), format!("ref={save}")] {
+        assert_eq!(engine.ref_box(None, None, &spelling).await.unwrap(), first, "{spelling}");
+    }
+
+    // Far below the fold: resolving scrolls it into the viewport.
+    let far_box = engine.ref_box(None, None, &far).await.unwrap();
+    let viewport_height = env.eval(&tab, "innerHeight").await.as_f64().unwrap();
+    assert!(far_box.y >= 0.0 && far_box.y + far_box.height <= viewport_height, "{far_box:?} in {viewport_height}");
+    assert!(env.eval(&tab, "scrollY").await.as_f64().unwrap() > 0.0, "the page scrolled");
+    env.eval(&tab, "scrollTo(0, 0)").await;
+
+    // A re-render around the node keeps it.
+    env.eval(&tab, "rerenderKeep()").await;
+    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first);
+
+    // The engine's connection drops and comes back: refs are kept per tab.
+    engine.disconnect("managed").await;
+    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "refs survive a reconnect");
+
+    // Replaced by an identical copy: found again by role, name and position.
+    env.eval(&tab, "replaceIdentical()").await;
+    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "role+name fallback");
+    assert!(engine.ref_box(None, None, &cancel).await.is_ok());
+
+    // Gone for good: stale.
+    env.eval(&tab, "removeSave()").await;
+    let error = engine.ref_box(None, None, &save).await.unwrap_err();
+    assert_eq!(error.to_string(), format!("ref {save} is stale: take a new snapshot"));
+
+    // Unknown and malformed refs.
+    assert_eq!(
+        engine.ref_box(None, None, "e999").await.unwrap_err().to_string(),
+        "no ref e999 in the last snapshot of this tab"
+    );
+    assert!(engine.ref_box(None, None, "button").await.unwrap_err().to_string().contains("is not a ref"));
+
+    // A navigation makes every ref stale, even where an identical element
+    // exists on the new document.
+    env.ok("POST", "/navigate", Some(json!({"url": env.fixture("control/refs.html")}))).await;
+    let error = engine.ref_box(None, None, &cancel).await.unwrap_err();
+    assert_eq!(error.to_string(), format!("ref {cancel} is stale: take a new snapshot"));
+
+    // A new snapshot replaces the tab's refs.
+    let fresh = env.snapshot_text("").await;
+    let save_again = ref_of(&fresh, "button \"Save\"");
+    assert!(engine.ref_box(None, None, &save_again).await.is_ok());
+}
