@@ -152,6 +152,12 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
     assert!(env.eval(&tab, "scrollY").await.as_f64().unwrap() > 0.0, "the page scrolled");
     env.eval(&tab, "scrollTo(0, 0)").await;
 
+    // The ref map lives in an isolated world: the page can neither see it
+    // nor forge it.
+    assert_eq!(env.eval(&tab, "typeof window.__browserRelayState").await, "undefined");
+    env.eval(&tab, "window.__browserRelayState = {refs: new Map([['e1', document.body]])}; 1").await;
+    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "a forged map changes nothing");
+
     // A re-render around the node keeps it.
     env.eval(&tab, "rerenderKeep()").await;
     assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first);

@@ -471,13 +471,8 @@ impl Engine {
         // Agents snapshot next: answer once the page has loaded (bounded;
         // a slow page is still opened).
         self.wait_loaded(&conn, &session, &url, NAVIGATE_TIMEOUT).await;
-        Ok(conn.tabs(Some(&target_id)).into_iter().find(|t| t.target_id == target_id).unwrap_or(TabInfo {
-            target_id,
-            title: String::new(),
-            url,
-            kind: "page".into(),
-            active: true,
-        }))
+        let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
+        Ok(TabInfo { target_id, title, url, kind: "page".into(), active: true })
     }
 
     /// `POST /tabs/focus`: brings the tab to the front and makes it current.
@@ -622,14 +617,14 @@ impl Engine {
         options: &SnapshotOptions,
     ) -> Result<SnapshotResult, ControlError> {
         let (profile, conn, id) = self.target(profile, target_id).await?;
-        self.session(&conn, &id).await?;
+        let session = self.session(&conn, &id).await?;
         let lock = self.page_lock(&profile.name);
         let _guard = lock.lock().await;
         let (mut result, table) = snapshot::take(&conn, &id, options).await?;
         if let Some(table) = table {
             self.refs().put(&profile.name, &id, table);
         }
-        if let Some((url, title)) = conn.tab_url(&id) {
+        if let Some((url, title)) = self.location(&conn, &session).await.or_else(|| conn.tab_url(&id)) {
             result.url = url;
             result.title = title;
         }

@@ -115,9 +115,7 @@ impl ControlError {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             Self::NotRunning(profile) => format!("POST /start {{\"profile\":\"{profile}\"}} launches it"),
-            Self::NoExtension => {
-                "start Chrome with the Browser Relay extension and pair it (`browser-relay pair`)".into()
-            }
+            Self::NoExtension => "click the Browser Relay icon on a tab to share it (no icon? load the extension and pair it: `browser-relay pair`)".into(),
             Self::NoSharedTab => "click the Browser Relay icon on a tab to share it".into(),
             Self::NoTab(_) => "POST /tabs/open {\"url\": \"…\"} opens one".into(),
             Self::AmbiguousTab(_) | Self::UnknownTab { .. } => "GET /tabs lists the tabs with their targetId".into(),

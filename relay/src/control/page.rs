@@ -9,9 +9,26 @@ use super::conn::{Conn, WORLD_NAME};
 use super::error::ControlError;
 use super::refs::FrameLoc;
 
-/// The page script: one function, `browserRelay(op, arg)`. Re-sent with each
-/// call (V8 caches its compilation); its state lives on the world's global.
-pub const PAGE_SCRIPT: &str = include_str!("snapshot.js");
+/// The page script as written: one function, `browserRelay(op, arg)`, after
+/// a header comment that documents it.
+const PAGE_SCRIPT_SOURCE: &str = include_str!("snapshot.js");
+
+/// The page script as sent: re-sent with every call (its state lives on the
+/// world's global), so without the header, comment lines and indentation
+/// (a third of its size; about a millisecond per call on a small page).
+/// Safe because the script has no template literals or multi-line strings.
+pub static PAGE_SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let body =
+        PAGE_SCRIPT_SOURCE.find("function browserRelay").map_or(PAGE_SCRIPT_SOURCE, |i| &PAGE_SCRIPT_SOURCE[i..]);
+    let mut out = String::with_capacity(body.len());
+    for line in body.lines().map(str::trim) {
+        if !line.is_empty() && !line.starts_with("//") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+});
 
 /// How long an out-of-process iframe may take to get its session.
 const CHILD_SESSION_WITHIN: Duration = Duration::from_secs(3);
@@ -76,7 +93,7 @@ pub async fn call_script(
             .call(
                 "Runtime.callFunctionOn",
                 json!({
-                    "functionDeclaration": PAGE_SCRIPT,
+                    "functionDeclaration": PAGE_SCRIPT.as_str(),
                     "executionContextId": context,
                     "arguments": [{"value": op}, {"value": arg}],
                     "returnByValue": by_value,
@@ -134,4 +151,22 @@ pub async fn frame_offset(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<(f
         current = owner.parent.owner.clone();
     }
     Ok((x, y))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_script_is_sent_without_its_comments() {
+        assert!(PAGE_SCRIPT.starts_with("function browserRelay(op, arg) {"));
+        assert!(PAGE_SCRIPT.trim_end().ends_with('}'));
+        assert!(
+            PAGE_SCRIPT.len() * 10 < PAGE_SCRIPT_SOURCE.len() * 8,
+            "{} of {}",
+            PAGE_SCRIPT.len(),
+            PAGE_SCRIPT_SOURCE.len()
+        );
+        assert!(!PAGE_SCRIPT.contains('`'), "no template literals: lines are trimmed");
+    }
 }

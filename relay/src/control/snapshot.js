@@ -9,6 +9,11 @@
  *   refs: Map<ref, Element>, meta: Map<ref, {role, name, nth}>,
  *   frames: Element[] (the iframes of the last snapshot the walker could not enter),
  *   scope: string|null (the selector of the last snapshot; used by the resolve fallback).
+ * The file is kept pure ASCII (a non-ASCII character makes V8 scan the whole source as a
+ * two-byte string on every call).
+ * Besides, `globalThis.__browserRelayCode = {source, run}` caches the built implementation
+ * (keyed by this exact source text) so that the helpers are not compiled again on every call;
+ * it is not state (a world without it behaves the same, only slower).
  *
  * Ops
  *   snapshot(opts)   opts = {interactive, compact, maxDepth, limit, refStart, selector}
@@ -30,10 +35,11 @@
  *       same-origin frames the snapshot entered are added). Scrolls into view
  *       (block/inline center, instant) first when the box is not fully inside every
  *       viewport on the way up. `hidden: true` when the element has no box (then no scroll).
- *       Fallback (mapped element disconnected): the nth (0-based) element with exactly
- *       that role and name (names compared after the 100-char cut) in a fresh walk of the
- *       same scope (the snapshot's selector if it still matches, else the document);
- *       role/name/nth come from the argument, else from the stored meta.
+ *       Fallback (the mapped element is disconnected, or its iframe was removed or
+ *       navigated): the nth (0-based) element with exactly that role and name (names compared
+ *       after the 100-char cut) in a fresh walk of the same scope (the snapshot's selector if
+ *       it still matches, else the document); role/name/nth come from the argument, else from
+ *       the stored meta. The element found replaces the mapping (`fallback: true`).
  *   element(same arg) -> Element (call with returnByValue: false); throws Error("stale" |
  *       "unknown").
  *   frameElement(index) -> __browserRelayState.frames[index] (or null).
@@ -52,16 +58,18 @@
  *   - ROLE "NAME" [checked|checked=mixed] [disabled] [expanded|expanded=false] [level=N]
  *     [pressed|pressed=mixed] [selected] [required] [ref=eN]
  *   Name JSON-quoted, omitted when empty; whitespace collapsed; names longer than 100
- *   characters are cut to 100 + "…" (the refs list carries the cut name too).
+ *   characters are cut to 100 + U+2026 "..." (the refs list carries the cut name too).
  *   Children follow, indented by 2 spaces per depth, after a trailing ':'. When the only
  *   content is text it goes inline (`- paragraph: Hello`). Text among other children is
  *   `- text: ...`; runs of text separated only by inline elements (span, b, em, code, ...)
  *   are merged into one text line; block-level wrappers (div, label with display:block,
  *   ...) end a text run.
- *   Values go inline: native textbox / searchbox / spinbutton / slider / input combobox
- *   show their value (passwords as one '•' per character), a single <select> its selected
- *   option's label; values are whitespace-collapsed and cut at 200 characters. A listbox
- *   <select> lists its options (and optgroups as groups) as children.
+ *   Values go inline: native textbox / searchbox / spinbutton / slider / input combobox show
+ *   their value (passwords as one U+2022 bullet per character), a single <select> its
+ *   selected option's label, <progress value>/<meter> and ARIA slider / spinbutton /
+ *   progressbar / meter their value (aria-valuetext, else aria-valuenow); values are
+ *   whitespace-collapsed and cut at 200 characters. A listbox <select> lists its options (and
+ *   optgroups as groups) as children.
  *   Links get a `- /url: HREF` child (the attribute value as written) before their other
  *   children.
  *   Roles that take their name from content do not repeat their text: when the name came
@@ -91,13 +99,17 @@
  *     structural depth a node would have in the full snapshot, and frames[].depth is that
  *     structural depth too (for the child frame's maxDepth), not an indentation.
  *   compact (applied before maxDepth/limit):
- *     1. unnamed, non-ref nodes with role group, list, listitem, rowgroup or form are
- *        removed and their children lifted into their place;
+ *     1. unnamed, non-ref nodes with role group, list, listitem, rowgroup or form, and
+ *        unnamed paragraphs left without text of their own (after rule 3), are removed and
+ *        their children lifted into their place;
  *     2. then every node without ref, name or value whose children (after compaction) are
  *        all gone is removed, except table cells/headers (to keep columns aligned) and
- *        iframes (splice points).
+ *        iframes (splice points);
+ *     3. a text line equal to the name of its parent or of the node right before or after it
+ *        is removed (a label's text next to its control, a legend inside its group).
  *   maxDepth: node lines deeper than maxDepth (depth 0 = top) are left out and counted in
- *     depthCut; a node whose children were all cut is written without ':'.
+ *     depthCut; a node whose children were all cut is written without ':' (a link keeps its
+ *     `- /url:` line, which is a property, not a node).
  *   limit: emission stops after `limit` node lines (limitHit = true).
  *   selector: only document.querySelector(selector) and its subtree (the element is the
  *     first line at depth 0 if it has an emitted role, else its children are).
@@ -131,10 +143,12 @@
  * labels or "Choose File(s)", <label>s (visible ones only, the labelled control itself
  * excluded, embedded controls contribute their value), fieldset legend, table caption,
  * img/area alt, svg <title>, optgroup label, option label, iframe title), content for
- * name-from-content roles (embedded textbox/select/range values, img alt, aria-label of
- * descendants; a space is put around elements that are not display:inline and around
- * replaced or attribute-named elements; text-transform upper/lower/capitalize applied),
- * then title, then placeholder / aria-placeholder.
+ * name-from-content roles (embedded textbox/select/range values, img alt, aria-label and
+ * aria-labelledby of descendants; descendants with container roles such as group, menu,
+ * listbox, table, tree, toolbar, dialog contribute only their aria/native name, not their
+ * content; a space is put around elements that are not display:inline and around replaced
+ * or attribute-named elements; text-transform upper/lower/capitalize applied), then title,
+ * then placeholder / aria-placeholder. Names are trimmed and whitespace-collapsed.
  *
  * Known differences from Chrome's tree (found with tests/js/snapshot_dev.mjs):
  *   - Closed shadow roots are invisible to page scripts: their content is missing and only
@@ -152,1048 +166,1186 @@
  *     <area> links of image maps are not listed.
  *   - Elements outside a modal dialog are hidden only when the dialog is in the same
  *     document; popovers/top-layer elements next to a modal are hidden too.
+ *   - Chrome sometimes keeps one space at the start or end of a name (text followed by an
+ *     aria-hidden or display:none sibling gives "Text "); names here are always trimmed.
+ *   - Text comes from the DOM with whitespace collapsed, not from layout: white-space:pre
+ *     line breaks become spaces.
+ *   - Chrome's layout-table heuristic (LayoutTable* roles for tables it deems presentational)
+ *     is not applied: every <table> is a table. [popover] elements (Chrome: group) and
+ *     <header>/<footer> inside sectioning content (Chrome: sectionheader/sectionfooter) are
+ *     not emitted as lines.
  */
 function browserRelay(op, arg) {
   'use strict';
 
   const G = globalThis;
+  // The engine re-sends this source with every call. Compiling all the helpers again each
+  // time costs a few ms, so the world keeps the built implementation, keyed by the exact
+  // source text (a different relay version rebuilds it).
+  const source = String(browserRelay);
+  const code = G.__browserRelayCode;
+  if (code && code.source === source) return code.run(op, arg);
+  const run = makeRun();
+  G.__browserRelayCode = { source, run };
+  return run(op, arg);
 
-  const INTERACTIVE = new Set(['button', 'link', 'textbox', 'checkbox', 'radio', 'combobox',
-    'listbox', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'option', 'searchbox', 'slider',
-    'spinbutton', 'switch', 'tab', 'treeitem']);
-  const NAME_FROM_CONTENT = new Set(['button', 'cell', 'checkbox', 'columnheader', 'gridcell',
-    'heading', 'link', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'option', 'radio',
-    'rowheader', 'switch', 'tab', 'tooltip', 'treeitem', 'term']);
-  const PRES_CHILDREN = new Set(['button', 'checkbox', 'img', 'menuitemcheckbox', 'menuitemradio',
-    'meter', 'option', 'progressbar', 'radio', 'scrollbar', 'separator', 'slider', 'switch', 'tab']);
-  const SKIP_ROLES = new Set(['generic', 'none', 'presentation', 'strong', 'emphasis', 'code',
-    'time', 'mark', 'subscript', 'superscript', 'deletion', 'insertion', 'abbr', 'label',
-    'legend', 'sectionheader', 'sectionfooter']);
-  const ARIA_ROLES = new Set(['alert', 'alertdialog', 'application', 'article', 'banner',
-    'blockquote', 'button', 'caption', 'cell', 'checkbox', 'code', 'columnheader', 'combobox',
-    'comment', 'complementary', 'contentinfo', 'definition', 'deletion', 'dialog', 'directory',
-    'document', 'emphasis', 'feed', 'figure', 'form', 'generic', 'grid', 'gridcell', 'group',
-    'heading', 'img', 'insertion', 'link', 'list', 'listbox', 'listitem', 'log', 'main', 'mark',
-    'marquee', 'math', 'menu', 'menubar', 'menuitem', 'menuitemcheckbox', 'menuitemradio',
-    'meter', 'navigation', 'none', 'note', 'option', 'paragraph', 'presentation', 'progressbar',
-    'radio', 'radiogroup', 'region', 'row', 'rowgroup', 'rowheader', 'scrollbar', 'search',
-    'searchbox', 'separator', 'slider', 'spinbutton', 'status', 'strong', 'subscript',
-    'suggestion', 'superscript', 'switch', 'tab', 'table', 'tablist', 'tabpanel', 'term',
-    'textbox', 'time', 'timer', 'toolbar', 'tooltip', 'tree', 'treegrid', 'treeitem']);
-  const SKIP_TAGS = new Set(['script', 'style', 'template', 'noscript', 'head', 'title', 'meta',
-    'link', 'base']);
-  const LEAF_TAGS = new Set(['img', 'svg', 'video', 'audio', 'canvas', 'object', 'embed', 'input',
-    'textarea', 'math', 'area', 'map']);
-  // Elements Chrome separates from neighbouring text in a name even when display:inline.
-  const REPLACED = new Set(['img', 'svg', 'input', 'select', 'textarea', 'button', 'video', 'audio',
-    'canvas', 'iframe', 'object', 'embed', 'meter', 'progress']);
-  const CHECKABLE = new Set(['checkbox', 'radio', 'switch', 'menuitemcheckbox', 'menuitemradio',
-    'treeitem']);
-  const SELECTABLE = new Set(['tab', 'option', 'row', 'gridcell', 'treeitem', 'columnheader',
-    'rowheader']);
-  const COMPACT_LIFT = new Set(['group', 'list', 'listitem', 'rowgroup', 'form']);
-  const COMPACT_KEEP = new Set(['cell', 'gridcell', 'columnheader', 'rowheader', 'iframe']);
-  const TEXT_INPUTS = new Set(['text', 'email', 'tel', 'url', 'search', '']);
-  const NAME_MAX = 100;
-  const VALUE_MAX = 200;
+  function makeRun() {
+    const INTERACTIVE = new Set(['button', 'link', 'textbox', 'checkbox', 'radio', 'combobox',
+      'listbox', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'option', 'searchbox', 'slider',
+      'spinbutton', 'switch', 'tab', 'treeitem']);
+    const NAME_FROM_CONTENT = new Set(['button', 'cell', 'checkbox', 'columnheader', 'gridcell',
+      'heading', 'link', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'option', 'radio',
+      'rowheader', 'switch', 'tab', 'tooltip', 'treeitem', 'term']);
+    const PRES_CHILDREN = new Set(['button', 'checkbox', 'img', 'menuitemcheckbox', 'menuitemradio',
+      'meter', 'option', 'progressbar', 'radio', 'scrollbar', 'separator', 'slider', 'switch', 'tab']);
+    const SKIP_ROLES = new Set(['generic', 'none', 'presentation', 'strong', 'emphasis', 'code',
+      'time', 'mark', 'subscript', 'superscript', 'deletion', 'insertion', 'abbr', 'label',
+      'legend', 'sectionheader', 'sectionfooter']);
+    const ARIA_ROLES = new Set(['alert', 'alertdialog', 'application', 'article', 'banner',
+      'blockquote', 'button', 'caption', 'cell', 'checkbox', 'code', 'columnheader', 'combobox',
+      'comment', 'complementary', 'contentinfo', 'definition', 'deletion', 'dialog', 'directory',
+      'document', 'emphasis', 'feed', 'figure', 'form', 'generic', 'grid', 'gridcell', 'group',
+      'heading', 'img', 'insertion', 'link', 'list', 'listbox', 'listitem', 'log', 'main', 'mark',
+      'marquee', 'math', 'menu', 'menubar', 'menuitem', 'menuitemcheckbox', 'menuitemradio',
+      'meter', 'navigation', 'none', 'note', 'option', 'paragraph', 'presentation', 'progressbar',
+      'radio', 'radiogroup', 'region', 'row', 'rowgroup', 'rowheader', 'scrollbar', 'search',
+      'searchbox', 'separator', 'slider', 'spinbutton', 'status', 'strong', 'subscript',
+      'suggestion', 'superscript', 'switch', 'tab', 'table', 'tablist', 'tabpanel', 'term',
+      'textbox', 'time', 'timer', 'toolbar', 'tooltip', 'tree', 'treegrid', 'treeitem']);
+    const SKIP_TAGS = new Set(['script', 'style', 'template', 'noscript', 'head', 'title', 'meta',
+      'link', 'base']);
+    const LEAF_TAGS = new Set(['img', 'svg', 'video', 'audio', 'canvas', 'object', 'embed', 'input',
+      'textarea', 'math', 'area', 'map']);
+    // Elements Chrome separates from neighbouring text in a name even when display:inline.
+    const REPLACED = new Set(['img', 'svg', 'input', 'select', 'textarea', 'button', 'video', 'audio',
+      'canvas', 'iframe', 'object', 'embed', 'meter', 'progress']);
+    const CHECKABLE = new Set(['checkbox', 'radio', 'switch', 'menuitemcheckbox', 'menuitemradio',
+      'treeitem']);
+    const SELECTABLE = new Set(['tab', 'option', 'row', 'gridcell', 'treeitem', 'columnheader',
+      'rowheader']);
+    // Roles whose content never counts towards an ancestor's name (Chrome's
+    // SupportsNameFromContents(recursive) is false for them: containers of many objects).
+    // Their own aria-label / native name still counts. <details> is "group" here but Chrome's
+    // internal Details role does contribute, so the tag is checked too.
+    const NO_CONTENT_IN_NAME = new Set(['alert', 'alertdialog', 'application', 'article', 'banner',
+      'blockquote', 'complementary', 'contentinfo', 'dialog', 'document', 'feed', 'figure', 'form',
+      'grid', 'group', 'iframe', 'img', 'listbox', 'log', 'main', 'marquee', 'math', 'menu',
+      'menubar', 'meter', 'navigation', 'note', 'progressbar', 'radiogroup', 'scrollbar', 'search',
+      'searchbox', 'slider', 'spinbutton', 'status', 'table', 'tablist', 'tabpanel', 'textbox',
+      'timer', 'toolbar', 'tree', 'treegrid', 'combobox']);
+    // ...of which these are still set apart by spaces, like controls.
+    const SPACED_NO_CONTENT = new Set(['listbox', 'tree', 'combobox', 'textbox', 'searchbox',
+      'slider', 'spinbutton', 'meter', 'progressbar', 'scrollbar']);
+    const COMPACT_LIFT = new Set(['group', 'list', 'listitem', 'rowgroup', 'form']);
+    const COMPACT_KEEP = new Set(['cell', 'gridcell', 'columnheader', 'rowheader', 'iframe']);
+    const TEXT_INPUTS = new Set(['text', 'email', 'tel', 'url', 'search', '']);
+    const INPUT_VALUE_ROLES = new Set(['textbox', 'searchbox', 'spinbutton', 'slider', 'combobox']);
+    const OPTION_CONTEXT = '[role~="listbox"],[role~="group"],[role~="combobox"],select,datalist,optgroup';
+    // header/footer inside these are not banner/contentinfo.
+    const SECTIONING = 'article,aside,main,nav,section,[role~="article"],[role~="complementary"],[role~="main"],' +
+      '[role~="navigation"],[role~="region"]';
+    const NAME_MAX = 100;
+    const VALUE_MAX = 200;
 
-  // ---------------------------------------------------------------- per-call caches
-  const styleCache = new Map();
-  const roleCache = new Map();
-  const nameCache = new Map();
-  const tableRoleCache = new Map();
-  const docCtxCache = new Map();
+    // ---------------------------------------------------------------- per-call caches
+    // (reset by run() at the start of every call: the DOM may have changed in between)
+    let styleCache;
+    let roleCache;
+    let nameCache;
+    let tableRoleCache;
+    let docCtxCache;
+    let labelMaps;
 
-  function collapse(s) {
-    return s.replace(/[ \t\n\r\f]+/g, ' ').replace(/^ | $/g, '');
-  }
-  function cut(s, max) {
-    return s.length > max ? s.slice(0, max) + '…' : s;
-  }
-
-  function st(el) {
-    let s = styleCache.get(el);
-    if (s === undefined) {
-      const view = el.ownerDocument && el.ownerDocument.defaultView;
-      const cs = view ? view.getComputedStyle(el) : null;
-      s = cs ? { cs, d: cs.display, v: cs.visibility, cv: cs.contentVisibility, tt: undefined }
-        : { cs: null, d: 'none', v: 'hidden', cv: 'hidden', tt: 'none' };
-      styleCache.set(el, s);
+    function collapse(s) {
+      return s.replace(/[ \t\n\r\f]+/g, ' ').replace(/^ | $/g, '');
     }
-    return s;
-  }
-
-  function transformText(data, el) {
-    if (el.nodeType !== 1) return data;
-    const s = st(el);
-    if (s.tt === undefined) s.tt = s.cs ? s.cs.textTransform : 'none';
-    switch (s.tt) {
-      case 'none': return data;
-      case 'uppercase': return data.toUpperCase();
-      case 'lowercase': return data.toLowerCase();
-      case 'capitalize': return data.replace(/(^|[\s(\-"'])(\p{L})/gu, (m, a, b) => a + b.toUpperCase());
-      default: return data;
+    function cut(s, max) {
+      return s.length > max ? s.slice(0, max) + '\u2026' : s;
     }
-  }
 
-  // Children in the flat tree: an open shadow root replaces the light children; a slot in a
-  // shadow tree yields its assigned nodes (or its fallback content).
-  function kids(node) {
-    if (node.nodeType === 1) {
-      const sr = node.shadowRoot;
-      if (sr) return sr.childNodes;
-      if (node.localName === 'slot') {
-        const root = node.getRootNode();
-        if (root.nodeType === 11 && root.host) return node.assignedNodes({ flatten: true });
+    function st(el) {
+      let s = styleCache.get(el);
+      if (s === undefined) {
+        const view = el.ownerDocument && el.ownerDocument.defaultView;
+        const cs = view ? view.getComputedStyle(el) : null;
+        s = cs ? { cs, d: cs.display, v: cs.visibility, cv: undefined, tt: undefined }
+          : { cs: null, d: 'none', v: 'hidden', cv: 'hidden', tt: 'none' };
+        styleCache.set(el, s);
+      }
+      return s;
+    }
+
+    // Whether text directly inside `el` is rendered (content-visibility:hidden skips it; its
+    // element children have no box and fail checkVisibility anyway). Read lazily: only for
+    // elements that hold text.
+    function textShown(el) {
+      const s = st(el);
+      if (s.v !== 'visible') return false;
+      if (s.cv === undefined) s.cv = s.cs ? s.cs.contentVisibility : 'hidden';
+      return s.cv !== 'hidden';
+    }
+
+    function transformText(data, el) {
+      if (el.nodeType !== 1) return data;
+      const s = st(el);
+      if (s.tt === undefined) s.tt = s.cs ? s.cs.textTransform : 'none';
+      switch (s.tt) {
+        case 'none': return data;
+        case 'uppercase': return data.toUpperCase();
+        case 'lowercase': return data.toLowerCase();
+        case 'capitalize': return data.replace(/(^|[\s(\-"'])(\p{L})/gu, (m, a, b) => a + b.toUpperCase());
+        default: return data;
       }
     }
-    return node.childNodes;
-  }
 
-  // Parent in the flat tree, within one document.
-  function flatParent(n) {
-    const slot = n.assignedSlot;
-    if (slot) return slot;
-    const p = n.parentNode;
-    if (p && p.nodeType === 11) return p.host || null;
-    return p && p.nodeType === 1 ? p : null;
-  }
-
-  // Conditions on the element itself that hide it and its whole subtree.
-  function hiddenSelf(el, s) {
-    if (s.d === 'none') return true;
-    if (el.getAttribute('aria-hidden') === 'true') return true;
-    if (el.inert === true) return true;
-    if (s.d !== 'contents' && el.checkVisibility && !el.checkVisibility()) return true;
-    return false;
-  }
-
-  function docCtx(doc) {
-    let c = docCtxCache.get(doc);
-    if (c) return c;
-    c = { modal: null, anc: null };
-    try {
-      const open = doc.querySelectorAll('dialog[open]');
-      for (let i = 0; i < open.length; i++) if (open[i].matches(':modal')) c.modal = open[i];
-    } catch (e) { /* :modal unsupported */ }
-    if (c.modal) {
-      c.anc = new Set();
-      for (let p = flatParent(c.modal); p; p = flatParent(p)) c.anc.add(p);
-    }
-    docCtxCache.set(doc, c);
-    return c;
-  }
-  const NO_MODAL = { modal: null, anc: null };
-
-  // Whether the snapshot would omit `el` (checks its flat-tree ancestors, and the frames
-  // above it as far as they are reachable).
-  function isHiddenFull(el) {
-    const s = st(el);
-    if (s.v !== 'visible') return true;
-    if (s.d !== 'contents' && el.checkVisibility && !el.checkVisibility()) return true;
-    let n = el;
-    for (;;) {
-      for (let p = n; p; p = flatParent(p)) {
-        const ps = st(p);
-        if (ps.d === 'none' || p.getAttribute('aria-hidden') === 'true' || p.inert === true) return true;
+    // Children in the flat tree: an open shadow root replaces the light children; a slot in a
+    // shadow tree yields its assigned nodes (or its fallback content).
+    function kids(node) {
+      if (node.nodeType === 1) {
+        const sr = node.shadowRoot;
+        if (sr) return sr.childNodes;
+        if (node.localName === 'slot') {
+          const root = node.getRootNode();
+          if (root.nodeType === 11 && root.host) return node.assignedNodes({ flatten: true });
+        }
       }
-      const c = docCtx(n.ownerDocument);
-      if (c.modal && n !== c.modal && !c.anc.has(n) && !flatContains(c.modal, n)) return true;
-      let fe = null;
+      return node.childNodes;
+    }
+
+    // Parent in the flat tree, within one document.
+    function flatParent(n) {
+      const slot = n.assignedSlot;
+      if (slot) return slot;
+      const p = n.parentNode;
+      if (p && p.nodeType === 11) return p.host || null;
+      return p && p.nodeType === 1 ? p : null;
+    }
+
+    // Conditions on the element itself that hide it and its whole subtree.
+    function hiddenSelf(el, s) {
+      if (s.d === 'none') return true;
+      if (el.getAttribute('aria-hidden') === 'true') return true;
+      if (el.inert === true) return true;
+      if (s.d !== 'contents' && el.checkVisibility && !el.checkVisibility()) return true;
+      return false;
+    }
+
+    function docCtx(doc) {
+      let c = docCtxCache.get(doc);
+      if (c) return c;
+      c = { modal: null, anc: null };
       try {
-        const view = n.ownerDocument.defaultView;
-        fe = view && view !== G && n.ownerDocument !== document ? view.frameElement : null;
-      } catch (e) { fe = null; }
-      if (!fe) return false;
-      n = fe;
+        const open = doc.querySelectorAll('dialog[open]');
+        for (let i = 0; i < open.length; i++) if (open[i].matches(':modal')) c.modal = open[i];
+      } catch (e) { /* :modal unsupported */ }
+      if (c.modal) {
+        c.anc = new Set();
+        for (let p = flatParent(c.modal); p; p = flatParent(p)) c.anc.add(p);
+      }
+      docCtxCache.set(doc, c);
+      return c;
     }
-  }
+    const NO_MODAL = { modal: null, anc: null };
 
-  function flatContains(anc, n) {
-    for (let p = n; p; p = flatParent(p)) if (p === anc) return true;
-    return false;
-  }
-
-  // ---------------------------------------------------------------- roles
-  function isFocusable(el, tag) {
-    if (el.hasAttribute('tabindex')) return true;
-    switch (tag) {
-      case 'a': case 'area': return el.hasAttribute('href');
-      case 'button': case 'select': case 'textarea': return !el.disabled;
-      case 'input': return el.type !== 'hidden' && !el.disabled;
-      case 'iframe': case 'summary': return true;
-    }
-    return el.hasAttribute('contenteditable') && el.isContentEditable;
-  }
-
-  function roleOf(el) {
-    let r = roleCache.get(el);
-    if (r === undefined) {
-      r = computeRole(el) || '';
-      roleCache.set(el, r);
-    }
-    return r;
-  }
-
-  function computeRole(el) {
-    const tag = el.localName;
-    const explicit = el.getAttribute('role');
-    if (explicit) {
-      const toks = explicit.trim().toLowerCase().split(/\s+/);
-      for (let i = 0; i < toks.length; i++) {
-        let tok = toks[i];
-        if (tok === 'image') tok = 'img';
-        if (!ARIA_ROLES.has(tok)) continue;
-        if (tok === 'none' || tok === 'presentation') {
-          if (isFocusable(el, tag) || el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ||
-              el.hasAttribute('aria-describedby')) break;
-          return 'none';
+    // Whether the snapshot would omit `el` (checks its flat-tree ancestors, and the frames
+    // above it as far as they are reachable).
+    function isHiddenFull(el) {
+      const s = st(el);
+      if (s.v !== 'visible') return true;
+      if (s.d !== 'contents' && el.checkVisibility && !el.checkVisibility()) return true;
+      let n = el;
+      for (;;) {
+        for (let p = n; p; p = flatParent(p)) {
+          const ps = st(p);
+          if (ps.d === 'none' || p.getAttribute('aria-hidden') === 'true' || p.inert === true) return true;
         }
-        if (tok === 'option' && tag !== 'option') {
+        const c = docCtx(n.ownerDocument);
+        if (c.modal && n !== c.modal && !c.anc.has(n) && !flatContains(c.modal, n)) return true;
+        let fe = null;
+        try {
+          const view = n.ownerDocument.defaultView;
+          fe = view && view !== G && n.ownerDocument !== document ? view.frameElement : null;
+        } catch (e) { fe = null; }
+        if (!fe) return false;
+        n = fe;
+      }
+    }
+
+    function flatContains(anc, n) {
+      for (let p = n; p; p = flatParent(p)) if (p === anc) return true;
+      return false;
+    }
+
+    // ---------------------------------------------------------------- roles
+    function isFocusable(el, tag) {
+      if (el.hasAttribute('tabindex')) return true;
+      switch (tag) {
+        case 'a': case 'area': return el.hasAttribute('href');
+        case 'button': case 'select': case 'textarea': return !el.disabled;
+        case 'input': return el.type !== 'hidden' && !el.disabled;
+        case 'iframe': case 'summary': return true;
+      }
+      return el.hasAttribute('contenteditable') && el.isContentEditable;
+    }
+
+    function roleOf(el) {
+      let r = roleCache.get(el);
+      if (r === undefined) {
+        r = computeRole(el) || '';
+        roleCache.set(el, r);
+      }
+      return r;
+    }
+
+    function computeRole(el) {
+      const tag = el.localName;
+      const explicit = el.getAttribute('role');
+      if (explicit) {
+        const toks = explicit.trim().toLowerCase().split(/\s+/);
+        for (let i = 0; i < toks.length; i++) {
+          let tok = toks[i];
+          if (tok === 'image') tok = 'img';
+          if (!ARIA_ROLES.has(tok)) continue;
+          if (tok === 'none' || tok === 'presentation') {
+            if (isFocusable(el, tag) || el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ||
+                el.hasAttribute('aria-describedby')) break;
+            return 'none';
+          }
+          if (tok === 'option' && tag !== 'option') {
+            const p = el.parentElement;
+            if (!p || !p.closest(OPTION_CONTEXT)) return 'generic';
+          } else if (tok === 'treeitem') {
+            const p = el.parentElement;
+            if (!p || !p.closest('[role~="tree"],[role~="group"],[role~="treegrid"]')) return 'generic';
+          }
+          return tok;
+        }
+      }
+      return implicitRole(el, tag);
+    }
+
+    function presentationalParent(el) {
+      const p = el.parentElement;
+      return !!p && roleOf(p) === 'none';
+    }
+
+    function tableRole(el) {
+      const t = el.closest('table');
+      if (!t) return '';
+      let r = tableRoleCache.get(t);
+      if (r === undefined) {
+        r = roleOf(t);
+        tableRoleCache.set(t, r);
+      }
+      return r;
+    }
+
+    function implicitRole(el, tag) {
+      switch (tag) {
+        case 'a': case 'area': return el.hasAttribute('href') ? 'link' : null;
+        case 'article': return 'article';
+        case 'aside':
+          if (el.parentElement && el.parentElement.closest('article,aside,nav,section')) {
+            return nameOf(el, 'complementary').name ? 'complementary' : null;
+          }
+          return 'complementary';
+        case 'blockquote': return 'blockquote';
+        case 'button': return 'button';
+        case 'caption': case 'figcaption': return 'caption';
+        case 'dd': return 'definition';
+        case 'dt': case 'dfn': return 'term';
+        case 'dl': return 'list';
+        case 'details': return 'group';
+        case 'dialog': return 'dialog';
+        case 'fieldset': case 'optgroup': return 'group';
+        case 'figure': return 'figure';
+        case 'form': return 'form';
+        case 'search': return 'search';
+        case 'h1': case 'h2': case 'h3': case 'h4': case 'h5': case 'h6': return 'heading';
+        case 'header': case 'footer': {
           const p = el.parentElement;
-          if (!p || !p.closest('[role~="listbox"],[role~="group"],[role~="combobox"],select,datalist,optgroup')) return 'generic';
-        } else if (tok === 'treeitem') {
-          const p = el.parentElement;
-          if (!p || !p.closest('[role~="tree"],[role~="group"],[role~="treegrid"]')) return 'generic';
+          if (p && p.closest(SECTIONING)) return null;
+          return tag === 'header' ? 'banner' : 'contentinfo';
         }
-        return tok;
-      }
-    }
-    return implicitRole(el, tag);
-  }
-
-  function presentationalParent(el) {
-    const p = el.parentElement;
-    return !!p && roleOf(p) === 'none';
-  }
-
-  function tableRole(el) {
-    const t = el.closest('table');
-    if (!t) return '';
-    let r = tableRoleCache.get(t);
-    if (r === undefined) {
-      r = roleOf(t);
-      tableRoleCache.set(t, r);
-    }
-    return r;
-  }
-
-  function implicitRole(el, tag) {
-    switch (tag) {
-      case 'a': case 'area': return el.hasAttribute('href') ? 'link' : null;
-      case 'article': return 'article';
-      case 'aside':
-        if (el.parentElement && el.parentElement.closest('article,aside,nav,section')) return nameOf(el, 'complementary').name ? 'complementary' : null;
-        return 'complementary';
-      case 'blockquote': return 'blockquote';
-      case 'button': return 'button';
-      case 'caption': case 'figcaption': return 'caption';
-      case 'dd': return 'definition';
-      case 'dt': case 'dfn': return 'term';
-      case 'dl': return 'list';
-      case 'details': return 'group';
-      case 'dialog': return 'dialog';
-      case 'fieldset': case 'optgroup': return 'group';
-      case 'figure': return 'figure';
-      case 'form': return 'form';
-      case 'search': return 'search';
-      case 'h1': case 'h2': case 'h3': case 'h4': case 'h5': case 'h6': return 'heading';
-      case 'header': case 'footer': {
-        const p = el.parentElement;
-        if (p && p.closest('article,aside,main,nav,section,[role~="article"],[role~="complementary"],[role~="main"],[role~="navigation"],[role~="region"]')) return null;
-        return tag === 'header' ? 'banner' : 'contentinfo';
-      }
-      case 'hr': return 'separator';
-      case 'iframe': return 'iframe';
-      case 'img': {
-        if (el.getAttribute('alt') === '' && !el.getAttribute('title') && !el.hasAttribute('aria-label') &&
-            !el.hasAttribute('aria-labelledby') && !el.hasAttribute('tabindex')) return 'none';
-        return 'img';
-      }
-      case 'svg': return nameOf(el, 'img').name ? 'img' : null;
-      case 'input': {
-        const type = el.type;
-        if (TEXT_INPUTS.has(type)) {
-          if (el.hasAttribute('list') && el.list) return 'combobox';
-          return type === 'search' ? 'searchbox' : 'textbox';
+        case 'hr': return 'separator';
+        case 'iframe': return 'iframe';
+        case 'img': {
+          if (el.getAttribute('alt') === '' && !el.getAttribute('title') && !el.hasAttribute('aria-label') &&
+              !el.hasAttribute('aria-labelledby') && !el.hasAttribute('tabindex')) return 'none';
+          return 'img';
         }
-        switch (type) {
-          case 'hidden': return null;
-          case 'checkbox': return 'checkbox';
-          case 'radio': return 'radio';
-          case 'number': return 'spinbutton';
-          case 'range': return 'slider';
-          case 'button': case 'submit': case 'reset': case 'image': case 'file': return 'button';
-          default: return 'textbox'; // password, date, time, datetime-local, month, week, color
-        }
-      }
-      case 'li': return presentationalParent(el) ? 'none' : 'listitem';
-      case 'main': return 'main';
-      case 'math': return 'math';
-      case 'menu': case 'ol': case 'ul': return 'list';
-      case 'meter': return 'meter';
-      case 'nav': return 'navigation';
-      case 'option': return 'option';
-      case 'output': return 'status';
-      case 'p': return 'paragraph';
-      case 'progress': return 'progressbar';
-      case 'section': return nameOf(el, 'region').name ? 'region' : null;
-      case 'select': return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
-      case 'summary': {
-        const p = el.parentElement;
-        if (p && p.localName === 'details') {
-          for (let c = p.firstElementChild; c; c = c.nextElementSibling) {
-            if (c.localName === 'summary') return c === el ? 'button' : null;
+        case 'svg': return nameOf(el, 'img').name ? 'img' : null;
+        case 'input': {
+          const type = el.type;
+          if (TEXT_INPUTS.has(type)) {
+            if (el.hasAttribute('list') && el.list) return 'combobox';
+            return type === 'search' ? 'searchbox' : 'textbox';
+          }
+          switch (type) {
+            case 'hidden': return null;
+            case 'checkbox': return 'checkbox';
+            case 'radio': return 'radio';
+            case 'number': return 'spinbutton';
+            case 'range': return 'slider';
+            case 'button': case 'submit': case 'reset': case 'image': case 'file': return 'button';
+            default: return 'textbox'; // password, date, time, datetime-local, month, week, color
           }
         }
-        return null;
+        case 'li': return presentationalParent(el) ? 'none' : 'listitem';
+        case 'main': return 'main';
+        case 'math': return 'math';
+        case 'menu': case 'ol': case 'ul': return 'list';
+        case 'meter': return 'meter';
+        case 'nav': return 'navigation';
+        case 'option': return 'option';
+        case 'output': return 'status';
+        case 'p': return 'paragraph';
+        case 'progress': return 'progressbar';
+        case 'section': return nameOf(el, 'region').name ? 'region' : null;
+        case 'select': return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
+        case 'summary': {
+          const p = el.parentElement;
+          if (p && p.localName === 'details') {
+            for (let c = p.firstElementChild; c; c = c.nextElementSibling) {
+              if (c.localName === 'summary') return c === el ? 'button' : null;
+            }
+          }
+          return null;
+        }
+        case 'table': return 'table';
+        case 'thead': case 'tbody': case 'tfoot': {
+          const tr = tableRole(el);
+          return tr === 'none' ? 'none' : 'rowgroup';
+        }
+        case 'tr': {
+          const tr = tableRole(el);
+          return tr === 'none' ? 'none' : 'row';
+        }
+        case 'td': {
+          const tr = tableRole(el);
+          if (tr === 'none') return 'none';
+          return tr === 'grid' || tr === 'treegrid' ? 'gridcell' : 'cell';
+        }
+        case 'th': {
+          const tr = tableRole(el);
+          if (tr === 'none') return 'none';
+          const scope = (el.getAttribute('scope') || '').toLowerCase();
+          if (scope === 'row' || scope === 'rowgroup') return 'rowheader';
+          if (scope === 'col' || scope === 'colgroup') return 'columnheader';
+          const row = el.parentElement;
+          if (row && row.parentElement && row.parentElement.localName === 'thead') return 'columnheader';
+          for (let c = row ? row.firstElementChild : null; c; c = c.nextElementSibling) {
+            if (c.localName === 'td') return 'rowheader';
+          }
+          return 'columnheader';
+        }
+        case 'textarea': return 'textbox';
       }
-      case 'table': return 'table';
-      case 'thead': case 'tbody': case 'tfoot': {
-        const tr = tableRole(el);
-        return tr === 'none' ? 'none' : 'rowgroup';
+      if (el.hasAttribute('contenteditable') && el.isContentEditable) {
+        const p = el.parentElement;
+        if (!p || !p.isContentEditable) return 'textbox';
       }
-      case 'tr': {
-        const tr = tableRole(el);
-        return tr === 'none' ? 'none' : 'row';
+      return null;
+    }
+
+    // ---------------------------------------------------------------- names
+    function nameOf(el, role) {
+      let n = nameCache.get(el);
+      if (n === undefined) {
+        n = computeName(el, role);
+        nameCache.set(el, n);
       }
-      case 'td': {
-        const tr = tableRole(el);
-        if (tr === 'none') return 'none';
-        return tr === 'grid' || tr === 'treegrid' ? 'gridcell' : 'cell';
+      return n;
+    }
+
+    function idRefs(el, attr) {
+      const ids = attr.trim().split(/[ \t\n\r\f]+/);
+      const root = el.getRootNode();
+      const out = [];
+      for (let i = 0; i < ids.length; i++) {
+        if (!ids[i]) continue;
+        const r = root.getElementById ? root.getElementById(ids[i]) : el.ownerDocument.getElementById(ids[i]);
+        if (r) out.push(r);
       }
-      case 'th': {
-        const tr = tableRole(el);
-        if (tr === 'none') return 'none';
-        const scope = (el.getAttribute('scope') || '').toLowerCase();
-        if (scope === 'row' || scope === 'rowgroup') return 'rowheader';
-        if (scope === 'col' || scope === 'colgroup') return 'columnheader';
-        const row = el.parentElement;
-        if (row && row.parentElement && row.parentElement.localName === 'thead') return 'columnheader';
-        if (row) for (let c = row.firstElementChild; c; c = c.nextElementSibling) if (c.localName === 'td') return 'rowheader';
-        return 'columnheader';
+      return out;
+    }
+
+    function labelledbyText(el) {
+      const refs = idRefs(el, el.getAttribute('aria-labelledby') || '');
+      if (!refs.length) return '';
+      const parts = [];
+      for (let i = 0; i < refs.length; i++) {
+        const r = refs[i];
+        const c = { exclude: null, lb: true, all: isHiddenFull(r) };
+        const t = elemText(r, c, true);
+        if (t) parts.push(t);
       }
-      case 'textarea': return 'textbox';
+      return collapse(parts.join(' '));
     }
-    if (el.hasAttribute('contenteditable') && el.isContentEditable) {
-      const p = el.parentElement;
-      if (!p || !p.isContentEditable) return 'textbox';
-    }
-    return null;
-  }
 
-  // ---------------------------------------------------------------- names
-  function nameOf(el, role) {
-    let n = nameCache.get(el);
-    if (n === undefined) {
-      n = computeName(el, role);
-      nameCache.set(el, n);
-    }
-    return n;
-  }
-
-  function idRefs(el, attr) {
-    const ids = attr.trim().split(/[ \t\n\r\f]+/);
-    const root = el.getRootNode();
-    const out = [];
-    for (let i = 0; i < ids.length; i++) {
-      if (!ids[i]) continue;
-      const r = root.getElementById ? root.getElementById(ids[i]) : el.ownerDocument.getElementById(ids[i]);
-      if (r) out.push(r);
-    }
-    return out;
-  }
-
-  function labelledbyText(el) {
-    const refs = idRefs(el, el.getAttribute('aria-labelledby') || '');
-    if (!refs.length) return '';
-    const parts = [];
-    for (let i = 0; i < refs.length; i++) {
-      const r = refs[i];
-      const c = { exclude: null, lb: true, all: isHiddenFull(r) };
-      const t = elemText(r, c, true);
-      if (t) parts.push(t);
-    }
-    return collapse(parts.join(' '));
-  }
-
-  function labelsText(el) {
-    let labels = null;
-    try { labels = el.labels; } catch (e) { labels = null; }
-    if (!labels || !labels.length) return '';
-    const parts = [];
-    for (let i = 0; i < labels.length; i++) {
-      const lab = labels[i];
-      if (isHiddenFull(lab)) continue;
-      const t = elemText(lab, { exclude: el, lb: false, all: false }, true);
-      if (t) parts.push(t);
-    }
-    return collapse(parts.join(' '));
-  }
-
-  function selectedText(sel) {
-    const opts = sel.selectedOptions;
-    const parts = [];
-    for (let i = 0; i < opts.length; i++) parts.push(opts[i].label);
-    return parts.join(' ');
-  }
-
-  function svgTitle(el) {
-    for (let c = el.firstElementChild; c; c = c.nextElementSibling) {
-      if (c.localName === 'title') return collapse(c.textContent || '');
-    }
-    return '';
-  }
-
-  // Value of an embedded control inside a label/content, or null if `el` is not one.
-  function embeddedValue(el, tag, role) {
-    switch (role) {
-      case 'textbox': case 'searchbox':
-        if (tag === 'input' || tag === 'textarea') return el.value;
-        return null;
-      case 'combobox': case 'listbox':
-        if (tag === 'select') return selectedText(el);
-        if (tag === 'input') return el.value;
-        return null;
-      case 'slider': case 'spinbutton': case 'progressbar': case 'scrollbar': case 'meter': {
-        const vt = el.getAttribute('aria-valuetext');
-        if (vt) return vt;
-        const vn = el.getAttribute('aria-valuenow');
-        if (vn) return vn;
-        if (tag === 'input' || tag === 'progress' || tag === 'meter') return String(el.value);
-        return '';
+    // <label>s of a control. Not `el.labels`: Chrome builds that list by walking the whole
+    // document the first time it is read for each control (1.4 s for 2,000 inputs); one pass
+    // over the labels of the tree scope gives the same lists in the same (tree) order.
+    function labelsOf(el) {
+      const root = el.getRootNode();
+      let m = labelMaps.get(root);
+      if (m === undefined) {
+        m = new Map();
+        const all = root.querySelectorAll ? root.querySelectorAll('label') : [];
+        for (let i = 0; i < all.length; i++) {
+          const c = all[i].control;
+          if (!c) continue;
+          const list = m.get(c);
+          if (list) list.push(all[i]);
+          else m.set(c, [all[i]]);
+        }
+        labelMaps.set(root, m);
       }
+      return m.get(el);
     }
-    return null;
-  }
 
-  // Name from native attributes while recursing (content of a label, a link, ...).
-  function nativeText(el, tag) {
-    switch (tag) {
-      case 'img': case 'area': {
-        const a = el.getAttribute('alt');
-        return a !== null ? a : (el.getAttribute('title') || '');
+    function labelsText(el) {
+      const labels = labelsOf(el);
+      if (!labels) return '';
+      const parts = [];
+      for (let i = 0; i < labels.length; i++) {
+        const lab = labels[i];
+        if (isHiddenFull(lab)) continue;
+        const t = elemText(lab, { exclude: el, lb: false, all: false }, true);
+        if (t) parts.push(t);
       }
-      case 'svg': return svgTitle(el);
-      case 'input': {
-        const type = el.type;
-        if (type === 'image') return el.getAttribute('alt') || el.getAttribute('value') || 'Submit';
-        if (type === 'submit') return el.hasAttribute('value') ? el.value : 'Submit';
-        if (type === 'reset') return el.hasAttribute('value') ? el.value : 'Reset';
-        if (type === 'button') return el.value;
-        return '';
-      }
+      return collapse(parts.join(' '));
     }
-    return null;
-  }
 
-  // Text contributed by the flat-tree children of `el`.
-  // c = {exclude: element to skip (the labelled control), lb: inside aria-labelledby,
-  //      all: include hidden content (a hidden element referenced by aria-labelledby)}
-  function subtreeText(el, c) {
-    let acc = '';
-    const list = kids(el);
-    const textVis = c.all || (st(el).v === 'visible');
-    for (let i = 0; i < list.length; i++) {
-      const ch = list[i];
-      const t = ch.nodeType;
-      if (t === 3) {
-        if (textVis) acc += transformText(ch.data, el);
-      } else if (t === 1) {
-        const r = elemText(ch, c, false);
-        if (r) acc += r;
-      }
+    function selectedText(sel) {
+      const opts = sel.selectedOptions;
+      const parts = [];
+      for (let i = 0; i < opts.length; i++) parts.push(opts[i].label);
+      return parts.join(' ');
     }
-    return acc;
-  }
 
-  function elemText(el, c, isRoot) {
-    if (el === c.exclude) return '';
-    const tag = el.localName;
-    if (SKIP_TAGS.has(tag)) return '';
-    if (tag === 'br') return ' ';
-    const s = st(el);
-    if (!c.all && !isRoot && hiddenSelf(el, s)) return '';
-    const vis = c.all || s.v === 'visible';
-    const sp = s.d !== 'inline' || REPLACED.has(tag);
-    if (!c.lb && !isRoot && el.hasAttribute('aria-labelledby')) {
-      const t = labelledbyText(el);
-      if (t) return ' ' + t + ' ';
+    function svgTitle(el) {
+      for (let c = el.firstElementChild; c; c = c.nextElementSibling) {
+        if (c.localName === 'title') return collapse(c.textContent || '');
+      }
+      return '';
     }
-    if (vis) {
+
+    // Value of an embedded control inside a label/content, or null if `el` is not one.
+    function embeddedValue(el, tag, role) {
+      switch (role) {
+        case 'textbox': case 'searchbox':
+          if (tag === 'input' || tag === 'textarea') return el.value;
+          return null;
+        case 'combobox': case 'listbox':
+          if (tag === 'select') return selectedText(el);
+          if (tag === 'input') return el.value;
+          return null;
+        case 'slider': case 'spinbutton': case 'progressbar': case 'scrollbar': case 'meter': {
+          const vt = el.getAttribute('aria-valuetext');
+          if (vt) return vt;
+          const vn = el.getAttribute('aria-valuenow');
+          if (vn) return vn;
+          if (tag === 'input' || tag === 'progress' || tag === 'meter') return String(el.value);
+          return '';
+        }
+      }
+      return null;
+    }
+
+    // Name from native attributes while recursing (content of a label, a link, ...).
+    function nativeText(el, tag) {
+      switch (tag) {
+        case 'img': case 'area': {
+          const a = el.getAttribute('alt');
+          return a !== null ? a : (el.getAttribute('title') || '');
+        }
+        case 'svg': return svgTitle(el);
+        case 'input': {
+          const type = el.type;
+          if (type === 'image') return el.getAttribute('alt') || el.getAttribute('value') || 'Submit';
+          if (type === 'submit') return el.hasAttribute('value') ? el.value : 'Submit';
+          if (type === 'reset') return el.hasAttribute('value') ? el.value : 'Reset';
+          if (type === 'button') return el.value;
+          return '';
+        }
+      }
+      return null;
+    }
+
+    // Text contributed by the flat-tree children of `el`.
+    // c = {exclude: element to skip (the labelled control), lb: inside aria-labelledby,
+    //      all: include hidden content (a hidden element referenced by aria-labelledby)}
+    function subtreeText(el, c) {
+      let acc = '';
+      const list = kids(el);
+      let textVis = c.all ? 1 : st(el).v === 'visible' ? 2 : 0; // 2: ask textShown() on first text
+      for (let i = 0; i < list.length; i++) {
+        const ch = list[i];
+        const t = ch.nodeType;
+        if (t === 3) {
+          if (textVis === 2) textVis = textShown(el) ? 1 : 0;
+          if (textVis) acc += transformText(ch.data, el);
+        } else if (t === 1) {
+          const r = elemText(ch, c, false);
+          if (r) acc += r;
+        }
+      }
+      return acc;
+    }
+
+    function elemText(el, c, isRoot) {
+      if (el === c.exclude) return '';
+      const tag = el.localName;
+      if (SKIP_TAGS.has(tag)) return '';
+      if (tag === 'br') return ' ';
+      const s = st(el);
+      if (!c.all && !isRoot && hiddenSelf(el, s)) return '';
+      const vis = c.all || s.v === 'visible';
+      const sp = s.d !== 'inline' || REPLACED.has(tag);
+      if (!c.lb && !isRoot && el.hasAttribute('aria-labelledby')) {
+        const t = labelledbyText(el);
+        if (t) return ' ' + t + ' ';
+      }
       const role = roleOf(el);
-      const ev = embeddedValue(el, tag, role);
-      if (ev !== null) return ' ' + ev + ' ';
+      if (vis) {
+        const ev = embeddedValue(el, tag, role);
+        if (ev !== null) return ' ' + ev + ' ';
+        const al = el.getAttribute('aria-label');
+        if (al && al.trim()) return ' ' + al + ' ';
+        const nat = nativeText(el, tag);
+        if (nat !== null) return ' ' + nat + ' ';
+        if (tag === 'select' || tag === 'textarea') return ' ';
+      }
+      if (LEAF_TAGS.has(tag)) return sp ? ' ' : '';
+      if (!isRoot && NO_CONTENT_IN_NAME.has(role) && tag !== 'details') {
+        return sp || SPACED_NO_CONTENT.has(role) ? ' ' : '';
+      }
+      const inner = subtreeText(el, c);
+      return sp ? ' ' + inner + ' ' : inner;
+    }
+
+    function computeName(el, role) {
+      const tag = el.localName;
+      if (el.hasAttribute('aria-labelledby')) {
+        const t = labelledbyText(el);
+        if (t) return { name: t, content: false };
+      }
       const al = el.getAttribute('aria-label');
-      if (al && al.trim()) return ' ' + al + ' ';
-      const nat = nativeText(el, tag);
-      if (nat !== null) return ' ' + nat + ' ';
-      if (tag === 'select' || tag === 'textarea') return ' ';
-    }
-    if (LEAF_TAGS.has(tag)) return sp ? ' ' : '';
-    const inner = subtreeText(el, c);
-    return sp ? ' ' + inner + ' ' : inner;
-  }
-
-  function computeName(el, role) {
-    const tag = el.localName;
-    if (el.hasAttribute('aria-labelledby')) {
-      const t = labelledbyText(el);
-      if (t) return { name: t, content: false };
-    }
-    const al = el.getAttribute('aria-label');
-    if (al && al.trim()) return { name: collapse(al), content: false };
-    let nat = '';
-    switch (tag) {
-      case 'input': {
-        const type = el.type;
-        if (type === 'submit' || type === 'reset' || type === 'button') {
-          nat = el.hasAttribute('value') ? el.value : (type === 'submit' ? 'Submit' : type === 'reset' ? 'Reset' : '');
-        } else if (type === 'image') {
-          nat = el.getAttribute('alt') || el.getAttribute('value') || el.getAttribute('title') || 'Submit';
-        } else if (type === 'file') {
-          nat = labelsText(el) || (el.multiple ? 'Choose Files' : 'Choose File');
-        } else if (type !== 'hidden') {
+      if (al && al.trim()) return { name: collapse(al), content: false };
+      let nat = '';
+      switch (tag) {
+        case 'input': {
+          const type = el.type;
+          if (type === 'submit' || type === 'reset' || type === 'button') {
+            if (el.hasAttribute('value')) nat = el.value;
+            else nat = type === 'submit' ? 'Submit' : type === 'reset' ? 'Reset' : '';
+          } else if (type === 'image') {
+            nat = el.getAttribute('alt') || el.getAttribute('value') || el.getAttribute('title') || 'Submit';
+          } else if (type === 'file') {
+            nat = labelsText(el) || (el.multiple ? 'Choose Files' : 'Choose File');
+          } else if (type !== 'hidden') {
+            nat = labelsText(el);
+          }
+          break;
+        }
+        case 'button': case 'select': case 'textarea': case 'meter': case 'progress': case 'output':
           nat = labelsText(el);
-        }
-        break;
+          break;
+        case 'fieldset':
+          for (let ch = el.firstElementChild; ch; ch = ch.nextElementSibling) {
+            if (ch.localName === 'legend') {
+              nat = collapse(elemText(ch, { exclude: null, lb: false, all: false }, true));
+              break;
+            }
+          }
+          break;
+        case 'table':
+          for (let ch = el.firstElementChild; ch; ch = ch.nextElementSibling) {
+            if (ch.localName === 'caption') {
+              nat = collapse(elemText(ch, { exclude: null, lb: false, all: false }, true));
+              break;
+            }
+          }
+          break;
+        case 'img': case 'area':
+          nat = el.getAttribute('alt') || '';
+          break;
+        case 'svg':
+          nat = svgTitle(el);
+          break;
+        case 'optgroup':
+          nat = el.getAttribute('label') || '';
+          break;
+        case 'option':
+          nat = el.label;
+          break;
+        case 'iframe':
+          nat = el.getAttribute('title') || '';
+          break;
       }
-      case 'button': case 'select': case 'textarea': case 'meter': case 'progress': case 'output':
-        nat = labelsText(el);
-        break;
-      case 'fieldset':
-        for (let ch = el.firstElementChild; ch; ch = ch.nextElementSibling) {
-          if (ch.localName === 'legend') { nat = collapse(elemText(ch, { exclude: null, lb: false, all: false }, true)); break; }
-        }
-        break;
-      case 'table':
-        for (let ch = el.firstElementChild; ch; ch = ch.nextElementSibling) {
-          if (ch.localName === 'caption') { nat = collapse(elemText(ch, { exclude: null, lb: false, all: false }, true)); break; }
-        }
-        break;
-      case 'img': case 'area':
-        nat = el.getAttribute('alt') || '';
-        break;
-      case 'svg':
-        nat = svgTitle(el);
-        break;
-      case 'optgroup':
-        nat = el.getAttribute('label') || '';
-        break;
-      case 'option':
-        nat = el.label;
-        break;
-      case 'iframe':
-        nat = el.getAttribute('title') || '';
-        break;
+      nat = collapse(nat);
+      if (nat) return { name: nat, content: false };
+      if (NAME_FROM_CONTENT.has(role)) {
+        const t = collapse(subtreeText(el, { exclude: null, lb: false, all: false }));
+        if (t) return { name: t, content: true };
+      }
+      const title = el.getAttribute('title');
+      if (title && title.trim()) return { name: collapse(title), content: false };
+      if (tag === 'input' || tag === 'textarea') {
+        const ph = el.getAttribute('placeholder');
+        if (ph && ph.trim()) return { name: collapse(ph), content: false };
+      }
+      const aph = el.getAttribute('aria-placeholder');
+      if (aph && aph.trim()) return { name: collapse(aph), content: false };
+      return { name: '', content: false };
     }
-    nat = collapse(nat);
-    if (nat) return { name: nat, content: false };
-    if (NAME_FROM_CONTENT.has(role)) {
-      const t = collapse(subtreeText(el, { exclude: null, lb: false, all: false }));
-      if (t) return { name: t, content: true };
-    }
-    const title = el.getAttribute('title');
-    if (title && title.trim()) return { name: collapse(title), content: false };
-    if (tag === 'input' || tag === 'textarea') {
-      const ph = el.getAttribute('placeholder');
-      if (ph && ph.trim()) return { name: collapse(ph), content: false };
-    }
-    const aph = el.getAttribute('aria-placeholder');
-    if (aph && aph.trim()) return { name: collapse(aph), content: false };
-    return { name: '', content: false };
-  }
 
-  // ---------------------------------------------------------------- attributes and values
-  function isDisabled(el, tag) {
-    switch (tag) {
-      case 'button': case 'input': case 'select': case 'textarea': case 'option': case 'optgroup': case 'fieldset':
-        if (el.matches(':disabled')) return true;
+    // ---------------------------------------------------------------- attributes and values
+    function isDisabled(el, tag) {
+      switch (tag) {
+        case 'button': case 'input': case 'select': case 'textarea':
+        case 'option': case 'optgroup': case 'fieldset':
+          if (el.matches(':disabled')) return true;
+      }
+      return !!el.closest('[aria-disabled="true"]');
     }
-    return !!el.closest('[aria-disabled="true"]');
-  }
 
-  function attrsOf(el, tag, role) {
-    let a = '';
-    if (CHECKABLE.has(role)) {
-      if (tag === 'input' && (el.type === 'checkbox' || el.type === 'radio')) {
-        if (el.type === 'checkbox' && el.indeterminate) a += ' [checked=mixed]';
-        else if (el.checked) a += ' [checked]';
+    function attrsOf(el, tag, role) {
+      let a = '';
+      if (CHECKABLE.has(role)) {
+        if (tag === 'input' && (el.type === 'checkbox' || el.type === 'radio')) {
+          if (el.type === 'checkbox' && el.indeterminate) a += ' [checked=mixed]';
+          else if (el.checked) a += ' [checked]';
+        } else {
+          const v = el.getAttribute('aria-checked');
+          if (v === 'true') a += ' [checked]';
+          else if (v === 'mixed') a += ' [checked=mixed]';
+        }
+      }
+      if ((INTERACTIVE.has(role) || role === 'group' || el.hasAttribute('aria-disabled')) && isDisabled(el, tag)) {
+        a += ' [disabled]';
+      }
+      if (tag === 'summary' && role === 'button') {
+        a += el.parentElement.open ? ' [expanded]' : ' [expanded=false]';
       } else {
-        const v = el.getAttribute('aria-checked');
-        if (v === 'true') a += ' [checked]';
-        else if (v === 'mixed') a += ' [checked=mixed]';
+        const ex = el.getAttribute('aria-expanded');
+        if (ex === 'true') a += ' [expanded]';
+        else if (ex === 'false') a += ' [expanded=false]';
       }
-    }
-    if ((INTERACTIVE.has(role) || role === 'group' || el.hasAttribute('aria-disabled')) && isDisabled(el, tag)) a += ' [disabled]';
-    if (tag === 'summary' && role === 'button') {
-      a += el.parentElement.open ? ' [expanded]' : ' [expanded=false]';
-    } else {
-      const ex = el.getAttribute('aria-expanded');
-      if (ex === 'true') a += ' [expanded]';
-      else if (ex === 'false') a += ' [expanded=false]';
-    }
-    if (role === 'heading') {
-      let level = parseInt(el.getAttribute('aria-level') || '', 10);
-      if (!(level > 0)) level = /^h[1-6]$/.test(tag) ? +tag[1] : 2;
-      a += ' [level=' + level + ']';
-    }
-    if (role === 'button') {
-      const p = el.getAttribute('aria-pressed');
-      if (p === 'true') a += ' [pressed]';
-      else if (p === 'mixed') a += ' [pressed=mixed]';
-    }
-    if (tag === 'option' && role === 'option') {
-      if (el.selected) a += ' [selected]';
-    } else if (SELECTABLE.has(role) && el.getAttribute('aria-selected') === 'true') {
-      a += ' [selected]';
-    }
-    if (((tag === 'input' || tag === 'select' || tag === 'textarea') && el.required) ||
-        el.getAttribute('aria-required') === 'true') a += ' [required]';
-    return a;
-  }
-
-  function valueOf(el, tag, role) {
-    let v;
-    if (tag === 'input') {
-      if (role !== 'textbox' && role !== 'searchbox' && role !== 'spinbutton' && role !== 'slider' && role !== 'combobox') return undefined;
-      v = el.type === 'password' ? '•'.repeat(el.value.length) : el.value;
-    } else if (tag === 'textarea') {
-      if (role !== 'textbox' && role !== 'searchbox') return undefined;
-      v = el.value;
-    } else if (tag === 'select') {
-      if (role !== 'combobox') return undefined;
-      v = selectedText(el);
-    } else if (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter') {
-      v = el.getAttribute('aria-valuetext') || el.getAttribute('aria-valuenow') || '';
-    } else {
-      return undefined;
-    }
-    v = cut(collapse(v), VALUE_MAX);
-    return v || undefined;
-  }
-
-  // ---------------------------------------------------------------- tree building
-  // Items: text {t, open} or element {el, role, name, content, attrs, value, url, kids,
-  // frame (0 = none, 1 = entered, 2 = cross-origin), hasRef}.
-  function pushText(out, s) {
-    const last = out.length ? out[out.length - 1] : null;
-    if (last && last.t !== undefined && last.open) { last.t += s; return; }
-    if (!/[^ \t\n\r\f]/.test(s)) return;
-    out.push({ t: s, open: true });
-  }
-  function seal(out) {
-    const last = out.length ? out[out.length - 1] : null;
-    if (last && last.t !== undefined) last.open = false;
-  }
-
-  function walk(container, out, ctx, textVis) {
-    const list = kids(container);
-    for (let i = 0; i < list.length; i++) {
-      const n = list[i];
-      const t = n.nodeType;
-      if (t === 3) {
-        if (textVis) pushText(out, transformText(n.data, container));
-      } else if (t === 1) {
-        visit(n, out, ctx);
+      if (role === 'heading') {
+        let level = parseInt(el.getAttribute('aria-level') || '', 10);
+        if (!(level > 0)) level = /^h[1-6]$/.test(tag) ? +tag[1] : 2;
+        a += ' [level=' + level + ']';
       }
+      if (role === 'button') {
+        const p = el.getAttribute('aria-pressed');
+        if (p === 'true') a += ' [pressed]';
+        else if (p === 'mixed') a += ' [pressed=mixed]';
+      }
+      if (tag === 'option' && role === 'option') {
+        if (el.selected) a += ' [selected]';
+      } else if (SELECTABLE.has(role) && el.getAttribute('aria-selected') === 'true') {
+        a += ' [selected]';
+      }
+      if (((tag === 'input' || tag === 'select' || tag === 'textarea') && el.required) ||
+          el.getAttribute('aria-required') === 'true') a += ' [required]';
+      return a;
     }
-  }
 
-  function visit(el, out, ctx) {
-    const tag = el.localName;
-    if (SKIP_TAGS.has(tag)) return;
-    if (tag === 'br') { pushText(out, ' '); return; }
-    const s = st(el);
-    if (hiddenSelf(el, s)) return;
-    if (ctx.modal) {
-      if (el === ctx.modal) ctx = NO_MODAL;
-      else if (ctx.anc.has(el)) { walk(el, out, ctx, false); return; }
-      else return;
-    }
-    const vis = s.v === 'visible';
-    const role = vis ? roleOf(el) : '';
-    if (!role || SKIP_ROLES.has(role)) {
-      if (LEAF_TAGS.has(tag) || tag === 'select' || tag === 'iframe') return;
-      const block = s.d !== 'inline';
-      if (block) seal(out);
-      if (s.cv !== 'hidden') walk(el, out, ctx, vis);
-      if (block) seal(out);
-      return;
-    }
-    const nm = nameOf(el, role);
-    const item = {
-      el, role, name: cut(nm.name, NAME_MAX), content: nm.content, attrs: attrsOf(el, tag, role),
-      value: valueOf(el, tag, role), url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
-    };
-    if (role === 'link' && (tag === 'a' || tag === 'area') && el.hasAttribute('href')) item.url = el.getAttribute('href');
-    out.push(item);
-    if (tag === 'iframe') {
-      let doc = null;
-      try { doc = el.contentDocument; } catch (e) { doc = null; }
-      if (doc) {
-        item.frame = 1;
-        const root = doc.body || doc.documentElement;
-        if (root) walk(root, item.kids, docCtx(doc), st(root).v === 'visible');
-        finish(item);
+    function valueOf(el, tag, role) {
+      let v;
+      if (tag === 'input') {
+        if (!INPUT_VALUE_ROLES.has(role)) return undefined;
+        v = el.type === 'password' ? '\u2022'.repeat(el.value.length) : el.value;
+      } else if (tag === 'textarea') {
+        if (role !== 'textbox' && role !== 'searchbox') return undefined;
+        v = el.value;
+      } else if (tag === 'select') {
+        if (role !== 'combobox') return undefined;
+        v = selectedText(el);
+      } else if (tag === 'progress' || tag === 'meter') {
+        if (role !== 'progressbar' && role !== 'meter') return undefined;
+        if (tag === 'progress' && !el.hasAttribute('value')) return undefined; // indeterminate
+        v = String(el.value);
+      } else if (role === 'slider' || role === 'spinbutton' || role === 'progressbar' || role === 'meter') {
+        v = el.getAttribute('aria-valuetext') || el.getAttribute('aria-valuenow') || '';
       } else {
-        item.frame = 2;
+        return undefined;
       }
-      return;
+      v = cut(collapse(v), VALUE_MAX);
+      return v || undefined;
     }
-    if (tag === 'select') {
-      if (role === 'listbox') listOptions(el, item.kids);
-      finish(item);
-      return;
-    }
-    if (LEAF_TAGS.has(tag) || role === 'img') return;
-    if (s.cv !== 'hidden') walk(el, item.kids, ctx, vis);
-    finish(item);
-  }
 
-  function listOptions(container, out) {
-    for (let c = container.firstElementChild; c; c = c.nextElementSibling) {
-      const tag = c.localName;
-      if (tag !== 'option' && tag !== 'optgroup') continue;
-      if (st(c).d === 'none' || c.getAttribute('aria-hidden') === 'true') continue;
-      const role = roleOf(c);
-      if (!role || SKIP_ROLES.has(role)) continue;
+    // ---------------------------------------------------------------- tree building
+    // Items: text {t, open} or element {el, role, name, content, attrs, value, url, kids,
+    // frame (0 = none, 1 = entered, 2 = cross-origin), hasRef}.
+    function pushText(out, s) {
+      const last = out.length ? out[out.length - 1] : null;
+      if (last && last.t !== undefined && last.open) { last.t += s; return; }
+      if (!/[^ \t\n\r\f]/.test(s)) return;
+      out.push({ t: s, open: true });
+    }
+    function seal(out) {
+      const last = out.length ? out[out.length - 1] : null;
+      if (last && last.t !== undefined) last.open = false;
+    }
+
+    function walk(container, out, ctx, textVis) {
+      const list = kids(container);
+      let tv = textVis ? 2 : 0; // 2: ask textShown() on the first text node
+      for (let i = 0; i < list.length; i++) {
+        const n = list[i];
+        const t = n.nodeType;
+        if (t === 3) {
+          if (tv === 2) tv = textShown(container) ? 1 : 0;
+          if (tv) pushText(out, transformText(n.data, container));
+        } else if (t === 1) {
+          visit(n, out, ctx);
+        }
+      }
+    }
+
+    function visit(el, out, ctx) {
+      const tag = el.localName;
+      if (SKIP_TAGS.has(tag)) return;
+      if (tag === 'br') { pushText(out, ' '); return; }
+      const s = st(el);
+      if (hiddenSelf(el, s)) return;
+      if (ctx.modal) {
+        if (el === ctx.modal) ctx = NO_MODAL;
+        else if (ctx.anc.has(el)) { walk(el, out, ctx, false); return; }
+        else return;
+      }
+      const vis = s.v === 'visible';
+      const role = vis ? roleOf(el) : '';
+      if (!role || SKIP_ROLES.has(role)) {
+        if (LEAF_TAGS.has(tag) || tag === 'select' || tag === 'iframe') return;
+        const block = s.d !== 'inline';
+        if (block) seal(out);
+        walk(el, out, ctx, vis);
+        if (block) seal(out);
+        return;
+      }
+      const nm = nameOf(el, role);
       const item = {
-        el: c, role, name: cut(nameOf(c, role).name, NAME_MAX), content: false, attrs: attrsOf(c, tag, role),
-        value: undefined, url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
+        el, role, name: cut(nm.name, NAME_MAX), content: nm.content, attrs: attrsOf(el, tag, role),
+        value: valueOf(el, tag, role), url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
       };
+      if (role === 'link' && (tag === 'a' || tag === 'area') && el.hasAttribute('href')) {
+        item.url = el.getAttribute('href');
+      }
       out.push(item);
-      if (tag === 'optgroup') {
-        listOptions(c, item.kids);
+      if (tag === 'iframe') {
+        let doc = null;
+        try { doc = el.contentDocument; } catch (e) { doc = null; }
+        if (doc) {
+          item.frame = 1;
+          const root = doc.body || doc.documentElement;
+          if (root) walk(root, item.kids, docCtx(doc), st(root).v === 'visible');
+          finish(item);
+        } else {
+          item.frame = 2;
+        }
+        return;
+      }
+      if (tag === 'select') {
+        if (role === 'listbox') listOptions(el, item.kids);
         finish(item);
+        return;
+      }
+      if (LEAF_TAGS.has(tag) || role === 'img') return;
+      walk(el, item.kids, ctx, vis);
+      finish(item);
+    }
+
+    function listOptions(container, out) {
+      for (let c = container.firstElementChild; c; c = c.nextElementSibling) {
+        const tag = c.localName;
+        if (tag !== 'option' && tag !== 'optgroup') continue;
+        if (st(c).d === 'none' || c.getAttribute('aria-hidden') === 'true') continue;
+        const role = roleOf(c);
+        if (!role || SKIP_ROLES.has(role)) continue;
+        const item = {
+          el: c, role, name: cut(nameOf(c, role).name, NAME_MAX), content: false,
+          attrs: attrsOf(c, tag, role), value: undefined, url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
+        };
+        out.push(item);
+        if (tag === 'optgroup') {
+          listOptions(c, item.kids);
+          finish(item);
+        }
       }
     }
-  }
 
-  // Post-process an item's children once they are built.
-  function finish(item) {
-    let k = item.kids;
-    for (let i = 0; i < k.length; i++) {
-      const c = k[i];
-      if (c.t !== undefined) c.t = collapse(c.t);
-      else if (c.hasRef) item.hasRef = true;
-    }
-    if (PRES_CHILDREN.has(item.role)) {
-      k = k.filter((c) => c.t === undefined && c.hasRef);
-    } else if (item.content) {
-      k = k.filter((c) => c.t === undefined);
-    } else if (k.length === 1 && k[0].t !== undefined && k[0].t === item.name) {
-      k = [];
-    }
-    item.kids = k.filter((c) => c.t === undefined || c.t !== '');
-  }
-
-  function finishTop(items) {
-    const holder = { role: '', kids: items, content: false, name: null, hasRef: false };
-    finish(holder);
-    return holder.kids;
-  }
-
-  // ---------------------------------------------------------------- compact
-  function compactItems(items) {
-    const out = [];
-    for (let i = 0; i < items.length; i++) {
-      const it = items[i];
-      if (it.t !== undefined) { out.push(it); continue; }
-      const k = it.kids.length ? compactItems(it.kids) : it.kids;
-      const isRef = INTERACTIVE.has(it.role);
-      if (!isRef && !it.name && COMPACT_LIFT.has(it.role)) {
-        for (let j = 0; j < k.length; j++) out.push(k[j]);
-        continue;
+    // Post-process an item's children once they are built.
+    function finish(item) {
+      let k = item.kids;
+      for (let i = 0; i < k.length; i++) {
+        const c = k[i];
+        if (c.t !== undefined) c.t = collapse(c.t);
+        else if (c.hasRef) item.hasRef = true;
       }
-      if (!isRef && !it.name && it.value === undefined && !k.length && !it.url && !COMPACT_KEEP.has(it.role)) continue;
-      out.push(k === it.kids ? it : Object.assign({}, it, { kids: k }));
+      if (PRES_CHILDREN.has(item.role)) {
+        k = k.filter((c) => c.t === undefined && c.hasRef);
+      } else if (item.content) {
+        k = k.filter((c) => c.t === undefined);
+      } else if (k.length === 1 && k[0].t !== undefined && k[0].t === item.name) {
+        k = [];
+      }
+      item.kids = k.filter((c) => c.t === undefined || c.t !== '');
     }
-    return out;
-  }
 
-  // ---------------------------------------------------------------- rendering
-  function countNodes(it) {
-    let n = 1;
-    if (it.kids) for (let i = 0; i < it.kids.length; i++) n += countNodes(it.kids[i]);
-    return n;
-  }
-  function countRefs(it) {
-    let n = INTERACTIVE.has(it.role) ? 1 : 0;
-    if (it.kids) for (let i = 0; i < it.kids.length; i++) if (it.kids[i].t === undefined) n += countRefs(it.kids[i]);
-    return n;
-  }
-
-  function makeRenderer(opts, S) {
-    const maxDepth = typeof opts.maxDepth === 'number' && opts.maxDepth >= 0 ? opts.maxDepth : Infinity;
-    const limit = typeof opts.limit === 'number' && opts.limit >= 0 ? opts.limit : Infinity;
-    const refStart = typeof opts.refStart === 'number' ? opts.refStart : 1;
-    const R = {
-      lines: [], refs: [], frames: [], frameEls: [], nodes: 0, limitHit: false, depthCut: 0, stop: false,
-    };
-    const nth = new Map();
-    const pad = [''];
-    function indent(d) {
-      while (pad.length <= d) pad.push(pad[pad.length - 1] + '  ');
-      return pad[d];
+    function finishTop(items) {
+      const holder = { role: '', kids: items, content: false, name: null, hasRef: false };
+      finish(holder);
+      return holder.kids;
     }
-    function room() {
-      if (R.nodes >= limit) { R.limitHit = true; R.stop = true; return false; }
-      R.nodes++;
+
+    // ---------------------------------------------------------------- compact
+    function compactItems(items, parentName) {
+      const out = [];
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i];
+        if (it.t !== undefined) { out.push(it); continue; }
+        const k = it.kids.length ? compactItems(it.kids, it.name) : it.kids;
+        const isRef = INTERACTIVE.has(it.role);
+        if (!isRef && !it.name && (COMPACT_LIFT.has(it.role) ||
+            (it.role === 'paragraph' && !k.some((c) => c.t !== undefined)))) {
+          for (let j = 0; j < k.length; j++) out.push(k[j]);
+          continue;
+        }
+        if (!isRef && !it.name && it.value === undefined && !k.length && !it.url && !COMPACT_KEEP.has(it.role)) {
+          continue;
+        }
+        out.push(k === it.kids ? it : Object.assign({}, it, { kids: k }));
+      }
+      // Text that only repeats the name of its parent or of a neighbour (a label next to its
+      // control, a legend in its group).
+      return out.filter((it, i) => it.t === undefined || !(
+        it.t === parentName ||
+        (i > 0 && out[i - 1].t === undefined && out[i - 1].name === it.t) ||
+        (i + 1 < out.length && out[i + 1].t === undefined && out[i + 1].name === it.t)));
+    }
+
+    // ---------------------------------------------------------------- rendering
+    function countNodes(it) {
+      let n = 1;
+      if (it.kids) for (let i = 0; i < it.kids.length; i++) n += countNodes(it.kids[i]);
+      return n;
+    }
+    function countRefs(it) {
+      let n = INTERACTIVE.has(it.role) ? 1 : 0;
+      for (let i = 0; it.kids && i < it.kids.length; i++) if (it.kids[i].t === undefined) n += countRefs(it.kids[i]);
+      return n;
+    }
+
+    function makeRenderer(opts, S) {
+      const maxDepth = typeof opts.maxDepth === 'number' && opts.maxDepth >= 0 ? opts.maxDepth : Infinity;
+      const limit = typeof opts.limit === 'number' && opts.limit >= 0 ? opts.limit : Infinity;
+      const refStart = typeof opts.refStart === 'number' ? opts.refStart : 1;
+      const R = {
+        lines: [], refs: [], frames: [], frameEls: [], nodes: 0, limitHit: false, depthCut: 0, stop: false,
+      };
+      const nth = new Map();
+      const pad = [''];
+      function indent(d) {
+        while (pad.length <= d) pad.push(pad[pad.length - 1] + '  ');
+        return pad[d];
+      }
+      function room() {
+        if (R.nodes >= limit) { R.limitHit = true; R.stop = true; return false; }
+        R.nodes++;
+        return true;
+      }
+      function head(it) {
+        let h = '- ' + it.role;
+        if (it.name) h += ' ' + JSON.stringify(it.name);
+        h += it.attrs;
+        if (INTERACTIVE.has(it.role)) {
+          const key = it.role + '\u0000' + it.name;
+          const n = nth.get(key) || 0;
+          nth.set(key, n + 1);
+          const ref = 'e' + (refStart + R.refs.length);
+          R.refs.push({ ref, role: it.role, name: it.name, nth: n });
+          if (S) {
+            S.refs.set(ref, it.el);
+            S.meta.set(ref, { role: it.role, name: it.name, nth: n });
+          }
+          h += ' [ref=' + ref + ']';
+        }
+        return h;
+      }
+      function full(items, depth) {
+        for (let i = 0; i < items.length && !R.stop; i++) {
+          const it = items[i];
+          if (it.t !== undefined) {
+            if (depth > maxDepth) { R.depthCut++; continue; }
+            if (!room()) return;
+            R.lines.push(indent(depth) + '- text: ' + it.t);
+            continue;
+          }
+          if (depth > maxDepth) { R.depthCut += countNodes(it); continue; }
+          if (!room()) return;
+          const h = head(it);
+          let k = it.kids;
+          const idx = R.lines.length;
+          if (it.value !== undefined && k.length) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
+          if (it.value !== undefined && !it.kids.length) {
+            R.lines.push(indent(depth) + h + ': ' + it.value);
+          } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
+            R.lines.push(indent(depth) + h + ': ' + k[0].t);
+          } else if (it.url !== undefined || (k.length && depth + 1 <= maxDepth)) {
+            // (/url is a property of the node, kept even when its children are cut)
+            R.lines.push(indent(depth) + h + ':');
+            if (it.url !== undefined) R.lines.push(indent(depth + 1) + '- /url: ' + it.url);
+            if (depth + 1 <= maxDepth) full(k, depth + 1);
+            else for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
+          } else {
+            R.lines.push(indent(depth) + h);
+            for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
+          }
+          if (it.frame === 2 && depth + 1 <= maxDepth && !R.stop) {
+            R.frames.push({ line: idx, depth: depth + 1 });
+            R.frameEls.push(it.el);
+          }
+        }
+      }
+      function interactive(items, sdepth) {
+        for (let i = 0; i < items.length && !R.stop; i++) {
+          const it = items[i];
+          if (it.t !== undefined) continue;
+          if (sdepth > maxDepth) { R.depthCut += countRefs(it); continue; }
+          if (it.role === 'iframe') {
+            if (!room()) return;
+            const idx = R.lines.length;
+            R.lines.push(head(it));
+            if (it.frame === 2) {
+              if (sdepth + 1 <= maxDepth) {
+                R.frames.push({ line: idx, depth: sdepth + 1 });
+                R.frameEls.push(it.el);
+              }
+            } else {
+              interactive(it.kids, sdepth + 1);
+            }
+            continue;
+          }
+          if (INTERACTIVE.has(it.role)) {
+            if (!room()) return;
+            R.lines.push(head(it) + (it.value !== undefined ? ': ' + it.value : ''));
+          }
+          if (it.kids.length) interactive(it.kids, sdepth + 1);
+        }
+      }
+      R.full = full;
+      R.interactive = interactive;
+      return R;
+    }
+
+    // Builds the item tree of the document (or of the selector's element).
+    function build(scopeEl) {
+      const items = [];
+      if (scopeEl) {
+        if (isHiddenFull(scopeEl)) return items;
+        const c = docCtx(scopeEl.ownerDocument);
+        const ctx = c.modal && flatContains(c.modal, scopeEl) ? NO_MODAL : c;
+        visit(scopeEl, items, ctx);
+      } else {
+        const root = document.body || document.documentElement;
+        if (!root) return items;
+        walk(root, items, docCtx(document), st(root).v === 'visible');
+      }
+      return finishTop(items);
+    }
+
+    function newState() {
+      const S = { refs: new Map(), meta: new Map(), frames: [], scope: null };
+      G.__browserRelayState = S;
+      return S;
+    }
+
+    // ---------------------------------------------------------------- ops
+    function snapshot(opts) {
+      opts = opts || {};
+      const S = G.__browserRelayState || newState();
+      if (!S.refs) S.refs = new Map();
+      if (!S.meta) S.meta = new Map();
+      S.refs.clear();
+      S.meta.clear();
+      S.frames = [];
+      S.scope = opts.selector || null;
+      const empty = (error) => ({
+        lines: [], refs: [], frames: [], nodes: 0, limitHit: false, depthCut: 0, error,
+      });
+      let scopeEl = null;
+      if (opts.selector) {
+        try {
+          scopeEl = document.querySelector(opts.selector);
+        } catch (e) {
+          return empty("invalid selector '" + opts.selector + "': " + (e && e.message ? e.message : e));
+        }
+        if (!scopeEl) return empty("no element matches selector '" + opts.selector + "'");
+      }
+      let items = build(scopeEl);
+      if (opts.compact) items = compactItems(items);
+      const R = makeRenderer(opts, S);
+      if (opts.interactive) R.interactive(items, 0);
+      else R.full(items, 0);
+      S.frames = R.frameEls;
+      return {
+        lines: R.lines, refs: R.refs, frames: R.frames, nodes: R.nodes, limitHit: R.limitHit, depthCut: R.depthCut,
+      };
+    }
+
+    // Finds the nth element with exactly `role` and `name` in a fresh walk.
+    function findByRoleName(S, role, name, n) {
+      let scopeEl = null;
+      if (S.scope) {
+        try { scopeEl = document.querySelector(S.scope); } catch (e) { scopeEl = null; }
+      }
+      const items = build(scopeEl);
+      let count = 0;
+      let found = null;
+      (function visitItems(list) {
+        for (let i = 0; i < list.length && !found; i++) {
+          const it = list[i];
+          if (it.t !== undefined) continue;
+          if (it.role === role && it.name === name && INTERACTIVE.has(it.role)) {
+            if (count === n) { found = it.el; return; }
+            count++;
+          }
+          if (it.kids.length) visitItems(it.kids);
+        }
+      })(items);
+      return found;
+    }
+
+    function lookup(a) {
+      const S = G.__browserRelayState;
+      if (!S || !S.refs) return { error: 'stale' };
+      a = a || {};
+      const el = S.refs.get(a.ref);
+      if (el === undefined) return { error: 'unknown' };
+      if (el && alive(el)) return { el, fallback: false };
+      const meta = S.meta.get(a.ref) || {};
+      const role = a.role != null ? a.role : meta.role;
+      const name = a.name != null ? a.name : meta.name;
+      const n = a.nth != null ? a.nth : (meta.nth || 0);
+      if (role == null || name == null) return { error: 'stale' };
+      const found = findByRoleName(S, role, name, n);
+      if (!found) return { error: 'stale' };
+      S.refs.set(a.ref, found);
+      return { el: found, fallback: true };
+    }
+
+    // Connected, and its document is still shown in a frame that leads up to this world's
+    // document (a removed or navigated iframe leaves its old document "connected").
+    function alive(el) {
+      if (!el.isConnected) return false;
+      for (let doc = el.ownerDocument; doc !== document;) {
+        let fe = null;
+        try { fe = doc.defaultView && doc.defaultView.frameElement; } catch (e) { fe = null; }
+        if (!fe || !fe.isConnected) return false;
+        let inner = null;
+        try { inner = fe.contentDocument; } catch (e) { inner = null; }
+        if (inner !== doc) return false;
+        doc = fe.ownerDocument;
+      }
       return true;
     }
-    function head(it) {
-      let h = '- ' + it.role;
-      if (it.name) h += ' ' + JSON.stringify(it.name);
-      h += it.attrs;
-      if (INTERACTIVE.has(it.role)) {
-        const key = it.role + '\u0000' + it.name;
-        const n = nth.get(key) || 0;
-        nth.set(key, n + 1);
-        const ref = 'e' + (refStart + R.refs.length);
-        R.refs.push({ ref, role: it.role, name: it.name, nth: n });
-        if (S) {
-          S.refs.set(ref, it.el);
-          S.meta.set(ref, { role: it.role, name: it.name, nth: n });
-        }
-        h += ' [ref=' + ref + ']';
+
+    function inView(x, y, w, h, view) {
+      return x >= 0 && y >= 0 && x + w <= view.innerWidth && y + h <= view.innerHeight;
+    }
+
+    // Border box in this world's viewport; `ok` is false when any viewport on the way up does
+    // not fully contain it.
+    function boxOf(el) {
+      const r = el.getBoundingClientRect();
+      let x = r.left;
+      let y = r.top;
+      const w = r.width;
+      const h = r.height;
+      let doc = el.ownerDocument;
+      let ok = !doc.defaultView || inView(x, y, w, h, doc.defaultView);
+      while (doc !== document) {
+        let fe = null;
+        try { fe = doc.defaultView && doc.defaultView.frameElement; } catch (e) { fe = null; }
+        if (!fe) break;
+        const fr = fe.getBoundingClientRect();
+        const fview = fe.ownerDocument.defaultView;
+        const cs = fview.getComputedStyle(fe);
+        x += fr.left + fe.clientLeft + (parseFloat(cs.paddingLeft) || 0);
+        y += fr.top + fe.clientTop + (parseFloat(cs.paddingTop) || 0);
+        if (!inView(x, y, w, h, fview)) ok = false;
+        doc = fe.ownerDocument;
       }
-      return h;
+      return { x, y, width: w, height: h, ok };
     }
-    function full(items, depth) {
-      for (let i = 0; i < items.length && !R.stop; i++) {
-        const it = items[i];
-        if (it.t !== undefined) {
-          if (depth > maxDepth) { R.depthCut++; continue; }
-          if (!room()) return;
-          R.lines.push(indent(depth) + '- text: ' + it.t);
-          continue;
-        }
-        if (depth > maxDepth) { R.depthCut += countNodes(it); continue; }
-        if (!room()) return;
-        let h = head(it);
-        const k = it.kids;
-        const idx = R.lines.length;
-        if (it.value !== undefined) {
-          R.lines.push(indent(depth) + h + ': ' + it.value);
-        } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
-          R.lines.push(indent(depth) + h + ': ' + k[0].t);
-        } else if ((it.url !== undefined || k.length) && depth + 1 <= maxDepth) {
-          R.lines.push(indent(depth) + h + ':');
-          if (it.url !== undefined) R.lines.push(indent(depth + 1) + '- /url: ' + it.url);
-          full(k, depth + 1);
-        } else {
-          R.lines.push(indent(depth) + h);
-          for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
-        }
-        if (it.frame === 2 && depth + 1 <= maxDepth && !R.stop) {
-          R.frames.push({ line: idx, depth: depth + 1 });
-          R.frameEls.push(it.el);
-        }
-      }
-    }
-    function interactive(items, sdepth) {
-      for (let i = 0; i < items.length && !R.stop; i++) {
-        const it = items[i];
-        if (it.t !== undefined) continue;
-        if (sdepth > maxDepth) { R.depthCut += countRefs(it); continue; }
-        if (it.role === 'iframe') {
-          if (!room()) return;
-          const idx = R.lines.length;
-          R.lines.push(head(it));
-          if (it.frame === 2) {
-            if (sdepth + 1 <= maxDepth) {
-              R.frames.push({ line: idx, depth: sdepth + 1 });
-              R.frameEls.push(it.el);
-            }
-          } else {
-            interactive(it.kids, sdepth + 1);
-          }
-          continue;
-        }
-        if (INTERACTIVE.has(it.role)) {
-          if (!room()) return;
-          R.lines.push(head(it) + (it.value !== undefined ? ': ' + it.value : ''));
-        }
-        if (it.kids.length) interactive(it.kids, sdepth + 1);
-      }
-    }
-    R.full = full;
-    R.interactive = interactive;
-    return R;
-  }
 
-  // Builds the item tree of the document (or of the selector's element).
-  function build(scopeEl) {
-    const items = [];
-    if (scopeEl) {
-      if (isHiddenFull(scopeEl)) return items;
-      const c = docCtx(scopeEl.ownerDocument);
-      const ctx = c.modal && flatContains(c.modal, scopeEl) ? NO_MODAL : c;
-      visit(scopeEl, items, ctx);
-    } else {
-      const root = document.body || document.documentElement;
-      if (!root) return items;
-      walk(root, items, docCtx(document), st(root).v === 'visible');
-    }
-    return finishTop(items);
-  }
-
-  function newState() {
-    const S = { refs: new Map(), meta: new Map(), frames: [], scope: null };
-    G.__browserRelayState = S;
-    return S;
-  }
-
-  // ---------------------------------------------------------------- ops
-  function snapshot(opts) {
-    opts = opts || {};
-    const S = G.__browserRelayState || newState();
-    if (!S.refs) S.refs = new Map();
-    if (!S.meta) S.meta = new Map();
-    S.refs.clear();
-    S.meta.clear();
-    S.frames = [];
-    S.scope = opts.selector || null;
-    const empty = (error) => ({ lines: [], refs: [], frames: [], nodes: 0, limitHit: false, depthCut: 0, error });
-    let scopeEl = null;
-    if (opts.selector) {
-      try {
-        scopeEl = document.querySelector(opts.selector);
-      } catch (e) {
-        return empty("invalid selector '" + opts.selector + "': " + (e && e.message ? e.message : e));
-      }
-      if (!scopeEl) return empty("no element matches selector '" + opts.selector + "'");
-    }
-    let items = build(scopeEl);
-    if (opts.compact) items = compactItems(items);
-    const R = makeRenderer(opts, S);
-    if (opts.interactive) R.interactive(items, 0);
-    else R.full(items, 0);
-    S.frames = R.frameEls;
-    return { lines: R.lines, refs: R.refs, frames: R.frames, nodes: R.nodes, limitHit: R.limitHit, depthCut: R.depthCut };
-  }
-
-  // Finds the nth element with exactly `role` and `name` in a fresh walk.
-  function findByRoleName(S, role, name, n) {
-    let scopeEl = null;
-    if (S.scope) {
-      try { scopeEl = document.querySelector(S.scope); } catch (e) { scopeEl = null; }
-    }
-    const items = build(scopeEl);
-    let count = 0;
-    let found = null;
-    (function visitItems(list) {
-      for (let i = 0; i < list.length && !found; i++) {
-        const it = list[i];
-        if (it.t !== undefined) continue;
-        if (it.role === role && it.name === name && INTERACTIVE.has(it.role)) {
-          if (count === n) { found = it.el; return; }
-          count++;
-        }
-        if (it.kids.length) visitItems(it.kids);
-      }
-    })(items);
-    return found;
-  }
-
-  function lookup(a) {
-    const S = G.__browserRelayState;
-    if (!S || !S.refs) return { error: 'stale' };
-    a = a || {};
-    const el = S.refs.get(a.ref);
-    if (el === undefined) return { error: 'unknown' };
-    if (el && el.isConnected) return { el, fallback: false };
-    const meta = S.meta.get(a.ref) || {};
-    const role = a.role != null ? a.role : meta.role;
-    const name = a.name != null ? a.name : meta.name;
-    const n = a.nth != null ? a.nth : (meta.nth || 0);
-    if (role == null || name == null) return { error: 'stale' };
-    const found = findByRoleName(S, role, name, n);
-    if (!found) return { error: 'stale' };
-    S.refs.set(a.ref, found);
-    return { el: found, fallback: true };
-  }
-
-  function inView(x, y, w, h, view) {
-    return x >= 0 && y >= 0 && x + w <= view.innerWidth && y + h <= view.innerHeight;
-  }
-
-  // Border box in this world's viewport; `ok` is false when any viewport on the way up does
-  // not fully contain it.
-  function boxOf(el) {
-    const r = el.getBoundingClientRect();
-    let x = r.left;
-    let y = r.top;
-    const w = r.width;
-    const h = r.height;
-    let doc = el.ownerDocument;
-    let ok = !doc.defaultView || inView(x, y, w, h, doc.defaultView);
-    while (doc !== document) {
-      let fe = null;
-      try { fe = doc.defaultView && doc.defaultView.frameElement; } catch (e) { fe = null; }
-      if (!fe) break;
-      const fr = fe.getBoundingClientRect();
-      const fview = fe.ownerDocument.defaultView;
-      const cs = fview.getComputedStyle(fe);
-      x += fr.left + fe.clientLeft + (parseFloat(cs.paddingLeft) || 0);
-      y += fr.top + fe.clientTop + (parseFloat(cs.paddingTop) || 0);
-      if (!inView(x, y, w, h, fview)) ok = false;
-      doc = fe.ownerDocument;
-    }
-    return { x, y, width: w, height: h, ok };
-  }
-
-  function resolve(a) {
-    const found = lookup(a);
-    if (found.error) return { error: found.error };
-    const el = found.el;
-    let b = boxOf(el);
-    const hidden = (b.width === 0 && b.height === 0) || st(el).d === 'none';
-    if (!hidden && !b.ok) {
-      el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-      b = boxOf(el);
-    }
-    const res = { x: b.x, y: b.y, width: b.width, height: b.height, fallback: found.fallback };
-    if (hidden) res.hidden = true;
-    return res;
-  }
-
-  function describe(el) {
-    if (!el || el.nodeType !== 1) return { role: 'generic', name: '', hidden: true, unreachable: false };
-    const root = el.getRootNode();
-    const unreachable = root.nodeType === 11 && !!root.host && root.host.shadowRoot !== root;
-    let role = roleOf(el) || 'generic';
-    if (role === 'presentation') role = 'none';
-    const name = nameOf(el, role).name;
-    return { role, name, hidden: isHiddenFull(el), unreachable };
-  }
-
-  switch (op) {
-    case 'snapshot': return snapshot(arg);
-    case 'resolve': return resolve(arg);
-    case 'element': {
-      const found = lookup(arg);
-      if (found.error) throw new Error(found.error);
-      return found.el;
-    }
-    case 'frameElement': {
-      const S = G.__browserRelayState;
-      return (S && S.frames && S.frames[arg]) || null;
-    }
-    case 'describe': return describe(arg);
-    case 'querySelector': return document.querySelector(arg);
-    case 'selectorBox': {
-      let el;
-      try { el = document.querySelector(arg); } catch (e) { return { error: e && e.message ? e.message : String(e) }; }
-      if (!el) return null;
+    function resolve(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
       let b = boxOf(el);
-      if (!b.ok && (b.width > 0 || b.height > 0)) {
+      const hidden = (b.width === 0 && b.height === 0) || st(el).d === 'none';
+      if (!hidden && !b.ok) {
         el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
         b = boxOf(el);
       }
-      return { x: b.x, y: b.y, width: b.width, height: b.height };
+      const res = { x: b.x, y: b.y, width: b.width, height: b.height, fallback: found.fallback };
+      if (hidden) res.hidden = true;
+      return res;
     }
+
+    function describe(el) {
+      if (!el || el.nodeType !== 1) return { role: 'generic', name: '', hidden: true, unreachable: false };
+      const root = el.getRootNode();
+      const unreachable = root.nodeType === 11 && !!root.host && root.host.shadowRoot !== root;
+      let role = roleOf(el) || 'generic';
+      if (role === 'presentation') role = 'none';
+      const name = nameOf(el, role).name;
+      return { role, name, hidden: isHiddenFull(el), unreachable };
+    }
+
+    return function run(op, arg) {
+      styleCache = new Map();
+      roleCache = new Map();
+      nameCache = new Map();
+      tableRoleCache = new Map();
+      docCtxCache = new Map();
+      labelMaps = new Map();
+      switch (op) {
+        case 'snapshot': return snapshot(arg);
+        case 'resolve': return resolve(arg);
+        case 'element': {
+          const found = lookup(arg);
+          if (found.error) throw new Error(found.error);
+          return found.el;
+        }
+        case 'frameElement': {
+          const S = G.__browserRelayState;
+          return (S && S.frames && S.frames[arg]) || null;
+        }
+        case 'describe': return describe(arg);
+        case 'querySelector': return document.querySelector(arg);
+        case 'selectorBox': {
+          let el;
+          try {
+            el = document.querySelector(arg);
+          } catch (e) {
+            return { error: e && e.message ? e.message : String(e) };
+          }
+          if (!el) return null;
+          let b = boxOf(el);
+          if (!b.ok && (b.width > 0 || b.height > 0)) {
+            el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+            b = boxOf(el);
+          }
+          return { x: b.x, y: b.y, width: b.width, height: b.height };
+        }
+      }
+      throw new Error('unknown op ' + op);
+    };
   }
-  throw new Error('unknown op ' + op);
 }

@@ -126,8 +126,16 @@ async fn take_ai(
     if walk.depth_cut > 0 {
         notes.push(format!("{} nodes below depth {} are not shown", walk.depth_cut, options.depth.unwrap_or(0)));
     }
+    if walk.lines.is_empty() {
+        notes.push(match (&options.selector, options.interactive) {
+            (Some(selector), _) => format!("nothing visible in '{selector}'"),
+            (None, true) => "no interactive elements on this page".into(),
+            (None, false) => "the page shows nothing (empty or hidden)".into(),
+        });
+    }
     let mut text = walk.lines.join("\n");
     let max_chars = options.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
+    let full_len = text.len();
     if text.len() > max_chars {
         let mut cut = max_chars;
         while !text.is_char_boundary(cut) {
@@ -140,12 +148,13 @@ async fn take_ai(
         ));
         text.truncate(cut);
     }
+    let truncated = walk.limit_hit || walk.depth_cut > 0 || text.len() < full_len;
     let result = SnapshotResult {
         format: Format::Ai,
         snapshot: Some(text),
         refs: table.refs.len(),
         node_count: walk.nodes as usize,
-        truncated: !notes.is_empty(),
+        truncated,
         notes,
         ..SnapshotResult::default()
     };
