@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let env = ControlEnv::start().await?;
     env.start_browser().await;
     let cdp_http =
-        env.ok("GET", "/?profile=managed", None).await["cdpEndpoint"].as_str().unwrap_or_default().to_string();
+        env.api.ok("GET", "/?profile=managed", None).await["cdpEndpoint"].as_str().unwrap_or_default().to_string();
     println!("snapshot benchmark: {runs} runs after a warm-up; medians; ours = GET /snapshot over HTTP");
     println!(
         "{:<14} {:>12} {:>16} {:>8} {:>10} {:>10}",
@@ -30,18 +30,18 @@ async fn main() -> anyhow::Result<()> {
     );
     for page in ["snap/big.html", "snap/article.html"] {
         let url = env.fixture(page);
-        env.ok("POST", "/navigate", Some(json!({"url": url}))).await;
-        let tab = env.ok("GET", "/tabs", None).await;
+        env.api.ok("POST", "/navigate", Some(json!({"url": url}))).await;
+        let tab = env.api.ok("GET", "/tabs", None).await;
         let elements = env
             .eval(tab["tabs"][0]["targetId"].as_str().unwrap_or_default(), "document.querySelectorAll('*').length")
             .await;
         let path = "/snapshot?limit=1000000&maxChars=100000000";
-        env.ok("GET", path, None).await;
+        env.api.ok("GET", path, None).await;
         let mut ours = Vec::new();
         let mut chars = 0;
         for _ in 0..runs {
             let started = Instant::now();
-            let result = env.ok("GET", path, None).await;
+            let result = env.api.ok("GET", path, None).await;
             ours.push(started.elapsed().as_secs_f64() * 1000.0);
             chars = result["snapshot"].as_str().map_or(0, str::len);
         }

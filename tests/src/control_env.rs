@@ -97,27 +97,9 @@ impl ControlEnv {
         &self.server.control.as_ref().expect("the control API runs").1
     }
 
-    pub async fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&Value>,
-    ) -> HttpResponse {
-        self.api.request(method, path, headers, body).await
-    }
-
-    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.api.call(method, path, body).await
-    }
-
-    pub async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        self.api.ok(method, path, body).await
-    }
-
     /// Launches the managed browser through `POST /start`.
     pub async fn start_browser(&self) -> Value {
-        self.ok("POST", "/start", None).await
+        self.api.ok("POST", "/start", None).await
     }
 
     pub fn fixture(&self, path: &str) -> String {
@@ -128,13 +110,13 @@ impl ControlEnv {
     /// when the call returns); its targetId.
     pub async fn open(&self, path: &str) -> String {
         let url = self.fixture(path);
-        let tab = self.ok("POST", "/tabs/open", Some(serde_json::json!({"url": url}))).await;
+        let tab = self.api.ok("POST", "/tabs/open", Some(serde_json::json!({"url": url}))).await;
         tab["targetId"].as_str().expect("targetId").to_string()
     }
 
     /// The `ai` snapshot text of the current tab, with `query` appended.
     pub async fn snapshot_text(&self, query: &str) -> String {
-        let value = self.ok("GET", &format!("/snapshot?{query}"), None).await;
+        let value = self.api.ok("GET", &format!("/snapshot?{query}"), None).await;
         value["snapshot"].as_str().expect("an ai snapshot").to_string()
     }
 

@@ -86,21 +86,21 @@ async fn raw_request(env: &ControlEnv, head: &str) -> String {
 async fn errors_are_json_an_agent_can_act_on() {
     let env = ControlEnv::start().await.unwrap();
 
-    let (status, body) = env.call("GET", "/tabs", None).await;
+    let (status, body) = env.api.call("GET", "/tabs", None).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "not_running");
     assert_eq!(body["error"]["message"], "profile 'managed' is not running");
     assert!(body["error"]["hint"].as_str().unwrap().contains("POST /start"), "{body}");
 
-    let (status, body) = env.call("GET", "/snapshot?profile=nope", None).await;
+    let (status, body) = env.api.call("GET", "/snapshot?profile=nope", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_profile")), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("managed"), "lists the profiles: {body}");
 
-    let (status, body) = env.call("POST", "/tabs/open", Some(json!({"urll": "https://example.com"}))).await;
+    let (status, body) = env.api.call("POST", "/tabs/open", Some(json!({"urll": "https://example.com"}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("bad_request")), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("unknown field `urll`"), "{body}");
 
-    let response = env.request("POST", "/navigate", &[], None).await;
+    let response = env.api.request("POST", "/navigate", &[], None).await;
     assert_eq!(response.status, 400, "a body without url: {}", response.text());
     assert!(response.json()["error"]["message"].as_str().unwrap().contains("missing field `url`"));
 
@@ -115,20 +115,20 @@ async fn errors_are_json_an_agent_can_act_on() {
     assert_eq!(garbage.status, 400);
     assert!(garbage.json()["error"]["message"].as_str().unwrap().starts_with("invalid JSON body"));
 
-    let (status, body) = env.call("POST", "/navigate", Some(json!({"url": "javascript:alert(1)"}))).await;
+    let (status, body) = env.api.call("POST", "/navigate", Some(json!({"url": "javascript:alert(1)"}))).await;
     assert_eq!(status, 400, "{body}");
 
-    let (status, body) = env.call("GET", "/snapshot?depth=deep", None).await;
+    let (status, body) = env.api.call("GET", "/snapshot?depth=deep", None).await;
     assert_eq!(status, 400, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("depth=deep"), "{body}");
 
-    let (status, body) = env.call("GET", "/snapshot?format=xml", None).await;
+    let (status, body) = env.api.call("GET", "/snapshot?format=xml", None).await;
     assert_eq!(status, 400, "{body}");
 
-    let (status, body) = env.call("GET", "/console?level=loud", None).await;
+    let (status, body) = env.api.call("GET", "/console?level=loud", None).await;
     assert_eq!(status, 400, "{body}");
 
-    let (status, body) = env.call("GET", "/nothing", None).await;
+    let (status, body) = env.api.call("GET", "/nothing", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (404, Some("not_found")));
     assert!(body["error"]["hint"].as_str().unwrap().contains("GET /snapshot"), "lists the routes: {body}");
 
@@ -144,7 +144,7 @@ async fn errors_are_json_an_agent_can_act_on() {
     assert_eq!(big.status, 413, "a 2 MiB body is refused");
 
     // The server is still up and answering.
-    let status = env.ok("GET", "/", None).await;
+    let status = env.api.ok("GET", "/", None).await;
     let names: Vec<&str> =
         status["profiles"].as_array().unwrap().iter().filter_map(|p| p["profile"].as_str()).collect();
     assert_eq!(names, ["chrome", "managed"]);
@@ -157,9 +157,9 @@ async fn errors_are_json_an_agent_can_act_on() {
 async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
     let env = ControlEnv::start_with(Some(EXTENSION_PROFILE)).await.unwrap();
 
-    let (status, body) = env.call("POST", "/start", None).await;
+    let (status, body) = env.api.call("POST", "/start", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_extension")), "{body}");
-    let (status, body) = env.call("GET", "/tabs", None).await;
+    let (status, body) = env.api.call("GET", "/tabs", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_extension")), "{body}");
 
     // Connected, nothing shared yet.
@@ -170,10 +170,10 @@ async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
         env.server.relay.stats().extension_connected.then_some(())
     })
     .await;
-    let (status, body) = env.call("POST", "/start", None).await;
+    let (status, body) = env.api.call("POST", "/start", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_shared_tab")), "{body}");
     assert_eq!(body["error"]["hint"], "click the Browser Relay icon on a tab to share it");
-    let (status, body) = env.call("GET", "/snapshot", None).await;
+    let (status, body) = env.api.call("GET", "/snapshot", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("no_shared_tab")), "{body}");
     drop(ext);
     eventually("the extension to go", Duration::from_secs(5), || async {
@@ -184,21 +184,21 @@ async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
     // A shared tab: listed through the relay's own /cdp.
     let _ext = FakeExtension::connect(addr, Some(&token), Some(hello(vec![fake_tab(7)])), Mode::Echo).await.unwrap();
     let started = eventually("the shared tab", Duration::from_secs(5), || async {
-        let (status, body) = env.call("POST", "/start", None).await;
+        let (status, body) = env.api.call("POST", "/start", None).await;
         (status == 200).then_some(body)
     })
     .await;
     assert_eq!(started["state"], "connected", "{started}");
     assert_eq!(started["tabs"], 1);
-    let tabs = env.ok("GET", "/tabs", None).await;
+    let tabs = env.api.ok("GET", "/tabs", None).await;
     assert_eq!(tabs["tabs"][0]["targetId"], fake_target_id(7), "{tabs}");
     assert_eq!(tabs["tabs"][0]["url"], "https://example.test/7");
     assert_eq!(tabs["tabs"][0]["title"], "Tab 7");
 
-    let (status, body) = env.call("POST", "/tabs/focus", Some(json!({"targetId": "NOPE"}))).await;
+    let (status, body) = env.api.call("POST", "/tabs/focus", Some(json!({"targetId": "NOPE"}))).await;
     assert_eq!((status, body["error"]["code"].as_str()), (404, Some("unknown_tab")), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains(&fake_target_id(7)), "lists the tabs: {body}");
 
-    let (status, body) = env.call("POST", "/stop", None).await;
+    let (status, body) = env.api.call("POST", "/stop", None).await;
     assert_eq!(status, 400, "your own Chrome is never stopped: {body}");
 }

@@ -19,7 +19,7 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
 
     // Open a page: it becomes the current tab.
     let console_tab = env.open("control/console.html").await;
-    let tabs = env.ok("GET", "/tabs", None).await;
+    let tabs = env.api.ok("GET", "/tabs", None).await;
     let listed = tabs["tabs"].as_array().unwrap();
     let me = listed.iter().find(|t| t["targetId"] == console_tab.as_str()).expect("the new tab is listed");
     assert_eq!(me["title"], "Console", "{tabs}");
@@ -29,7 +29,7 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
 
     // Console: collected since the engine saw the tab, newest kept, by level.
     let console = eventually("the timer's page error", Duration::from_secs(10), || async {
-        let console = env.ok("GET", "/console", None).await;
+        let console = env.api.ok("GET", "/console", None).await;
         (!console["pageErrors"].as_array().unwrap().is_empty()).then_some(console)
     })
     .await;
@@ -37,28 +37,28 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     assert!(texts.contains(&"hello from the page 42 Object"), "{console}");
     assert!(texts.contains(&"careful") && texts.contains(&"something failed"), "{console}");
     assert!(console["pageErrors"][0]["message"].as_str().unwrap().contains("boom from a timer"), "{console}");
-    let errors_only = env.ok("GET", "/console?level=error", None).await;
+    let errors_only = env.api.ok("GET", "/console?level=error", None).await;
     let levels: Vec<&str> =
         errors_only["messages"].as_array().unwrap().iter().filter_map(|m| m["level"].as_str()).collect();
     assert_eq!(levels, ["error"], "{errors_only}");
-    let warnings_up = env.ok("GET", "/console?level=warning&limit=1", None).await;
+    let warnings_up = env.api.ok("GET", "/console?level=warning&limit=1", None).await;
     assert_eq!(warnings_up["messages"].as_array().unwrap().len(), 1, "limit keeps the newest: {warnings_up}");
     assert_eq!(warnings_up["messages"][0]["text"], "something failed");
 
     // Navigate the current tab; the result says where it landed.
     let refs_url = env.fixture("control/refs.html");
-    let navigated = env.ok("POST", "/navigate", Some(json!({"url": refs_url}))).await;
+    let navigated = env.api.ok("POST", "/navigate", Some(json!({"url": refs_url}))).await;
     assert_eq!(navigated["targetId"], console_tab.as_str());
     assert_eq!((navigated["url"].as_str(), navigated["title"].as_str()), (Some(refs_url.as_str()), Some("Refs")));
     let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let unreachable = format!("http://127.0.0.1:{closed_port}/unreachable");
-    let (status, failed) = env.call("POST", "/navigate", Some(json!({"url": unreachable}))).await;
+    let (status, failed) = env.api.call("POST", "/navigate", Some(json!({"url": unreachable}))).await;
     assert_eq!((status, failed["error"]["code"].as_str()), (502, Some("navigation_failed")), "{failed}");
     assert!(failed["error"]["message"].as_str().unwrap().contains("ERR_CONNECTION_REFUSED"), "{failed}");
-    env.ok("POST", "/navigate", Some(json!({"url": refs_url, "waitUntil": "domcontentloaded"}))).await;
+    env.api.ok("POST", "/navigate", Some(json!({"url": refs_url, "waitUntil": "domcontentloaded"}))).await;
 
     // Screenshots: viewport, full page, an element by ref, raw bytes.
-    let viewport = env.ok("POST", "/screenshot", None).await;
+    let viewport = env.api.ok("POST", "/screenshot", None).await;
     let path = std::path::PathBuf::from(viewport["path"].as_str().unwrap());
     assert!(path.starts_with(env.state.path().join("media")), "{viewport}");
     let bytes = std::fs::read(&path).unwrap();
@@ -67,23 +67,23 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     let (width, height) = (viewport["width"].as_u64().unwrap(), viewport["height"].as_u64().unwrap());
     assert!(width >= 300 && height >= 200, "{viewport}");
 
-    let full = env.ok("POST", "/screenshot", Some(json!({"fullPage": true}))).await;
+    let full = env.api.ok("POST", "/screenshot", Some(json!({"fullPage": true}))).await;
     assert!(full["height"].as_u64().unwrap() > 1500, "the 1500px spacer is in a full-page shot: {full}");
 
     let snapshot = env.snapshot_text("interactive=true").await;
     let save = ref_of(&snapshot, "button \"Save\"");
-    let element = env.ok("POST", "/screenshot", Some(json!({"ref": save}))).await;
+    let element = env.api.ok("POST", "/screenshot", Some(json!({"ref": save}))).await;
     assert_eq!((element["width"].as_u64(), element["height"].as_u64()), (Some(120), Some(40)), "{element}");
     let far = ref_of(&snapshot, "button \"Far away\"");
-    let far_shot = env.ok("POST", "/screenshot", Some(json!({"ref": far, "type": "jpeg", "quality": 50}))).await;
+    let far_shot = env.api.ok("POST", "/screenshot", Some(json!({"ref": far, "type": "jpeg", "quality": 50}))).await;
     assert_eq!(far_shot["type"], "image/jpeg", "{far_shot}");
     assert!(std::fs::read(far_shot["path"].as_str().unwrap()).unwrap().starts_with(&[0xFF, 0xD8]));
-    let by_selector = env.ok("POST", "/screenshot", Some(json!({"selector": "#save"}))).await;
+    let by_selector = env.api.ok("POST", "/screenshot", Some(json!({"selector": "#save"}))).await;
     assert_eq!(by_selector["width"].as_u64(), Some(120), "{by_selector}");
-    let (status, missing) = env.call("POST", "/screenshot", Some(json!({"selector": "#nope"}))).await;
+    let (status, missing) = env.api.call("POST", "/screenshot", Some(json!({"selector": "#nope"}))).await;
     assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("no_such_element")), "{missing}");
 
-    let raw = env.request("POST", "/screenshot", &[("Accept", "image/jpeg")], None).await;
+    let raw = env.api.request("POST", "/screenshot", &[("Accept", "image/jpeg")], None).await;
     assert_eq!(raw.status, 200);
     assert_eq!(raw.header("content-type"), Some("image/jpeg"));
     assert!(raw.body.starts_with(&[0xFF, 0xD8]), "raw JPEG bytes");
@@ -91,30 +91,30 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
 
     // A second tab: with two tabs the current one is still targeted.
     let second = env.open("index.html").await;
-    assert_eq!(env.ok("GET", "/snapshot", None).await["targetId"], second.as_str(), "the last opened is current");
-    env.ok("POST", "/tabs/focus", Some(json!({"targetId": console_tab}))).await;
-    assert_eq!(env.ok("GET", "/snapshot", None).await["targetId"], console_tab.as_str(), "focus makes current");
-    let explicit = env.ok("GET", &format!("/snapshot?targetId={second}"), None).await;
+    assert_eq!(env.api.ok("GET", "/snapshot", None).await["targetId"], second.as_str(), "the last opened is current");
+    env.api.ok("POST", "/tabs/focus", Some(json!({"targetId": console_tab}))).await;
+    assert_eq!(env.api.ok("GET", "/snapshot", None).await["targetId"], console_tab.as_str(), "focus makes current");
+    let explicit = env.api.ok("GET", &format!("/snapshot?targetId={second}"), None).await;
     assert!(explicit["snapshot"].as_str().unwrap().contains("Fixture Index"), "{explicit}");
 
-    let (status, unknown) = env.call("GET", "/snapshot?targetId=NOPE", None).await;
+    let (status, unknown) = env.api.call("GET", "/snapshot?targetId=NOPE", None).await;
     assert_eq!((status, unknown["error"]["code"].as_str()), (404, Some("unknown_tab")), "{unknown}");
     assert!(unknown["error"]["message"].as_str().unwrap().contains(&second), "lists the tabs: {unknown}");
 
-    env.ok("DELETE", &format!("/tabs/{second}"), None).await;
+    env.api.ok("DELETE", &format!("/tabs/{second}"), None).await;
     eventually("the closed tab to leave /tabs", Duration::from_secs(5), || async {
-        let tabs = env.ok("GET", "/tabs", None).await;
+        let tabs = env.api.ok("GET", "/tabs", None).await;
         (!tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == second.as_str())).then_some(())
     })
     .await;
 
-    let status = env.ok("GET", "/?profile=managed", None).await;
+    let status = env.api.ok("GET", "/?profile=managed", None).await;
     assert_eq!(status["state"], "running", "{status}");
     assert!(status["tabs"].as_u64().unwrap() >= 1, "{status}");
 
-    let stopped = env.ok("POST", "/stop", None).await;
+    let stopped = env.api.ok("POST", "/stop", None).await;
     assert_eq!(stopped["running"], false, "{stopped}");
-    let (status, body) = env.call("GET", "/tabs", None).await;
+    let (status, body) = env.api.call("GET", "/tabs", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_running")), "{body}");
 }
 
@@ -185,7 +185,7 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
 
     // A navigation makes every ref stale, even where an identical element
     // exists on the new document.
-    env.ok("POST", "/navigate", Some(json!({"url": env.fixture("control/refs.html")}))).await;
+    env.api.ok("POST", "/navigate", Some(json!({"url": env.fixture("control/refs.html")}))).await;
     let error = engine.ref_box(None, None, &cancel).await.unwrap_err();
     assert_eq!(error.to_string(), format!("ref {cancel} is stale: take a new snapshot"));
 

@@ -207,7 +207,7 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str, &str)] = &[
 
 async fn open_case(env: &ControlEnv, path: &str) {
     let url = env.fixture(path).replace("ALT", &env.fixtures.alt_url());
-    env.ok("POST", "/navigate", Some(json!({"url": url}))).await;
+    env.api.ok("POST", "/navigate", Some(json!({"url": url}))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,7 +234,7 @@ async fn snapshots_match_their_goldens() {
             open_case(&env, path).await;
             current = path.to_string();
         }
-        let result = env.ok("GET", &format!("/snapshot?{query}"), None).await;
+        let result = env.api.ok("GET", &format!("/snapshot?{query}"), None).await;
         let mut text = env.normalize(result["snapshot"].as_str().unwrap());
         for note in result["notes"].as_array().unwrap() {
             text.push_str(&format!("\n# {}", note.as_str().unwrap()));
@@ -285,7 +285,7 @@ async fn roles_and_names_agree_with_chromes_accessibility_tree() {
         open_case(&env, path).await;
         let ai = env.snapshot_text("interactive=true").await;
         let ours = count(ai.lines().filter_map(parse_ref_line));
-        let aria = env.ok("GET", "/snapshot?format=aria&limit=100000", None).await;
+        let aria = env.api.ok("GET", "/snapshot?format=aria&limit=100000", None).await;
         let chrome = count(aria["nodes"].as_array().unwrap().iter().filter_map(|node: &Value| {
             let role = node["role"].as_str()?;
             INTERACTIVE.contains(&role).then(|| (role.to_string(), node["name"].as_str().unwrap_or("").to_string()))

@@ -168,6 +168,15 @@ pub struct ConsoleReport {
     pub page_errors: Vec<PageError>,
 }
 
+/// A tab ready for a page operation; holds the profile's page lock.
+struct PageTarget {
+    profile: Profile,
+    conn: Arc<Conn>,
+    id: String,
+    session: String,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
 /// A ref's element box in the tab's viewport (CSS pixels), after scrolling
 /// it into view.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -439,8 +448,21 @@ impl Engine {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.to_string(), target_id.to_string());
     }
 
-    fn page_lock(&self, profile: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.0.page_locks.lock().unwrap_or_else(|p| p.into_inner()).entry(profile.to_string()).or_default().clone()
+    /// The target of a page operation, attached, with the profile's page
+    /// lock held until the returned value drops.
+    async fn page_target(&self, profile: Option<&str>, target_id: Option<&str>) -> Result<PageTarget, ControlError> {
+        let (profile, conn, id) = self.target(profile, target_id).await?;
+        let session = self.session(&conn, &id).await?;
+        let lock = self
+            .0
+            .page_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(profile.name.clone())
+            .or_default()
+            .clone();
+        let guard = lock.lock_owned().await;
+        Ok(PageTarget { profile, conn, id, session, _guard: guard })
     }
 
     /// `GET /tabs`.
@@ -616,10 +638,7 @@ impl Engine {
         target_id: Option<&str>,
         options: &SnapshotOptions,
     ) -> Result<SnapshotResult, ControlError> {
-        let (profile, conn, id) = self.target(profile, target_id).await?;
-        let session = self.session(&conn, &id).await?;
-        let lock = self.page_lock(&profile.name);
-        let _guard = lock.lock().await;
+        let PageTarget { profile, conn, id, session, _guard } = self.page_target(profile, target_id).await?;
         let (mut result, table) = snapshot::take(&conn, &id, options).await?;
         if let Some(table) = table {
             self.refs().put(&profile.name, &id, table);
@@ -640,11 +659,8 @@ impl Engine {
         target_id: Option<&str>,
         element_ref: &str,
     ) -> Result<ElementBox, ControlError> {
-        let (profile, conn, id) = self.target(profile, target_id).await?;
-        self.session(&conn, &id).await?;
-        let lock = self.page_lock(&profile.name);
-        let _guard = lock.lock().await;
-        self.ref_box_locked(&profile, &conn, &id, element_ref).await
+        let page = self.page_target(profile, target_id).await?;
+        self.ref_box_locked(&page.profile, &page.conn, &page.id, element_ref).await
     }
 
     async fn ref_box_locked(
@@ -682,10 +698,8 @@ impl Engine {
     /// `POST /screenshot`: the viewport, the full page, or one element
     /// (`ref` or `selector`); saved under the media folder.
     pub async fn screenshot(&self, request: &ScreenshotRequest) -> Result<Screenshot, ControlError> {
-        let (profile, conn, id) = self.target(request.profile.as_deref(), request.target_id.as_deref()).await?;
-        let session = self.session(&conn, &id).await?;
-        let lock = self.page_lock(&profile.name);
-        let _guard = lock.lock().await;
+        let PageTarget { profile, conn, id, session, _guard } =
+            self.page_target(request.profile.as_deref(), request.target_id.as_deref()).await?;
         let quality = match (request.image_type, request.quality) {
             (ImageType::Png, Some(_)) => {
                 return Err(ControlError::BadRequest("quality applies to jpeg screenshots only".into()));
