@@ -18,6 +18,12 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 
+# pdftotext (poppler-utils): the PDF test reads back what Chrome printed.
+if ! command -v pdftotext >/dev/null 2>&1; then
+  step "installing poppler-utils (apt)"
+  apt_install poppler-utils
+fi
+
 # Debian's Chromium: end-to-end tests launch /usr/lib/chromium/chromium directly.
 if [ ! -x /usr/lib/chromium/chromium ]; then
   step "installing chromium (apt)"

@@ -47,6 +47,8 @@ pub struct CdpClient {
     events: std::sync::Mutex<Option<mpsc::UnboundedReceiver<CdpEvent>>>,
     closed: CancellationToken,
     timeout: Duration,
+    /// Events handed to the event stream so far (see [`Self::events_sent`]).
+    events_sent: Arc<AtomicU64>,
 }
 
 impl CdpClient {
@@ -79,6 +81,8 @@ impl CdpClient {
 
         let reader_pending = pending.clone();
         let reader_closed = closed.clone();
+        let events_sent = Arc::new(AtomicU64::new(0));
+        let reader_sent = events_sent.clone();
         tokio::spawn(async move {
             while let Some(Ok(message)) = tokio::select! {
                 () = reader_closed.cancelled() => None,
@@ -98,6 +102,7 @@ impl CdpClient {
                         waiter(result);
                     }
                 } else if let Some(method) = value.get("method").and_then(Value::as_str) {
+                    reader_sent.fetch_add(1, Ordering::Release);
                     let _ = events_tx.send(CdpEvent {
                         method: method.to_string(),
                         params: value.get_mut("params").map(Value::take).unwrap_or(Value::Null),
@@ -117,6 +122,7 @@ impl CdpClient {
             events: std::sync::Mutex::new(Some(events_rx)),
             closed,
             timeout: Duration::from_secs(30),
+            events_sent,
         })
     }
 
@@ -129,6 +135,14 @@ impl CdpClient {
     /// Takes the event stream (once).
     pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<CdpEvent>> {
         self.events.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// How many events have been put on the event stream. Every event that
+    /// arrived before a reply is counted by the time that reply's call
+    /// returns, so a consumer that has handled this many events has seen
+    /// everything that happened before the reply.
+    pub fn events_sent(&self) -> u64 {
+        self.events_sent.load(Ordering::Acquire)
     }
 
     pub fn is_closed(&self) -> bool {

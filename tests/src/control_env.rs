@@ -177,3 +177,13 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// The ref on the snapshot line that contains `needle`.
+pub fn ref_of(snapshot: &str, needle: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle} in:\n{snapshot}"));
+    let start = line.find("[ref=").unwrap_or_else(|| panic!("no ref on {line}")) + 5;
+    line[start..].split(']').next().unwrap().to_string()
+}

@@ -202,3 +202,18 @@ async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
     let (status, body) = env.api.call("POST", "/stop", None).await;
     assert_eq!(status, 400, "your own Chrome is never stopped: {body}");
 }
+
+#[tokio::test]
+async fn evaluate_can_be_switched_off_in_config() {
+    let env = ControlEnv::start_with(Some("defaultProfile = \"managed\"\nallowEvaluate = false\n")).await.unwrap();
+    for body in [json!({"kind": "evaluate", "fn": "() => 1"}), json!({"kind": "wait", "fn": "() => true"})] {
+        let (status, error) = env.api.call("POST", "/act", Some(body)).await;
+        assert_eq!((status, error["error"]["code"].as_str()), (409, Some("evaluate_disabled")), "{error}");
+    }
+    // Other kinds are not refused for it (here: the browser is not running).
+    let (status, error) = env.api.call("POST", "/act", Some(json!({"kind": "press", "key": "Enter"}))).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("not_running")), "{error}");
+    let (status, error) = env.api.call("POST", "/act", Some(json!({"kind": "fly"}))).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("unknown variant `fly`"), "{error}");
+}

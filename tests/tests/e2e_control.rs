@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use e2e::ControlEnv;
-use e2e::control_env::eventually;
+use e2e::control_env::{eventually, ref_of};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,16 +116,6 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     assert_eq!(stopped["running"], false, "{stopped}");
     let (status, body) = env.api.call("GET", "/tabs", None).await;
     assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_running")), "{body}");
-}
-
-/// The ref on the snapshot line that contains `needle`.
-fn ref_of(snapshot: &str, needle: &str) -> String {
-    let line = snapshot
-        .lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with {needle} in:\n{snapshot}"));
-    let start = line.find("[ref=").unwrap_or_else(|| panic!("no ref on {line}")) + 5;
-    line[start..].split(']').next().unwrap().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,35 @@ pub struct TabInfo {
     pub kind: String,
     /// The tab that requests without `targetId` go to.
     pub active: bool,
+    /// A JavaScript dialog waiting for an answer (`POST /hooks/dialog`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogInfo>,
+}
+
+/// An open `alert`, `confirm`, `prompt` or `beforeunload` dialog.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DialogInfo {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_prompt: Option<String>,
+}
+
+/// The answer armed for a tab's next dialog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DialogHook {
+    pub accept: bool,
+    pub prompt_text: Option<String>,
+    pub until: tokio::time::Instant,
+}
+
+/// The files armed for a tab's next file chooser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileHook {
+    pub paths: Vec<String>,
+    pub until: tokio::time::Instant,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -71,6 +100,10 @@ struct Tab {
     ready: bool,
     console: VecDeque<ConsoleMessage>,
     errors: VecDeque<PageError>,
+    /// An open dialog nobody has answered yet.
+    dialog: Option<DialogInfo>,
+    dialog_hook: Option<DialogHook>,
+    file_hook: Option<FileHook>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +132,8 @@ pub struct Conn {
     state: Mutex<State>,
     changed: watch::Sender<u64>,
     events: broadcast::Sender<Arc<CdpEvent>>,
+    /// Events handled (state updated and broadcast) so far.
+    pumped: std::sync::atomic::AtomicU64,
 }
 
 impl Conn {
@@ -113,6 +148,7 @@ impl Conn {
             state: Mutex::new(State::default()),
             changed: watch::channel(0).0,
             events: broadcast::channel(1024).0,
+            pumped: std::sync::atomic::AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&conn);
         tokio::spawn(async move {
@@ -187,6 +223,7 @@ impl Conn {
                 url: tab.url.clone(),
                 kind: tab.kind.clone(),
                 active: current == Some(id.as_str()),
+                dialog: tab.dialog.clone(),
             })
             .collect()
     }
@@ -323,6 +360,9 @@ impl Conn {
             ready: false,
             console: VecDeque::new(),
             errors: VecDeque::new(),
+            dialog: None,
+            dialog_hook: None,
+            file_hook: None,
         });
         tab.title = info["title"].as_str().unwrap_or_default().to_string();
         tab.url = info["url"].as_str().unwrap_or_default().to_string();
@@ -454,6 +494,52 @@ impl Conn {
                     self.state().worlds.retain(|(s, _), _| s != session);
                 }
             }
+            "Page.javascriptDialogOpening" => {
+                if let Some(session) = session {
+                    let info = DialogInfo {
+                        kind: params["type"].as_str().unwrap_or("alert").to_string(),
+                        message: params["message"].as_str().unwrap_or_default().to_string(),
+                        default_prompt: params["defaultPrompt"].as_str().map(str::to_string),
+                    };
+                    let mut hook = None;
+                    self.with_tab_of(session, |tab| {
+                        hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+                        if hook.is_none() {
+                            tab.dialog = Some(info);
+                        }
+                    });
+                    if let Some(hook) = hook {
+                        self.answer_dialog(session, hook.accept, hook.prompt_text);
+                    }
+                }
+            }
+            "Page.javascriptDialogClosed" => {
+                if let Some(session) = session {
+                    self.with_tab_of(session, |tab| tab.dialog = None);
+                }
+            }
+            "Page.fileChooserOpened" => {
+                if let Some(session) = session {
+                    let mut hook = None;
+                    self.with_tab_of(session, |tab| {
+                        hook = tab.file_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+                    });
+                    let conn = self.clone();
+                    let session = session.to_string();
+                    let node = params["backendNodeId"].clone();
+                    tokio::spawn(async move {
+                        if let Some(hook) = hook {
+                            let set = json!({"files": hook.paths, "backendNodeId": node});
+                            if let Err(error) = conn.client.call("DOM.setFileInputFiles", set, Some(&session)).await {
+                                tracing::warn!("setting the armed files failed: {error}");
+                            }
+                        }
+                        // One chooser per arm: later ones open normally again.
+                        let off = json!({"enabled": false});
+                        let _ = conn.client.call("Page.setInterceptFileChooserDialog", off, Some(&session)).await;
+                    });
+                }
+            }
             "Runtime.consoleAPICalled" => {
                 if let Some(session) = session {
                     let message = console_message(params);
@@ -468,8 +554,94 @@ impl Conn {
             }
             _ => {}
         }
-        self.changed.send_modify(|v| *v += 1);
         let _ = self.events.send(Arc::new(event));
+        self.pumped.fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Waits (briefly) until every event that arrived before the last reply
+    /// has been handled and broadcast: replies overtake the event pump, and
+    /// what a command caused (a navigation, a dialog) comes as events.
+    pub async fn catch_up(&self) {
+        let target = self.client.events_sent();
+        let mut changed = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while self.pumped.load(std::sync::atomic::Ordering::Acquire) < target {
+            if tokio::time::timeout_at(deadline, changed.changed()).await.is_err() || self.is_closed() {
+                return;
+            }
+        }
+    }
+
+    fn answer_dialog(&self, session: &str, accept: bool, prompt_text: Option<String>) {
+        let mut params = json!({"accept": accept});
+        if let Some(text) = prompt_text {
+            params["promptText"] = json!(text);
+        }
+        self.client.call_with("Page.handleJavaScriptDialog", params, Some(session), |result| {
+            if let Err(error) = result {
+                tracing::debug!("answering a dialog: {error}");
+            }
+        });
+    }
+
+    /// The tab's unanswered dialog, if one is open.
+    pub fn open_dialog(&self, target_id: &str) -> Option<DialogInfo> {
+        self.state().tabs.get(target_id).and_then(|t| t.dialog.clone())
+    }
+
+    /// Arms the answer to the tab's next dialog (the last arm wins); a dialog
+    /// already waiting is answered at once. Returns that dialog, if any.
+    pub fn arm_dialog(&self, target_id: &str, hook: DialogHook) -> Option<DialogInfo> {
+        let (open, session) = {
+            let mut state = self.state();
+            let tab = state.tabs.get_mut(target_id)?;
+            match tab.dialog.take() {
+                Some(open) => (Some(open), tab.session.clone()),
+                None => {
+                    tab.dialog_hook = Some(hook.clone());
+                    (None, None)
+                }
+            }
+        };
+        if let (Some(_), Some(session)) = (&open, session) {
+            self.answer_dialog(&session, hook.accept, hook.prompt_text);
+        }
+        open
+    }
+
+    /// Arms the files for the tab's next file chooser (the last arm wins)
+    /// and intercepts choosers until one opens.
+    pub async fn arm_file_chooser(
+        self: &Arc<Self>,
+        target_id: &str,
+        session: &str,
+        hook: FileHook,
+    ) -> Result<(), CdpError> {
+        let until = hook.until;
+        if let Some(tab) = self.state().tabs.get_mut(target_id) {
+            tab.file_hook = Some(hook.clone());
+        }
+        self.client.call("Page.setInterceptFileChooserDialog", json!({"enabled": true}), Some(session)).await?;
+        // Unused when it expires: stop intercepting, so the user's own
+        // clicks open choosers again.
+        let (conn, target, session) = (Arc::downgrade(self), target_id.to_string(), session.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until).await;
+            let Some(conn) = conn.upgrade() else { return };
+            let still_armed = conn.state().tabs.get_mut(&target).is_some_and(|tab| {
+                let same = tab.file_hook.as_ref() == Some(&hook);
+                if same {
+                    tab.file_hook = None;
+                }
+                same
+            });
+            if still_armed {
+                let off = json!({"enabled": false});
+                let _ = conn.client.call("Page.setInterceptFileChooserDialog", off, Some(&session)).await;
+            }
+        });
+        Ok(())
     }
 
     fn with_tab_of(&self, session: &str, f: impl FnOnce(&mut Tab)) {

@@ -14,11 +14,14 @@ use serde_json::{Value, json};
 use super::conn::{Conn, ConsoleMessage, PageError, TabInfo};
 use super::error::ControlError;
 use super::page::{self, LiveFrame};
-use super::refs::{FrameLoc, RefStore, RefTable, parse_ref};
+use super::refs::{FrameLoc, RefEntry, RefStore, RefTable, parse_ref};
 use super::snapshot::{self, SnapshotOptions, SnapshotResult};
 use crate::managed::config::{Config, Driver, Profile};
 use crate::managed::{BrowserStatus, ManagedBrowsers, State};
 use crate::relay::Relay;
+
+/// Labels drawn at most on a labelled screenshot.
+pub const MAX_LABELS: u32 = 150;
 
 /// Default navigation timeout.
 pub const NAVIGATE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -144,6 +147,9 @@ pub struct ScreenshotRequest {
     #[serde(rename = "type", default)]
     pub image_type: ImageType,
     pub quality: Option<u8>,
+    /// Orange boxes with their refs over the last snapshot's elements.
+    #[serde(default)]
+    pub labels: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -156,6 +162,12 @@ pub struct Screenshot {
     pub bytes: usize,
     #[serde(rename = "type")]
     pub mime: &'static str,
+    /// With `labels`: refs labelled, and refs not labelled (outside the
+    /// viewport, beyond 150, or in another frame).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<u64>,
     #[serde(skip)]
     pub data: Vec<u8>,
 }
@@ -169,12 +181,12 @@ pub struct ConsoleReport {
 }
 
 /// A tab ready for a page operation; holds the profile's page lock.
-struct PageTarget {
-    profile: Profile,
-    conn: Arc<Conn>,
-    id: String,
-    session: String,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
+pub(super) struct PageTarget {
+    pub(super) profile: Profile,
+    pub(super) conn: Arc<Conn>,
+    pub(super) id: String,
+    pub(super) session: String,
+    pub(super) _guard: tokio::sync::OwnedMutexGuard<()>,
 }
 
 /// A ref's element box in the tab's viewport (CSS pixels), after scrolling
@@ -404,7 +416,7 @@ impl Engine {
     /// The connection and the tab a request is about: an explicit
     /// `targetId`, else the profile's current tab (last opened or focused),
     /// else the only tab.
-    async fn target(
+    pub(super) async fn tab(
         &self,
         profile: Option<&str>,
         target_id: Option<&str>,
@@ -450,8 +462,12 @@ impl Engine {
 
     /// The target of a page operation, attached, with the profile's page
     /// lock held until the returned value drops.
-    async fn page_target(&self, profile: Option<&str>, target_id: Option<&str>) -> Result<PageTarget, ControlError> {
-        let (profile, conn, id) = self.target(profile, target_id).await?;
+    pub(super) async fn page_target(
+        &self,
+        profile: Option<&str>,
+        target_id: Option<&str>,
+    ) -> Result<PageTarget, ControlError> {
+        let (profile, conn, id) = self.tab(profile, target_id).await?;
         let session = self.session(&conn, &id).await?;
         let lock = self
             .0
@@ -494,12 +510,12 @@ impl Engine {
         // a slow page is still opened).
         self.wait_loaded(&conn, &session, &url, NAVIGATE_TIMEOUT).await;
         let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
-        Ok(TabInfo { target_id, title, url, kind: "page".into(), active: true })
+        Ok(TabInfo { target_id, title, url, kind: "page".into(), active: true, dialog: None })
     }
 
     /// `POST /tabs/focus`: brings the tab to the front and makes it current.
     pub async fn focus_tab(&self, profile: Option<&str>, target_id: &str) -> Result<(), ControlError> {
-        let (profile, conn, id) = self.target(profile, Some(target_id)).await?;
+        let (profile, conn, id) = self.tab(profile, Some(target_id)).await?;
         conn.client()
             .call("Target.activateTarget", json!({"targetId": id}), None)
             .await
@@ -510,7 +526,7 @@ impl Engine {
 
     /// `DELETE /tabs/:targetId`.
     pub async fn close_tab(&self, profile: Option<&str>, target_id: &str) -> Result<(), ControlError> {
-        let (profile, conn, id) = self.target(profile, Some(target_id)).await?;
+        let (profile, conn, id) = self.tab(profile, Some(target_id)).await?;
         conn.client()
             .call("Target.closeTarget", json!({"targetId": id}), None)
             .await
@@ -521,6 +537,28 @@ impl Engine {
 
     fn refs(&self) -> std::sync::MutexGuard<'_, RefStore> {
         self.0.refs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn forget_refs(&self, profile: &str, target_id: &str) {
+        self.refs().forget(profile, target_id);
+    }
+
+    /// A ref of the tab's last snapshot: its normal name and entry.
+    pub(super) fn ref_entry(
+        &self,
+        profile: &str,
+        target_id: &str,
+        element_ref: &str,
+    ) -> Result<(String, RefEntry), ControlError> {
+        let name = parse_ref(element_ref)?;
+        let table: Arc<RefTable> =
+            self.refs().get(profile, target_id).ok_or_else(|| ControlError::UnknownRef(name.clone()))?;
+        let entry = table.get(&name)?.clone();
+        Ok((name, entry))
+    }
+
+    pub(super) fn allow_evaluate(&self) -> Result<bool, ControlError> {
+        Ok(self.config()?.allow_evaluate)
     }
 
     /// `POST /navigate`: loads `url` in the tab and waits for `wait_until`.
@@ -534,7 +572,7 @@ impl Engine {
     ) -> Result<Navigated, ControlError> {
         let url = normalize_url(url)?;
         let timeout = clamp_timeout(timeout, NAVIGATE_TIMEOUT);
-        let (profile, conn, id) = self.target(profile, target_id).await?;
+        let (profile, conn, id) = self.tab(profile, target_id).await?;
         let session = self.session(&conn, &id).await?;
         let mut events = conn.subscribe();
         let started = conn
@@ -617,7 +655,7 @@ impl Engine {
     }
 
     /// The document's URL and title, read from the page.
-    async fn location(&self, conn: &Conn, session: &str) -> Option<(String, String)> {
+    pub(super) async fn location(&self, conn: &Conn, session: &str) -> Option<(String, String)> {
         let value = conn
             .client()
             .call(
@@ -670,10 +708,7 @@ impl Engine {
         tab: &str,
         element_ref: &str,
     ) -> Result<ElementBox, ControlError> {
-        let name = parse_ref(element_ref)?;
-        let table: Arc<RefTable> =
-            self.refs().get(&profile.name, tab).ok_or_else(|| ControlError::UnknownRef(name.clone()))?;
-        let entry = table.get(&name)?.clone();
+        let (name, entry) = self.ref_entry(&profile.name, tab, element_ref)?;
         let frame =
             page::live_frame(conn, tab, &entry.frame).await.map_err(|_| ControlError::StaleRef(name.clone()))?;
         let arg = json!({"ref": name, "role": entry.role, "name": entry.name, "nth": entry.nth});
@@ -746,17 +781,38 @@ impl Engine {
             params["clip"] = clip;
             params["captureBeyondViewport"] = json!(true);
         }
-        let shot = conn
-            .client()
-            .call("Page.captureScreenshot", params, Some(&session))
-            .await
-            .map_err(ControlError::cdp(&profile.name))?;
+        let main = LiveFrame { session: session.clone(), frame_id: id.clone() };
+        let mut labelled = None;
+        if request.labels {
+            let refs = self.refs().get(&profile.name, &id).map(|t| t.refs.len()).ok_or_else(|| {
+                ControlError::BadRequest("labels need refs: take a snapshot of this tab first".into())
+            })?;
+            let shown = page::call_script(&conn, &main, "showLabels", json!({"max": MAX_LABELS}), true).await?;
+            let labels = shown["labels"].as_u64().unwrap_or_default();
+            labelled = Some((labels, (refs as u64).saturating_sub(labels)));
+        }
+        let shot = conn.client().call("Page.captureScreenshot", params, Some(&session)).await;
+        if labelled.is_some() {
+            // Always taken down, also when the capture failed.
+            page::call_script(&conn, &main, "hideLabels", json!(null), true).await?;
+        }
+        let shot = shot.map_err(ControlError::cdp(&profile.name))?;
         let data = base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap_or_default())
             .map_err(|e| ControlError::Page(format!("the screenshot is not base64: {e}")))?;
         let (width, height) = image_size(&data).unwrap_or((0, 0));
         let path = self.save_media("screenshot", request.image_type.extension(), &data)?;
-        Ok(Screenshot { target_id: id, path, width, height, bytes: data.len(), mime: request.image_type.mime(), data })
+        Ok(Screenshot {
+            target_id: id,
+            path,
+            width,
+            height,
+            bytes: data.len(),
+            mime: request.image_type.mime(),
+            labels: labelled.map(|(labels, _)| labels),
+            skipped: labelled.map(|(_, skipped)| skipped),
+            data,
+        })
     }
 
     async fn selector_box(
@@ -782,7 +838,7 @@ impl Engine {
         })
     }
 
-    fn save_media(&self, kind: &str, extension: &str, data: &[u8]) -> Result<PathBuf, ControlError> {
+    pub(super) fn save_media(&self, kind: &str, extension: &str, data: &[u8]) -> Result<PathBuf, ControlError> {
         let dir = self.media_dir();
         std::fs::create_dir_all(&dir).map_err(|source| ControlError::Io { path: dir.clone(), source })?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -809,7 +865,7 @@ impl Engine {
                 ControlError::BadRequest(format!("unknown level '{level}': use debug, log, info, warning or error"))
             })?,
         };
-        let (_, conn, id) = self.target(profile, target_id).await?;
+        let (_, conn, id) = self.tab(profile, target_id).await?;
         self.session(&conn, &id).await?;
         let (messages, errors) = conn.console(&id).unwrap_or_default();
         let keep = limit.unwrap_or(usize::MAX);

@@ -52,8 +52,20 @@ pub enum ControlError {
     NoSuchElement(String),
     #[error("navigation to {url} failed: {reason}")]
     Navigation { url: String, reason: String },
-    #[error("timed out after {ms} ms waiting for {what}")]
+    #[error("timed out after {} waiting for {what}", human_ms(*.ms))]
     Timeout { what: String, ms: u64 },
+    #[error("{element} is covered by {by}: close it or take a new snapshot")]
+    Covered { element: String, by: String },
+    #[error("{0} is disabled")]
+    Disabled(String),
+    #[error("a dialog '{message}' is open ({kind}); arm /hooks/dialog and retry")]
+    DialogOpen { kind: String, message: String },
+    #[error("evaluate is switched off in config.toml (allowEvaluate = false)")]
+    EvaluateDisabled,
+    #[error("{0}")]
+    Action(String),
+    #[error("cannot print a PDF here: {0}")]
+    Pdf(String),
     #[error("the browser connection of profile '{profile}' failed: {source}")]
     Cdp { profile: String, source: CdpError },
     #[error("the page failed: {0}")]
@@ -62,10 +74,24 @@ pub enum ControlError {
     Io { path: std::path::PathBuf, source: std::io::Error },
 }
 
+/// `8000` → "8 s", `1500` → "1.5 s", `250` → "250 ms".
+fn human_ms(ms: u64) -> String {
+    match ms {
+        ms if ms < 1000 => format!("{ms} ms"),
+        ms if ms % 1000 == 0 => format!("{} s", ms / 1000),
+        ms => format!("{:.1} s", ms as f64 / 1000.0),
+    }
+}
+
 impl ControlError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::BadRequest(_) | Self::InvalidRef(_) => ErrorKind::BadRequest,
+            Self::BadRequest(_) | Self::InvalidRef(_) | Self::Action(_) => ErrorKind::BadRequest,
+            Self::Covered { .. }
+            | Self::Disabled(_)
+            | Self::DialogOpen { .. }
+            | Self::EvaluateDisabled
+            | Self::Pdf(_) => ErrorKind::Conflict,
             Self::Config(ConfigError::UnknownProfile { .. })
             | Self::UnknownTab { .. }
             | Self::UnknownRef(_)
@@ -108,6 +134,12 @@ impl ControlError {
             Self::Cdp { .. } => "browser_error",
             Self::Page(_) => "page_error",
             Self::Io { .. } => "io_error",
+            Self::Covered { .. } => "covered",
+            Self::Disabled(_) => "disabled",
+            Self::DialogOpen { .. } => "dialog_open",
+            Self::EvaluateDisabled => "evaluate_disabled",
+            Self::Action(_) => "bad_action",
+            Self::Pdf(_) => "pdf_unavailable",
         }
     }
 
@@ -122,6 +154,10 @@ impl ControlError {
             Self::UnknownRef(_) | Self::StaleRef(_) => "GET /snapshot gives fresh refs".into(),
             Self::Config(ConfigError::UnknownProfile { .. }) => "GET /profiles lists the profiles".into(),
             Self::Cdp { profile, .. } => format!("GET /?profile={profile} shows whether the browser still runs"),
+            Self::DialogOpen { .. } => {
+                "POST /hooks/dialog {\"accept\": true} answers it (and the next one); GET /tabs shows it".into()
+            }
+            Self::Covered { .. } => "GET /snapshot shows what is on the page now".into(),
             _ => return None,
         })
     }
@@ -153,5 +189,9 @@ mod tests {
         }
         assert_eq!(ControlError::StaleRef("e7".into()).to_string(), "ref e7 is stale: take a new snapshot");
         assert_eq!(ControlError::UnknownRef("e99".into()).to_string(), "no ref e99 in the last snapshot of this tab");
+        let timeout = ControlError::Timeout { what: "e5 to become visible".into(), ms: 8000 };
+        assert_eq!(timeout.to_string(), "timed out after 8 s waiting for e5 to become visible");
+        let covered = ControlError::Covered { element: "e5".into(), by: "<div class=\"modal\">".into() };
+        assert_eq!(covered.to_string(), "e5 is covered by <div class=\"modal\">: close it or take a new snapshot");
     }
 }

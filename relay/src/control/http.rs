@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use super::act::Action;
 use super::engine::{Engine, ImageType, ScreenshotRequest, WaitUntil};
 use super::error::{ControlError, ErrorKind};
 use super::snapshot::{Format, SnapshotOptions};
@@ -35,6 +36,10 @@ pub fn router(engine: Engine, guard: Guard) -> Router {
         .route("/snapshot", get(snapshot))
         .route("/screenshot", post(screenshot))
         .route("/console", get(console))
+        .route("/act", post(act))
+        .route("/hooks/dialog", post(hook_dialog))
+        .route("/hooks/file-chooser", post(hook_file_chooser))
+        .route("/pdf", post(pdf))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(engine)
@@ -292,12 +297,83 @@ async fn console(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiRe
     ok(engine.console(q.profile.as_deref(), q.target_id.as_deref(), q.level.as_deref(), q.limit).await?)
 }
 
+/// `POST /act {kind, targetId?, profile?, timeoutMs?, …}`: the common
+/// fields come off first; the rest must be exactly one kind's fields.
+async fn act(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+    let mut value: Value = body(&bytes)?;
+    let Some(fields) = value.as_object_mut() else {
+        return Err(ControlError::BadRequest("the body must be a JSON object".into()).into());
+    };
+    let text = |v: Option<Value>, key: &str| -> Result<Option<String>, ControlError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ControlError::BadRequest(format!("{key} must be a string"))),
+        }
+    };
+    let profile = text(fields.remove("profile"), "profile")?;
+    let target_id = text(fields.remove("targetId"), "targetId")?;
+    let timeout_ms = match fields.remove("timeoutMs") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_u64().ok_or_else(|| ControlError::BadRequest("timeoutMs must be a whole number".into()))?),
+    };
+    let action: Action =
+        serde_json::from_value(value).map_err(|e| ControlError::BadRequest(format!("invalid action: {e}")))?;
+    ok(engine.act(profile.as_deref(), target_id.as_deref(), timeout_ms, action).await?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DialogBody {
+    profile: Option<String>,
+    target_id: Option<String>,
+    accept: bool,
+    prompt_text: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+async fn hook_dialog(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+    let b: DialogBody = body(&bytes)?;
+    ok(engine.arm_dialog(b.profile.as_deref(), b.target_id.as_deref(), b.accept, b.prompt_text, b.timeout_ms).await?)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileChooserBody {
+    profile: Option<String>,
+    target_id: Option<String>,
+    paths: Vec<String>,
+    #[serde(rename = "ref")]
+    element: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+async fn hook_file_chooser(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+    let b: FileChooserBody = body(&bytes)?;
+    let armed = engine
+        .arm_file_chooser(b.profile.as_deref(), b.target_id.as_deref(), &b.paths, b.element.as_deref(), b.timeout_ms)
+        .await?;
+    ok(armed)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TabBody {
+    profile: Option<String>,
+    target_id: Option<String>,
+}
+
+async fn pdf(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+    let b: TabBody = body(&bytes)?;
+    ok(engine.pdf(b.profile.as_deref(), b.target_id.as_deref()).await?)
+}
+
 async fn not_found(request: Request) -> Response {
     error_body(
         StatusCode::NOT_FOUND,
         "not_found",
         &format!("no route {} {}", request.method(), request.uri().path()),
-        Some("routes: GET / · GET /profiles · POST /start · POST /stop · GET /tabs · POST /tabs/open · POST /tabs/focus · DELETE /tabs/:targetId · POST /navigate · GET /snapshot · POST /screenshot · GET /console".into()),
+        Some("routes: GET / · GET /profiles · POST /start · POST /stop · GET /tabs · POST /tabs/open · POST /tabs/focus · DELETE /tabs/:targetId · POST /navigate · GET /snapshot · POST /screenshot · GET /console · POST /act · POST /hooks/dialog · POST /hooks/file-chooser · POST /pdf".into()),
     )
 }
 

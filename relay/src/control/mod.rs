@@ -2,10 +2,12 @@
 //! with refs, screenshots and console, over both drivers. [`engine`] is the
 //! plain-Rust engine; [`http`] its thin HTTP surface.
 
+pub mod act;
 pub mod conn;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod keys;
 pub mod page;
 pub mod refs;
 pub mod snapshot;

@@ -1308,6 +1308,222 @@ function browserRelay(op, arg) {
       return { role, name, hidden: isHiddenFull(el), unreachable };
     }
 
+    // ---- Actions: actionability checks, input helpers, the label overlay. ----
+
+    // `<div id="x" class="a b">`, for "covered by" messages.
+    function tagOf(el) {
+      let out = '<' + el.localName;
+      if (el.id) out += ' id="' + el.id + '"';
+      const cls = typeof el.className === 'string' ? el.className.trim().split(/\s+/).filter(Boolean) : [];
+      if (cls.length) out += ' class="' + cls.slice(0, 3).join(' ') + '"';
+      return out + '>';
+    }
+
+    // The innermost element at a point, through open shadow roots.
+    function deepHit(doc, x, y) {
+      let hit = doc.elementFromPoint(x, y);
+      while (hit && hit.shadowRoot) {
+        const inner = hit.shadowRoot.elementFromPoint(x, y);
+        if (!inner || inner === hit) break;
+        hit = inner;
+      }
+      return hit;
+    }
+
+    // `node` is `el` or inside it, across shadow boundaries and slots.
+    function holds(el, node) {
+      for (let n = node; n; n = n.assignedSlot || n.parentNode || (n.host || null)) {
+        if (n === el) return true;
+      }
+      return false;
+    }
+
+    function isDisabled(el) {
+      try { if (el.matches(':disabled')) return true; } catch (e) { /* not a form control */ }
+      for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
+        if (n.getAttribute('aria-disabled') === 'true') return true;
+      }
+      return false;
+    }
+
+    // One rendering frame; background tabs do not run rAF, so a timer bounds it.
+    function nextFrame() {
+      return new Promise(done => { requestAnimationFrame(() => done()); setTimeout(done, 100); });
+    }
+
+    // What a careful user checks before acting on an element: it is there, visible, enabled
+    // (unless `enabled: false`), scrolled into view, not moving between two frames, and the
+    // point at its centre hits it (unless `hitTest: false`).
+    // -> {state: "ok", x, y, width, height (the part to act on), fallback}
+    //    | {state: "hidden"|"disabled"|"unstable"}
+    //    | {state: "covered", by} | {error: "stale"|"unknown"}
+    async function actionable(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
+      const r0 = el.getBoundingClientRect();
+      const visible = r0.width > 0 && r0.height > 0 &&
+        (!el.checkVisibility || el.checkVisibility({ visibilityProperty: true }));
+      if (!visible) return { state: 'hidden' };
+      if (a.enabled !== false && isDisabled(el)) return { state: 'disabled' };
+      if (!boxOf(el).ok) el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      await nextFrame();
+      const b1 = boxOf(el);
+      await nextFrame();
+      const b2 = boxOf(el);
+      if (b1.x !== b2.x || b1.y !== b2.y || b1.width !== b2.width || b1.height !== b2.height) {
+        return { state: 'unstable' };
+      }
+      // The part to act on: the first line box of an inline element that wraps (the centre
+      // of its bounding box may lie between its lines, on something else).
+      const whole = el.getBoundingClientRect();
+      const part = Array.from(el.getClientRects()).find(r => r.width >= 1 && r.height >= 1) || whole;
+      if (a.hitTest !== false) {
+        const hit = deepHit(el.ownerDocument, part.left + part.width / 2, part.top + part.height / 2);
+        // A <label> of the control receives its clicks too.
+        if (hit && !holds(el, hit) && hit.control !== el) return { state: 'covered', by: tagOf(hit) };
+      }
+      const dx = b2.x - whole.left;
+      const dy = b2.y - whole.top;
+      return { state: 'ok', x: part.left + dx, y: part.top + dy, width: part.width, height: part.height,
+        fallback: found.fallback };
+    }
+
+    // Focuses an element for typing and selects its current content, so that inserted text
+    // replaces it. -> {kind: "input"|"textarea"|"contenteditable"|"other", type, focused}
+    function focusForTyping(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
+      const doc = el.ownerDocument;
+      el.focus();
+      if (el.localName === 'input' || el.localName === 'textarea') {
+        try { el.select(); } catch (e) { /* types without a text selection */ }
+        return { kind: el.localName, type: el.type || '', focused: doc.activeElement === el };
+      }
+      if (el.isContentEditable) {
+        const range = doc.createRange();
+        range.selectNodeContents(el);
+        const sel = doc.getSelection();
+        sel.removeAllRanges();
+        sel.addRange(range);
+        return { kind: 'contenteditable', type: '', focused: true };
+      }
+      return { kind: 'other', type: '', focused: doc.activeElement === el };
+    }
+
+    function fire(el, names) {
+      for (const name of names) el.dispatchEvent(new Event(name, { bubbles: true }));
+    }
+
+    // Sets the value of an input that has no text to type into (date, time, color, range…)
+    // as a user's picker would, with input and change events.
+    function setValue(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
+      if (el.localName !== 'input') return { error: 'not an input' };
+      el.focus();
+      const proto = el.ownerDocument.defaultView.HTMLInputElement.prototype;
+      Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, String(a.value));
+      if (String(a.value) !== '' && el.value === '') return { error: 'the value "' + a.value + '" is not valid for an input of type ' + el.type };
+      fire(el, ['input', 'change']);
+      return { value: el.value };
+    }
+
+    // Selects options of a <select> by value or label, as a user would.
+    function selectOptions(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
+      if (el.localName !== 'select') return { error: 'not a <select>' };
+      const options = Array.from(el.options);
+      const wanted = a.values || [];
+      if (!el.multiple && wanted.length > 1) return { error: 'a single <select> takes one value' };
+      const picked = [];
+      for (const v of wanted) {
+        const o = options.find(o => o.value === v) || options.find(o => o.label.trim() === v || o.text.trim() === v);
+        if (!o) return { error: 'no option "' + v + '"', options: options.map(o => o.label.trim() || o.value) };
+        if (o.disabled) return { error: 'option "' + v + '" is disabled' };
+        picked.push(o);
+      }
+      el.focus();
+      for (const o of options) o.selected = picked.includes(o);
+      fire(el, ['input', 'change']);
+      return { selected: picked.map(o => o.value) };
+    }
+
+    // Checked state of a checkbox, radio or switch (native or ARIA).
+    function checkedState(a) {
+      const found = lookup(a);
+      if (found.error) return { error: found.error };
+      const el = found.el;
+      if (el.localName === 'input' && (el.type === 'checkbox' || el.type === 'radio')) return { checked: el.checked };
+      const aria = el.getAttribute('aria-checked');
+      if (aria != null) return { checked: aria === 'true' };
+      return { error: 'not a checkbox, radio or switch' };
+    }
+
+    // Waits in the page for text to appear or go, or a selector to match a visible element.
+    async function waitFor(a) {
+      const deadline = Date.now() + (a.timeoutMs || 0);
+      const text = () => (document.body ? document.body.innerText : '');
+      const met = () => {
+        if (a.text != null) return text().includes(a.text);
+        if (a.textGone != null) return !text().includes(a.textGone);
+        if (a.selector != null) {
+          const el = document.querySelector(a.selector);
+          return !!el && (!el.checkVisibility || el.checkVisibility({ visibilityProperty: true }));
+        }
+        return true;
+      };
+      for (;;) {
+        if (met()) return { met: true };
+        if (Date.now() >= deadline) return { met: false };
+        await new Promise(done => setTimeout(done, 50));
+      }
+    }
+
+    const LABELS_ATTR = 'data-browser-relay-labels';
+
+    // Orange boxes with their refs over the refs of the last snapshot that are in the
+    // viewport (at most `max`). -> {labels, skipped}
+    function showLabels(a) {
+      hideLabels();
+      const S = G.__browserRelayState;
+      if (!S || !S.refs) return { labels: 0, skipped: 0 };
+      const max = a && a.max ? a.max : 150;
+      const host = document.createElement('div');
+      host.setAttribute(LABELS_ATTR, '');
+      host.style.cssText = 'position:fixed;left:0;top:0;width:0;height:0;pointer-events:none;z-index:2147483647';
+      let labels = 0;
+      let skipped = 0;
+      for (const [ref, el] of S.refs) {
+        if (!el || !alive(el)) { skipped++; continue; }
+        const b = boxOf(el);
+        const onScreen = b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight &&
+          b.x + b.width > 0 && b.y + b.height > 0;
+        if (!onScreen || labels >= max) { skipped++; continue; }
+        const box = document.createElement('div');
+        box.style.cssText = 'position:fixed;box-sizing:border-box;border:2px solid #FF4500;' +
+          'left:' + b.x + 'px;top:' + b.y + 'px;width:' + b.width + 'px;height:' + b.height + 'px';
+        const tag = document.createElement('span');
+        tag.textContent = ref;
+        tag.style.cssText = 'position:absolute;left:-2px;top:-2px;transform:translateY(-100%);' +
+          'background:#FF4500;color:#fff;font:bold 11px/14px monospace;padding:0 3px';
+        box.appendChild(tag);
+        host.appendChild(box);
+        labels++;
+      }
+      document.documentElement.appendChild(host);
+      return { labels, skipped };
+    }
+
+    function hideLabels() {
+      for (const node of document.querySelectorAll('[' + LABELS_ATTR + ']')) node.remove();
+      return true;
+    }
+
     return function run(op, arg) {
       styleCache = new Map();
       roleCache = new Map();
@@ -1328,6 +1544,14 @@ function browserRelay(op, arg) {
           return (S && S.frames && S.frames[arg]) || null;
         }
         case 'describe': return describe(arg);
+        case 'actionable': return actionable(arg);
+        case 'focusForTyping': return focusForTyping(arg);
+        case 'setValue': return setValue(arg);
+        case 'selectOptions': return selectOptions(arg);
+        case 'checkedState': return checkedState(arg);
+        case 'waitFor': return waitFor(arg);
+        case 'showLabels': return showLabels(arg);
+        case 'hideLabels': return hideLabels();
         case 'querySelector': return document.querySelector(arg);
         case 'selectorBox': {
           let el;

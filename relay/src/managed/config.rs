@@ -50,6 +50,7 @@ struct ProfileEntry {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ConfigFile {
     default_profile: Option<String>,
+    allow_evaluate: Option<bool>,
     #[serde(default)]
     profiles: BTreeMap<String, ProfileEntry>,
 }
@@ -100,6 +101,9 @@ impl Profile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub default_profile: String,
+    /// Whether agents may run their own JavaScript (`/act` kinds `evaluate`
+    /// and `wait {fn}`). `allowEvaluate = false` switches it off.
+    pub allow_evaluate: bool,
     pub profiles: BTreeMap<String, Profile>,
 }
 
@@ -118,7 +122,7 @@ impl Config {
         let mut profiles = BTreeMap::new();
         profiles.insert("chrome".into(), Profile::default_named("chrome", Driver::Extension));
         profiles.insert("managed".into(), Profile::default_named("managed", Driver::Managed));
-        Self { default_profile: "chrome".into(), profiles }
+        Self { default_profile: "chrome".into(), allow_evaluate: true, profiles }
     }
 
     /// Parses the file's text; `path` names the file in errors.
@@ -186,6 +190,7 @@ impl Config {
             }
             config.profiles.insert(name, profile);
         }
+        config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
         if let Some(default) = file.default_profile {
             if !config.profiles.contains_key(&default) {
                 return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));

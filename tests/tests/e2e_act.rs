@@ -1,0 +1,295 @@
+//! `POST /act`, the hooks, PDF and labelled screenshots end to end on the
+//! managed driver with real Chromium: every kind, every error an agent
+//! should see, and no deadlock behind a dialog.
+
+use std::time::Duration;
+
+use e2e::ControlEnv;
+use e2e::control_env::{eventually, ref_of};
+use serde_json::{Value, json};
+
+/// The page's log lines (`#log li`), as the page wrote them.
+async fn log(env: &ControlEnv, tab: &str) -> Vec<String> {
+    let lines = env.eval(tab, "[...document.querySelectorAll('#log li')].map(li => li.textContent)").await;
+    lines.as_array().unwrap().iter().filter_map(|l| l.as_str().map(str::to_string)).collect()
+}
+
+async fn act(env: &ControlEnv, body: Value) -> (u16, Value) {
+    env.api.call("POST", "/act", Some(body)).await
+}
+
+async fn act_ok(env: &ControlEnv, body: Value) -> Value {
+    env.api.ok("POST", "/act", Some(body)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_is_filled_and_submitted() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("act/form.html").await;
+    let snap = env.snapshot_text("").await;
+    let field = |needle: &str| ref_of(&snap, needle);
+    let filled = act_ok(
+        &env,
+        json!({"kind": "fill", "fields": [
+            {"ref": field("textbox \"Name\""), "value": "Ada Lovelace"},
+            {"ref": field("textbox \"Email\""), "value": "ada@example.com"},
+            {"ref": field("spinbutton \"Age\""), "value": 36},
+            {"ref": field("textbox \"Birthday\""), "value": "1815-12-10"},
+            {"ref": field("textbox \"Bio\""), "value": "Mathematician"},
+            {"ref": field("checkbox \"Newsletter\""), "value": false},
+            {"ref": field("checkbox \"I accept the terms\""), "value": true},
+            {"ref": field("radio \"Pro\""), "value": true},
+            {"ref": field("combobox \"Country\""), "value": "United Kingdom"},
+            {"ref": field("listbox \"Languages\""), "value": ["en", "German"]},
+            {"ref": field("textbox \"Notes\""), "value": "Hello notes"},
+        ]}),
+    )
+    .await;
+    assert_eq!(filled["navigated"], false, "{filled}");
+    act_ok(&env, json!({"kind": "click", "ref": field("button \"Create account\"")})).await;
+    let result = env.eval(&tab, "JSON.parse(document.getElementById('result').textContent)").await;
+    assert_eq!(result["name"], "Ada Lovelace", "the old value was replaced: {result}");
+    assert_eq!(result["email"], "ada@example.com");
+    assert_eq!(result["age"], "36");
+    assert_eq!(result["birthday"], "1815-12-10");
+    assert_eq!(result["bio"], "Mathematician");
+    assert_eq!(result.get("news"), None, "unchecked: {result}");
+    assert_eq!(result["terms"], "on");
+    assert_eq!(result["plan"], "pro");
+    assert_eq!(result["country"], "uk");
+    assert_eq!(result["langs"], json!(["en", "de"]), "<select multiple>");
+    assert_eq!(result["notes"], "Hello notes", "contenteditable");
+
+    // type + submit: Enter in a field submits its form.
+    act_ok(&env, json!({"kind": "type", "ref": field("textbox \"Name\""), "text": "Grace", "submit": true})).await;
+    let result = env.eval(&tab, "JSON.parse(document.getElementById('result').textContent)").await;
+    assert_eq!(result["name"], "Grace", "{result}");
+    // Slowly: one key at a time, into what is there (no replacement).
+    act_ok(&env, json!({"kind": "type", "ref": field("textbox \"Bio\""), "text": "!?", "slowly": true})).await;
+    let bio = env.eval(&tab, "document.querySelector('textarea').value").await;
+    assert!(bio.as_str().unwrap().ends_with("!?"), "{bio}");
+
+    // Mistakes get precise answers.
+    let (status, error) =
+        act(&env, json!({"kind": "select", "ref": field("combobox \"Country\""), "values": ["Mars"]})).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (400, Some("bad_action")), "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no option \"Mars\"") && message.contains("United Kingdom"), "lists options: {message}");
+    let (status, error) =
+        act(&env, json!({"kind": "type", "ref": field("checkbox \"Newsletter\""), "text": "x"})).await;
+    assert_eq!(status, 400, "a checkbox is not a text field: {error}");
+    let (status, error) = act(&env, json!({"kind": "click", "reff": "e1"})).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("reff"), "{error}");
+    let (status, error) = act(&env, json!({"kind": "press", "key": "Control+Banana"})).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("Banana"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_keys_drags_waits_and_what_goes_wrong() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("act/page.html").await;
+    let snap = env.snapshot_text("").await;
+    let r = |needle: &str| ref_of(&snap, needle);
+
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Count\"")})).await;
+    act_ok(&env, json!({"kind": "click", "ref": format!("@{}", r("button \"Count\""))})).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Double me\""), "doubleClick": true})).await;
+    act_ok(&env, json!({"kind": "hover", "ref": r("button \"Hover me\"")})).await;
+    assert_eq!(log(&env, &tab).await, ["clicked 1", "clicked 2", "double clicked", "hovered"]);
+
+    // Covered, disabled, not visible: errors that say what to do.
+    let (status, covered) = act(&env, json!({"kind": "click", "ref": r("button \"Under the modal\"")})).await;
+    assert_eq!((status, covered["error"]["code"].as_str()), (409, Some("covered")), "{covered}");
+    let under = r("button \"Under the modal\"");
+    assert_eq!(
+        covered["error"]["message"],
+        format!("{under} is covered by <div id=\"modal\" class=\"modal backdrop\">: close it or take a new snapshot")
+    );
+    let disabled = r("button \"Disabled action\"");
+    let (status, error) = act(&env, json!({"kind": "click", "ref": disabled})).await;
+    assert_eq!((status, error["error"]["message"].as_str()), (409, Some(format!("{disabled} is disabled").as_str())));
+    let hidden_snapshot = env.api.ok("GET", "/snapshot", None).await;
+    assert!(!hidden_snapshot["snapshot"].as_str().unwrap().contains("Appears later"), "hidden: no ref yet");
+    assert!(log(&env, &tab).await.len() == 4, "nothing was clicked by the failed actions");
+
+    // Waiting: text that appears after a second, and a button with it.
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Load more\"")})).await;
+    let waited = act_ok(&env, json!({"kind": "wait", "text": "Loaded!"})).await;
+    assert_eq!(waited["ok"], true);
+    assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Loaded!");
+    act_ok(&env, json!({"kind": "wait", "textGone": "Idle", "timeoutMs": 1000})).await;
+    act_ok(&env, json!({"kind": "wait", "selector": "#later"})).await;
+    let (status, error) = act(&env, json!({"kind": "wait", "text": "Never", "timeoutMs": 600})).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (504, Some("timeout")), "{error}");
+    assert_eq!(error["error"]["message"], "timed out after 600 ms waiting for text \"Never\" to appear");
+    let later = ref_of(&env.snapshot_text("").await, "button \"Appears later\"");
+    act_ok(&env, json!({"kind": "click", "ref": later})).await;
+    assert_eq!(log(&env, &tab).await.last().map(String::as_str), Some("later clicked"));
+
+    // A hidden element times out with the reason.
+    env.eval(&tab, "document.getElementById('later').hidden = true").await;
+    let (status, error) = act(&env, json!({"kind": "click", "ref": later, "timeoutMs": 700})).await;
+    assert_eq!(status, 504, "{error}");
+    assert_eq!(error["error"]["message"], format!("timed out after 700 ms waiting for {later} to become visible"));
+
+    // Keyboard.
+    let snap = env.snapshot_text("").await;
+    let keys = ref_of(&snap, "textbox \"Keys\"");
+    act_ok(&env, json!({"kind": "type", "ref": keys, "text": "hello"})).await;
+    for key in ["Enter", "Control+A"] {
+        act_ok(&env, json!({"kind": "press", "key": key})).await;
+    }
+    let selection = env.eval(&tab, "(k => [k.selectionStart, k.selectionEnd])(document.getElementById('keys'))").await;
+    assert_eq!(selection, json!([0, 5]), "Control+A selected the field's text");
+    for key in ["Alt+ArrowLeft", "Shift+Tab"] {
+        act_ok(&env, json!({"kind": "press", "key": key})).await;
+    }
+    let lines = log(&env, &tab).await;
+    let tail: Vec<&str> = lines.iter().rev().take(4).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["key Enter", "key Control+A", "key Alt+ArrowLeft", "key Shift+Tab"], "{lines:?}");
+    assert_eq!(env.eval(&tab, "document.getElementById('keys').value").await, "hello");
+
+    // HTML5 drag and drop between two zones.
+    let dragged = act_ok(
+        &env,
+        json!({"kind": "drag", "startRef": ref_of(&snap, "button \"Drag item\""), "endRef": ref_of(&snap, "button \"Right zone\"")}),
+    )
+    .await;
+    assert_eq!(dragged["ok"], true);
+    assert_eq!(log(&env, &tab).await.last().map(String::as_str), Some("dropped in right"));
+    assert_eq!(env.eval(&tab, "document.getElementById('item').parentElement.id").await, "right");
+
+    // Resize and evaluate.
+    act_ok(&env, json!({"kind": "resize", "width": 640, "height": 480})).await;
+    assert_eq!(env.eval(&tab, "innerWidth").await, 640);
+    let title = act_ok(&env, json!({"kind": "evaluate", "fn": "() => document.title"})).await;
+    assert_eq!(title["result"], "Act: page");
+    let text = act_ok(
+        &env,
+        json!({"kind": "evaluate", "fn": "(el) => el.textContent", "ref": ref_of(&snap, "button \"Count\"")}),
+    )
+    .await;
+    assert_eq!(text["result"], "Count");
+    let (status, error) = act(&env, json!({"kind": "evaluate", "fn": "() => { throw new Error('nope') }"})).await;
+    assert!(status == 502 && error["error"]["message"].as_str().unwrap().contains("nope"), "{error}");
+
+    // A click that navigates: the new URL, and the old refs are stale.
+    let link = ref_of(&snap, "link \"Go to the form\"");
+    let navigated = act_ok(&env, json!({"kind": "click", "ref": link})).await;
+    assert_eq!(navigated["navigated"], true, "{navigated}");
+    assert!(navigated["url"].as_str().unwrap().ends_with("/act/form.html"), "{navigated}");
+    let (status, error) = act(&env, json!({"kind": "click", "ref": keys})).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("stale_ref")), "{error}");
+
+    // close: the tab goes.
+    act_ok(&env, json!({"kind": "close"})).await;
+    eventually("the closed tab to go", Duration::from_secs(5), || async {
+        let tabs = env.api.ok("GET", "/tabs", None).await;
+        (!tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == tab.as_str())).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dialogs_never_deadlock_and_files_upload() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("act/page.html").await;
+    let snap = env.snapshot_text("").await;
+    let r = |needle: &str| ref_of(&snap, needle);
+
+    // Nothing armed: the action answers at once, and the tab shows the dialog.
+    let started = std::time::Instant::now();
+    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Alert\"")})).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "no deadlock: {:?}", started.elapsed());
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("dialog_open")), "{error}");
+    assert_eq!(error["error"]["message"], "a dialog 'Hello!' is open (alert); arm /hooks/dialog and retry");
+    let tabs = env.api.ok("GET", "/tabs", None).await;
+    let me = tabs["tabs"].as_array().unwrap().iter().find(|t| t["targetId"] == tab.as_str()).unwrap().clone();
+    assert_eq!(me["dialog"]["message"], "Hello!", "{tabs}");
+    // Another action while it is open: the same answer, at once.
+    let (status, _) = act(&env, json!({"kind": "click", "ref": r("button \"Count\"")})).await;
+    assert_eq!(status, 409);
+    // Arming answers the open dialog.
+    let armed = env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
+    assert_eq!(armed["answered"]["message"], "Hello!", "{armed}");
+    eventually("the alert to close", Duration::from_secs(5), || async {
+        log(&env, &tab).await.contains(&"alert done".to_string()).then_some(())
+    })
+    .await;
+
+    // Armed before: confirm dismissed, prompt answered; the last arm wins.
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": false}))).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Confirm\"")})).await;
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true, "promptText": "Ada"}))).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
+    let lines = log(&env, &tab).await;
+    assert!(lines.ends_with(&["confirm false".to_string(), "prompt Ada".to_string()]), "{lines:?}");
+
+    // Files: checked before arming, then read back by the page.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hello.txt");
+    std::fs::write(&file, "file contents\n").unwrap();
+    let (status, error) =
+        env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": ["/no/such/file.txt"]}))).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("/no/such/file.txt"), "{error}");
+    env.api.ok("POST", "/hooks/file-chooser", Some(json!({"paths": [file]}))).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Upload\"")})).await;
+    eventually("the page to read the file", Duration::from_secs(5), || async {
+        log(&env, &tab).await.contains(&"file hello.txt: file contents".to_string()).then_some(())
+    })
+    .await;
+    // With a ref, the files are set on that input directly.
+    let other = dir.path().join("second.txt");
+    std::fs::write(&other, "second").unwrap();
+    env.api.ok("POST", "/hooks/file-chooser", Some(json!({"paths": [other], "ref": r("button \"Upload\"")}))).await;
+    eventually("the second file", Duration::from_secs(5), || async {
+        log(&env, &tab).await.contains(&"file second.txt: second".to_string()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pdf_and_labelled_screenshots() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("snap/article.html").await;
+
+    let pdf = env.api.ok("POST", "/pdf", None).await;
+    let path = pdf["path"].as_str().unwrap();
+    assert!(pdf["pages"].as_u64().unwrap() >= 1, "{pdf}");
+    assert!(std::fs::read(path).unwrap().starts_with(b"%PDF"), "a PDF file");
+    let text = std::process::Command::new("pdftotext").args([path, "-"]).output().expect("pdftotext (poppler-utils)");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("The Daily Relay"), "pdftotext finds the page's text: {text:.300}");
+
+    // Labels need a snapshot; then orange boxes are in the picture, and gone after.
+    let (status, error) = env.api.call("POST", "/screenshot", Some(json!({"labels": true}))).await;
+    assert_eq!(status, 400, "{error}");
+    env.api.ok("GET", "/snapshot", None).await;
+    let plain = env.api.ok("POST", "/screenshot", None).await;
+    let labelled = env.api.ok("POST", "/screenshot", Some(json!({"labels": true}))).await;
+    let labels = labelled["labels"].as_u64().unwrap();
+    assert!(labels > 3 && labels <= 150, "{labelled}");
+    assert!(labelled["skipped"].as_u64().unwrap() > 0, "refs below the fold are skipped: {labelled}");
+    let orange = |path: &str| orange_pixels(&std::fs::read(path).unwrap());
+    assert_eq!(orange(plain["path"].as_str().unwrap()), 0, "the page itself has no label orange");
+    assert!(orange(labelled["path"].as_str().unwrap()) > 200, "label boxes are drawn");
+    assert_eq!(env.eval(&tab, "document.querySelectorAll('[data-browser-relay-labels]').length").await, 0);
+}
+
+/// Pixels of the labels' orange (#FF4500, allowing for compression).
+fn orange_pixels(png_bytes: &[u8]) -> usize {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buffer = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buffer).unwrap();
+    let channels = info.color_type.samples();
+    buffer[..info.buffer_size()]
+        .chunks(channels)
+        .filter(|p| p[0] > 230 && (50..=90).contains(&p[1]) && p[2] < 30)
+        .count()
+}
