@@ -177,4 +177,16 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     assert_eq!((shot["width"].as_u64(), shot["height"].as_u64()), (Some(120), Some(40)), "{shot}");
     let viewport = api.ok("POST", "/screenshot", None).await;
     assert!(std::fs::read(viewport["path"].as_str().unwrap()).unwrap().starts_with(b"\x89PNG"));
+
+    // The key actions through the extension: click, type, press.
+    api.ok("POST", "/navigate", Some(json!({"url": format!("{}/act/page.html", env.fixtures.url())}))).await;
+    let text = api.ok("GET", "/snapshot", None).await["snapshot"].as_str().unwrap().to_string();
+    let count = e2e::control_env::ref_of(&text, "button \"Count\"");
+    let keys = e2e::control_env::ref_of(&text, "textbox \"Keys\"");
+    api.ok("POST", "/act", Some(json!({"kind": "click", "ref": count}))).await;
+    api.ok("POST", "/act", Some(json!({"kind": "type", "ref": keys, "text": "typed"}))).await;
+    api.ok("POST", "/act", Some(json!({"kind": "press", "key": "Enter"}))).await;
+    let read = json!({"kind": "evaluate", "fn": "() => [[...document.querySelectorAll('#log li')].map(l => l.textContent), document.getElementById('keys').value]"});
+    let state = api.ok("POST", "/act", Some(read)).await;
+    assert_eq!(state["result"], json!([["clicked 1", "key Enter"], "typed"]), "{state}");
 }

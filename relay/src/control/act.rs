@@ -199,12 +199,15 @@ const NOT_TEXT_TYPES: [&str; 8] = ["checkbox", "radio", "file", "button", "submi
 #[derive(Debug, Clone, Copy)]
 struct Checks {
     enabled: bool,
+    /// Same box over two frames: a pointer action must not land where the
+    /// element was. Typing goes to the focused element wherever it is.
+    stable: bool,
     hit_test: bool,
 }
 
-const CLICKABLE: Checks = Checks { enabled: true, hit_test: true };
-const HOVERABLE: Checks = Checks { enabled: false, hit_test: true };
-const EDITABLE: Checks = Checks { enabled: true, hit_test: false };
+const CLICKABLE: Checks = Checks { enabled: true, stable: true, hit_test: true };
+const HOVERABLE: Checks = Checks { enabled: false, stable: true, hit_test: true };
+const EDITABLE: Checks = Checks { enabled: true, stable: false, hit_test: false };
 
 /// A ref resolved to its frame, for one action.
 struct Target {
@@ -300,15 +303,16 @@ impl Engine {
             }
             Action::Type { element, text, submit, slowly } => {
                 let target = self.ref_target(page, &element).await?;
-                let point = self.ready_box(page, &target, EDITABLE, deadline).await?.center();
                 if slowly {
+                    let point = self.ready_box(page, &target, EDITABLE, deadline).await?.center();
                     click_at(page, point, MouseButton::Left, 1, 0).await?;
                     for c in text.chars() {
                         press(page, &Chord { modifiers: Vec::new(), key: keys::char_key(c) }).await?;
                         tokio::time::sleep(SLOW_TYPING).await;
                     }
                 } else {
-                    self.replace_text(page, &target, &text).await?;
+                    let (_, focus) = self.ready(page, &target, EDITABLE, deadline, true).await?;
+                    self.replace_text(page, &target, &text, Some(focus)).await?;
                 }
                 if submit {
                     press(page, &keys::parse_chord("Enter")?).await?;
@@ -376,10 +380,25 @@ impl Engine {
         checks: Checks,
         budget: Budget,
     ) -> Result<ElementBox, ControlError> {
+        Ok(self.ready(page, target, checks, budget, false).await?.0)
+    }
+
+    /// Like [`Self::ready_box`]; with `focus`, the element is also focused
+    /// for typing and the second value says what it is (`kind`, `type`).
+    async fn ready(
+        &self,
+        page: &PageTarget,
+        target: &Target,
+        checks: Checks,
+        budget: Budget,
+        focus: bool,
+    ) -> Result<(ElementBox, Value), ControlError> {
         let deadline = budget.deadline;
         let mut arg = target.arg();
+        arg["focus"] = json!(focus);
         arg["enabled"] = json!(checks.enabled);
         arg["hitTest"] = json!(checks.hit_test);
+        arg["stable"] = json!(checks.stable);
         let started = Instant::now();
         let name = &target.name;
         loop {
@@ -398,12 +417,13 @@ impl Engine {
             match state["state"].as_str() {
                 Some("ok") => {
                     let (dx, dy) = page::frame_offset(&page.conn, &page.id, &target.entry.frame).await?;
-                    return Ok(ElementBox {
+                    let element = ElementBox {
                         x: state["x"].as_f64().unwrap_or_default() + dx,
                         y: state["y"].as_f64().unwrap_or_default() + dy,
                         width: state["width"].as_f64().unwrap_or_default(),
                         height: state["height"].as_f64().unwrap_or_default(),
-                    });
+                    };
+                    return Ok((element, state["focus"].clone()));
                 }
                 Some("disabled") if stuck => return Err(ControlError::Disabled(name.clone())),
                 Some("covered") if stuck => {
@@ -421,8 +441,22 @@ impl Engine {
     /// Replaces an editable element's content with `text`, as typing would
     /// (`Input.insertText` fires the page's input events); pickers (date,
     /// colour, range) get their value set with input and change events.
-    async fn replace_text(&self, page: &PageTarget, target: &Target, text: &str) -> Result<(), ControlError> {
-        let focus = page::call_script(&page.conn, &target.frame, "focusForTyping", target.arg(), true).await?;
+    ///
+    /// `focus`: what [`Self::ready`] reported (else it focuses the element
+    /// now). Each insertion is awaited before anything else happens: Input
+    /// (browser side) and Runtime (renderer side) commands are not ordered
+    /// with each other, and the next field's focus must not overtake it.
+    async fn replace_text(
+        &self,
+        page: &PageTarget,
+        target: &Target,
+        text: &str,
+        focus: Option<Value>,
+    ) -> Result<(), ControlError> {
+        let focus = match focus.filter(|f| f.is_object()) {
+            Some(focus) => focus,
+            None => page::call_script(&page.conn, &target.frame, "focusForTyping", target.arg(), true).await?,
+        };
         check_script_error(&focus, &target.name)?;
         let kind = focus["kind"].as_str().unwrap_or("other");
         let input_type = focus["type"].as_str().unwrap_or_default();
@@ -491,14 +525,14 @@ impl Engine {
                 match self.select(page, &target, &values).await {
                     // A combobox that is a text input with suggestions.
                     Err(ControlError::Action(message)) if message.ends_with("not a <select>") => {
-                        self.replace_text(page, &target, &values.join(",")).await
+                        self.replace_text(page, &target, &values.join(","), None).await
                     }
                     other => other,
                 }
             }
             _ => {
-                self.ready_box(page, &target, EDITABLE, deadline).await?;
-                self.replace_text(page, &target, &text_of(&field.value)).await
+                let (_, focus) = self.ready(page, &target, EDITABLE, deadline, true).await?;
+                self.replace_text(page, &target, &text_of(&field.value), Some(focus)).await
             }
         }
     }

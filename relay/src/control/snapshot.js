@@ -1352,8 +1352,8 @@ function browserRelay(op, arg) {
     }
 
     // What a careful user checks before acting on an element: it is there, visible, enabled
-    // (unless `enabled: false`), scrolled into view, not moving between two frames, and the
-    // point at its centre hits it (unless `hitTest: false`).
+    // (unless `enabled: false`), scrolled into view, not moving between two frames (unless
+    // `stable: false`), and the point at its centre hits it (unless `hitTest: false`).
     // -> {state: "ok", x, y, width, height (the part to act on), fallback}
     //    | {state: "hidden"|"disabled"|"unstable"}
     //    | {state: "covered", by} | {error: "stale"|"unknown"}
@@ -1367,12 +1367,15 @@ function browserRelay(op, arg) {
       if (!visible) return { state: 'hidden' };
       if (a.enabled !== false && isDisabled(el)) return { state: 'disabled' };
       if (!boxOf(el).ok) el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-      await nextFrame();
       const b1 = boxOf(el);
-      await nextFrame();
-      const b2 = boxOf(el);
-      if (b1.x !== b2.x || b1.y !== b2.y || b1.width !== b2.width || b1.height !== b2.height) {
-        return { state: 'unstable' };
+      let b2 = b1;
+      if (a.stable !== false) {
+        // Stable: the same box in this frame and the next.
+        await nextFrame();
+        b2 = boxOf(el);
+        if (b1.x !== b2.x || b1.y !== b2.y || b1.width !== b2.width || b1.height !== b2.height) {
+          return { state: 'unstable' };
+        }
       }
       // The part to act on: the first line box of an inline element that wraps (the centre
       // of its bounding box may lie between its lines, on something else).
@@ -1385,8 +1388,11 @@ function browserRelay(op, arg) {
       }
       const dx = b2.x - whole.left;
       const dy = b2.y - whole.top;
-      return { state: 'ok', x: part.left + dx, y: part.top + dy, width: part.width, height: part.height,
+      const ready = { state: 'ok', x: part.left + dx, y: part.top + dy, width: part.width, height: part.height,
         fallback: found.fallback };
+      // `focus: true`: also focus it for typing (saves a round trip per field).
+      if (a.focus) ready.focus = focusEl(el);
+      return ready;
     }
 
     // Focuses an element for typing and selects its current content, so that inserted text
@@ -1394,7 +1400,10 @@ function browserRelay(op, arg) {
     function focusForTyping(a) {
       const found = lookup(a);
       if (found.error) return { error: found.error };
-      const el = found.el;
+      return focusEl(found.el);
+    }
+
+    function focusEl(el) {
       const doc = el.ownerDocument;
       el.focus();
       if (el.localName === 'input' || el.localName === 'textarea') {
