@@ -47,6 +47,15 @@
  *       on an invalid selector). Used by the engine to find an <iframe> by selector.
  *   selectorBox(selector) -> {x, y, width, height} | null (no match) | {error} (invalid
  *       selector): like resolve, for the first element matching a CSS selector.
+ *   actionable({ref, role, name, nth, enabled, stable, hitTest, focus}) -> Promise of
+ *       {state: "ok", x, y, width, height, fallback, focus?} | {state: "hidden" | "disabled" |
+ *       "unstable"} | {state: "covered", by: "<div class=...>"} | {error}: the checks before an
+ *       action (see the function); the box is the first line box's, in this world's viewport.
+ *   focusForTyping(ref arg) -> {kind: "input" | "textarea" | "contenteditable" | "other", type,
+ *       focused}: focuses and selects the content. setValue({...ref, value}) for pickers;
+ *       selectOptions({...ref, values}); checkedState(ref arg) -> {checked}.
+ *   waitFor({text | textGone | selector, timeoutMs}) -> Promise of {met}.
+ *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay.
  *   describe(element) -> {role, name, hidden, unreachable}. `role` is the snapshot role,
  *       or "generic" / "none" for nodes the snapshot does not emit as a line; `name` is
  *       the full (uncut) accessible name; `hidden` is whether the snapshot would omit it;
