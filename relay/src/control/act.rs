@@ -117,17 +117,7 @@ pub enum Action {
     Fill {
         fields: Vec<FillField>,
     },
-    #[serde(rename_all = "camelCase")]
-    Wait {
-        time_ms: Option<u64>,
-        text: Option<String>,
-        text_gone: Option<String>,
-        selector: Option<String>,
-        url: Option<String>,
-        load_state: Option<String>,
-        #[serde(rename = "fn")]
-        function: Option<String>,
-    },
+    Wait(WaitFor),
     Resize {
         width: u32,
         height: u32,
@@ -151,7 +141,7 @@ impl Action {
             Self::Drag { .. } => "drag",
             Self::Select { .. } => "select",
             Self::Fill { .. } => "fill",
-            Self::Wait { .. } => "wait",
+            Self::Wait(_) => "wait",
             Self::Resize { .. } => "resize",
             Self::Close {} => "close",
             Self::Evaluate { .. } => "evaluate",
@@ -241,7 +231,11 @@ impl Engine {
         action: Action,
     ) -> Result<ActOutcome, ControlError> {
         let timeout = clamp_act_timeout(timeout_ms);
-        let evaluates = matches!(action, Action::Evaluate { .. } | Action::Wait { function: Some(_), .. });
+        let evaluates = match &action {
+            Action::Evaluate { .. } => true,
+            Action::Wait(what) => what.function.is_some(),
+            _ => false,
+        };
         if evaluates && !self.allow_evaluate()? {
             return Err(ControlError::EvaluateDisabled);
         }
@@ -339,10 +333,7 @@ impl Engine {
                     self.fill_field(page, &field, deadline).await?;
                 }
             }
-            Action::Wait { time_ms, text, text_gone, selector, url, load_state, function } => {
-                self.wait(page, timeout, WaitFor { time_ms, text, text_gone, selector, url, load_state, function })
-                    .await?;
-            }
+            Action::Wait(what) => self.wait(page, timeout, what).await?,
             Action::Resize { width, height } => {
                 if !(100..=10_000).contains(&width) || !(100..=10_000).contains(&height) {
                     return Err(ControlError::BadRequest("width and height are 100–10000 pixels".into()));
@@ -748,13 +739,17 @@ impl Engine {
     }
 }
 
-struct WaitFor {
+/// What `wait` waits for: one of these.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitFor {
     time_ms: Option<u64>,
     text: Option<String>,
     text_gone: Option<String>,
     selector: Option<String>,
     url: Option<String>,
     load_state: Option<String>,
+    #[serde(rename = "fn")]
     function: Option<String>,
 }
 
@@ -1007,6 +1002,10 @@ mod tests {
         assert!(matches!(fill, Action::Fill { ref fields } if fields.len() == 2));
         let error = serde_json::from_value::<Action>(json!({"kind": "click", "reff": "e3"})).unwrap_err().to_string();
         assert!(error.contains("reff"), "{error}");
+        let wait: Action = serde_json::from_value(json!({"kind": "wait", "text": "Done"})).unwrap();
+        assert!(matches!(wait, Action::Wait(WaitFor { text: Some(_), .. })));
+        let error = serde_json::from_value::<Action>(json!({"kind": "wait", "txt": "Done"})).unwrap_err().to_string();
+        assert!(error.contains("txt"), "{error}");
         let error = serde_json::from_value::<Action>(json!({"kind": "teleport"})).unwrap_err().to_string();
         assert!(error.contains("teleport") && error.contains("click"), "{error}");
     }
