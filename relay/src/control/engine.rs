@@ -42,6 +42,9 @@ pub struct RelayLink {
 #[derive(Debug, Clone)]
 pub struct Engine(Arc<Inner>);
 
+/// Serialises page operations on one tab.
+type PageLock = Arc<tokio::sync::Mutex<()>>;
+
 #[derive(Debug)]
 struct Inner {
     state_root: PathBuf,
@@ -53,9 +56,10 @@ struct Inner {
     /// opened, focused or navigated). Kept here, not on the connection, so
     /// that it survives a reconnect.
     current: Mutex<HashMap<String, String>>,
-    /// One page operation at a time per profile: a snapshot and an action
-    /// on the same tab must not interleave their isolated-world set-up.
-    page_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One page operation at a time per tab: a snapshot and an action on
+    /// the same tab must not interleave (the isolated world's set-up, the
+    /// ref table, input). Keyed by (profile, target id).
+    page_locks: Mutex<HashMap<(String, String), PageLock>>,
 }
 
 /// `GET /` for one profile.
@@ -180,7 +184,7 @@ pub struct ConsoleReport {
     pub page_errors: Vec<PageError>,
 }
 
-/// A tab ready for a page operation; holds the profile's page lock.
+/// A tab ready for a page operation; holds the tab's page lock.
 pub(super) struct PageTarget {
     pub(super) profile: Profile,
     pub(super) conn: Arc<Conn>,
@@ -460,8 +464,8 @@ impl Engine {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.to_string(), target_id.to_string());
     }
 
-    /// The target of a page operation, attached, with the profile's page
-    /// lock held until the returned value drops.
+    /// The target of a page operation, attached, with the tab's page lock
+    /// held until the returned value drops.
     pub(super) async fn page_target(
         &self,
         profile: Option<&str>,
@@ -469,14 +473,12 @@ impl Engine {
     ) -> Result<PageTarget, ControlError> {
         let (profile, conn, id) = self.tab(profile, target_id).await?;
         let session = self.session(&conn, &id).await?;
-        let lock = self
-            .0
-            .page_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(profile.name.clone())
-            .or_default()
-            .clone();
+        let lock = {
+            let mut locks = self.0.page_locks.lock().unwrap_or_else(|p| p.into_inner());
+            // Locks nobody holds or waits for go (tabs come and go).
+            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            locks.entry((profile.name.clone(), id.clone())).or_default().clone()
+        };
         let guard = lock.lock_owned().await;
         Ok(PageTarget { profile, conn, id, session, _guard: guard })
     }
