@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::conn::{Conn, ConsoleMessage, PageError, TabInfo};
 use super::error::ControlError;
 use super::page::{self, LiveFrame};
-use super::refs::{FrameLoc, RefEntry, RefStore, RefTable, parse_ref};
+use super::refs::{RefEntry, RefStore, RefTable, parse_ref};
 use super::snapshot::{self, SnapshotOptions, SnapshotResult};
 use crate::managed::config::{Config, Driver, Profile};
 use crate::managed::{BrowserStatus, ManagedBrowsers, State};
@@ -879,11 +879,6 @@ impl Engine {
             messages: messages.into_iter().skip(skip).collect(),
             page_errors: errors.into_iter().skip(error_skip).collect(),
         })
-    }
-
-    /// For tests: where a ref lives.
-    pub fn ref_frame(&self, profile: &str, target_id: &str, element_ref: &str) -> Option<FrameLoc> {
-        self.refs().get(profile, target_id)?.refs.get(element_ref).map(|e| e.frame.clone())
     }
 
     /// Drops the profile's connection, as a lost connection would (tests
