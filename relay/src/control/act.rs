@@ -543,7 +543,7 @@ impl Engine {
             _ => None,
         };
         if let Some((mut arg, description)) = in_page {
-            let main = LiveFrame { session: page.session.clone(), frame_id: page.id.clone() };
+            let main = LiveFrame::main(&page.session, &page.id);
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 arg["timeoutMs"] = json!(left.as_millis() as u64);
@@ -626,10 +626,8 @@ impl Engine {
             }
             Some(element) => {
                 let target = self.ref_target(page, element).await?;
-                let handle = page::call_script(&page.conn, &target.frame, "element", target.arg(), false)
-                    .await
-                    .map_err(|_| ControlError::StaleRef(target.name.clone()))?;
-                let object_id = handle["objectId"].as_str().unwrap_or_default();
+                let handle = element_object(page, &target).await?;
+                let object_id = handle.as_str().unwrap_or_default();
                 let session = Some(target.frame.session.as_str());
                 let client = page.conn.client();
                 let cdp_error = ControlError::cdp(&page.profile.name);
@@ -700,10 +698,7 @@ impl Engine {
         match element {
             Some(element) => {
                 let target = self.ref_target(&page, element).await?;
-                let handle = page::call_script(&page.conn, &target.frame, "element", target.arg(), false)
-                    .await
-                    .map_err(|_| ControlError::StaleRef(target.name.clone()))?;
-                let params = json!({"files": files, "objectId": handle["objectId"]});
+                let params = json!({"files": files, "objectId": element_object(&page, &target).await?});
                 let set = page.conn.client().call("DOM.setFileInputFiles", params, Some(&target.frame.session)).await;
                 set.map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))?;
                 Ok(json!({"ok": true, "targetId": page.id, "set": files}))
@@ -953,6 +948,14 @@ async fn drag(page: &PageTarget, from: (f64, f64), to: (f64, f64)) -> Result<(),
     .await;
     let _ = cdp(page, "Input.setInterceptDrags", json!({"enabled": false})).await;
     result
+}
+
+/// The `objectId` of a ref's element, in its frame's isolated world.
+async fn element_object(page: &PageTarget, target: &Target) -> Result<Value, ControlError> {
+    let handle = page::call_script(&page.conn, &target.frame, "element", target.arg(), false)
+        .await
+        .map_err(|_| ControlError::StaleRef(target.name.clone()))?;
+    Ok(handle["objectId"].clone())
 }
 
 fn check_script_error(result: &Value, element: &str) -> Result<(), ControlError> {

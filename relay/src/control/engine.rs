@@ -783,7 +783,7 @@ impl Engine {
             params["clip"] = clip;
             params["captureBeyondViewport"] = json!(true);
         }
-        let main = LiveFrame { session: session.clone(), frame_id: id.clone() };
+        let main = LiveFrame::main(&session, &id);
         let mut labelled = None;
         if request.labels {
             let refs = self.refs().get(&profile.name, &id).map(|t| t.refs.len()).ok_or_else(|| {
@@ -824,7 +824,7 @@ impl Engine {
         session: &str,
         selector: &str,
     ) -> Result<ElementBox, ControlError> {
-        let frame = LiveFrame { session: session.to_string(), frame_id: tab.to_string() };
+        let frame = LiveFrame::main(session, tab);
         let found = page::call_script(conn, &frame, "selectorBox", json!(selector), true).await?;
         if found.is_null() {
             return Err(ControlError::NoSuchElement(selector.to_string()));

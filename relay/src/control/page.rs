@@ -40,6 +40,14 @@ pub struct LiveFrame {
     pub frame_id: String,
 }
 
+impl LiveFrame {
+    /// A tab's main frame, in its session (a page's main frame id is its
+    /// target id).
+    pub fn main(session: &str, tab: &str) -> Self {
+        Self { session: session.to_string(), frame_id: tab.to_string() }
+    }
+}
+
 /// Finds the session that holds `frame` now (sessions change on reconnect).
 pub async fn live_frame(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<LiveFrame, ControlError> {
     let session = match conn.session_of(&frame.session_target) {
