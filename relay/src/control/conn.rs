@@ -255,6 +255,11 @@ impl Conn {
     pub async fn ready_tab(self: &Arc<Self>, target_id: &str) -> Result<String, CdpError> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + ATTACH_WITHIN;
+        if !self.has_tab(target_id) {
+            // A target we just learned from a reply (Target.createTarget) is
+            // announced by an event the pump may not have handled yet.
+            self.catch_up().await;
+        }
         loop {
             let start_attach = {
                 let mut state = self.state();
