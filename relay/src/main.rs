@@ -421,13 +421,9 @@ async fn managed(state: &StateDir, args: ProfileArgs, action: Action) -> anyhow:
     let profile = config.profile(args.profile.as_deref())?.clone();
     let browsers = ManagedBrowsers::new(state.root());
     let token = state.load_or_create_token()?;
-    let endpoint = match profile.driver {
-        Driver::Managed if profile.launches() => {
-            format!("http://127.0.0.1:{}/profiles/{}/?token={}", args.port, profile.name, token.as_str())
-        }
-        Driver::Managed => profile.cdp_url.clone().unwrap_or_default(),
-        Driver::Extension => format!("http://127.0.0.1:{}/?token={}", args.port, token.as_str()),
-    };
+    let relay_base = format!("http://127.0.0.1:{}", args.port);
+    let endpoint =
+        browser_relay::managed::cdp_endpoint(&relay_base, &profile, Some(token.as_str())).unwrap_or_default();
     let status = match (action, profile.driver) {
         (Action::Start, _) => browsers.start(&profile).await?,
         (Action::Stop, _) => browsers.stop(&profile).await?,

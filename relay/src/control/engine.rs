@@ -17,7 +17,7 @@ use super::page::{self, LiveFrame};
 use super::refs::{RefEntry, RefStore, RefTable, parse_ref};
 use super::snapshot::{self, SnapshotOptions, SnapshotResult};
 use crate::managed::config::{Config, Driver, Profile};
-use crate::managed::{BrowserStatus, ManagedBrowsers, State};
+use crate::managed::{BrowserStatus, ManagedBrowsers, State, cdp_endpoint};
 use crate::relay::Relay;
 
 /// Labels drawn at most on a labelled screenshot.
@@ -37,6 +37,15 @@ pub struct RelayLink {
     /// `http://127.0.0.1:PORT`, for the endpoints shown in status.
     pub http_base: String,
     pub token: Option<String>,
+}
+
+impl RelayLink {
+    /// How many tabs the extension shares, or `None` when it is not
+    /// connected.
+    fn shared_tabs(&self) -> Option<usize> {
+        let stats = self.relay.stats();
+        stats.extension_connected.then_some(stats.targets)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -246,20 +255,18 @@ impl Engine {
     /// `GET /`: every profile, or one.
     pub async fn status(&self, only: Option<&str>) -> Result<Vec<ProfileStatus>, ControlError> {
         let config = self.config()?;
-        let names: Vec<String> = match only {
-            Some(name) => vec![config.profile(Some(name))?.name.clone()],
-            None => config.profiles.keys().cloned().collect(),
+        let profiles: Vec<&Profile> = match only {
+            Some(name) => vec![config.profile(Some(name))?],
+            None => config.profiles.values().collect(),
         };
         let mut out = Vec::new();
-        for name in names {
-            let profile = config.profile(Some(&name))?.clone();
-            out.push(self.profile_status(&profile, profile.name == config.default_profile).await);
+        for profile in profiles {
+            out.push(self.profile_status(profile, profile.name == config.default_profile).await);
         }
         Ok(out)
     }
 
     async fn profile_status(&self, profile: &Profile, default: bool) -> ProfileStatus {
-        let token_query = self.relay_token_query();
         let live = self.0.conns.lock().await.get(&profile.name).filter(|c| !c.is_closed()).cloned();
         let tabs = live.as_ref().map(|c| c.tabs(None).len());
         let mut status = ProfileStatus {
@@ -281,17 +288,16 @@ impl Engine {
                     status.detail = "this process runs no relay".into();
                     return status;
                 };
-                let relay = link.relay.status_json();
-                status.running = relay["connected"] == true;
+                let shared = link.shared_tabs();
+                status.running = shared.is_some();
                 status.state = if status.running { "connected" } else { "disconnected" }.into();
-                let shared = relay["attachedTabs"].as_u64().unwrap_or(0) as usize;
-                status.tabs = Some(shared);
-                status.detail = match (status.running, shared) {
-                    (false, _) => "the extension is not connected".into(),
-                    (true, 0) => "no tab is shared: click the Browser Relay icon on a tab".into(),
-                    (true, n) => format!("{n} shared tab(s)"),
+                status.tabs = Some(shared.unwrap_or(0));
+                status.detail = match shared {
+                    None => "the extension is not connected".into(),
+                    Some(0) => "no tab is shared: click the Browser Relay icon on a tab".into(),
+                    Some(n) => format!("{n} shared tab(s)"),
                 };
-                status.cdp_endpoint = Some(format!("{}/{token_query}", link.http_base));
+                status.cdp_endpoint = cdp_endpoint(&link.http_base, profile, link.token.as_deref());
             }
             Driver::Managed => {
                 let browser: BrowserStatus = self.0.browsers.status(profile);
@@ -301,21 +307,15 @@ impl Engine {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
                 status.detail = browser.detail;
-                status.cdp_endpoint = match (&self.0.relay, profile.launches()) {
-                    (Some(link), true) => Some(format!("{}/profiles/{}/{token_query}", link.http_base, profile.name)),
-                    (_, false) => profile.cdp_url.clone(),
-                    (None, true) => browser.cdp_port.map(|p| format!("http://127.0.0.1:{p}")),
+                status.cdp_endpoint = match &self.0.relay {
+                    Some(link) => cdp_endpoint(&link.http_base, profile, link.token.as_deref()),
+                    // No relay in this process to proxy through: the browser's own port.
+                    None if profile.launches() => browser.cdp_port.map(|p| format!("http://127.0.0.1:{p}")),
+                    None => profile.cdp_url.clone(),
                 };
             }
         }
         status
-    }
-
-    fn relay_token_query(&self) -> String {
-        match self.0.relay.as_ref().and_then(|l| l.token.as_ref()) {
-            Some(token) => format!("?token={token}"),
-            None => String::new(),
-        }
     }
 
     /// `POST /start`: launches a managed browser (a no-op when it runs), or
@@ -356,14 +356,11 @@ impl Engine {
 
     fn extension_ready(&self) -> Result<&RelayLink, ControlError> {
         let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
-        let status = link.relay.status_json();
-        if status["connected"] != true {
-            return Err(ControlError::NoExtension);
+        match link.shared_tabs() {
+            None => Err(ControlError::NoExtension),
+            Some(0) => Err(ControlError::NoSharedTab),
+            Some(_) => Ok(link),
         }
-        if status["attachedTabs"].as_u64().unwrap_or(0) == 0 {
-            return Err(ControlError::NoSharedTab);
-        }
-        Ok(link)
     }
 
     /// The profile's connection: the cached one while it lives, else a new
@@ -383,7 +380,7 @@ impl Engine {
         match profile.driver {
             Driver::Extension => {
                 let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
-                if link.relay.status_json()["connected"] != true {
+                if link.shared_tabs().is_none() {
                     return Err(ControlError::NoExtension);
                 }
                 Ok(link.cdp_ws_url.clone())

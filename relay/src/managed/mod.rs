@@ -446,6 +446,21 @@ impl ManagedBrowsers {
 
 pub use crate::net::http_client::get as http_get;
 
+/// The CDP endpoint a client uses for a profile, through the relay at
+/// `relay_base` (`http://127.0.0.1:PORT`): the relay itself for the extension
+/// driver, `/profiles/<name>/` for a managed browser it launches, and a
+/// remote profile's own `cdpUrl` (never proxied).
+pub fn cdp_endpoint(relay_base: &str, profile: &Profile, token: Option<&str>) -> Option<String> {
+    let query = token.map(|t| format!("?token={t}")).unwrap_or_default();
+    match profile.driver {
+        config::Driver::Extension => Some(format!("{relay_base}/{query}")),
+        config::Driver::Managed if profile.launches() => {
+            Some(format!("{relay_base}/profiles/{}/{query}", profile.name))
+        }
+        config::Driver::Managed => profile.cdp_url.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
