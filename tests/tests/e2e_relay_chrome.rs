@@ -50,8 +50,19 @@ async fn page_level_endpoint_takes_commands_without_session_id() {
     let mut events = client.take_events().unwrap();
     assert_eq!(evaluate(&client, "document.title", None).await, "Fixture Index");
     client.call("Page.enable", json!({}), None).await.unwrap();
-    client.call("Page.navigate", json!({"url": format!("{}/form.html", env.fixtures.url())}), None).await.unwrap();
-    let loaded = next_event(&mut events, "Page.loadEventFired").await;
+    client.call("Page.setLifecycleEventsEnabled", json!({"enabled": true}), None).await.unwrap();
+    let navigated =
+        client.call("Page.navigate", json!({"url": format!("{}/form.html", env.fixtures.url())}), None).await.unwrap();
+    // Wait for the load of this navigation's document: a bare
+    // `Page.loadEventFired` may be a late one from the index page (CI saw the
+    // title read from the wrong document that way).
+    let loader = navigated["loaderId"].as_str().expect("a cross-document navigation has a loaderId").to_string();
+    let loaded = loop {
+        let event = next_event(&mut events, "Page.lifecycleEvent").await;
+        if event.params["name"] == "load" && event.params["loaderId"] == loader.as_str() {
+            break event;
+        }
+    };
     assert_eq!(loaded.session_id, None, "page-level events carry no sessionId");
     assert_eq!(evaluate(&client, "document.title", None).await, "Fixture Form");
 }
