@@ -70,6 +70,13 @@ async fn a_form_is_filled_and_submitted() {
     let bio = env.eval(&tab, "document.querySelector('textarea').value").await;
     assert!(bio.as_str().unwrap().ends_with("!?"), "{bio}");
 
+    // select: by label or value; several at once in a <select multiple>.
+    act_ok(&env, json!({"kind": "select", "ref": field("combobox \"Country\""), "values": ["United States"]})).await;
+    act_ok(&env, json!({"kind": "select", "ref": field("listbox \"Languages\""), "values": ["fr", "Spanish"]})).await;
+    act_ok(&env, json!({"kind": "click", "ref": field("button \"Create account\"")})).await;
+    let result = env.eval(&tab, "JSON.parse(document.getElementById('result').textContent)").await;
+    assert_eq!((&result["country"], &result["langs"]), (&json!("us"), &json!(["fr", "es"])), "{result}");
+
     // Mistakes get precise answers.
     let (status, error) =
         act(&env, json!({"kind": "select", "ref": field("combobox \"Country\""), "values": ["Mars"]})).await;
@@ -124,6 +131,27 @@ async fn clicks_keys_drags_waits_and_what_goes_wrong() {
     let (status, error) = act(&env, json!({"kind": "wait", "text": "Never", "timeoutMs": 600})).await;
     assert_eq!((status, error["error"]["code"].as_str()), (504, Some("timeout")), "{error}");
     assert_eq!(error["error"]["message"], "timed out after 600 ms waiting for text \"Never\" to appear");
+    // The URL (a glob), a function, load states, and a plain pause.
+    env.eval(&tab, "setTimeout(() => history.pushState({}, '', '#step-2'), 300); 0").await;
+    act_ok(&env, json!({"kind": "wait", "url": "*/act/page.html#step-2"})).await;
+    env.eval(&tab, "setTimeout(() => { window.ready = 42 }, 300); 0").await;
+    act_ok(&env, json!({"kind": "wait", "fn": "() => window.ready === 42"})).await;
+    for state in ["domcontentloaded", "load", "networkidle"] {
+        act_ok(&env, json!({"kind": "wait", "loadState": state})).await;
+    }
+    let (status, error) = act(&env, json!({"kind": "wait", "loadState": "interactive"})).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("networkidle"), "{error}");
+    let (status, error) = act(&env, json!({"kind": "wait", "url": "*never*", "timeoutMs": 500})).await;
+    assert_eq!(
+        (status, error["error"]["message"].as_str()),
+        (504, Some("timed out after 500 ms waiting for the URL to match '*never*'"))
+    );
+    let paused = std::time::Instant::now();
+    act_ok(&env, json!({"kind": "wait", "timeMs": 300})).await;
+    assert!(paused.elapsed() >= Duration::from_millis(300), "waited {:?}", paused.elapsed());
+    let (status, error) = act(&env, json!({"kind": "wait"})).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("timeMs"), "{error}");
+
     let later = ref_of(&env.snapshot_text("").await, "button \"Appears later\"");
     act_ok(&env, json!({"kind": "click", "ref": later})).await;
     assert_eq!(log(&env, &tab).await.last().map(String::as_str), Some("later clicked"));
@@ -150,6 +178,13 @@ async fn clicks_keys_drags_waits_and_what_goes_wrong() {
     let tail: Vec<&str> = lines.iter().rev().take(4).rev().map(String::as_str).collect();
     assert_eq!(tail, ["key Enter", "key Control+A", "key Alt+ArrowLeft", "key Shift+Tab"], "{lines:?}");
     assert_eq!(env.eval(&tab, "document.getElementById('keys').value").await, "hello");
+    // Tab and Shift+Tab move the focus as they do for a person.
+    let focused = "document.activeElement.id || document.activeElement.textContent";
+    assert_eq!(env.eval(&tab, focused).await, "item", "Shift+Tab went back to the drag item");
+    act_ok(&env, json!({"kind": "press", "key": "Tab"})).await;
+    assert_eq!(env.eval(&tab, focused).await, "keys");
+    act_ok(&env, json!({"kind": "press", "key": "Tab"})).await;
+    assert_eq!(env.eval(&tab, focused).await, "Alert");
 
     // HTML5 drag and drop between two zones.
     let dragged = act_ok(
@@ -209,14 +244,47 @@ async fn dialogs_never_deadlock_and_files_upload() {
     let tabs = env.api.ok("GET", "/tabs", None).await;
     let me = tabs["tabs"].as_array().unwrap().iter().find(|t| t["targetId"] == tab.as_str()).unwrap().clone();
     assert_eq!(me["dialog"]["message"], "Hello!", "{tabs}");
-    // Another action while it is open: the same answer, at once.
+    // Another action while it is open: the same answer, at once; and the
+    // page reads (whose scripts the dialog stops) answer the same.
     let (status, _) = act(&env, json!({"kind": "click", "ref": r("button \"Count\"")})).await;
     assert_eq!(status, 409);
+    for (method, path) in [("GET", "/snapshot"), ("POST", "/screenshot"), ("POST", "/pdf")] {
+        let started = std::time::Instant::now();
+        let (status, error) = env.api.call(method, path, None).await;
+        assert_eq!((status, error["error"]["code"].as_str()), (409, Some("dialog_open")), "{path}: {error}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{path} answered at once: {:?}", started.elapsed());
+    }
+    let console = env.api.ok("GET", "/console", None).await;
+    assert!(console["messages"].is_array(), "the console needs no page script: {console}");
     // Arming answers the open dialog.
     let armed = env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
     assert_eq!(armed["answered"]["message"], "Hello!", "{armed}");
     eventually("the alert to close", Duration::from_secs(5), || async {
         log(&env, &tab).await.contains(&"alert done".to_string()).then_some(())
+    })
+    .await;
+
+    // confirm and prompt with nothing armed: answered once the agent arms.
+    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Confirm\"")})).await;
+    assert_eq!(status, 409, "{error}");
+    assert_eq!(error["error"]["message"], "a dialog 'Are you sure?' is open (confirm); arm /hooks/dialog and retry");
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
+    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
+    assert_eq!(
+        (status, error["error"]["message"].as_str()),
+        (409, Some("a dialog 'Your name?' is open (prompt); arm /hooks/dialog and retry"))
+    );
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true, "promptText": "Grace"}))).await;
+    eventually("confirm and prompt to be answered", Duration::from_secs(5), || async {
+        log(&env, &tab).await.ends_with(&["confirm true".to_string(), "prompt Grace".to_string()]).then_some(())
+    })
+    .await;
+
+    // An alert with the hook armed: the action goes through.
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Alert\"")})).await;
+    eventually("the armed alert to be answered", Duration::from_secs(5), || async {
+        (log(&env, &tab).await.iter().filter(|l| *l == "alert done").count() == 2).then_some(())
     })
     .await;
 
@@ -226,8 +294,13 @@ async fn dialogs_never_deadlock_and_files_upload() {
     act_ok(&env, json!({"kind": "click", "ref": r("button \"Confirm\"")})).await;
     env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true, "promptText": "Ada"}))).await;
     act_ok(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
+    env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": false}))).await;
+    act_ok(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
     let lines = log(&env, &tab).await;
-    assert!(lines.ends_with(&["confirm false".to_string(), "prompt Ada".to_string()]), "{lines:?}");
+    assert!(
+        lines.ends_with(&["confirm false".to_string(), "prompt Ada".to_string(), "prompt null".to_string()]),
+        "{lines:?}"
+    );
 
     // Files: checked before arming, then read back by the page.
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +352,13 @@ async fn pdf_and_labelled_screenshots() {
     assert_eq!(orange(plain["path"].as_str().unwrap()), 0, "the page itself has no label orange");
     assert!(orange(labelled["path"].as_str().unwrap()) > 200, "label boxes are drawn");
     assert_eq!(env.eval(&tab, "document.querySelectorAll('[data-browser-relay-labels]').length").await, 0);
+
+    // 300 refs in the viewport: 150 labels at most, the rest reported.
+    env.open("act/grid.html").await;
+    let refs = env.snapshot_text("interactive=true").await.lines().filter(|l| l.contains("[ref=")).count();
+    assert_eq!(refs, 300);
+    let labelled = env.api.ok("POST", "/screenshot", Some(json!({"labels": true}))).await;
+    assert_eq!((labelled["labels"].as_u64(), labelled["skipped"].as_u64()), (Some(150), Some(150)), "{labelled}");
 }
 
 /// Pixels of the labels' orange (#FF4500, allowing for compression).

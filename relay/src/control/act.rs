@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::conn::{Conn, DialogHook, DialogInfo, FileHook};
+use super::conn::{DialogHook, FileHook};
 use super::engine::{ElementBox, Engine, PageTarget};
 use super::error::ControlError;
 use super::keys::{self, Chord};
@@ -240,19 +240,11 @@ impl Engine {
             return Err(ControlError::EvaluateDisabled);
         }
         let page = self.page_target(profile, target_id).await?;
-        if let Some(dialog) = page.conn.open_dialog(&page.id) {
-            return Err(dialog_open(dialog));
-        }
         let mut navigations = page.conn.subscribe();
-        let dialogs = page.conn.subscribe();
         let kind = action.kind();
-        let work = self.run_action(&page, action, timeout);
         // A dialog the action opens blocks the page (and our input events)
         // until it is answered: answer the agent at once instead.
-        let result = tokio::select! {
-            result = work => result?,
-            dialog = unanswered_dialog(&page.conn, &page.id, dialogs) => return Err(dialog_open(dialog)),
-        };
+        let result = page.unless_dialog(self.run_action(&page, action, timeout)).await?;
         let mut outcome =
             ActOutcome { ok: true, kind, target_id: page.id.clone(), navigated: false, url: None, result };
         if kind != "close" {
@@ -567,10 +559,17 @@ impl Engine {
                 ),
                 format!("the URL to match '{url}'"),
             ),
+            (_, Some(state), _) if state == "networkidle" => {
+                // Chrome's own signal: no requests for 500 ms in this document.
+                return self
+                    .wait_lifecycle(page, "networkIdle", deadline)
+                    .await
+                    .map_err(|_| timed_out(format!("the page to reach '{state}'")));
+            }
             (_, Some(state), _) => {
                 let ready = match state.as_str() {
                     "domcontentloaded" => "document.readyState !== 'loading'",
-                    "load" | "networkidle" => "document.readyState === 'complete'",
+                    "load" => "document.readyState === 'complete'",
                     other => {
                         return Err(ControlError::BadRequest(format!(
                             "loadState '{other}': use domcontentloaded, load or networkidle"
@@ -600,11 +599,6 @@ impl Engine {
                     return Err(ControlError::Page(format!("the wait threw: {text}")));
                 }
                 if value["result"]["value"] == true {
-                    if what.load_state.as_deref() == Some("networkidle") {
-                        // No network-idle signal to wait on after the fact:
-                        // give late requests half a second.
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                    }
                     return Ok(());
                 }
             }
@@ -613,6 +607,19 @@ impl Engine {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits until the tab's current document reaches `event` (a
+    /// `Page.lifecycleEvent` name); `Err` when the deadline passes first.
+    async fn wait_lifecycle(&self, page: &PageTarget, event: &str, deadline: Instant) -> Result<(), ()> {
+        let mut events = page.conn.subscribe();
+        while !page.conn.reached(&page.id, event) {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => return Err(()),
+            }
+        }
+        Ok(())
     }
 
     async fn evaluate(&self, page: &PageTarget, function: &str, element: Option<&str>) -> Result<Value, ControlError> {
@@ -697,10 +704,13 @@ impl Engine {
         let page = self.page_target(profile, target_id).await?;
         match element {
             Some(element) => {
-                let target = self.ref_target(&page, element).await?;
-                let params = json!({"files": files, "objectId": element_object(&page, &target).await?});
-                let set = page.conn.client().call("DOM.setFileInputFiles", params, Some(&target.frame.session)).await;
-                set.map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))?;
+                let set = async {
+                    let target = self.ref_target(&page, element).await?;
+                    let params = json!({"files": files, "objectId": element_object(&page, &target).await?});
+                    let set = page.conn.client().call("DOM.setFileInputFiles", params, Some(&target.frame.session));
+                    set.await.map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))
+                };
+                page.unless_dialog(set).await?;
                 Ok(json!({"ok": true, "targetId": page.id, "set": files}))
             }
             None => {
@@ -715,17 +725,8 @@ impl Engine {
     /// `POST /pdf`: the tab printed to PDF, saved under the media folder.
     pub async fn pdf(&self, profile: Option<&str>, target_id: Option<&str>) -> Result<Pdf, ControlError> {
         let page = self.page_target(profile, target_id).await?;
-        let printed = page
-            .conn
-            .client()
-            .call("Page.printToPDF", json!({"printBackground": true}), Some(&page.session))
-            .await
-            .map_err(|error| match error {
-                crate::cdp_client::CdpError::Protocol { message, .. } => ControlError::Pdf(format!(
-                    "{message} (Chrome prints to PDF only when headless: use the managed profile)"
-                )),
-                other => ControlError::cdp(&page.profile.name)(other),
-            })?;
+        let print = page.conn.client().call("Page.printToPDF", json!({"printBackground": true}), Some(&page.session));
+        let printed = page.unless_dialog(async { print.await.map_err(ControlError::pdf(&page.profile.name)) }).await?;
         let data = base64::engine::general_purpose::STANDARD
             .decode(printed["data"].as_str().unwrap_or_default())
             .map_err(|e| ControlError::Page(format!("the PDF is not base64: {e}")))?;
@@ -746,29 +747,6 @@ pub struct WaitFor {
     load_state: Option<String>,
     #[serde(rename = "fn")]
     function: Option<String>,
-}
-
-fn dialog_open(dialog: DialogInfo) -> ControlError {
-    ControlError::DialogOpen { kind: dialog.kind, message: dialog.message }
-}
-
-/// Resolves when an unanswered dialog opens on the tab.
-async fn unanswered_dialog(
-    conn: &Conn,
-    tab: &str,
-    mut events: broadcast::Receiver<std::sync::Arc<crate::cdp_client::CdpEvent>>,
-) -> DialogInfo {
-    loop {
-        match events.recv().await {
-            Ok(event) if event.method == "Page.javascriptDialogOpening" => {
-                if let Some(dialog) = conn.open_dialog(tab) {
-                    return dialog;
-                }
-            }
-            Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
-            _ => {}
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

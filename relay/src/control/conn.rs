@@ -104,6 +104,10 @@ struct Tab {
     dialog: Option<DialogInfo>,
     dialog_hook: Option<DialogHook>,
     file_hook: Option<FileHook>,
+    /// Lifecycle events (`DOMContentLoaded`, `load`, `networkIdle`, …) the
+    /// main frame's current document has reached; a new document starts
+    /// over with `init`.
+    lifecycle: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -368,6 +372,7 @@ impl Conn {
             dialog: None,
             dialog_hook: None,
             file_hook: None,
+            lifecycle: Vec::new(),
         });
         tab.title = info["title"].as_str().unwrap_or_default().to_string();
         tab.url = info["url"].as_str().unwrap_or_default().to_string();
@@ -518,6 +523,17 @@ impl Conn {
                     }
                 }
             }
+            "Page.lifecycleEvent" => {
+                // Only the main frame's (its id is the tab's target id);
+                // iframes have lifecycles of their own.
+                if let (Some(session), Some(frame), Some(name)) =
+                    (session, params["frameId"].as_str(), params["name"].as_str())
+                    && let Some(tab) = self.state().tabs.get_mut(frame)
+                    && tab.session.as_deref() == Some(session)
+                {
+                    record_lifecycle(&mut tab.lifecycle, name);
+                }
+            }
             "Page.javascriptDialogClosed" => {
                 if let Some(session) = session {
                     self.with_tab_of(session, |tab| tab.dialog = None);
@@ -588,6 +604,12 @@ impl Conn {
                 tracing::debug!("answering a dialog: {error}");
             }
         });
+    }
+
+    /// Whether the tab's current document has reached a lifecycle event
+    /// (`load`, `networkIdle`, …).
+    pub fn reached(&self, target_id: &str, lifecycle_event: &str) -> bool {
+        self.state().tabs.get(target_id).is_some_and(|t| t.lifecycle.iter().any(|e| e == lifecycle_event))
     }
 
     /// The tab's unanswered dialog, if one is open.
@@ -692,6 +714,16 @@ fn console_message(params: &Value) -> ConsoleMessage {
     }
 }
 
+/// `init` starts a new document; other events add to what it reached.
+fn record_lifecycle(reached: &mut Vec<String>, name: &str) {
+    if name == "init" {
+        reached.clear();
+    }
+    if !reached.iter().any(|e| e == name) {
+        reached.push(name.to_string());
+    }
+}
+
 fn page_error(params: &Value) -> PageError {
     let details = &params["exceptionDetails"];
     let message = details["exception"]["description"]
@@ -752,12 +784,26 @@ mod tests {
 
     #[test]
     fn console_buffers_keep_the_newest() {
-        let mut queue = VecDeque::new();
-        for i in 0..CONSOLE_KEPT + 10 {
-            push_bounded(&mut queue, i, CONSOLE_KEPT);
+        assert_eq!((CONSOLE_KEPT, PAGE_ERRORS_KEPT), (500, 200), "the documented sizes");
+        for kept in [CONSOLE_KEPT, PAGE_ERRORS_KEPT] {
+            let mut queue = VecDeque::new();
+            for i in 0..kept + 10 {
+                push_bounded(&mut queue, i, kept);
+            }
+            assert_eq!(queue.len(), kept);
+            assert_eq!(queue.front(), Some(&10));
         }
-        assert_eq!(queue.len(), CONSOLE_KEPT);
-        assert_eq!(queue.front(), Some(&10));
+    }
+
+    #[test]
+    fn a_new_document_starts_its_lifecycle_over() {
+        let mut reached = Vec::new();
+        for name in ["init", "DOMContentLoaded", "load", "networkAlmostIdle", "networkIdle", "load"] {
+            record_lifecycle(&mut reached, name);
+        }
+        assert_eq!(reached, ["init", "DOMContentLoaded", "load", "networkAlmostIdle", "networkIdle"]);
+        record_lifecycle(&mut reached, "init");
+        assert_eq!(reached, ["init"], "the next document has reached nothing yet");
     }
 
     #[test]

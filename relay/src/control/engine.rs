@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conn::{Conn, ConsoleMessage, PageError, TabInfo};
+use super::conn::{Conn, ConsoleMessage, DialogInfo, PageError, TabInfo};
 use super::error::ControlError;
 use super::page::{self, LiveFrame};
 use super::refs::{RefEntry, RefStore, RefTable, parse_ref};
@@ -200,6 +200,43 @@ pub(super) struct PageTarget {
     pub(super) id: String,
     pub(super) session: String,
     pub(super) _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl PageTarget {
+    /// Runs `work` on the page, unless a dialog opens that nothing answers:
+    /// a JavaScript dialog stops the page's scripts (our snapshot walker,
+    /// input, screenshots) until it is answered, so the agent hears about
+    /// the dialog at once instead of waiting for a timeout.
+    pub(super) async fn unless_dialog<T>(
+        &self,
+        work: impl Future<Output = Result<T, ControlError>>,
+    ) -> Result<T, ControlError> {
+        let dialogs = self.conn.subscribe();
+        tokio::select! {
+            result = work => result,
+            dialog = unanswered_dialog(&self.conn, &self.id, dialogs) => Err(dialog.into()),
+        }
+    }
+}
+
+/// Resolves when an unanswered dialog opens on the tab.
+async fn unanswered_dialog(
+    conn: &Conn,
+    tab: &str,
+    mut events: tokio::sync::broadcast::Receiver<Arc<crate::cdp_client::CdpEvent>>,
+) -> DialogInfo {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match events.recv().await {
+            Ok(event) if event.method == "Page.javascriptDialogOpening" => {
+                if let Some(dialog) = conn.open_dialog(tab) {
+                    return dialog;
+                }
+            }
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+            _ => {}
+        }
+    }
 }
 
 /// A ref's element box in the tab's viewport (CSS pixels), after scrolling
@@ -477,6 +514,10 @@ impl Engine {
             locks.entry((profile.name.clone(), id.clone())).or_default().clone()
         };
         let guard = lock.lock_owned().await;
+        // A page behind an open dialog answers no script: say so now.
+        if let Some(dialog) = conn.open_dialog(&id) {
+            return Err(dialog.into());
+        }
         Ok(PageTarget { profile, conn, id, session, _guard: guard })
     }
 
@@ -675,8 +716,9 @@ impl Engine {
         target_id: Option<&str>,
         options: &SnapshotOptions,
     ) -> Result<SnapshotResult, ControlError> {
-        let PageTarget { profile, conn, id, session, _guard } = self.page_target(profile, target_id).await?;
-        let (mut result, table) = snapshot::take(&conn, &id, options).await?;
+        let page = self.page_target(profile, target_id).await?;
+        let (mut result, table) = page.unless_dialog(snapshot::take(&page.conn, &page.id, options)).await?;
+        let PageTarget { profile, conn, id, session, _guard } = page;
         if let Some(table) = table {
             self.refs().put(&profile.name, &id, table);
         }
@@ -697,7 +739,7 @@ impl Engine {
         element_ref: &str,
     ) -> Result<ElementBox, ControlError> {
         let page = self.page_target(profile, target_id).await?;
-        self.ref_box_locked(&page.profile, &page.conn, &page.id, element_ref).await
+        page.unless_dialog(self.ref_box_locked(&page.profile, &page.conn, &page.id, element_ref)).await
     }
 
     async fn ref_box_locked(
@@ -732,8 +774,12 @@ impl Engine {
     /// `POST /screenshot`: the viewport, the full page, or one element
     /// (`ref` or `selector`); saved under the media folder.
     pub async fn screenshot(&self, request: &ScreenshotRequest) -> Result<Screenshot, ControlError> {
-        let PageTarget { profile, conn, id, session, _guard } =
-            self.page_target(request.profile.as_deref(), request.target_id.as_deref()).await?;
+        let page = self.page_target(request.profile.as_deref(), request.target_id.as_deref()).await?;
+        page.unless_dialog(self.capture(&page, request)).await
+    }
+
+    async fn capture(&self, page: &PageTarget, request: &ScreenshotRequest) -> Result<Screenshot, ControlError> {
+        let PageTarget { profile, conn, id, session, .. } = page;
         let quality = match (request.image_type, request.quality) {
             (ImageType::Png, Some(_)) => {
                 return Err(ControlError::BadRequest("quality applies to jpeg screenshots only".into()));
@@ -745,8 +791,8 @@ impl Engine {
             (Some(_), Some(_)) => {
                 return Err(ControlError::BadRequest("pass ref or selector, not both".into()));
             }
-            (Some(r), None) => Some(self.ref_box_locked(&profile, &conn, &id, r).await?),
-            (None, Some(selector)) => Some(self.selector_box(&conn, &id, &session, selector).await?),
+            (Some(r), None) => Some(self.ref_box_locked(profile, conn, id, r).await?),
+            (None, Some(selector)) => Some(self.selector_box(conn, id, session, selector).await?),
             (None, None) => None,
         };
         let mut params =
@@ -757,7 +803,7 @@ impl Engine {
         if element.is_some() || request.full_page {
             let metrics = conn
                 .client()
-                .call("Page.getLayoutMetrics", json!({}), Some(&session))
+                .call("Page.getLayoutMetrics", json!({}), Some(session))
                 .await
                 .map_err(ControlError::cdp(&profile.name))?;
             let clip = match element {
@@ -780,20 +826,20 @@ impl Engine {
             params["clip"] = clip;
             params["captureBeyondViewport"] = json!(true);
         }
-        let main = LiveFrame::main(&session, &id);
+        let main = LiveFrame::main(session, id);
         let mut labelled = None;
         if request.labels {
-            let refs = self.refs().get(&profile.name, &id).map(|t| t.refs.len()).ok_or_else(|| {
+            let refs = self.refs().get(&profile.name, id).map(|t| t.refs.len()).ok_or_else(|| {
                 ControlError::BadRequest("labels need refs: take a snapshot of this tab first".into())
             })?;
-            let shown = page::call_script(&conn, &main, "showLabels", json!({"max": MAX_LABELS}), true).await?;
+            let shown = page::call_script(conn, &main, "showLabels", json!({"max": MAX_LABELS}), true).await?;
             let labels = shown["labels"].as_u64().unwrap_or_default();
             labelled = Some((labels, (refs as u64).saturating_sub(labels)));
         }
-        let shot = conn.client().call("Page.captureScreenshot", params, Some(&session)).await;
+        let shot = conn.client().call("Page.captureScreenshot", params, Some(session)).await;
         if labelled.is_some() {
             // Always taken down, also when the capture failed.
-            page::call_script(&conn, &main, "hideLabels", json!(null), true).await?;
+            page::call_script(conn, &main, "hideLabels", json!(null), true).await?;
         }
         let shot = shot.map_err(ControlError::cdp(&profile.name))?;
         let data = base64::engine::general_purpose::STANDARD
@@ -802,7 +848,7 @@ impl Engine {
         let (width, height) = image_size(&data).unwrap_or((0, 0));
         let path = self.save_media("screenshot", request.image_type.extension(), &data)?;
         Ok(Screenshot {
-            target_id: id,
+            target_id: id.clone(),
             path,
             width,
             height,

@@ -2,6 +2,7 @@
 //! needs to act: a stable `code`, a message, and a hint for the next step.
 //! The HTTP layer only maps [`ErrorKind`] to a status.
 
+use super::conn::DialogInfo;
 use crate::cdp_client::CdpError;
 use crate::managed::ManagedError;
 use crate::managed::config::ConfigError;
@@ -162,8 +163,26 @@ impl ControlError {
         })
     }
 
+    /// The PDF call's failure: Chrome's own words, with the way out when
+    /// the browser cannot print at all (a headed browser answers "PrintToPDF
+    /// is not implemented" or "… only supported in headless mode").
+    pub(crate) fn pdf(profile: &str) -> impl FnOnce(CdpError) -> Self + '_ {
+        move |source| match source {
+            CdpError::Protocol { message, .. } if message.contains("PrintToPDF") => Self::Pdf(format!(
+                "{message} (Chrome prints to PDF only when headless: use a headless managed profile)"
+            )),
+            source => Self::Cdp { profile: profile.to_string(), source },
+        }
+    }
+
     pub(crate) fn cdp(profile: &str) -> impl FnOnce(CdpError) -> Self + '_ {
         move |source| Self::Cdp { profile: profile.to_string(), source }
+    }
+}
+
+impl From<DialogInfo> for ControlError {
+    fn from(dialog: DialogInfo) -> Self {
+        Self::DialogOpen { kind: dialog.kind, message: dialog.message }
     }
 }
 
@@ -193,5 +212,22 @@ mod tests {
         assert_eq!(timeout.to_string(), "timed out after 8 s waiting for e5 to become visible");
         let covered = ControlError::Covered { element: "e5".into(), by: "<div class=\"modal\">".into() };
         assert_eq!(covered.to_string(), "e5 is covered by <div class=\"modal\">: close it or take a new snapshot");
+    }
+
+    #[test]
+    fn a_browser_that_cannot_print_is_told_apart_from_other_failures() {
+        let protocol = |message: &str| CdpError::Protocol {
+            method: "Page.printToPDF".into(),
+            code: -32000,
+            message: message.into(),
+        };
+        for headed in ["PrintToPDF is not implemented", "PrintToPDF is only supported in headless mode"] {
+            let error = ControlError::pdf("chrome")(protocol(headed));
+            assert_eq!(error.code(), "pdf_unavailable");
+            assert!(error.to_string().contains(headed) && error.to_string().contains("headless"), "{error}");
+        }
+        let other = ControlError::pdf("managed")(protocol("Page range exceeds page count"));
+        assert_eq!(other.code(), "browser_error", "not blamed on headed mode: {other}");
+        assert!(other.to_string().contains("Page range exceeds page count"), "{other}");
     }
 }
