@@ -29,6 +29,10 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
         ("GET", "/snapshot"),
         ("POST", "/screenshot"),
         ("GET", "/console"),
+        ("POST", "/act"),
+        ("POST", "/hooks/dialog"),
+        ("POST", "/hooks/file-chooser"),
+        ("POST", "/pdf"),
         ("GET", "/no-such-route"),
     ];
     let good_auth = format!("Bearer {}", env.token.as_str());

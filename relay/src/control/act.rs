@@ -217,8 +217,13 @@ pub fn clamp_act_timeout(ms: Option<u64>) -> Duration {
 }
 
 fn hook_deadline(ms: Option<u64>) -> Instant {
-    let within = ms.map_or(HOOK_TIMEOUT, |ms| Duration::from_millis(ms).min(HOOK_TIMEOUT));
-    Instant::now() + within
+    Instant::now() + hook_lifetime(ms)
+}
+
+/// How long an armed hook waits for its event: as asked, at most (and by
+/// default) two minutes.
+fn hook_lifetime(ms: Option<u64>) -> Duration {
+    ms.map_or(HOOK_TIMEOUT, |ms| Duration::from_millis(ms).min(HOOK_TIMEOUT))
 }
 
 impl Engine {
@@ -996,6 +1001,13 @@ mod tests {
         assert_eq!(clamp_act_timeout(None), Duration::from_secs(8));
         assert_eq!(clamp_act_timeout(Some(1)), Duration::from_millis(500));
         assert_eq!(clamp_act_timeout(Some(600_000)), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn hooks_wait_two_minutes_by_default_and_at_most() {
+        assert_eq!(hook_lifetime(None), Duration::from_secs(120));
+        assert_eq!(hook_lifetime(Some(5_000)), Duration::from_secs(5));
+        assert_eq!(hook_lifetime(Some(3_600_000)), Duration::from_secs(120));
     }
 
     #[test]

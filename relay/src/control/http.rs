@@ -1,4 +1,5 @@
-//! The control API's HTTP surface: thin axum handlers over [`Engine`].
+//! The control API's HTTP surface: thin axum handlers over a [`ControlApi`]
+//! (the [`Engine`](super::Engine) in the product, a recording fake in the tests).
 //! Every request has passed the control guard (Host, no Origin, token).
 //! Errors are `{"error": {"code", "message", "hint"}}`.
 
@@ -14,7 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::act::Action;
-use super::engine::{Engine, ImageType, ScreenshotRequest, WaitUntil};
+use super::api::ControlApi;
+use super::engine::{ImageType, ScreenshotRequest, WaitUntil};
 use super::error::{ControlError, ErrorKind};
 use super::snapshot::{Format, SnapshotOptions};
 use crate::net::guard::Guard;
@@ -22,24 +24,24 @@ use crate::net::guard::Guard;
 /// Request bodies are small JSON documents.
 pub const MAX_BODY: usize = 1 << 20;
 
-pub fn router(engine: Engine, guard: Guard) -> Router {
+pub fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
     Router::new()
-        .route("/", get(status))
-        .route("/profiles", get(profiles))
-        .route("/start", post(start))
-        .route("/stop", post(stop))
-        .route("/tabs", get(tabs))
-        .route("/tabs/open", post(open_tab))
-        .route("/tabs/focus", post(focus_tab))
-        .route("/tabs/{target_id}", delete(close_tab))
-        .route("/navigate", post(navigate))
-        .route("/snapshot", get(snapshot))
-        .route("/screenshot", post(screenshot))
-        .route("/console", get(console))
-        .route("/act", post(act))
-        .route("/hooks/dialog", post(hook_dialog))
-        .route("/hooks/file-chooser", post(hook_file_chooser))
-        .route("/pdf", post(pdf))
+        .route("/", get(status::<E>))
+        .route("/profiles", get(profiles::<E>))
+        .route("/start", post(start::<E>))
+        .route("/stop", post(stop::<E>))
+        .route("/tabs", get(tabs::<E>))
+        .route("/tabs/open", post(open_tab::<E>))
+        .route("/tabs/focus", post(focus_tab::<E>))
+        .route("/tabs/{target_id}", delete(close_tab::<E>))
+        .route("/navigate", post(navigate::<E>))
+        .route("/snapshot", get(snapshot::<E>))
+        .route("/screenshot", post(screenshot::<E>))
+        .route("/console", get(console::<E>))
+        .route("/act", post(act::<E>))
+        .route("/hooks/dialog", post(hook_dialog::<E>))
+        .route("/hooks/file-chooser", post(hook_file_chooser::<E>))
+        .route("/pdf", post(pdf::<E>))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(engine)
@@ -140,7 +142,7 @@ struct ProfileBody {
     profile: Option<String>,
 }
 
-async fn status(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiResult {
+async fn status<E: ControlApi>(State(engine): State<E>, RawQuery(raw): RawQuery) -> ApiResult {
     let q: ProfileQuery = query(raw.as_deref(), &[], &[])?;
     let profiles = engine.status(q.profile.as_deref()).await?;
     match q.profile {
@@ -151,21 +153,21 @@ async fn status(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiRes
     }
 }
 
-async fn profiles(State(engine): State<Engine>) -> ApiResult {
+async fn profiles<E: ControlApi>(State(engine): State<E>) -> ApiResult {
     ok(engine.profiles()?)
 }
 
-async fn start(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn start<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: ProfileBody = body(&bytes)?;
     ok(engine.start(b.profile.as_deref()).await?)
 }
 
-async fn stop(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn stop<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: ProfileBody = body(&bytes)?;
     ok(engine.stop(b.profile.as_deref()).await?)
 }
 
-async fn tabs(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiResult {
+async fn tabs<E: ControlApi>(State(engine): State<E>, RawQuery(raw): RawQuery) -> ApiResult {
     let q: ProfileQuery = query(raw.as_deref(), &[], &[])?;
     ok(json!({"tabs": engine.tabs(q.profile.as_deref()).await?}))
 }
@@ -177,7 +179,7 @@ struct OpenBody {
     url: String,
 }
 
-async fn open_tab(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn open_tab<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: OpenBody = body(&bytes)?;
     ok(engine.open_tab(b.profile.as_deref(), &b.url).await?)
 }
@@ -189,13 +191,17 @@ struct FocusBody {
     target_id: String,
 }
 
-async fn focus_tab(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn focus_tab<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: FocusBody = body(&bytes)?;
     engine.focus_tab(b.profile.as_deref(), &b.target_id).await?;
     ok(json!({"ok": true, "targetId": b.target_id}))
 }
 
-async fn close_tab(State(engine): State<Engine>, Path(target_id): Path<String>, RawQuery(raw): RawQuery) -> ApiResult {
+async fn close_tab<E: ControlApi>(
+    State(engine): State<E>,
+    Path(target_id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
     let q: ProfileQuery = query(raw.as_deref(), &[], &[])?;
     engine.close_tab(q.profile.as_deref(), &target_id).await?;
     ok(json!({"ok": true, "targetId": target_id}))
@@ -212,7 +218,7 @@ struct NavigateBody {
     timeout_ms: Option<u64>,
 }
 
-async fn navigate(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn navigate<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: NavigateBody = body(&bytes)?;
     ok(engine.navigate(b.profile.as_deref(), b.target_id.as_deref(), &b.url, b.wait_until, b.timeout_ms).await?)
 }
@@ -235,7 +241,7 @@ struct SnapshotQuery {
     frame: Option<String>,
 }
 
-async fn snapshot(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiResult {
+async fn snapshot<E: ControlApi>(State(engine): State<E>, RawQuery(raw): RawQuery) -> ApiResult {
     let q: SnapshotQuery = query(raw.as_deref(), &["interactive", "compact"], &["depth", "limit", "maxChars"])?;
     let options = SnapshotOptions {
         format: q.format,
@@ -250,7 +256,7 @@ async fn snapshot(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiR
     ok(engine.snapshot(q.profile.as_deref(), q.target_id.as_deref(), &options).await?)
 }
 
-async fn screenshot(State(engine): State<Engine>, headers: HeaderMap, bytes: Bytes) -> ApiResult {
+async fn screenshot<E: ControlApi>(State(engine): State<E>, headers: HeaderMap, bytes: Bytes) -> ApiResult {
     let mut request: ScreenshotRequest = body(&bytes)?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let raw = ["image/png", "image/jpeg"].iter().find(|mime| accept.contains(**mime)).copied();
@@ -292,14 +298,14 @@ struct ConsoleQuery {
     limit: Option<usize>,
 }
 
-async fn console(State(engine): State<Engine>, RawQuery(raw): RawQuery) -> ApiResult {
+async fn console<E: ControlApi>(State(engine): State<E>, RawQuery(raw): RawQuery) -> ApiResult {
     let q: ConsoleQuery = query(raw.as_deref(), &[], &["limit"])?;
     ok(engine.console(q.profile.as_deref(), q.target_id.as_deref(), q.level.as_deref(), q.limit).await?)
 }
 
 /// `POST /act {kind, targetId?, profile?, timeoutMs?, …}`: the common
 /// fields come off first; the rest must be exactly one kind's fields.
-async fn act(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn act<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let mut value: Value = body(&bytes)?;
     let Some(fields) = value.as_object_mut() else {
         return Err(ControlError::BadRequest("the body must be a JSON object".into()).into());
@@ -332,7 +338,7 @@ struct DialogBody {
     timeout_ms: Option<u64>,
 }
 
-async fn hook_dialog(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn hook_dialog<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: DialogBody = body(&bytes)?;
     ok(engine.arm_dialog(b.profile.as_deref(), b.target_id.as_deref(), b.accept, b.prompt_text, b.timeout_ms).await?)
 }
@@ -348,7 +354,7 @@ struct FileChooserBody {
     timeout_ms: Option<u64>,
 }
 
-async fn hook_file_chooser(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn hook_file_chooser<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: FileChooserBody = body(&bytes)?;
     let armed = engine
         .arm_file_chooser(b.profile.as_deref(), b.target_id.as_deref(), &b.paths, b.element.as_deref(), b.timeout_ms)
@@ -363,7 +369,7 @@ struct TabBody {
     target_id: Option<String>,
 }
 
-async fn pdf(State(engine): State<Engine>, bytes: Bytes) -> ApiResult {
+async fn pdf<E: ControlApi>(State(engine): State<E>, bytes: Bytes) -> ApiResult {
     let b: TabBody = body(&bytes)?;
     ok(engine.pdf(b.profile.as_deref(), b.target_id.as_deref()).await?)
 }
@@ -410,3 +416,6 @@ mod tests {
         assert!(error.starts_with("invalid JSON body"), "{error}");
     }
 }
+
+#[cfg(test)]
+mod route_tests;

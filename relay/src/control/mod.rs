@@ -3,6 +3,7 @@
 //! plain-Rust engine; [`http`] its thin HTTP surface.
 
 pub mod act;
+pub mod api;
 pub mod conn;
 pub mod engine;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod page;
 pub mod refs;
 pub mod snapshot;
 
+pub use api::ControlApi;
 pub use engine::{Engine, RelayLink};
 pub use error::{ControlError, ErrorKind};
 
