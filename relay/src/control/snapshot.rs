@@ -331,7 +331,30 @@ fn walk_frame<'a>(
 
 /// Chrome's accessibility tree as flat nodes with depths, iframes spliced
 /// in place, ignored nodes skipped (their children kept).
+/// `aria` is Chrome's whole tree, bounded by `limit` and `depth`; the
+/// options that shape the `ai` walk are refused rather than ignored.
+fn check_aria_options(options: &SnapshotOptions) -> Result<(), ControlError> {
+    let ai_only: Vec<&str> = [
+        ("interactive", options.interactive),
+        ("compact", options.compact),
+        ("selector", options.selector.is_some()),
+        ("frame", options.frame.is_some()),
+        ("maxChars", options.max_chars.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect();
+    if ai_only.is_empty() {
+        return Ok(());
+    }
+    Err(ControlError::BadRequest(format!(
+        "{} apply to format=ai only (format=aria takes limit and depth)",
+        ai_only.join(", ")
+    )))
+}
+
 async fn take_aria(conn: &Conn, tab: &str, options: &SnapshotOptions) -> Result<SnapshotResult, ControlError> {
+    check_aria_options(options)?;
     let limit = options.limit.unwrap_or(DEFAULT_ARIA_LIMIT).max(1) as usize;
     let main = page::live_frame(conn, tab, &FrameLoc::main(tab)).await?;
     let mut out = Vec::new();
@@ -455,4 +478,22 @@ async fn aria_child_frame(
     };
     let frame_param = if child.session == frame.session { Some(child.frame_id.as_str()) } else { None };
     aria_frame(conn, tab, &child, frame_param, depth, limit, max_depth, out, truncated).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aria_snapshots_refuse_the_options_of_the_ai_walk() {
+        let aria = SnapshotOptions { format: Format::Aria, limit: Some(10), depth: Some(3), ..Default::default() };
+        assert!(check_aria_options(&aria).is_ok(), "limit and depth bound the aria tree");
+        let shaped = SnapshotOptions { selector: Some("main".into()), interactive: true, ..aria };
+        let error = check_aria_options(&shaped).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "interactive, selector apply to format=ai only (format=aria takes limit and depth)"
+        );
+        assert_eq!(error.code(), "bad_request");
+    }
 }
