@@ -6,6 +6,7 @@ pub mod cdp_client;
 pub mod control;
 pub mod http;
 pub mod managed;
+pub mod mcp;
 pub mod net;
 pub mod relay;
 pub mod server;

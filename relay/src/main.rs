@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use browser_relay::control::DEFAULT_CONTROL_PORT;
+use browser_relay::control::client::ControlClient;
 use browser_relay::managed::ManagedBrowsers;
 use browser_relay::managed::config::{Config, Driver};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
@@ -75,6 +76,13 @@ enum Command {
     /// Agent commands: talk to a running `browser-relay serve`'s control API.
     #[command(flatten)]
     Agent(AgentCommand),
+    /// Serve the control API as MCP tools on stdin/stdout (for agent hosts);
+    /// each tool call goes to the running `browser-relay serve`.
+    Mcp {
+        /// Port of the control API.
+        #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+        control_port: u16,
+    },
     /// Print the link that pairs the extension with this relay in one step
     /// (open it in the Chrome that has the extension).
     Pair {
@@ -243,6 +251,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let control = (!no_control).then(|| SocketAddr::new(host, control_port));
             serve(&state, SocketAddr::new(host, port), control, extension_ids, no_auth).await
         }
+        Command::Mcp { control_port } => {
+            let client = ControlClient::new(control_port, state.load_or_create_token()?);
+            browser_relay::mcp::McpServer::new(client).serve_stdio().await
+        }
         Command::Token => {
             let token = state.load_or_create_token()?;
             println_stdout(token.as_str());
@@ -341,32 +353,8 @@ async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Resul
     if method == "POST" && !matches!(command, AgentCommand::Tabs(_)) {
         query.clear(); // profile and targetId went into the body
     }
-    let encoded: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&query).finish();
-    let url = format!(
-        "http://127.0.0.1:{}{path}{}",
-        args.control_port,
-        if encoded.is_empty() { String::new() } else { format!("?{encoded}") }
-    );
-    let token = state.load_or_create_token()?;
-    let auth = format!("Bearer {}", token.as_str());
-    let body_text = body.map(|b| b.to_string());
-    let response = browser_relay::net::http_client::request(
-        method,
-        &url,
-        &[("Authorization", &auth)],
-        body_text.as_deref().map(str::as_bytes),
-    )
-    .await
-    .with_context(|| format!("no control API on 127.0.0.1:{}: is `browser-relay serve` running?", args.control_port))?;
-    let value = response.json();
-    if response.status != 200 {
-        let error = &value["error"];
-        let message = error["message"].as_str().map_or_else(|| response.text(), str::to_string);
-        match error["hint"].as_str() {
-            Some(hint) => anyhow::bail!("{message} (hint: {hint})"),
-            None => anyhow::bail!("{message}"),
-        }
-    }
+    let client = ControlClient::new(args.control_port, state.load_or_create_token()?);
+    let value = client.call(method, path, &query, body.as_ref()).await?;
     if args.json {
         println_stdout(&json!({"ok": true, "data": value}).to_string());
         return Ok(());

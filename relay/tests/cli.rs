@@ -164,3 +164,165 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(envelope["ok"], false);
     assert_eq!(browser_relay(home.path(), &["stop", "--profile", "managed"]).0, 0);
 }
+
+/// A JSON-RPC peer on the `browser-relay mcp` process's stdio, as an agent
+/// host (Claude Desktop, an IDE) runs it.
+struct McpHost {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl McpHost {
+    fn spawn(home: &std::path::Path, control_port: &str) -> Self {
+        use std::io::BufRead as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+            .args(["mcp", "--control-port", control_port])
+            .env("BROWSER_RELAY_HOME", home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mcp starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, stdin: Some(stdin), lines, next_id: 1 }
+    }
+
+    fn send(&mut self, message: serde_json::Value) {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().expect("open");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// A request; its result (the response with the same id).
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.recv_timeout(std::time::Duration::from_secs(30)).expect("an answer within 30 s");
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if message["id"] == id {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// A tool call: (isError, its text content, its image content).
+    fn call(&mut self, tool: &str, arguments: serde_json::Value) -> (bool, String, Option<String>) {
+        let result = self.request("tools/call", serde_json::json!({"name": tool, "arguments": arguments}));
+        let content = result["content"].as_array().cloned().unwrap_or_default();
+        let text = content.iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n");
+        let image = content.iter().find(|c| c["type"] == "image").and_then(|c| c["data"].as_str()).map(str::to_string);
+        (result["isError"] == true, text, image)
+    }
+}
+
+impl McpHost {
+    /// Closes stdin, as a host does when it is done; the exit status.
+    fn close(&mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "mcp did not exit after stdin closed");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for McpHost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_mcp_host_drives_the_managed_browser_with_tools() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), "defaultProfile = \"managed\"\n").unwrap();
+    let control = free_port().to_string();
+    let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        .args(["serve", "--port", "0", "--control-port", &control])
+        .env("BROWSER_RELAY_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _running = Running { serve, home: home.path().to_path_buf() };
+    let mut host = McpHost::spawn(home.path(), &control);
+
+    let init = host.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}}),
+    );
+    assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let tools = host.request("tools/list", serde_json::json!({}));
+    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for expected in ["browser_snapshot", "browser_click", "browser_type", "browser_screenshot", "browser_handle_dialog"]
+    {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
+
+    // The API's errors reach the model as tool errors it can act on; first
+    // the one before serve listens, then the one before the browser runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (is_error, text, _) = host.call("browser_tabs", serde_json::json!({}));
+        assert!(is_error, "{text}");
+        if !text.contains("is `browser-relay serve` running") {
+            assert!(text.contains("profile 'managed' is not running") && text.contains("hint: POST /start"), "{text}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not come up: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (is_error, text, _) = host.call("browser_start", serde_json::json!({}));
+    assert!(!is_error, "{text}");
+
+    let page = "data:text/html,<title>MCP</title><input aria-label=Name><button onclick=\"document.title='clicked'\">Go</button>";
+    let (is_error, text, _) = host.call("browser_open", serde_json::json!({"url": page}));
+    assert!(!is_error && text.contains("\"title\":\"MCP\""), "{text}");
+    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({"interactive": true}));
+    assert!(snapshot.ends_with("- textbox \"Name\" [ref=e1]\n- button \"Go\" [ref=e2]"), "{snapshot}");
+    assert!(!host.call("browser_type", serde_json::json!({"ref": "e1", "text": "Ada"})).0);
+    assert!(!host.call("browser_click", serde_json::json!({"ref": "e2"})).0);
+    let (_, value, _) = host.call(
+        "browser_evaluate",
+        serde_json::json!({"fn": "() => [document.title, document.querySelector('input').value]"}),
+    );
+    assert!(value.contains(r#""result":["clicked","Ada"]"#), "{value}");
+    let (is_error, _, image) = host.call("browser_screenshot", serde_json::json!({}));
+    assert!(!is_error);
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD.decode(image.expect("an image")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG the model can look at");
+
+    let (is_error, text, _) = host.call("browser_click", serde_json::json!({"ref": "e99"}));
+    assert!(is_error);
+    assert!(text.contains("no ref e99 in the last snapshot of this tab") && text.contains("hint:"), "{text}");
+    let (is_error, text, _) = host.call("browser_click", serde_json::json!({"reff": "e2"}));
+    assert!(is_error && text.contains("reff"), "a mistaken field is named: {text}");
+    assert!(!host.call("browser_stop", serde_json::json!({})).0);
+
+    // The host closing stdin ends the server.
+    let status = host.close();
+    assert!(status.success(), "{status:?}");
+}

@@ -4,6 +4,7 @@
 
 pub mod act;
 pub mod api;
+pub mod client;
 pub mod conn;
 pub mod engine;
 pub mod error;
