@@ -100,19 +100,25 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-#[test]
-fn agent_commands_drive_the_managed_browser_through_the_control_api() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.toml"), "defaultProfile = \"managed\"\n").unwrap();
+/// `browser-relay serve` on free ports, with the managed profile as the
+/// default; stopped (with its browser) when the guard drops. The control port.
+fn serve_managed(home: &std::path::Path) -> (Running, String) {
+    std::fs::write(home.join("config.toml"), "defaultProfile = \"managed\"\n").unwrap();
     let control = free_port().to_string();
     let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
         .args(["serve", "--port", "0", "--control-port", &control])
-        .env("BROWSER_RELAY_HOME", home.path())
+        .env("BROWSER_RELAY_HOME", home)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("serve starts");
-    let _running = Running { serve, home: home.path().to_path_buf() };
+    (Running { serve, home: home.to_path_buf() }, control)
+}
+
+#[test]
+fn agent_commands_drive_the_managed_browser_through_the_control_api() {
+    let home = tempfile::tempdir().unwrap();
+    let (_running, control) = serve_managed(home.path());
     let run = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--control-port", control.as_str()]);
@@ -255,16 +261,7 @@ impl Drop for McpHost {
 #[test]
 fn an_mcp_host_drives_the_managed_browser_with_tools() {
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("config.toml"), "defaultProfile = \"managed\"\n").unwrap();
-    let control = free_port().to_string();
-    let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
-        .args(["serve", "--port", "0", "--control-port", &control])
-        .env("BROWSER_RELAY_HOME", home.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let _running = Running { serve, home: home.path().to_path_buf() };
+    let (_running, control) = serve_managed(home.path());
     let mut host = McpHost::spawn(home.path(), &control);
 
     let init = host.request(
