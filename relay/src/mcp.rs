@@ -16,7 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::control::client::{ClientError, ControlClient};
+use crate::control::client::ControlClient;
 
 /// Where a tool's arguments go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,9 +442,7 @@ impl McpServer {
         };
         match self.client.call(request.method, &request.path, &request.query, request.body.as_ref()).await {
             Ok(answer) => Ok(CallToolResult::success(content_for(spec.route, &answer))),
-            Err(error @ (ClientError::Api { .. } | ClientError::Unreachable { .. })) => {
-                Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]))
-            }
+            Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())])),
         }
     }
 }

@@ -11,9 +11,10 @@ use crate::state_dir::Token;
 pub enum ClientError {
     #[error("no control API on 127.0.0.1:{port}: is `browser-relay serve` running? ({source})")]
     Unreachable { port: u16, source: std::io::Error },
-    /// The API's own error, as it answered.
+    /// The API's own error: its message and, when it has one, its hint
+    /// (what agents and people read; the code and status add nothing here).
     #[error("{message}{}", hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default())]
-    Api { status: u16, code: String, message: String, hint: Option<String> },
+    Api { message: String, hint: Option<String> },
 }
 
 /// A control API on a loopback port, with this install's token.
@@ -54,8 +55,6 @@ impl ControlClient {
         }
         let error = &value["error"];
         Err(ClientError::Api {
-            status: response.status,
-            code: error["code"].as_str().unwrap_or("http_error").to_string(),
             message: error["message"].as_str().map_or_else(|| response.text(), str::to_string),
             hint: error["hint"].as_str().map(str::to_string),
         })
