@@ -12,10 +12,10 @@ use axum::routing::get;
 use serde_json::json;
 use shared_protocol::SUBPROTOCOL;
 
-use crate::managed::ManagedBrowsers;
-use crate::managed::config::Config;
 use crate::net::guard::{Guard, guard_layer};
-use crate::relay::Relay;
+use managed_driver::ManagedBrowsers;
+use managed_driver::config::Config;
+use relay_engine::Relay;
 
 /// What the handlers share: the relay, and the state directory whose managed
 /// profiles the relay exposes (`None` in tests that need no profiles).
@@ -191,10 +191,7 @@ async fn managed_json(state: &AppState, name: &str, path: &str) -> Result<serde_
     let port = managed_port(state, name)?;
     let unreadable =
         || (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer {path}"));
-    match crate::managed::http_get(&format!("http://127.0.0.1:{port}{path}")).await {
-        Ok((200, body)) => serde_json::from_str(&body).map_err(|_| unreadable()),
-        _ => Err(unreadable()),
-    }
+    cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{port}{path}")).await.map_err(|_| unreadable())
 }
 
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {

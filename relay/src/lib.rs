@@ -1,15 +1,10 @@
-//! Browser Relay: a loopback CDP relay between CDP clients (Playwright,
-//! Puppeteer, raw scripts) and the user's Chrome, reached through the Browser
-//! Relay extension. See ARCHITECTURE.md for the map.
+//! Browser Relay's server side, as a library for the `browser-relay` binary
+//! and the end-to-end tests: the listeners and their guard ([`net`]), the
+//! relay's HTTP routes ([`http`]), the control API's transport
+//! ([`control`]), and [`server`], which starts them together. The engines
+//! live in their own crates (see ARCHITECTURE.md).
 
-pub mod cdp_client;
 pub mod control;
 pub mod http;
-pub mod managed;
-pub mod mcp;
 pub mod net;
-pub mod relay;
 pub mod server;
-pub mod state_dir;
-
-pub use relay::{Relay, RelayConfig};

@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
-use browser_relay::managed::ManagedBrowsers;
-use browser_relay::managed::config::{Config, Driver};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
-use browser_relay::state_dir::StateDir;
+use managed_driver::ManagedBrowsers;
+use managed_driver::config::{Config, Driver};
+use state_dir::StateDir;
+
+mod mcp;
 use clap::{Parser, Subcommand};
 
 /// The extension relay's default port (the extension's default too).
@@ -253,7 +255,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Mcp { control_port } => {
             let client = ControlClient::new(control_port, state.load_or_create_token()?);
-            browser_relay::mcp::McpServer::new(client).serve_stdio().await
+            mcp::McpServer::new(client).serve_stdio().await
         }
         Command::Token => {
             let token = state.load_or_create_token()?;
@@ -410,8 +412,7 @@ async fn managed(state: &StateDir, args: ProfileArgs, action: Action) -> anyhow:
     let browsers = ManagedBrowsers::new(state.root());
     let token = state.load_or_create_token()?;
     let relay_base = format!("http://127.0.0.1:{}", args.port);
-    let endpoint =
-        browser_relay::managed::cdp_endpoint(&relay_base, &profile, Some(token.as_str())).unwrap_or_default();
+    let endpoint = managed_driver::cdp_endpoint(&relay_base, &profile, Some(token.as_str())).unwrap_or_default();
     let status = match (action, profile.driver) {
         (Action::Start, _) => browsers.start(&profile).await?,
         (Action::Stop, _) => browsers.stop(&profile).await?,

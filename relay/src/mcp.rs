@@ -16,7 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::control::client::ControlClient;
+use browser_relay::control::client::ControlClient;
 
 /// Where a tool's arguments go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

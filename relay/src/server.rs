@@ -6,11 +6,23 @@ use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::{Engine, RelayLink};
+use control_engine::{Engine, RelayLink, SharedTabs};
+use relay_engine::{PublicBase, Relay, RelayConfig};
+use state_dir::Token;
+
 use crate::net::guard::{DEFAULT_EXTENSION_ID, Guard};
 use crate::net::{self, BindError, ServeLimits};
-use crate::relay::{PublicBase, Relay, RelayConfig};
-use crate::state_dir::Token;
+
+/// The relay's extension, as the control engine sees it.
+#[derive(Debug)]
+struct RelayTabs(Relay);
+
+impl SharedTabs for RelayTabs {
+    fn shared_tabs(&self) -> Option<usize> {
+        let stats = self.0.stats();
+        stats.extension_connected.then_some(stats.targets)
+    }
+}
 
 /// Everything needed to start a relay server.
 #[derive(Debug, Clone)]
@@ -72,7 +84,7 @@ impl RunningServer {
             let token = options.token.as_ref().map(|t| t.as_str().to_string());
             let query = token.as_ref().map(|t| format!("?token={t}")).unwrap_or_default();
             let link = RelayLink {
-                relay: relay.clone(),
+                extension: std::sync::Arc::new(RelayTabs(relay.clone())),
                 cdp_ws_url: format!("ws://{addr}/cdp{query}"),
                 http_base: format!("http://{addr}"),
                 token,

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::RunningServer;
-use browser_relay::state_dir::Token;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use shared_protocol::{ExtensionMessage, RelayMessage, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX, encode};
+use state_dir::Token;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;

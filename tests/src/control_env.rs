@@ -5,14 +5,14 @@
 
 use std::time::Duration;
 
-use browser_relay::control::Engine;
-use browser_relay::managed::ManagedBrowsers;
-use browser_relay::net::http_client::{self, HttpResponse};
 use browser_relay::server::RunningServer;
-use browser_relay::state_dir::Token;
+use cdp_client::http::{self as http_client, HttpResponse};
+use control_engine::Engine;
+use managed_driver::ManagedBrowsers;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
+use state_dir::Token;
 
 use crate::FixtureServer;
 
@@ -123,7 +123,7 @@ impl ControlEnv {
     /// Evaluates `expression` in a tab of the managed browser, over a CDP
     /// connection of the test's own (its hands, not the path under test).
     pub async fn eval(&self, target_id: &str, expression: &str) -> Value {
-        use browser_relay::cdp_client::CdpClient;
+        use cdp_client::CdpClient;
         let record = ManagedBrowsers::new(self.state.path()).record("managed").expect("the managed browser runs");
         let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
         let client = CdpClient::connect(&url).await.expect("connects").with_timeout(Duration::from_secs(10));

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use browser_relay::cdp_client::CdpClient;
 use browser_relay::server::{RunningServer, ServerOptions};
-use browser_relay::state_dir::Token;
+use cdp_client::CdpClient;
 use serde_json::{Value, json};
+use state_dir::Token;
 
 use crate::{Chromium, FixtureServer, test_options};
 

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use browser_relay::RelayConfig;
 use browser_relay::server::{RunningServer, ServerOptions};
-use browser_relay::state_dir::Token;
+use relay_engine::RelayConfig;
+use state_dir::Token;
 
 pub use chromium::Chromium;
 pub use control_env::ControlEnv;
@@ -81,7 +81,7 @@ impl RelayEnv {
     async fn wait_for_load(&self) -> anyhow::Result<()> {
         let target = self.ext.target_id(self.tab.tab_id).context("attached tab has a target")?;
         let url = format!("ws://{}/devtools/page/{target}?token={}", self.server.addr, self.token.as_str());
-        let page = browser_relay::cdp_client::CdpClient::connect(&url).await?;
+        let page = cdp_client::CdpClient::connect(&url).await?;
         let mut events = page.take_events().context("events")?;
         page.call("Page.enable", serde_json::json!({}), None).await?;
         let index = format!("{}/index.html", self.fixtures.url());
@@ -133,10 +133,10 @@ impl RelayEnv {
 /// The next event named `method` on a CDP client's event stream, skipping
 /// others; panics with the method's name after `within`.
 pub async fn next_event(
-    events: &mut tokio::sync::mpsc::UnboundedReceiver<browser_relay::cdp_client::CdpEvent>,
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<cdp_client::CdpEvent>,
     method: &str,
     within: Duration,
-) -> browser_relay::cdp_client::CdpEvent {
+) -> cdp_client::CdpEvent {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let event = tokio::time::timeout_at(deadline, events.recv())
@@ -151,14 +151,14 @@ pub async fn next_event(
 
 /// Root auto-attach as Playwright sends it: every attached page is
 /// announced (before the answer) and new ones as they come.
-pub async fn auto_attach(client: &browser_relay::cdp_client::CdpClient) {
+pub async fn auto_attach(client: &cdp_client::CdpClient) {
     let params = serde_json::json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
     client.call("Target.setAutoAttach", params, None).await.expect("Target.setAutoAttach answered");
 }
 
 /// Opens `url` in a popup from the page on `session`. `window.open` needs a
 /// user gesture (as a click gives), or the popup blocker stops it.
-pub async fn open_popup(client: &browser_relay::cdp_client::CdpClient, session: &str, url: &str) -> anyhow::Result<()> {
+pub async fn open_popup(client: &cdp_client::CdpClient, session: &str, url: &str) -> anyhow::Result<()> {
     let expression = format!("window.open({url:?}) && true");
     client
         .call("Runtime.evaluate", serde_json::json!({"expression": expression, "userGesture": true}), Some(session))
@@ -167,15 +167,15 @@ pub async fn open_popup(client: &browser_relay::cdp_client::CdpClient, session: 
 }
 
 /// A loopback HTTP GET returning status and body: the relay's own client.
-pub use browser_relay::managed::http_get;
+pub use cdp_client::http::get as http_get;
 
 /// Waits until the relay's stats satisfy `done` (the relay handles extension
 /// messages asynchronously; its counters are the observable outcome).
 pub async fn wait_for_stats(
-    relay: &browser_relay::Relay,
+    relay: &relay_engine::Relay,
     what: &str,
     within: Duration,
-    done: impl Fn(&browser_relay::relay::RelayStats) -> bool,
+    done: impl Fn(&relay_engine::RelayStats) -> bool,
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + within;
     loop {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use browser_relay::net::http_client;
+use cdp_client::http as http_client;
 use e2e::ControlEnv;
 use e2e::control_env::eventually;
 use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};

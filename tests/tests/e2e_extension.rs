@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use browser_relay::cdp_client::{CdpClient, CdpEvent};
+use cdp_client::{CdpClient, CdpEvent};
 use e2e::extension_env::ExtensionEnv;
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;

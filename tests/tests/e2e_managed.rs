@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use browser_relay::managed::config::{Config, Profile};
-use browser_relay::managed::{ManagedBrowsers, ManagedError, State};
 use browser_relay::server::RunningServer;
-use browser_relay::state_dir::Token;
+use managed_driver::config::{Config, Profile};
+use managed_driver::{ManagedBrowsers, ManagedError, State};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use state_dir::Token;
 
 /// Kills the profile's browser (its whole process group) when the test ends,
 /// also when an assertion fails before `stop`.

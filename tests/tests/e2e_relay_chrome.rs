@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use browser_relay::cdp_client::{CdpClient, CdpError, CdpEvent};
+use cdp_client::{CdpClient, CdpError, CdpEvent};
 use e2e::{Faults, RelayEnv, http_get};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;

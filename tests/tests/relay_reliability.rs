@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use browser_relay::RelayConfig;
-use browser_relay::cdp_client::{CdpClient, CdpError, CdpEvent};
 use browser_relay::server::RunningServer;
-use browser_relay::state_dir::Token;
+use cdp_client::{CdpClient, CdpError, CdpEvent};
 use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};
+use relay_engine::RelayConfig;
 use serde_json::{Value, json};
 use shared_protocol::ExtensionMessage;
+use state_dir::Token;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 struct Setup {

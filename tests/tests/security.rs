@@ -7,8 +7,8 @@ use std::time::Duration;
 use browser_relay::net::ServeLimits;
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
-use browser_relay::state_dir::Token;
 use e2e::fake_extension::{FakeExtension, Mode, hello};
+use state_dir::Token;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -320,8 +320,8 @@ async fn oversized_client_messages_close_only_that_client() {
         FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
     assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
     let url = format!("ws://{}/cdp?token={}", server.addr, token.as_str());
-    let big = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
-    let small = browser_relay::cdp_client::CdpClient::connect(&url).await.unwrap();
+    let big = cdp_client::CdpClient::connect(&url).await.unwrap();
+    let small = cdp_client::CdpClient::connect(&url).await.unwrap();
     let huge =
         format!(r#"{{"id":1,"method":"Runtime.evaluate","params":{{"expression":"{}"}}}}"#, "x".repeat(200 * 1024));
     big.send_raw(&huge);
@@ -336,7 +336,7 @@ async fn oversized_client_messages_close_only_that_client() {
 #[test]
 fn token_file_is_private_and_stable() {
     let dir = tempfile::tempdir().unwrap();
-    let state = browser_relay::state_dir::StateDir::at(dir.path().join("state"));
+    let state = state_dir::StateDir::at(dir.path().join("state"));
     let token = state.load_or_create_token().unwrap();
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(state.token_path()).unwrap().permissions().mode();

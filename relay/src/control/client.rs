@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use crate::net::http_client;
-use crate::state_dir::Token;
+use cdp_client::http as http_client;
+use state_dir::Token;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

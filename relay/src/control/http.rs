@@ -14,11 +14,12 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::act::Action;
-use super::api::ControlApi;
-use super::engine::{ImageType, ScreenshotRequest, WaitUntil};
-use super::error::{ControlError, ErrorKind};
-use super::snapshot::{Format, SnapshotOptions};
+use control_engine::act::Action;
+use control_engine::api::ControlApi;
+use control_engine::engine::{ImageType, ScreenshotRequest, WaitUntil};
+use control_engine::error::{ControlError, ErrorKind};
+use control_engine::snapshot::{Format, SnapshotOptions};
+
 use crate::net::guard::Guard;
 
 /// Request bodies are small JSON documents.

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::state_dir::Token;
 use shared_protocol::TOKEN_SUBPROTOCOL_PREFIX;
+use state_dir::Token;
 
 /// The extension id pinned by the `"key"` in the extension's manifest.
 pub const DEFAULT_EXTENSION_ID: &str = "jmiiinhebnhaoabpngnocjfmolckbbea";

@@ -3,7 +3,6 @@
 //! cap) that axum's own `serve` does not offer.
 
 pub mod guard;
-pub mod http_client;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -11,17 +11,18 @@ use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use super::router;
-use crate::control::act::{ActOutcome, Action, Pdf};
-use crate::control::api::ControlApi;
-use crate::control::conn::TabInfo;
-use crate::control::engine::{
+use control_engine::act::{ActOutcome, Action, Pdf};
+use control_engine::api::ControlApi;
+use control_engine::conn::TabInfo;
+use control_engine::engine::{
     ConsoleReport, ImageType, Navigated, ProfileStatus, Screenshot, ScreenshotRequest, WaitUntil,
 };
-use crate::control::error::ControlError;
-use crate::control::snapshot::{Format, SnapshotOptions, SnapshotResult};
-use crate::managed::config::Driver;
+use control_engine::error::ControlError;
+use control_engine::snapshot::{Format, SnapshotOptions, SnapshotResult};
+use managed_driver::config::Driver;
+use state_dir::Token;
+
 use crate::net::guard::Guard;
-use crate::state_dir::Token;
 
 type Answer<T> = Result<T, ControlError>;
 /// Makes the error the fake answers with (`ControlError` is not `Clone`).

@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::conn::{DialogHook, FileHook};
-use super::engine::{ElementBox, Engine, PageTarget};
-use super::error::ControlError;
-use super::keys::{self, Chord};
-use super::page::{self, LiveFrame};
-use super::refs::RefEntry;
+use crate::conn::{DialogHook, FileHook};
+use crate::engine::{ElementBox, Engine, PageTarget};
+use crate::error::ControlError;
+use crate::keys::{self, Chord};
+use crate::page::{self, LiveFrame};
+use crate::refs::RefEntry;
 
 /// Default and bounds of an action's timeout.
 pub const ACT_TIMEOUT: Duration = Duration::from_secs(8);
@@ -763,7 +763,7 @@ enum Navigation {
 
 /// What the events so far show of a navigation of the tab's main frame.
 fn navigation_seen(
-    events: &mut broadcast::Receiver<std::sync::Arc<crate::cdp_client::CdpEvent>>,
+    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
     page: &PageTarget,
 ) -> Navigation {
     let mut seen = Navigation::None;
@@ -788,7 +788,7 @@ fn navigation_seen(
 
 /// Waits (bounded) for the tab's main frame to commit a new document.
 async fn wait_commit(
-    events: &mut broadcast::Receiver<std::sync::Arc<crate::cdp_client::CdpEvent>>,
+    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
     page: &PageTarget,
     within: Duration,
 ) -> bool {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::error::ControlError;
+use crate::error::ControlError;
 
 /// How many tabs' refs are kept (least recently used go first).
 pub const REF_TABLES_KEPT: usize = 50;

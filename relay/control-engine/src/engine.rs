@@ -11,14 +11,13 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conn::{Conn, ConsoleMessage, DialogInfo, PageError, TabInfo};
-use super::error::ControlError;
-use super::page::{self, LiveFrame};
-use super::refs::{RefEntry, RefStore, RefTable, parse_ref};
-use super::snapshot::{self, SnapshotOptions, SnapshotResult};
-use crate::managed::config::{Config, Driver, Profile};
-use crate::managed::{BrowserStatus, ManagedBrowsers, State, cdp_endpoint};
-use crate::relay::Relay;
+use crate::conn::{Conn, ConsoleMessage, DialogInfo, PageError, TabInfo};
+use crate::error::ControlError;
+use crate::page::{self, LiveFrame};
+use crate::refs::{RefEntry, RefStore, RefTable, parse_ref};
+use crate::snapshot::{self, SnapshotOptions, SnapshotResult};
+use managed_driver::config::{Config, Driver, Profile};
+use managed_driver::{BrowserStatus, ManagedBrowsers, State, cdp_endpoint};
 
 /// Labels drawn at most on a labelled screenshot.
 pub const MAX_LABELS: u32 = 150;
@@ -27,11 +26,20 @@ pub const MAX_LABELS: u32 = 150;
 pub const NAVIGATE_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_TIMEOUT_MS: u64 = 120_000;
 
-/// The relay this process runs, for the extension driver: its handle (to
-/// tell "no extension" from "no shared tab") and its `/cdp` endpoint.
+/// What the engine asks of the relay in its own process, for the extension
+/// driver (the relay engine implements it; the control engine does not
+/// depend on it).
+pub trait SharedTabs: std::fmt::Debug + Send + Sync {
+    /// How many tabs the extension shares, or `None` when it is not
+    /// connected.
+    fn shared_tabs(&self) -> Option<usize>;
+}
+
+/// The relay this process runs, for the extension driver: what it shares
+/// (to tell "no extension" from "no shared tab") and its `/cdp` endpoint.
 #[derive(Debug, Clone)]
 pub struct RelayLink {
-    pub relay: Relay,
+    pub extension: Arc<dyn SharedTabs>,
     /// `ws://127.0.0.1:PORT/cdp?token=…`
     pub cdp_ws_url: String,
     /// `http://127.0.0.1:PORT`, for the endpoints shown in status.
@@ -40,11 +48,8 @@ pub struct RelayLink {
 }
 
 impl RelayLink {
-    /// How many tabs the extension shares, or `None` when it is not
-    /// connected.
     fn shared_tabs(&self) -> Option<usize> {
-        let stats = self.relay.stats();
-        stats.extension_connected.then_some(stats.targets)
+        self.extension.shared_tabs()
     }
 }
 
@@ -223,7 +228,7 @@ impl PageTarget {
 async fn unanswered_dialog(
     conn: &Conn,
     tab: &str,
-    mut events: tokio::sync::broadcast::Receiver<Arc<crate::cdp_client::CdpEvent>>,
+    mut events: tokio::sync::broadcast::Receiver<Arc<cdp_client::CdpEvent>>,
 ) -> DialogInfo {
     use tokio::sync::broadcast::error::RecvError;
     loop {
@@ -436,17 +441,9 @@ impl Engine {
                     .cdp_url
                     .clone()
                     .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or_default()));
-                if url.starts_with("ws://") || url.starts_with("wss://") {
-                    return Ok(url);
-                }
-                let version = format!("{}/json/version", url.trim_end_matches('/'));
-                match crate::managed::http_get(&version).await {
-                    Ok((200, body)) => serde_json::from_str::<Value>(&body)
-                        .ok()
-                        .and_then(|v| v["webSocketDebuggerUrl"].as_str().map(str::to_string))
-                        .ok_or_else(|| ControlError::NotRunning(profile.name.clone())),
-                    _ => Err(ControlError::NotRunning(profile.name.clone())),
-                }
+                cdp_client::endpoint::browser_ws_url(&url)
+                    .await
+                    .map_err(|_| ControlError::NotRunning(profile.name.clone()))
             }
         }
     }
@@ -647,7 +644,7 @@ impl Engine {
                 Ok(Err(())) => {
                     return Err(ControlError::Cdp {
                         profile: profile.name.clone(),
-                        source: crate::cdp_client::CdpError::Closed("Page.navigate".into()),
+                        source: cdp_client::CdpError::Closed("Page.navigate".into()),
                     });
                 }
                 Err(_) => {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::conn::{Conn, WORLD_NAME};
-use super::error::ControlError;
-use super::refs::FrameLoc;
+use crate::conn::{Conn, WORLD_NAME};
+use crate::error::ControlError;
+use crate::refs::FrameLoc;
 
 /// The page script as written: one function, `browserRelay(op, arg)`, after
 /// a header comment that documents it.
@@ -119,9 +119,7 @@ pub async fn call_script(
                 let mut object = reply["result"].take();
                 return Ok(if by_value { object["value"].take() } else { object });
             }
-            Err(crate::cdp_client::CdpError::Protocol { message, .. })
-                if attempt == 0 && message.contains("context") =>
-            {
+            Err(cdp_client::CdpError::Protocol { message, .. }) if attempt == 0 && message.contains("context") => {
                 conn.forget_world(&frame.session, &frame.frame_id);
             }
             Err(error) => return Err(ControlError::cdp(&conn.profile)(error)),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
-use crate::cdp_client::{CdpClient, CdpError, CdpEvent};
+use cdp_client::{CdpClient, CdpError, CdpEvent};
 
 /// The isolated world the snapshot script runs in (invisible to the page).
 pub const WORLD_NAME: &str = "browser-relay";

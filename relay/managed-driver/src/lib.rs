@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::cdp_client::CdpClient;
+use cdp_client::CdpClient;
 use config::Profile;
 
 /// How long a launched browser has to answer `Browser.getVersion`.
@@ -301,14 +301,9 @@ impl ManagedBrowsers {
                 .cdp_url
                 .clone()
                 .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or(0)));
-            // http://host:port[/…] or ws://host:port/devtools/browser/<id>:
-            // the version document lives at the authority's /json/version.
-            let authority =
-                url.split_once("://").map_or(url.as_str(), |(_, rest)| rest).split('/').next().unwrap_or("");
-            let version_url = format!("http://{authority}/json/version");
-            return match http_get(&version_url).await {
-                Ok((200, _)) => Ok(self.status(profile)),
-                _ => Err(ManagedError::AttachUnreachable { profile: profile.name.clone(), url }),
+            return match cdp_client::endpoint::json_version(&url).await {
+                Ok(_) => Ok(self.status(profile)),
+                Err(_) => Err(ManagedError::AttachUnreachable { profile: profile.name.clone(), url }),
             };
         }
         let _lock = self.lock(&profile.name).await?;
@@ -443,8 +438,6 @@ impl ManagedBrowsers {
         Ok(self.status(profile))
     }
 }
-
-pub use crate::net::http_client::get as http_get;
 
 /// The CDP endpoint a client uses for a profile, through the relay at
 /// `relay_base` (`http://127.0.0.1:PORT`): the relay itself for the extension

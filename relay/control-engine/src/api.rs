@@ -6,11 +6,11 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use super::act::{ActOutcome, Action, Pdf};
-use super::conn::TabInfo;
-use super::engine::{ConsoleReport, Engine, Navigated, ProfileStatus, Screenshot, ScreenshotRequest, WaitUntil};
-use super::error::ControlError;
-use super::snapshot::{SnapshotOptions, SnapshotResult};
+use crate::act::{ActOutcome, Action, Pdf};
+use crate::conn::TabInfo;
+use crate::engine::{ConsoleReport, Engine, Navigated, ProfileStatus, Screenshot, ScreenshotRequest, WaitUntil};
+use crate::error::ControlError;
+use crate::snapshot::{SnapshotOptions, SnapshotResult};
 
 type Answer<T> = Result<T, ControlError>;
 

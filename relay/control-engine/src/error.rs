@@ -2,10 +2,10 @@
 //! needs to act: a stable `code`, a message, and a hint for the next step.
 //! The HTTP layer only maps [`ErrorKind`] to a status.
 
-use super::conn::DialogInfo;
-use crate::cdp_client::CdpError;
-use crate::managed::ManagedError;
-use crate::managed::config::ConfigError;
+use crate::conn::DialogInfo;
+use cdp_client::CdpError;
+use managed_driver::ManagedError;
+use managed_driver::config::ConfigError;
 
 /// What kind of failure, for the transport (HTTP status, CLI exit code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

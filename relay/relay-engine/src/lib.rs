@@ -1,6 +1,6 @@
 //! The relay engine: one extension link, many CDP clients, the registry of
 //! attached tabs, and routing by `id`/`sessionId` between them. It knows
-//! nothing of HTTP; `crate::http` hands it upgraded sockets.
+//! nothing of HTTP; the `browser-relay` binary hands it upgraded sockets.
 //!
 //! Invariants:
 //! - The relay answers every root-level `Target.*`/`Browser.*` command itself;
@@ -24,9 +24,9 @@ use serde_json::{Value, json};
 use shared_protocol::{CallId, Hello, RelayMessage, TabId};
 use tokio::sync::{oneshot, watch};
 
-use crate::state_dir::Token;
 use client::ClientHandle;
 use extension::ExtensionLink;
+use state_dir::Token;
 use targets::Registry;
 
 /// Limits and timeouts. Defaults suit a user's machine; tests shorten them.

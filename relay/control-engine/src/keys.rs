@@ -2,7 +2,7 @@
 //! `Alt+ArrowLeft`, `Shift+Tab`, `a`) to the fields of CDP's
 //! `Input.dispatchKeyEvent`.
 
-use super::error::ControlError;
+use crate::error::ControlError;
 
 /// CDP modifier bits.
 pub const ALT: i64 = 1;

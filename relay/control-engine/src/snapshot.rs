@@ -13,10 +13,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conn::Conn;
-use super::error::ControlError;
-use super::page::{self, LiveFrame};
-use super::refs::{FrameLoc, FrameOwner, RefEntry, RefTable};
+use crate::conn::Conn;
+use crate::error::ControlError;
+use crate::page::{self, LiveFrame};
+use crate::refs::{FrameLoc, FrameOwner, RefEntry, RefTable};
 
 pub const DEFAULT_AI_LIMIT: u32 = 5_000;
 pub const DEFAULT_ARIA_LIMIT: u32 = 2_000;

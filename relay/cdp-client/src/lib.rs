@@ -1,0 +1,17 @@
+//! The one CDP client of Browser Relay, and the HTTP client it uses to find
+//! a browser's endpoint.
+//!
+//! - [`client`]: [`CdpClient`], one WebSocket to a browser- or page-level
+//!   endpoint: numbered calls matched by id, events in order on a channel.
+//! - [`http`]: a small HTTP/1.1 client (a browser's `/json/*`, the CLI and
+//!   the tests talking to the control API).
+//! - [`endpoint`]: the one way to turn a CDP endpoint (`http://…`,
+//!   `ws://…`) into a browser WebSocket URL.
+//!
+//! It knows nothing of the relay, the managed driver or the control API.
+
+pub mod client;
+pub mod endpoint;
+pub mod http;
+
+pub use client::{CdpClient, CdpError, CdpEvent, redact};

@@ -1,0 +1,22 @@
+//! The control engine for agents: tabs, navigation, accessibility snapshots
+//! with refs, actions, screenshots and console, over both drivers. Plain
+//! Rust over CDP: it knows nothing of HTTP (the `browser-relay` binary
+//! serves it), nor of the relay engine (it reaches the user's tabs through
+//! the relay's `/cdp`, as any client does).
+
+pub mod act;
+pub mod api;
+pub mod conn;
+pub mod engine;
+pub mod error;
+pub mod keys;
+pub mod page;
+pub mod refs;
+pub mod snapshot;
+
+pub use api::ControlApi;
+pub use engine::{Engine, RelayLink, SharedTabs};
+pub use error::{ControlError, ErrorKind};
+
+/// The control API's default port.
+pub const DEFAULT_CONTROL_PORT: u16 = 18791;
