@@ -13,7 +13,10 @@ use managed_driver::ManagedBrowsers;
 use managed_driver::config::{Config, Driver};
 use state_dir::StateDir;
 
+mod agent;
 mod mcp;
+
+use agent::AgentCommand;
 use clap::{Parser, Subcommand};
 
 /// The extension relay's default port (the extension's default too).
@@ -96,98 +99,6 @@ enum Command {
     },
 }
 
-/// The control API from the command line; each prints text, or with
-/// `--json` the API's own JSON in the `{"ok", "data" | "error"}` envelope.
-#[derive(Debug, Subcommand)]
-enum AgentCommand {
-    /// List the tabs (the current one is marked with *).
-    Tabs(AgentArgs),
-    /// Open a tab at URL (it becomes the current tab).
-    Open {
-        url: String,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Load URL in the current tab (or --target).
-    Navigate {
-        url: String,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// The accessibility snapshot with refs (e1, e2, …).
-    Snapshot {
-        /// Interactive elements only, as a flat list.
-        #[arg(long)]
-        interactive: bool,
-        /// Drop unnamed structural wrappers.
-        #[arg(long)]
-        compact: bool,
-        /// Only this CSS selector's subtree.
-        #[arg(long)]
-        selector: Option<String>,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Click a ref of the last snapshot.
-    Click {
-        element: String,
-        #[arg(long)]
-        double: bool,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Replace a field's text (with --submit, press Enter after).
-    Type {
-        element: String,
-        text: String,
-        #[arg(long)]
-        submit: bool,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Press a key or chord: Enter, Tab, Control+A, Alt+ArrowLeft…
-    Press {
-        key: String,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Any /act action as JSON, e.g. '{"kind":"fill","fields":[…]}'.
-    Act {
-        action: String,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-    /// Save a screenshot (prints its path).
-    Screenshot {
-        #[arg(long)]
-        full_page: bool,
-        /// One element: a ref of the last snapshot.
-        #[arg(long = "ref")]
-        element: Option<String>,
-        /// Orange boxes with the last snapshot's refs.
-        #[arg(long)]
-        labels: bool,
-        #[command(flatten)]
-        args: AgentArgs,
-    },
-}
-
-#[derive(Debug, Clone, clap::Args)]
-struct AgentArgs {
-    /// Profile (default: config.toml's defaultProfile).
-    #[arg(long)]
-    profile: Option<String>,
-    /// Tab (default: the profile's current tab).
-    #[arg(long = "target")]
-    target_id: Option<String>,
-    /// Port of the control API.
-    #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
-    control_port: u16,
-    /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
-    #[arg(long)]
-    json: bool,
-}
-
 #[derive(Debug, clap::Args)]
 struct ProfileArgs {
     /// Profile name (default: config.toml's defaultProfile, or `chrome`).
@@ -248,7 +159,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Agent(agent) => agent_command(&state, agent).await,
+        Command::Agent(agent) => agent::agent_command(&state, agent).await,
         Command::Serve { port, host, control_port, no_control, extension_ids, no_auth } => {
             let control = (!no_control).then(|| SocketAddr::new(host, control_port));
             serve(&state, SocketAddr::new(host, port), control, extension_ids, no_auth).await
@@ -278,124 +189,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-impl AgentCommand {
-    fn args(&self) -> &AgentArgs {
-        match self {
-            Self::Tabs(args) => args,
-            Self::Open { args, .. }
-            | Self::Navigate { args, .. }
-            | Self::Snapshot { args, .. }
-            | Self::Click { args, .. }
-            | Self::Type { args, .. }
-            | Self::Press { args, .. }
-            | Self::Act { args, .. }
-            | Self::Screenshot { args, .. } => args,
-        }
-    }
-}
-
-/// Runs one agent command against the control API of a running relay.
-async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
-    use serde_json::{Value, json};
-    let args = command.args().clone();
-    let mut common = serde_json::Map::new();
-    if let Some(profile) = &args.profile {
-        common.insert("profile".into(), json!(profile));
-    }
-    if let Some(target) = &args.target_id {
-        common.insert("targetId".into(), json!(target));
-    }
-    let with_common = |mut body: Value| {
-        if let Some(map) = body.as_object_mut() {
-            map.extend(common.clone());
-        }
-        body
-    };
-    // GET routes take them in the query (`/tabs` has no tab to target).
-    let mut query: Vec<(String, String)> = common
-        .iter()
-        .filter(|(k, _)| !(matches!(command, AgentCommand::Tabs(_)) && *k == "targetId"))
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-        .collect();
-    let (method, path, body) = match &command {
-        AgentCommand::Tabs(_) => ("GET", "/tabs", None),
-        AgentCommand::Open { url, .. } => ("POST", "/tabs/open", Some(with_common(json!({"url": url})))),
-        AgentCommand::Navigate { url, .. } => ("POST", "/navigate", Some(with_common(json!({"url": url})))),
-        AgentCommand::Snapshot { interactive, compact, selector, .. } => {
-            if *interactive {
-                query.push(("interactive".into(), "true".into()));
-            }
-            if *compact {
-                query.push(("compact".into(), "true".into()));
-            }
-            if let Some(selector) = selector {
-                query.push(("selector".into(), selector.clone()));
-            }
-            ("GET", "/snapshot", None)
-        }
-        AgentCommand::Click { element, double, .. } => {
-            ("POST", "/act", Some(with_common(json!({"kind": "click", "ref": element, "doubleClick": double}))))
-        }
-        AgentCommand::Type { element, text, submit, .. } => {
-            ("POST", "/act", Some(with_common(json!({"kind": "type", "ref": element, "text": text, "submit": submit}))))
-        }
-        AgentCommand::Press { key, .. } => ("POST", "/act", Some(with_common(json!({"kind": "press", "key": key})))),
-        AgentCommand::Act { action, .. } => {
-            let action: Value = serde_json::from_str(action).context("the action is not JSON")?;
-            ("POST", "/act", Some(with_common(action)))
-        }
-        AgentCommand::Screenshot { full_page, element, labels, .. } => {
-            let mut body = json!({"fullPage": full_page, "labels": labels});
-            if let Some(element) = element {
-                body["ref"] = json!(element);
-            }
-            ("POST", "/screenshot", Some(with_common(body)))
-        }
-    };
-    if method == "POST" && !matches!(command, AgentCommand::Tabs(_)) {
-        query.clear(); // profile and targetId went into the body
-    }
-    let client = ControlClient::new(args.control_port, state.load_or_create_token()?);
-    let value = client.call(method, path, &query, body.as_ref()).await?;
-    if args.json {
-        println_stdout(&json!({"ok": true, "data": value}).to_string());
-        return Ok(());
-    }
-    match command {
-        AgentCommand::Tabs(_) => {
-            for tab in value["tabs"].as_array().into_iter().flatten() {
-                let mark = if tab["active"] == true { "*" } else { " " };
-                let text = |key: &str| tab[key].as_str().unwrap_or_default().to_string();
-                println_stdout(&format!("{mark} {}  {}  {}", text("targetId"), text("title"), text("url")));
-            }
-        }
-        AgentCommand::Snapshot { .. } => {
-            println_stdout(value["snapshot"].as_str().unwrap_or_default());
-            for note in value["notes"].as_array().into_iter().flatten() {
-                println_stdout(&format!("# {}", note.as_str().unwrap_or_default()));
-            }
-        }
-        AgentCommand::Screenshot { .. } => println_stdout(value["path"].as_str().unwrap_or_default()),
-        AgentCommand::Open { .. } | AgentCommand::Navigate { .. } => println_stdout(&format!(
-            "{}  {}  {}",
-            value["targetId"].as_str().unwrap_or_default(),
-            value["title"].as_str().unwrap_or_default(),
-            value["url"].as_str().unwrap_or_default()
-        )),
-        AgentCommand::Click { .. }
-        | AgentCommand::Type { .. }
-        | AgentCommand::Press { .. }
-        | AgentCommand::Act { .. } => match (&value["navigated"], value["url"].as_str(), value.get("result")) {
-            (Value::Bool(true), Some(url), _) => println_stdout(&format!("ok, navigated to {url}")),
-            (_, _, Some(result)) => println_stdout(&result.to_string()),
-            _ => println_stdout("ok"),
-        },
-    }
-    Ok(())
-}
-
 #[allow(clippy::print_stdout)]
-fn println_stdout(line: &str) {
+pub(crate) fn println_stdout(line: &str) {
     println!("{line}");
 }
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use browser_relay::server::RunningServer;
-use cdp_client::http::{self as http_client, HttpResponse};
+use cdp_client::http::HttpResponse;
 use control_engine::Engine;
 use managed_driver::ManagedBrowsers;
 use nix::sys::signal::{Signal, killpg};
@@ -16,20 +16,20 @@ use state_dir::Token;
 
 use crate::FixtureServer;
 
-/// An agent's view of the control API: its URL and the token.
+/// An agent's view of the control API: the product's own client, with
+/// assertions for tests.
 #[derive(Debug, Clone)]
 pub struct ControlClient {
-    /// `http://127.0.0.1:PORT` of the control API.
-    pub base: String,
-    pub token: Token,
+    pub client: browser_relay::control::client::ControlClient,
 }
 
 impl ControlClient {
     pub fn of(server: &RunningServer, token: &Token) -> Self {
-        Self { base: server.control_url().expect("the control API runs"), token: token.clone() }
+        let port = server.control.as_ref().expect("the control API runs").0.port();
+        Self { client: browser_relay::control::client::ControlClient::new(port, token.clone()) }
     }
 
-    /// A request with the token, as an agent sends it.
+    /// A request with the token, as an agent sends it; the response as it came.
     pub async fn request(
         &self,
         method: &str,
@@ -37,13 +37,7 @@ impl ControlClient {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> HttpResponse {
-        let auth = format!("Bearer {}", self.token.as_str());
-        let mut all = vec![("Authorization", auth.as_str())];
-        all.extend_from_slice(headers);
-        let body = body.map(|b| b.to_string());
-        http_client::request(method, &format!("{}{path}", self.base), &all, body.as_deref().map(str::as_bytes))
-            .await
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+        self.client.raw(method, path, headers, body).await.unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     /// (status, JSON body).
@@ -86,7 +80,8 @@ impl ControlEnv {
         let server = RunningServer::start(options).await?;
         let api = ControlClient::of(&server, &token);
         let fixtures = FixtureServer::start().await?;
-        Ok(Self { server, fixtures, token, base: api.base.clone(), api, state })
+        let base = server.control_url().expect("the control API runs");
+        Ok(Self { server, fixtures, token, base, api, state })
     }
 
     pub async fn start() -> anyhow::Result<Self> {

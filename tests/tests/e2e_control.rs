@@ -129,14 +129,14 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
     let cancel = ref_of(&snapshot, "button \"Cancel\"");
     let far = ref_of(&snapshot, "button \"Far away\"");
 
-    let first = engine.ref_box(None, None, &save).await.unwrap();
+    let first = engine.ref_box(&Default::default(), &save).await.unwrap();
     assert_eq!((first.width, first.height), (120.0, 40.0), "{first:?}");
     for spelling in [format!("@{save}"), format!("ref={save}")] {
-        assert_eq!(engine.ref_box(None, None, &spelling).await.unwrap(), first, "{spelling}");
+        assert_eq!(engine.ref_box(&Default::default(), &spelling).await.unwrap(), first, "{spelling}");
     }
 
     // Far below the fold: resolving scrolls it into the viewport.
-    let far_box = engine.ref_box(None, None, &far).await.unwrap();
+    let far_box = engine.ref_box(&Default::default(), &far).await.unwrap();
     let viewport_height = env.eval(&tab, "innerHeight").await.as_f64().unwrap();
     assert!(far_box.y >= 0.0 && far_box.y + far_box.height <= viewport_height, "{far_box:?} in {viewport_height}");
     assert!(env.eval(&tab, "scrollY").await.as_f64().unwrap() > 0.0, "the page scrolled");
@@ -146,41 +146,41 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
     // nor forge it.
     assert_eq!(env.eval(&tab, "typeof window.__browserRelayState").await, "undefined");
     env.eval(&tab, "window.__browserRelayState = {refs: new Map([['e1', document.body]])}; 1").await;
-    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "a forged map changes nothing");
+    assert_eq!(engine.ref_box(&Default::default(), &save).await.unwrap(), first, "a forged map changes nothing");
 
     // A re-render around the node keeps it.
     env.eval(&tab, "rerenderKeep()").await;
-    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first);
+    assert_eq!(engine.ref_box(&Default::default(), &save).await.unwrap(), first);
 
     // The engine's connection drops and comes back: refs are kept per tab.
     engine.disconnect("managed").await;
-    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "refs survive a reconnect");
+    assert_eq!(engine.ref_box(&Default::default(), &save).await.unwrap(), first, "refs survive a reconnect");
 
     // Replaced by an identical copy: found again by role, name and position.
     env.eval(&tab, "replaceIdentical()").await;
-    assert_eq!(engine.ref_box(None, None, &save).await.unwrap(), first, "role+name fallback");
-    assert!(engine.ref_box(None, None, &cancel).await.is_ok());
+    assert_eq!(engine.ref_box(&Default::default(), &save).await.unwrap(), first, "role+name fallback");
+    assert!(engine.ref_box(&Default::default(), &cancel).await.is_ok());
 
     // Gone for good: stale.
     env.eval(&tab, "removeSave()").await;
-    let error = engine.ref_box(None, None, &save).await.unwrap_err();
+    let error = engine.ref_box(&Default::default(), &save).await.unwrap_err();
     assert_eq!(error.to_string(), format!("ref {save} is stale: take a new snapshot"));
 
     // Unknown and malformed refs.
     assert_eq!(
-        engine.ref_box(None, None, "e999").await.unwrap_err().to_string(),
+        engine.ref_box(&Default::default(), "e999").await.unwrap_err().to_string(),
         "no ref e999 in the last snapshot of this tab"
     );
-    assert!(engine.ref_box(None, None, "button").await.unwrap_err().to_string().contains("is not a ref"));
+    assert!(engine.ref_box(&Default::default(), "button").await.unwrap_err().to_string().contains("is not a ref"));
 
     // A navigation makes every ref stale, even where an identical element
     // exists on the new document.
     env.api.ok("POST", "/navigate", Some(json!({"url": env.fixture("control/refs.html")}))).await;
-    let error = engine.ref_box(None, None, &cancel).await.unwrap_err();
+    let error = engine.ref_box(&Default::default(), &cancel).await.unwrap_err();
     assert_eq!(error.to_string(), format!("ref {cancel} is stale: take a new snapshot"));
 
     // A new snapshot replaces the tab's refs.
     let fresh = env.snapshot_text("").await;
     let save_again = ref_of(&fresh, "button \"Save\"");
-    assert!(engine.ref_box(None, None, &save_again).await.is_ok());
+    assert!(engine.ref_box(&Default::default(), &save_again).await.is_ok());
 }

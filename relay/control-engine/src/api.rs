@@ -1,164 +1,898 @@
-//! What the control API's routes ask of an engine, as one trait: [`Engine`]
-//! is the real one (CDP, both drivers); the route tests drive the HTTP
-//! surface with a recording fake, without a browser.
+//! The control API's contract, defined once: one request type per route
+//! (its fields, its method and path, what it answers) and the answers.
+//!
+//! The HTTP router, the engine ([`Handle`]), the typed client, the CLI and
+//! the MCP server all use these types: adding a field to a route means
+//! adding it here and to the code that reads it. JSON Schemas (MCP tool
+//! inputs, query-string typing) are derived from the same types.
 
+use std::borrow::Cow;
+use std::fmt::Debug;
 use std::future::Future;
+use std::path::PathBuf;
 
-use serde_json::Value;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
-use crate::act::{ActOutcome, Action, Pdf};
-use crate::conn::TabInfo;
-use crate::engine::{ConsoleReport, Engine, Navigated, ProfileStatus, Screenshot, ScreenshotRequest, WaitUntil};
+use crate::act::Action;
 use crate::error::ControlError;
-use crate::snapshot::{SnapshotOptions, SnapshotResult};
+use managed_driver::config::{Driver, Profile};
 
-type Answer<T> = Result<T, ControlError>;
-
-/// The control API's operations. `profile: None` is the configured default
-/// profile; `target_id: None` the profile's current tab (see
-/// [`Engine::tab`](super::engine::Engine)).
-pub trait ControlApi: Clone + Send + Sync + 'static {
-    fn status(&self, only: Option<&str>) -> impl Future<Output = Answer<Vec<ProfileStatus>>> + Send;
-    fn profiles(&self) -> Answer<Value>;
-    fn start(&self, profile: Option<&str>) -> impl Future<Output = Answer<ProfileStatus>> + Send;
-    fn stop(&self, profile: Option<&str>) -> impl Future<Output = Answer<ProfileStatus>> + Send;
-    fn tabs(&self, profile: Option<&str>) -> impl Future<Output = Answer<Vec<TabInfo>>> + Send;
-    fn open_tab(&self, profile: Option<&str>, url: &str) -> impl Future<Output = Answer<TabInfo>> + Send;
-    fn focus_tab(&self, profile: Option<&str>, target_id: &str) -> impl Future<Output = Answer<()>> + Send;
-    fn close_tab(&self, profile: Option<&str>, target_id: &str) -> impl Future<Output = Answer<()>> + Send;
-    fn navigate(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        url: &str,
-        wait_until: WaitUntil,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Navigated>> + Send;
-    fn snapshot(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        options: &SnapshotOptions,
-    ) -> impl Future<Output = Answer<SnapshotResult>> + Send;
-    fn screenshot(&self, request: &ScreenshotRequest) -> impl Future<Output = Answer<Screenshot>> + Send;
-    fn console(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        level: Option<&str>,
-        limit: Option<usize>,
-    ) -> impl Future<Output = Answer<ConsoleReport>> + Send;
-    fn act(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        timeout_ms: Option<u64>,
-        action: Action,
-    ) -> impl Future<Output = Answer<ActOutcome>> + Send;
-    fn arm_dialog(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        accept: bool,
-        prompt_text: Option<String>,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Value>> + Send;
-    fn arm_file_chooser(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        paths: &[String],
-        element_ref: Option<&str>,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Value>> + Send;
-    fn pdf(&self, profile: Option<&str>, target_id: Option<&str>) -> impl Future<Output = Answer<Pdf>> + Send;
+/// How a route is called over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Delete,
 }
 
-impl ControlApi for Engine {
-    fn status(&self, only: Option<&str>) -> impl Future<Output = Answer<Vec<ProfileStatus>>> + Send {
-        Engine::status(self, only)
+/// Which of the selector's fields a route takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Neither (`GET /profiles`).
+    None,
+    /// `profile` only: the route is about a profile's browser.
+    Profile,
+    /// `profile` and `targetId` (default: the profile's current tab).
+    Tab,
+    /// `profile` and a required `targetId`.
+    RequiredTab,
+}
+
+/// One route of the control API: a request type knows where it goes and
+/// what comes back.
+pub trait Route: Serialize + DeserializeOwned + JsonSchema + Debug + Send + Sync + 'static {
+    const METHOD: Method;
+    /// In axum's syntax; `{targetId}` is the selector's tab.
+    const PATH: &'static str;
+    const SCOPE: Scope;
+    type Answer: Serialize + DeserializeOwned + Debug + Send + 'static;
+}
+
+/// Which profile and tab a request is about. Both default: the profile to
+/// config.toml's `defaultProfile`, the tab to the profile's current one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabSelector {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_id: Option<String>,
+}
+
+impl TabSelector {
+    pub fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
     }
-    fn profiles(&self) -> Answer<Value> {
-        Engine::profiles(self)
+
+    pub fn target_id(&self) -> Option<&str> {
+        self.target_id.as_deref()
     }
-    fn start(&self, profile: Option<&str>) -> impl Future<Output = Answer<ProfileStatus>> + Send {
-        Engine::start(self, profile)
+}
+
+/// A request as sent: the selector's fields beside the route's own, in one
+/// JSON object (`{"profile": …, "targetId": …, "url": …}`).
+///
+/// Deserializing is strict: an unknown field, or a selector field the route
+/// does not take, is an error that names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selected<R> {
+    pub tab: TabSelector,
+    pub request: R,
+}
+
+impl<R> Selected<R> {
+    pub fn new(tab: TabSelector, request: R) -> Self {
+        Self { tab, request }
     }
-    fn stop(&self, profile: Option<&str>) -> impl Future<Output = Answer<ProfileStatus>> + Send {
-        Engine::stop(self, profile)
+
+    /// The request for the default profile and tab.
+    pub fn default_tab(request: R) -> Self {
+        Self { tab: TabSelector::default(), request }
     }
-    fn tabs(&self, profile: Option<&str>) -> impl Future<Output = Answer<Vec<TabInfo>>> + Send {
-        Engine::tabs(self, profile)
+}
+
+impl<R: Route> Selected<R> {
+    /// From a JSON object, with serde's precise message (and the field's
+    /// path) for mistakes.
+    pub fn from_json(value: Value) -> Result<Self, ControlError> {
+        serde_json::from_value(value).map_err(|e| ControlError::BadRequest(e.to_string()))
     }
-    fn open_tab(&self, profile: Option<&str>, url: &str) -> impl Future<Output = Answer<TabInfo>> + Send {
-        Engine::open_tab(self, profile, url)
+
+    /// The whole request as one JSON object.
+    pub fn to_json(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        }
     }
-    fn focus_tab(&self, profile: Option<&str>, target_id: &str) -> impl Future<Output = Answer<()>> + Send {
-        Engine::focus_tab(self, profile, target_id)
+}
+
+impl<R: Route> Serialize for Selected<R> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = match serde_json::to_value(&self.request).map_err(serde::ser::Error::custom)? {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            _ => return Err(serde::ser::Error::custom("a request serialises to an object")),
+        };
+        if let Some(profile) = &self.tab.profile {
+            map.insert("profile".into(), Value::String(profile.clone()));
+        }
+        if let Some(target) = &self.tab.target_id {
+            map.insert("targetId".into(), Value::String(target.clone()));
+        }
+        map.serialize(serializer)
     }
-    fn close_tab(&self, profile: Option<&str>, target_id: &str) -> impl Future<Output = Answer<()>> + Send {
-        Engine::close_tab(self, profile, target_id)
+}
+
+impl<'de, R: Route> Deserialize<'de> for Selected<R> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let Value::Object(mut fields) = Value::deserialize(deserializer)? else {
+            return Err(D::Error::custom("the body must be a JSON object"));
+        };
+        let mut text = |key: &str| match fields.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(D::Error::custom(format!("{key} must be a string"))),
+        };
+        let profile = if R::SCOPE == Scope::None { None } else { text("profile")? };
+        let target_id = if matches!(R::SCOPE, Scope::Tab | Scope::RequiredTab) { text("targetId")? } else { None };
+        if R::SCOPE == Scope::RequiredTab && target_id.is_none() {
+            return Err(D::Error::missing_field("targetId"));
+        }
+        let request = serde_path_to_error::deserialize(Value::Object(fields)).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            D::Error::custom(if path == "." { inner.to_string() } else { format!("{path}: {inner}") })
+        })?;
+        Ok(Self { tab: TabSelector { profile, target_id }, request })
     }
-    fn navigate(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        url: &str,
-        wait_until: WaitUntil,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Navigated>> + Send {
-        Engine::navigate(self, profile, target_id, url, wait_until, timeout_ms)
+}
+
+impl<R: Route> JsonSchema for Selected<R> {
+    fn inline_schema() -> bool {
+        true
     }
-    fn snapshot(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        options: &SnapshotOptions,
-    ) -> impl Future<Output = Answer<SnapshotResult>> + Send {
-        Engine::snapshot(self, profile, target_id, options)
+
+    fn schema_name() -> Cow<'static, str> {
+        format!("Selected_{}", R::schema_name()).into()
     }
-    fn screenshot(&self, request: &ScreenshotRequest) -> impl Future<Output = Answer<Screenshot>> + Send {
-        Engine::screenshot(self, request)
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let mut schema = R::json_schema(generator);
+        add_selector(&mut schema, R::SCOPE);
+        schema
     }
-    fn console(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        level: Option<&str>,
-        limit: Option<usize>,
-    ) -> impl Future<Output = Answer<ConsoleReport>> + Send {
-        Engine::console(self, profile, target_id, level, limit)
+}
+
+/// Adds the selector's fields that `scope` takes to a request's schema.
+pub fn add_selector(schema: &mut Schema, scope: Scope) {
+    let object = schema.ensure_object();
+    let mut selector = Map::new();
+    if scope != Scope::None {
+        selector.insert("profile".into(), serde_json::json!({"type": "string", "description": PROFILE_FIELD}));
     }
-    fn act(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        timeout_ms: Option<u64>,
-        action: Action,
-    ) -> impl Future<Output = Answer<ActOutcome>> + Send {
-        Engine::act(self, profile, target_id, timeout_ms, action)
+    if matches!(scope, Scope::Tab | Scope::RequiredTab) {
+        selector.insert("targetId".into(), serde_json::json!({"type": "string", "description": TARGET_FIELD}));
     }
-    fn arm_dialog(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        accept: bool,
-        prompt_text: Option<String>,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Value>> + Send {
-        Engine::arm_dialog(self, profile, target_id, accept, prompt_text, timeout_ms)
+    match object.get_mut("properties") {
+        Some(Value::Object(properties)) => properties.extend(selector),
+        _ => {
+            object.insert("properties".into(), Value::Object(selector));
+        }
     }
-    fn arm_file_chooser(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        paths: &[String],
-        element_ref: Option<&str>,
-        timeout_ms: Option<u64>,
-    ) -> impl Future<Output = Answer<Value>> + Send {
-        Engine::arm_file_chooser(self, profile, target_id, paths, element_ref, timeout_ms)
+    if scope == Scope::RequiredTab {
+        let required = object.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(required) = required {
+            required.push(Value::String("targetId".into()));
+        }
     }
-    fn pdf(&self, profile: Option<&str>, target_id: Option<&str>) -> impl Future<Output = Answer<Pdf>> + Send {
-        Engine::pdf(self, profile, target_id)
+}
+
+/// The selector's fields as documented in schemas.
+pub const PROFILE_FIELD: &str = "profile (default: the configured default)";
+pub const TARGET_FIELD: &str = "tab id (default: the current tab)";
+
+/// What an engine does for one route. [`Engine`](crate::Engine) implements
+/// it once per route, in the module of that route's concern; the route
+/// tests implement it with a recording fake.
+pub trait Handle<R: Route> {
+    fn handle(&self, request: Selected<R>) -> impl Future<Output = Result<R::Answer, ControlError>> + Send;
+}
+
+/// Every route: what the HTTP router needs of an engine.
+pub trait ControlApi:
+    Handle<GetStatus>
+    + Handle<ListProfiles>
+    + Handle<StartBrowser>
+    + Handle<StopBrowser>
+    + Handle<ListTabs>
+    + Handle<OpenTab>
+    + Handle<FocusTab>
+    + Handle<CloseTab>
+    + Handle<Navigate>
+    + Handle<TakeSnapshot>
+    + Handle<TakeScreenshot>
+    + Handle<ReadConsole>
+    + Handle<Act>
+    + Handle<ArmDialog>
+    + Handle<ArmFileChooser>
+    + Handle<PrintPdf>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<E> ControlApi for E where
+    E: Handle<GetStatus>
+        + Handle<ListProfiles>
+        + Handle<StartBrowser>
+        + Handle<StopBrowser>
+        + Handle<ListTabs>
+        + Handle<OpenTab>
+        + Handle<FocusTab>
+        + Handle<CloseTab>
+        + Handle<Navigate>
+        + Handle<TakeSnapshot>
+        + Handle<TakeScreenshot>
+        + Handle<ReadConsole>
+        + Handle<Act>
+        + Handle<ArmDialog>
+        + Handle<ArmFileChooser>
+        + Handle<PrintPdf>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+macro_rules! route {
+    ($request:ty, $method:ident $path:literal, $scope:ident => $answer:ty) => {
+        impl Route for $request {
+            const METHOD: Method = Method::$method;
+            const PATH: &'static str = $path;
+            const SCOPE: Scope = Scope::$scope;
+            type Answer = $answer;
+        }
+    };
+}
+
+// ---- profiles and browsers -------------------------------------------------
+
+/// `GET /`: every profile's state, or one profile's (with `profile`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetStatus {}
+route!(GetStatus, Get "/", Profile => Status);
+
+/// `GET /profiles`: the profiles of config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListProfiles {}
+route!(ListProfiles, Get "/profiles", None => ProfileList);
+
+/// `POST /start`: launches a managed browser (a no-op when it runs), or
+/// checks that the extension shares a tab.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBrowser {}
+route!(StartBrowser, Post "/start", Profile => ProfileStatus);
+
+/// `POST /stop`: stops a managed browser (never the user's own Chrome).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopBrowser {}
+route!(StopBrowser, Post "/stop", Profile => ProfileStatus);
+
+/// `GET /`'s answer: with `profile`, that profile; without, all of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Status {
+    One(ProfileStatus),
+    All(ServiceStatus),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceStatus {
+    pub service: String,
+    pub version: String,
+    pub profiles: Vec<ProfileStatus>,
+}
+
+/// One profile's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileStatus {
+    pub profile: String,
+    pub driver: Driver,
+    pub color: String,
+    pub default: bool,
+    /// Managed: the browser runs. Extension: the extension is connected.
+    pub running: bool,
+    pub connected: bool,
+    pub state: String,
+    /// Tabs the engine sees (shared tabs for the extension driver).
+    pub tabs: Option<usize>,
+    pub cdp_endpoint: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileList {
+    pub default_profile: String,
+    pub profiles: Vec<Profile>,
+}
+
+// ---- tabs ------------------------------------------------------------------
+
+/// `GET /tabs`: the profile's tabs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTabs {}
+route!(ListTabs, Get "/tabs", Profile => TabList);
+
+/// `POST /tabs/open`: a new tab, loaded, which becomes the current one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenTab {
+    /// The address to open.
+    pub url: String,
+}
+route!(OpenTab, Post "/tabs/open", Profile => TabInfo);
+
+/// `POST /tabs/focus`: brings the tab to the front and makes it current.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FocusTab {}
+route!(FocusTab, Post "/tabs/focus", RequiredTab => TabDone);
+
+/// `DELETE /tabs/{targetId}`: closes the tab.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseTab {}
+route!(CloseTab, Delete "/tabs/{targetId}", RequiredTab => TabDone);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TabList {
+    pub tabs: Vec<TabInfo>,
+}
+
+/// A tab as `GET /tabs` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TabInfo {
+    pub target_id: String,
+    pub title: String,
+    pub url: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The tab that requests without `targetId` go to.
+    pub active: bool,
+    /// A JavaScript dialog waiting for an answer (`POST /hooks/dialog`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogInfo>,
+}
+
+/// An open `alert`, `confirm`, `prompt` or `beforeunload` dialog.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DialogInfo {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_prompt: Option<String>,
+}
+
+/// A tab focused or closed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabDone {
+    pub ok: bool,
+    pub target_id: String,
+}
+
+// ---- navigation ------------------------------------------------------------
+
+/// `POST /navigate`: loads `url` in the tab and waits for `waitUntil`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Navigate {
+    /// The address to load.
+    pub url: String,
+    #[serde(default)]
+    pub wait_until: WaitUntil,
+    /// How long to wait (default 20000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+route!(Navigate, Post "/navigate", Tab => Navigated);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitUntil {
+    /// The new document is committed.
+    Commit,
+    #[serde(rename = "domcontentloaded")]
+    DomContentLoaded,
+    /// The load event fired (default).
+    #[default]
+    Load,
+    #[serde(rename = "networkidle")]
+    NetworkIdle,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Navigated {
+    pub target_id: String,
+    pub url: String,
+    pub title: String,
+}
+
+// ---- what the page shows ---------------------------------------------------
+
+/// `GET /snapshot`: the page as an accessibility tree with refs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TakeSnapshot {
+    /// ai (default): the tree with refs; aria: Chrome's raw tree, for debugging.
+    #[serde(default)]
+    pub format: Format,
+    /// Only interactive elements, as a flat list.
+    #[serde(default)]
+    pub interactive: bool,
+    /// Drop unnamed structural wrappers.
+    #[serde(default)]
+    pub compact: bool,
+    /// Levels to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// Nodes to show (default 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Characters to return (default 100000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<usize>,
+    /// A CSS selector: only that element's subtree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// A CSS selector of an iframe in the top document: only that frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<String>,
+}
+route!(TakeSnapshot, Get "/snapshot", Tab => Snapshot);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Ai,
+    Aria,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub target_id: String,
+    pub url: String,
+    pub title: String,
+    pub format: Format,
+    /// The `ai` snapshot text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// The `aria` nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<Value>>,
+    /// Refs handed out (ai).
+    pub refs: usize,
+    /// Nodes in the output.
+    pub node_count: usize,
+    pub truncated: bool,
+    /// What was cut and how to see it.
+    pub notes: Vec<String>,
+}
+
+/// `POST /screenshot`: the viewport, the full page, or one element.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TakeScreenshot {
+    /// The whole page, not just the viewport.
+    #[serde(default)]
+    pub full_page: bool,
+    /// One element: a ref of the last snapshot.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub element_ref: Option<String>,
+    /// One element: a CSS selector (`element` is accepted too).
+    #[serde(alias = "element", default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    #[serde(rename = "type", default)]
+    pub image_type: ImageType,
+    /// JPEG quality, 0–100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<u8>,
+    /// Orange boxes with the refs of the last snapshot.
+    #[serde(default)]
+    pub labels: bool,
+}
+route!(TakeScreenshot, Post "/screenshot", Tab => Screenshot);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageType {
+    #[default]
+    Png,
+    Jpeg,
+}
+
+impl ImageType {
+    pub fn mime(self) -> &'static str {
+        match self {
+            Self::Png => "image/png",
+            Self::Jpeg => "image/jpeg",
+        }
+    }
+
+    pub fn from_mime(mime: &str) -> Option<Self> {
+        match mime {
+            "image/png" => Some(Self::Png),
+            "image/jpeg" => Some(Self::Jpeg),
+            _ => None,
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Png => "png",
+            Self::Jpeg => "jpg",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Screenshot {
+    pub target_id: String,
+    pub path: PathBuf,
+    pub width: u32,
+    pub height: u32,
+    pub bytes: usize,
+    /// `image/png` or `image/jpeg`.
+    #[serde(rename = "type")]
+    pub mime: String,
+    /// With `labels`: refs labelled, and refs not labelled (outside the
+    /// viewport, beyond 150, or in another frame).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<u64>,
+    /// The image itself (sent as bytes when the client accepts an image).
+    #[serde(skip)]
+    pub data: Vec<u8>,
+}
+
+/// `GET /console`: the tab's console messages and page errors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadConsole {
+    /// The lowest level to show: debug, log, warning or error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// Messages to return (the newest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+route!(ReadConsole, Get "/console", Tab => ConsoleReport);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsoleReport {
+    pub target_id: String,
+    pub messages: Vec<ConsoleMessage>,
+    pub page_errors: Vec<PageError>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsoleMessage {
+    /// `error`, `warning`, `info`, `log` or `debug`.
+    pub level: String,
+    /// The console method (`log`, `table`, `assert`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+    /// Milliseconds since the epoch.
+    pub timestamp: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PageError {
+    pub message: String,
+    pub timestamp: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+/// `POST /pdf`: the tab printed to PDF (headless browsers).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrintPdf {}
+route!(PrintPdf, Post "/pdf", Tab => Pdf);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pdf {
+    pub target_id: String,
+    pub path: PathBuf,
+    pub pages: usize,
+    pub bytes: usize,
+}
+
+// ---- actions and hooks -----------------------------------------------------
+
+/// `POST /act {kind, …}`: one action on the tab (see [`Action`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Act {
+    /// How long to wait for the element (default 8000, 500–60000).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
+    pub timeout_ms: Option<u64>,
+    #[serde(flatten)]
+    pub action: Action,
+}
+route!(Act, Post "/act", Tab => ActOutcome);
+
+impl Act {
+    pub fn new(action: impl Into<Action>) -> Self {
+        Self { timeout_ms: None, action: action.into() }
+    }
+}
+
+/// What an action did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActOutcome {
+    pub ok: bool,
+    pub kind: String,
+    pub target_id: String,
+    /// The action started a navigation that committed: refs are stale now.
+    pub navigated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `evaluate`'s value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+}
+
+/// `POST /hooks/dialog`: answers the tab's open dialog now, or its next one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArmDialog {
+    /// OK (true) or Cancel (false).
+    pub accept: bool,
+    /// The answer to a prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_text: Option<String>,
+    /// How long the arm lasts (at most and by default 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
+    pub timeout_ms: Option<u64>,
+}
+route!(ArmDialog, Post "/hooks/dialog", Tab => DialogArmed);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DialogArmed {
+    pub ok: bool,
+    pub target_id: String,
+    /// Armed for the next dialog (false: an open one was answered now).
+    pub armed: bool,
+    /// The dialog answered now, if one was open.
+    pub answered: Option<DialogInfo>,
+}
+
+/// `POST /hooks/file-chooser`: files for the tab's next file chooser, or,
+/// with `ref`, set on that file input now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArmFileChooser {
+    /// Absolute paths of the files.
+    pub paths: Vec<String>,
+    /// A file input's ref: set the files on it now.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub element_ref: Option<String>,
+    /// How long the arm lasts (at most and by default 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
+    pub timeout_ms: Option<u64>,
+}
+route!(ArmFileChooser, Post "/hooks/file-chooser", Tab => FilesArmed);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilesArmed {
+    pub ok: bool,
+    pub target_id: String,
+    /// Armed for the next file chooser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub armed: Option<Vec<String>>,
+    /// Set on the file input now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<Vec<String>>,
+}
+
+/// A timeout in whole milliseconds, with a message that says so.
+fn whole_millis<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => {
+            value.as_u64().map(Some).ok_or_else(|| D::Error::custom("must be a whole number of milliseconds"))
+        }
+    }
+}
+
+// ---- query strings ---------------------------------------------------------
+
+/// A query string as the JSON object of a GET route's request: each value
+/// typed by the request's schema (`interactive`, `=1` and `=true` are
+/// true; numbers are whole numbers). `token` is the guard's, not the route's.
+pub fn query_object<R: Route>(raw: Option<&str>) -> Result<Value, ControlError> {
+    let schema = schemars::SchemaGenerator::default().into_root_schema_for::<Selected<R>>();
+    let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let kind = |key: &str| -> Vec<String> {
+        match properties.get(key).and_then(|p| p.get("type")) {
+            Some(Value::String(t)) => vec![t.clone()],
+            Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut map = Map::new();
+    for (key, value) in url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        if key == "token" {
+            continue;
+        }
+        let types = kind(&key);
+        let typed = if types.iter().any(|t| t == "boolean") {
+            match value.as_ref() {
+                "" | "1" | "true" => Value::Bool(true),
+                "0" | "false" => Value::Bool(false),
+                other => return Err(ControlError::BadRequest(format!("{key}={other}: use true or false"))),
+            }
+        } else if types.iter().any(|t| t == "integer") {
+            let number: u64 = value
+                .parse()
+                .map_err(|_| ControlError::BadRequest(format!("{key}={value}: expected a whole number")))?;
+            Value::from(number)
+        } else {
+            Value::String(value.into_owned())
+        };
+        map.insert(key.into_owned(), typed);
+    }
+    Ok(Value::Object(map))
+}
+
+/// A request's fields as query pairs (GET and DELETE routes): scalars as
+/// text; the `{targetId}` of the path is left out.
+pub fn query_pairs<R: Route>(request: &Selected<R>) -> Vec<(String, String)> {
+    let path_takes_target = R::PATH.contains("{targetId}");
+    request
+        .to_json()
+        .into_iter()
+        .filter(|(_, value)| !value.is_null())
+        .filter(|(key, _)| !(path_takes_target && key == "targetId"))
+        .map(|(key, value)| {
+            let text = match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (key, text)
+        })
+        .collect()
+}
+
+/// The request's path, with its tab filled in.
+pub fn path_of<R: Route>(request: &Selected<R>) -> String {
+    match &request.tab.target_id {
+        Some(target) if R::PATH.contains("{targetId}") => {
+            let encoded: String = url::form_urlencoded::byte_serialize(target.as_bytes()).collect();
+            R::PATH.replace("{targetId}", &encoded)
+        }
+        _ => R::PATH.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::act::{Click, Press};
+
+    #[test]
+    fn selector_fields_sit_beside_the_routes_own() {
+        let navigate = Selected::<Navigate>::from_json(json!({"url": "http://x/", "targetId": "T1"})).unwrap();
+        assert_eq!(navigate.tab.target_id.as_deref(), Some("T1"));
+        assert_eq!(navigate.request.wait_until, WaitUntil::Load);
+        assert_eq!(
+            Value::Object(navigate.to_json()),
+            json!({"url": "http://x/", "waitUntil": "load", "targetId": "T1"})
+        );
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let error = Selected::<Navigate>::from_json(json!({"urll": "x"})).unwrap_err().to_string();
+        assert!(error.contains("unknown field `urll`"), "{error}");
+        let error = Selected::<ListTabs>::from_json(json!({"targetId": "T1"})).unwrap_err().to_string();
+        assert!(error.contains("unknown field `targetId`"), "a route without a tab takes none: {error}");
+        let error = Selected::<FocusTab>::from_json(json!({})).unwrap_err().to_string();
+        assert!(error.contains("targetId"), "{error}");
+        let error = Selected::<Act>::from_json(json!({"kind": "click", "ref": "e1", "timeoutMs": "soon"}))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("timeoutMs: must be a whole number"), "{error}");
+        let error = Selected::<Act>::from_json(json!({"kind": "click", "reff": "e1"})).unwrap_err().to_string();
+        assert!(error.contains("reff"), "{error}");
+        let error = Selected::<Act>::from_json(json!(["click"])).unwrap_err().to_string();
+        assert!(error.contains("the body must be a JSON object"), "{error}");
+    }
+
+    #[test]
+    fn actions_round_trip_with_their_kind() {
+        let act = Selected::new(
+            TabSelector { profile: Some("work".into()), target_id: None },
+            Act { timeout_ms: Some(900), action: Click { element: "e3".into(), ..Click::default() }.into() },
+        );
+        let json = Value::Object(act.to_json());
+        assert_eq!(json["kind"], "click");
+        assert_eq!(json["profile"], "work");
+        assert_eq!(Selected::<Act>::from_json(json).unwrap(), act);
+        let press = Selected::<Act>::from_json(json!({"kind": "press", "key": "Enter"})).unwrap();
+        assert_eq!(press.request.action, Press { key: "Enter".into() }.into());
+    }
+
+    #[test]
+    fn query_strings_are_typed_by_the_schema() {
+        let q = query_object::<TakeSnapshot>(Some(
+            "interactive&compact=false&depth=3&maxChars=100&selector=%23main&token=x&targetId=T1",
+        ))
+        .unwrap();
+        let snapshot = Selected::<TakeSnapshot>::from_json(q).unwrap();
+        assert!(snapshot.request.interactive && !snapshot.request.compact);
+        assert_eq!((snapshot.request.depth, snapshot.request.max_chars), (Some(3), Some(100)));
+        assert_eq!(snapshot.request.selector.as_deref(), Some("#main"));
+        assert_eq!(snapshot.tab.target_id.as_deref(), Some("T1"));
+        let error = query_object::<TakeSnapshot>(Some("depth=deep")).unwrap_err().to_string();
+        assert!(error.contains("depth=deep"), "{error}");
+        let error = query_object::<TakeSnapshot>(Some("interactive=maybe")).unwrap_err().to_string();
+        assert!(error.contains("use true or false"), "{error}");
+    }
+
+    #[test]
+    fn paths_carry_the_tab_when_the_route_names_it() {
+        let close =
+            Selected::new(TabSelector { profile: Some("work".into()), target_id: Some("A/B".into()) }, CloseTab {});
+        assert_eq!(path_of(&close), "/tabs/A%2FB");
+        assert_eq!(query_pairs(&close), [("profile".to_string(), "work".to_string())]);
+    }
+
+    #[test]
+    fn schemas_list_the_selector_the_route_takes() {
+        let schema = schemars::schema_for!(Selected<Navigate>);
+        let properties = schema.get("properties").and_then(Value::as_object).unwrap();
+        assert!(properties.contains_key("url") && properties.contains_key("targetId"));
+        let schema = schemars::schema_for!(Selected<ListTabs>);
+        let properties = schema.get("properties").and_then(Value::as_object).unwrap();
+        assert!(properties.contains_key("profile") && !properties.contains_key("targetId"));
+        let schema = schemars::schema_for!(Selected<FocusTab>);
+        assert_eq!(schema.get("required"), Some(&json!(["targetId"])));
     }
 }

@@ -8,11 +8,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use cdp_client::{CdpClient, CdpError, CdpEvent};
+
+use crate::api::{ConsoleMessage, DialogInfo, PageError, TabInfo};
 
 /// The isolated world the snapshot script runs in (invisible to the page).
 pub const WORLD_NAME: &str = "browser-relay";
@@ -22,33 +23,6 @@ pub const CONSOLE_KEPT: usize = 500;
 pub const PAGE_ERRORS_KEPT: usize = 200;
 /// How long a new tab may take to be attached and set up.
 const ATTACH_WITHIN: Duration = Duration::from_secs(10);
-
-/// A tab as `GET /tabs` shows it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct TabInfo {
-    pub target_id: String,
-    pub title: String,
-    pub url: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The tab that requests without `targetId` go to.
-    pub active: bool,
-    /// A JavaScript dialog waiting for an answer (`POST /hooks/dialog`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dialog: Option<DialogInfo>,
-}
-
-/// An open `alert`, `confirm`, `prompt` or `beforeunload` dialog.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct DialogInfo {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_prompt: Option<String>,
-}
 
 /// The answer armed for a tab's next dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,30 +37,6 @@ pub struct DialogHook {
 pub struct FileHook {
     pub paths: Vec<String>,
     pub until: tokio::time::Instant,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsoleMessage {
-    /// `error`, `warning`, `info`, `log` or `debug`.
-    pub level: &'static str,
-    /// The console method (`log`, `table`, `assert`, …).
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub text: String,
-    /// Milliseconds since the epoch.
-    pub timestamp: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PageError {
-    pub message: String,
-    pub timestamp: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
 }
 
 #[derive(Debug)]
@@ -706,7 +656,7 @@ fn console_message(params: &Value) -> ConsoleMessage {
         .map(|args| args.iter().map(remote_object_text).collect::<Vec<_>>().join(" "))
         .unwrap_or_default();
     ConsoleMessage {
-        level,
+        level: level.into(),
         kind,
         text,
         timestamp: params["timestamp"].as_f64().unwrap_or_default(),

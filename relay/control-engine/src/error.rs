@@ -2,7 +2,7 @@
 //! needs to act: a stable `code`, a message, and a hint for the next step.
 //! The HTTP layer only maps [`ErrorKind`] to a status.
 
-use crate::conn::DialogInfo;
+use crate::api::DialogInfo;
 use cdp_client::CdpError;
 use managed_driver::ManagedError;
 use managed_driver::config::ConfigError;

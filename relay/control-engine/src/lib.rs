@@ -6,17 +6,19 @@
 
 pub mod act;
 pub mod api;
+pub mod capture;
 pub mod conn;
 pub mod engine;
 pub mod error;
+pub mod hooks;
 pub mod keys;
+pub mod navigation;
 pub mod page;
+pub mod profiles;
 pub mod refs;
 pub mod snapshot;
+pub mod tabs;
 
-pub use api::ControlApi;
+pub use api::{ControlApi, Handle, Route, Selected, TabSelector};
 pub use engine::{Engine, RelayLink, SharedTabs};
 pub use error::{ControlError, ErrorKind};
-
-/// The control API's default port.
-pub const DEFAULT_CONTROL_PORT: u16 = 18791;

@@ -10,9 +10,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::api::{Format, Snapshot, TakeSnapshot};
 use crate::conn::Conn;
 use crate::error::ControlError;
 use crate::page::{self, LiveFrame};
@@ -22,60 +22,12 @@ pub const DEFAULT_AI_LIMIT: u32 = 5_000;
 pub const DEFAULT_ARIA_LIMIT: u32 = 2_000;
 pub const DEFAULT_MAX_CHARS: usize = 100_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    #[default]
-    Ai,
-    Aria,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SnapshotOptions {
-    #[serde(default)]
-    pub format: Format,
-    #[serde(default)]
-    pub interactive: bool,
-    #[serde(default)]
-    pub compact: bool,
-    pub depth: Option<u32>,
-    pub limit: Option<u32>,
-    pub max_chars: Option<usize>,
-    /// A CSS selector: only that element's subtree.
-    pub selector: Option<String>,
-    /// A CSS selector of an `<iframe>` in the top document: only that frame.
-    pub frame: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SnapshotResult {
-    pub target_id: String,
-    pub url: String,
-    pub title: String,
-    pub format: Format,
-    /// The `ai` snapshot text.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-    /// The `aria` nodes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<Value>>,
-    /// Refs handed out (ai).
-    pub refs: usize,
-    /// Nodes in the output.
-    pub node_count: usize,
-    pub truncated: bool,
-    /// What was cut and how to see it.
-    pub notes: Vec<String>,
-}
-
 /// Takes a snapshot of a tab; the ref table is `None` for `aria`.
 pub async fn take(
     conn: &Conn,
     tab: &str,
-    options: &SnapshotOptions,
-) -> Result<(SnapshotResult, Option<RefTable>), ControlError> {
+    options: &TakeSnapshot,
+) -> Result<(Snapshot, Option<RefTable>), ControlError> {
     match options.format {
         Format::Ai => {
             let (result, table) = take_ai(conn, tab, options).await?;
@@ -102,11 +54,7 @@ struct WalkParams<'a> {
     compact: bool,
 }
 
-async fn take_ai(
-    conn: &Conn,
-    tab: &str,
-    options: &SnapshotOptions,
-) -> Result<(SnapshotResult, RefTable), ControlError> {
+async fn take_ai(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<(Snapshot, RefTable), ControlError> {
     let limit = options.limit.unwrap_or(DEFAULT_AI_LIMIT).max(1);
     let params = WalkParams { conn, tab, interactive: options.interactive, compact: options.compact };
     let mut start = FrameLoc::main(tab);
@@ -149,14 +97,14 @@ async fn take_ai(
         text.truncate(cut);
     }
     let truncated = walk.limit_hit || walk.depth_cut > 0 || text.len() < full_len;
-    let result = SnapshotResult {
+    let result = Snapshot {
         format: Format::Ai,
         snapshot: Some(text),
         refs: table.refs.len(),
         node_count: walk.nodes as usize,
         truncated,
         notes,
-        ..SnapshotResult::default()
+        ..Snapshot::default()
     };
     Ok((result, table))
 }
@@ -333,7 +281,7 @@ fn walk_frame<'a>(
 /// in place, ignored nodes skipped (their children kept).
 /// `aria` is Chrome's whole tree, bounded by `limit` and `depth`; the
 /// options that shape the `ai` walk are refused rather than ignored.
-fn check_aria_options(options: &SnapshotOptions) -> Result<(), ControlError> {
+fn check_aria_options(options: &TakeSnapshot) -> Result<(), ControlError> {
     let ai_only: Vec<&str> = [
         ("interactive", options.interactive),
         ("compact", options.compact),
@@ -353,7 +301,7 @@ fn check_aria_options(options: &SnapshotOptions) -> Result<(), ControlError> {
     )))
 }
 
-async fn take_aria(conn: &Conn, tab: &str, options: &SnapshotOptions) -> Result<SnapshotResult, ControlError> {
+async fn take_aria(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<Snapshot, ControlError> {
     check_aria_options(options)?;
     let limit = options.limit.unwrap_or(DEFAULT_ARIA_LIMIT).max(1) as usize;
     let main = page::live_frame(conn, tab, &FrameLoc::main(tab)).await?;
@@ -364,13 +312,13 @@ async fn take_aria(conn: &Conn, tab: &str, options: &SnapshotOptions) -> Result<
     if truncated {
         notes.push(format!("cut at limit={limit} nodes: pass a higher limit to see the rest"));
     }
-    Ok(SnapshotResult {
+    Ok(Snapshot {
         format: Format::Aria,
         node_count: out.len(),
         nodes: Some(out),
         truncated,
         notes,
-        ..SnapshotResult::default()
+        ..Snapshot::default()
     })
 }
 
@@ -486,9 +434,9 @@ mod tests {
 
     #[test]
     fn aria_snapshots_refuse_the_options_of_the_ai_walk() {
-        let aria = SnapshotOptions { format: Format::Aria, limit: Some(10), depth: Some(3), ..Default::default() };
+        let aria = TakeSnapshot { format: Format::Aria, limit: Some(10), depth: Some(3), ..Default::default() };
         assert!(check_aria_options(&aria).is_ok(), "limit and depth bound the aria tree");
-        let shaped = SnapshotOptions { selector: Some("main".into()), interactive: true, ..aria };
+        let shaped = TakeSnapshot { selector: Some("main".into()), interactive: true, ..aria };
         let error = check_aria_options(&shaped).unwrap_err();
         assert_eq!(
             error.to_string(),

@@ -7,31 +7,26 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use control_engine::act::{Action, Click, Press, WaitFor};
+use control_engine::api::*;
+use control_engine::error::ControlError;
+use managed_driver::config::Driver;
 use serde_json::{Value, json};
+use state_dir::Token;
 use tower::ServiceExt as _;
 
 use super::router;
-use control_engine::act::{ActOutcome, Action, Pdf};
-use control_engine::api::ControlApi;
-use control_engine::conn::TabInfo;
-use control_engine::engine::{
-    ConsoleReport, ImageType, Navigated, ProfileStatus, Screenshot, ScreenshotRequest, WaitUntil,
-};
-use control_engine::error::ControlError;
-use control_engine::snapshot::{Format, SnapshotOptions, SnapshotResult};
-use managed_driver::config::Driver;
-use state_dir::Token;
-
 use crate::net::guard::Guard;
 
-type Answer<T> = Result<T, ControlError>;
 /// Makes the error the fake answers with (`ControlError` is not `Clone`).
 type MakeError = fn() -> ControlError;
-/// (method, path, body, the engine call it must make, (a JSON pointer into the answer, its value))
-type RouteCase<'a> = (&'a str, &'a str, &'a str, &'a str, (&'a str, Value));
+/// (method, path, body, the request the engine must be handed, (a JSON
+/// pointer into the answer, its value))
+type RouteCase<'a> = (&'a str, &'a str, &'a str, String, (&'a str, Value));
 
-/// Records each call as one line and answers with canned values, or with
-/// the error armed by [`FakeEngine::fail_next`].
+/// Records each request it is handed (as `Debug`) and answers with a canned
+/// value of the route's answer type, or with the error armed by
+/// [`FakeEngine::fail_next`]. One implementation serves every route.
 #[derive(Debug, Clone, Default)]
 struct FakeEngine {
     calls: Arc<Mutex<Vec<String>>>,
@@ -39,20 +34,27 @@ struct FakeEngine {
 }
 
 impl FakeEngine {
-    fn record(&self, call: String) -> Answer<()> {
-        self.calls.lock().unwrap().push(call);
-        match self.failure.lock().unwrap().take() {
-            Some(error) => Err(error()),
-            None => Ok(()),
-        }
-    }
-
     fn fail_next(&self, error: MakeError) {
         *self.failure.lock().unwrap() = Some(error);
     }
 
     fn calls(&self) -> Vec<String> {
         std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+/// A canned answer, shaped by the request where the agent would see it.
+trait Canned: Route {
+    fn canned(request: &Selected<Self>) -> Self::Answer;
+}
+
+impl<R: Canned> Handle<R> for FakeEngine {
+    async fn handle(&self, request: Selected<R>) -> Result<R::Answer, ControlError> {
+        self.calls.lock().unwrap().push(format!("{request:?}"));
+        match self.failure.lock().unwrap().take() {
+            Some(error) => Err(error()),
+            None => Ok(R::canned(&request)),
+        }
     }
 }
 
@@ -82,140 +84,123 @@ fn profile_status(name: &str) -> ProfileStatus {
     }
 }
 
-impl ControlApi for FakeEngine {
-    async fn status(&self, only: Option<&str>) -> Answer<Vec<ProfileStatus>> {
-        self.record(format!("status {only:?}"))?;
-        Ok(vec![profile_status(only.unwrap_or("managed"))])
+fn target(request: &Selected<impl Route>) -> String {
+    request.tab.target_id.clone().unwrap_or_else(|| "T1".into())
+}
+
+impl Canned for GetStatus {
+    fn canned(request: &Selected<Self>) -> Status {
+        match &request.tab.profile {
+            Some(name) => Status::One(profile_status(name)),
+            None => Status::All(ServiceStatus {
+                service: "fake".into(),
+                version: "0".into(),
+                profiles: vec![profile_status("managed")],
+            }),
+        }
     }
-    fn profiles(&self) -> Answer<Value> {
-        self.record("profiles".into())?;
-        Ok(json!({"defaultProfile": "managed", "profiles": []}))
+}
+impl Canned for ListProfiles {
+    fn canned(_: &Selected<Self>) -> ProfileList {
+        ProfileList { default_profile: "managed".into(), profiles: vec![] }
     }
-    async fn start(&self, profile: Option<&str>) -> Answer<ProfileStatus> {
-        self.record(format!("start {profile:?}"))?;
-        Ok(profile_status(profile.unwrap_or("managed")))
+}
+impl Canned for StartBrowser {
+    fn canned(request: &Selected<Self>) -> ProfileStatus {
+        profile_status(request.tab.profile().unwrap_or("managed"))
     }
-    async fn stop(&self, profile: Option<&str>) -> Answer<ProfileStatus> {
-        self.record(format!("stop {profile:?}"))?;
-        Ok(profile_status(profile.unwrap_or("managed")))
+}
+impl Canned for StopBrowser {
+    fn canned(request: &Selected<Self>) -> ProfileStatus {
+        profile_status(request.tab.profile().unwrap_or("managed"))
     }
-    async fn tabs(&self, profile: Option<&str>) -> Answer<Vec<TabInfo>> {
-        self.record(format!("tabs {profile:?}"))?;
-        Ok(vec![tab("T1", "about:blank")])
+}
+impl Canned for ListTabs {
+    fn canned(_: &Selected<Self>) -> TabList {
+        TabList { tabs: vec![tab("T1", "about:blank")] }
     }
-    async fn open_tab(&self, profile: Option<&str>, url: &str) -> Answer<TabInfo> {
-        self.record(format!("open_tab {profile:?} {url}"))?;
-        Ok(tab("T2", url))
+}
+impl Canned for OpenTab {
+    fn canned(request: &Selected<Self>) -> TabInfo {
+        tab("T2", &request.request.url)
     }
-    async fn focus_tab(&self, profile: Option<&str>, target_id: &str) -> Answer<()> {
-        self.record(format!("focus_tab {profile:?} {target_id}"))
+}
+impl Canned for FocusTab {
+    fn canned(request: &Selected<Self>) -> TabDone {
+        TabDone { ok: true, target_id: target(request) }
     }
-    async fn close_tab(&self, profile: Option<&str>, target_id: &str) -> Answer<()> {
-        self.record(format!("close_tab {profile:?} {target_id}"))
+}
+impl Canned for CloseTab {
+    fn canned(request: &Selected<Self>) -> TabDone {
+        TabDone { ok: true, target_id: target(request) }
     }
-    async fn navigate(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        url: &str,
-        wait_until: WaitUntil,
-        timeout_ms: Option<u64>,
-    ) -> Answer<Navigated> {
-        self.record(format!("navigate {profile:?} {target_id:?} {url} {wait_until:?} {timeout_ms:?}"))?;
-        Ok(Navigated { target_id: target_id.unwrap_or("T1").into(), url: url.into(), title: "Fake".into() })
+}
+impl Canned for Navigate {
+    fn canned(request: &Selected<Self>) -> Navigated {
+        Navigated { target_id: target(request), url: request.request.url.clone(), title: "Fake".into() }
     }
-    async fn snapshot(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        o: &SnapshotOptions,
-    ) -> Answer<SnapshotResult> {
-        self.record(format!(
-            "snapshot {profile:?} {target_id:?} {:?} interactive={} compact={} depth={:?} limit={:?} maxChars={:?} selector={:?} frame={:?}",
-            o.format, o.interactive, o.compact, o.depth, o.limit, o.max_chars, o.selector, o.frame
-        ))?;
-        Ok(SnapshotResult {
-            target_id: "T1".into(),
+}
+impl Canned for TakeSnapshot {
+    fn canned(request: &Selected<Self>) -> Snapshot {
+        Snapshot {
+            target_id: target(request),
             url: "about:blank".into(),
             title: "Fake".into(),
-            format: Format::Ai,
+            format: request.request.format,
             snapshot: Some("- button \"Go\" [ref=e1]".into()),
             nodes: None,
             refs: 1,
             node_count: 1,
             truncated: false,
             notes: vec![],
-        })
+        }
     }
-    async fn screenshot(&self, r: &ScreenshotRequest) -> Answer<Screenshot> {
-        self.record(format!(
-            "screenshot {:?} {:?} fullPage={} ref={:?} selector={:?} {:?} quality={:?} labels={}",
-            r.profile, r.target_id, r.full_page, r.element_ref, r.selector, r.image_type, r.quality, r.labels
-        ))?;
-        Ok(Screenshot {
-            target_id: "T1".into(),
+}
+impl Canned for TakeScreenshot {
+    fn canned(request: &Selected<Self>) -> Screenshot {
+        Screenshot {
+            target_id: target(request),
             path: "/media/shot".into(),
             width: 2,
             height: 1,
             bytes: 4,
-            mime: r.image_type.mime(),
+            mime: request.request.image_type.mime().into(),
             labels: None,
             skipped: None,
             data: b"IMG!".to_vec(),
-        })
+        }
     }
-    async fn console(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        level: Option<&str>,
-        limit: Option<usize>,
-    ) -> Answer<ConsoleReport> {
-        self.record(format!("console {profile:?} {target_id:?} {level:?} {limit:?}"))?;
-        Ok(ConsoleReport { target_id: "T1".into(), messages: vec![], page_errors: vec![] })
+}
+impl Canned for ReadConsole {
+    fn canned(request: &Selected<Self>) -> ConsoleReport {
+        ConsoleReport { target_id: target(request), messages: vec![], page_errors: vec![] }
     }
-    async fn act(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        timeout_ms: Option<u64>,
-        action: Action,
-    ) -> Answer<ActOutcome> {
-        self.record(format!("act {profile:?} {target_id:?} {timeout_ms:?} {action:?}"))?;
-        Ok(ActOutcome {
+}
+impl Canned for Act {
+    fn canned(request: &Selected<Self>) -> ActOutcome {
+        ActOutcome {
             ok: true,
-            kind: action.kind(),
-            target_id: "T1".into(),
+            kind: request.request.action.kind().into(),
+            target_id: target(request),
             navigated: false,
             url: None,
             result: None,
-        })
+        }
     }
-    async fn arm_dialog(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        accept: bool,
-        prompt_text: Option<String>,
-        timeout_ms: Option<u64>,
-    ) -> Answer<Value> {
-        self.record(format!("arm_dialog {profile:?} {target_id:?} {accept} {prompt_text:?} {timeout_ms:?}"))?;
-        Ok(json!({"ok": true, "armed": true}))
+}
+impl Canned for ArmDialog {
+    fn canned(request: &Selected<Self>) -> DialogArmed {
+        DialogArmed { ok: true, target_id: target(request), armed: true, answered: None }
     }
-    async fn arm_file_chooser(
-        &self,
-        profile: Option<&str>,
-        target_id: Option<&str>,
-        paths: &[String],
-        element_ref: Option<&str>,
-        timeout_ms: Option<u64>,
-    ) -> Answer<Value> {
-        self.record(format!("arm_file_chooser {profile:?} {target_id:?} {paths:?} {element_ref:?} {timeout_ms:?}"))?;
-        Ok(json!({"ok": true, "armed": paths}))
+}
+impl Canned for ArmFileChooser {
+    fn canned(request: &Selected<Self>) -> FilesArmed {
+        FilesArmed { ok: true, target_id: target(request), armed: Some(request.request.paths.clone()), set: None }
     }
-    async fn pdf(&self, profile: Option<&str>, target_id: Option<&str>) -> Answer<Pdf> {
-        self.record(format!("pdf {profile:?} {target_id:?}"))?;
-        Ok(Pdf { target_id: "T1".into(), path: "/media/page.pdf".into(), pages: 2, bytes: 900 })
+}
+impl Canned for PrintPdf {
+    fn canned(request: &Selected<Self>) -> Pdf {
+        Pdf { target_id: target(request), path: "/media/page.pdf".into(), pages: 2, bytes: 900 }
     }
 }
 
@@ -254,118 +239,206 @@ async fn send(engine: &FakeEngine, method: &str, uri: &str, body: &str, headers:
     Reply { status, content_type, headers, body }
 }
 
+fn on(profile: Option<&str>, target: Option<&str>) -> TabSelector {
+    TabSelector { profile: profile.map(Into::into), target_id: target.map(Into::into) }
+}
+
+/// What the engine must have been handed: the request, as `Debug` prints it.
+fn handed<R: Route>(tab: TabSelector, request: R) -> String {
+    format!("{:?}", Selected::new(tab, request))
+}
+
 #[tokio::test]
 async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
     let engine = FakeEngine::default();
-    let cases: &[RouteCase] = &[
-        ("GET", "/", "", "status None", ("/profiles/0/profile", json!("managed"))),
-        ("GET", "/?profile=work", "", "status Some(\"work\")", ("/profile", json!("work"))),
-        ("GET", "/profiles", "", "profiles", ("/defaultProfile", json!("managed"))),
-        ("POST", "/start", "", "start None", ("/state", json!("running"))),
-        ("POST", "/start", r#"{"profile":"work"}"#, "start Some(\"work\")", ("/profile", json!("work"))),
-        ("POST", "/stop", r#"{"profile":"work"}"#, "stop Some(\"work\")", ("/profile", json!("work"))),
-        ("GET", "/tabs?profile=chrome", "", "tabs Some(\"chrome\")", ("/tabs/0/targetId", json!("T1"))),
+    let none = || on(None, None);
+    let cases: Vec<RouteCase> = vec![
+        ("GET", "/", "", handed(none(), GetStatus {}), ("/profiles/0/profile", json!("managed"))),
+        ("GET", "/?profile=work", "", handed(on(Some("work"), None), GetStatus {}), ("/profile", json!("work"))),
+        ("GET", "/profiles", "", handed(none(), ListProfiles {}), ("/defaultProfile", json!("managed"))),
+        ("POST", "/start", "", handed(none(), StartBrowser {}), ("/state", json!("running"))),
+        (
+            "POST",
+            "/start",
+            r#"{"profile":"work"}"#,
+            handed(on(Some("work"), None), StartBrowser {}),
+            ("/profile", json!("work")),
+        ),
+        (
+            "POST",
+            "/stop",
+            r#"{"profile":"work"}"#,
+            handed(on(Some("work"), None), StopBrowser {}),
+            ("/profile", json!("work")),
+        ),
+        (
+            "GET",
+            "/tabs?profile=chrome",
+            "",
+            handed(on(Some("chrome"), None), ListTabs {}),
+            ("/tabs/0/targetId", json!("T1")),
+        ),
         (
             "POST",
             "/tabs/open",
             r#"{"url":"http://127.0.0.1:1/a"}"#,
-            "open_tab None http://127.0.0.1:1/a",
+            handed(none(), OpenTab { url: "http://127.0.0.1:1/a".into() }),
             ("/targetId", json!("T2")),
         ),
-        ("POST", "/tabs/focus", r#"{"targetId":"T9"}"#, "focus_tab None T9", ("/targetId", json!("T9"))),
-        ("DELETE", "/tabs/T9?profile=work", "", "close_tab Some(\"work\") T9", ("/ok", json!(true))),
+        (
+            "POST",
+            "/tabs/focus",
+            r#"{"targetId":"T9"}"#,
+            handed(on(None, Some("T9")), FocusTab {}),
+            ("/targetId", json!("T9")),
+        ),
+        (
+            "DELETE",
+            "/tabs/T9?profile=work",
+            "",
+            handed(on(Some("work"), Some("T9")), CloseTab {}),
+            ("/ok", json!(true)),
+        ),
         (
             "POST",
             "/navigate",
             r#"{"url":"http://x/","targetId":"T1","waitUntil":"networkidle","timeoutMs":900}"#,
-            "navigate None Some(\"T1\") http://x/ NetworkIdle Some(900)",
+            handed(
+                on(None, Some("T1")),
+                Navigate { url: "http://x/".into(), wait_until: WaitUntil::NetworkIdle, timeout_ms: Some(900) },
+            ),
             ("/url", json!("http://x/")),
         ),
         (
             "POST",
             "/navigate",
             r#"{"url":"http://x/"}"#,
-            "navigate None None http://x/ Load None",
+            handed(none(), Navigate { url: "http://x/".into(), wait_until: WaitUntil::Load, timeout_ms: None }),
             ("/title", json!("Fake")),
         ),
         (
             "GET",
             "/snapshot",
             "",
-            "snapshot None None Ai interactive=false compact=false depth=None limit=None maxChars=None selector=None frame=None",
+            handed(none(), TakeSnapshot::default()),
             ("/snapshot", json!("- button \"Go\" [ref=e1]")),
         ),
         (
             "GET",
             "/snapshot?format=aria&interactive&compact=true&depth=2&limit=10&maxChars=500&selector=%23main&frame=f1&targetId=T1&token=x",
             "",
-            "snapshot None Some(\"T1\") Aria interactive=true compact=true depth=Some(2) limit=Some(10) maxChars=Some(500) selector=Some(\"#main\") frame=Some(\"f1\")",
+            handed(
+                on(None, Some("T1")),
+                TakeSnapshot {
+                    format: Format::Aria,
+                    interactive: true,
+                    compact: true,
+                    depth: Some(2),
+                    limit: Some(10),
+                    max_chars: Some(500),
+                    selector: Some("#main".into()),
+                    frame: Some("f1".into()),
+                },
+            ),
             ("/refs", json!(1)),
         ),
         (
             "POST",
             "/screenshot",
             r#"{"fullPage":true,"type":"jpeg","quality":70}"#,
-            "screenshot None None fullPage=true ref=None selector=None Jpeg quality=Some(70) labels=false",
+            handed(
+                none(),
+                TakeScreenshot {
+                    full_page: true,
+                    image_type: ImageType::Jpeg,
+                    quality: Some(70),
+                    ..TakeScreenshot::default()
+                },
+            ),
             ("/type", json!("image/jpeg")),
         ),
         (
             "POST",
             "/screenshot",
             r#"{"ref":"e3","labels":true,"targetId":"T1"}"#,
-            "screenshot None Some(\"T1\") fullPage=false ref=Some(\"e3\") selector=None Png quality=None labels=true",
+            handed(
+                on(None, Some("T1")),
+                TakeScreenshot { element_ref: Some("e3".into()), labels: true, ..TakeScreenshot::default() },
+            ),
             ("/path", json!("/media/shot")),
         ),
         (
             "POST",
             "/screenshot",
             r##"{"element":"#logo"}"##,
-            "screenshot None None fullPage=false ref=None selector=Some(\"#logo\") Png quality=None labels=false",
+            handed(none(), TakeScreenshot { selector: Some("#logo".into()), ..TakeScreenshot::default() }),
             ("/bytes", json!(4)),
         ),
         (
             "GET",
             "/console?level=warning&limit=5",
             "",
-            "console None None Some(\"warning\") Some(5)",
+            handed(none(), ReadConsole { level: Some("warning".into()), limit: Some(5) }),
             ("/pageErrors", json!([])),
         ),
         (
             "POST",
             "/act",
             r#"{"kind":"click","ref":"e1","profile":"work","targetId":"T1","timeoutMs":900,"doubleClick":true}"#,
-            "act Some(\"work\") Some(\"T1\") Some(900) Click { element: \"e1\", double_click: true, button: Left, modifiers: [] }",
+            handed(
+                on(Some("work"), Some("T1")),
+                Act {
+                    timeout_ms: Some(900),
+                    action: Click { element: "e1".into(), double_click: true, ..Click::default() }.into(),
+                },
+            ),
             ("/kind", json!("click")),
         ),
         (
             "POST",
             "/act",
             r#"{"kind":"press","key":"Control+A"}"#,
-            "act None None None Press { key: \"Control+A\" }",
+            handed(none(), Act::new(Press { key: "Control+A".into() })),
             ("/kind", json!("press")),
+        ),
+        (
+            "POST",
+            "/act",
+            r#"{"kind":"wait","text":"Done"}"#,
+            handed(
+                none(),
+                Act {
+                    timeout_ms: None,
+                    action: Action::Wait(WaitFor { text: Some("Done".into()), ..WaitFor::default() }),
+                },
+            ),
+            ("/kind", json!("wait")),
         ),
         (
             "POST",
             "/hooks/dialog",
             r#"{"accept":true,"promptText":"Ada","timeoutMs":5000}"#,
-            "arm_dialog None None true Some(\"Ada\") Some(5000)",
+            handed(none(), ArmDialog { accept: true, prompt_text: Some("Ada".into()), timeout_ms: Some(5000) }),
             ("/armed", json!(true)),
         ),
         (
             "POST",
             "/hooks/file-chooser",
             r#"{"paths":["/tmp/a.txt"],"ref":"e4"}"#,
-            "arm_file_chooser None None [\"/tmp/a.txt\"] Some(\"e4\") None",
+            handed(
+                none(),
+                ArmFileChooser { paths: vec!["/tmp/a.txt".into()], element_ref: Some("e4".into()), timeout_ms: None },
+            ),
             ("/armed", json!(["/tmp/a.txt"])),
         ),
-        ("POST", "/pdf", r#"{"targetId":"T1"}"#, "pdf None Some(\"T1\")", ("/pages", json!(2))),
+        ("POST", "/pdf", r#"{"targetId":"T1"}"#, handed(on(None, Some("T1")), PrintPdf {}), ("/pages", json!(2))),
     ];
     for (method, path, body, call, (pointer, expected)) in cases {
         let reply = send(&engine, method, path, body, &[]).await;
         assert_eq!(reply.status, StatusCode::OK, "{method} {path}: {}", String::from_utf8_lossy(&reply.body));
         assert_eq!(reply.content_type, "application/json", "{method} {path}");
-        assert_eq!(engine.calls(), [call.to_string()], "{method} {path}");
-        assert_eq!(reply.json().pointer(pointer), Some(expected), "{method} {path}: {}", reply.json());
+        assert_eq!(engine.calls(), [call], "{method} {path}");
+        assert_eq!(reply.json().pointer(pointer), Some(&expected), "{method} {path}: {}", reply.json());
     }
 }
 
@@ -414,7 +487,7 @@ async fn screenshots_come_as_image_bytes_when_the_agent_accepts_an_image() {
     // Accept alone picks the format.
     let reply = send(&engine, "POST", "/screenshot", "", &[("accept", "image/jpeg, */*")]).await;
     assert_eq!(reply.content_type, "image/jpeg");
-    assert!(engine.calls().iter().all(|c| c.starts_with("screenshot")));
+    assert!(engine.calls().iter().all(|c| c.contains("TakeScreenshot")));
     let jpeg_call = send(&engine, "POST", "/screenshot", "{}", &[("accept", "image/jpeg")]).await;
     assert_eq!(jpeg_call.status, StatusCode::OK);
     assert!(engine.calls()[0].contains(&format!("{:?}", ImageType::Jpeg)));
@@ -435,8 +508,9 @@ async fn bad_requests_stop_before_the_engine_with_a_precise_message() {
         ("GET", "/snapshot?depth=deep", "", "depth=deep"),
         ("GET", "/snapshot?format=html", "", "html"),
         ("GET", "/snapshot?interactive=maybe", "", "interactive=maybe: use true or false"),
+        ("GET", "/tabs?targetId=T1", "", "unknown field `targetId`"),
         ("POST", "/act", r#"["click"]"#, "the body must be a JSON object"),
-        ("POST", "/act", r#"{"kind":"click","ref":"e1","timeoutMs":"soon"}"#, "timeoutMs must be a whole number"),
+        ("POST", "/act", r#"{"kind":"click","ref":"e1","timeoutMs":"soon"}"#, "timeoutMs: must be a whole number"),
         ("POST", "/act", r#"{"kind":"teleport"}"#, "teleport"),
         ("POST", "/act", r#"{"kind":"click","reff":"e1"}"#, "reff"),
         ("POST", "/hooks/dialog", r#"{"promptText":"x"}"#, "accept"),

@@ -1,0 +1,498 @@
+//! `POST /act`: actions on refs with real input events, after the checks a
+//! careful user makes (attached, visible, enabled, in view, not moving, not
+//! covered); navigation-aware; never stuck behind a JavaScript dialog.
+//!
+//! - this module: the action kinds (the request's types) and the route;
+//! - [`ready`]: a ref resolved in its frame, and the actionability checks;
+//! - [`input`]: mouse and keyboard events;
+//! - [`fields`]: typing into, choosing in and filling form fields;
+//! - [`wait`]: `wait`'s conditions.
+
+mod fields;
+mod input;
+pub(crate) mod ready;
+mod wait;
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+pub(crate) use fields::element_object;
+pub use input::MouseButton;
+pub use wait::WaitFor;
+
+use crate::api::{Act, ActOutcome, Handle, Selected};
+use crate::engine::Engine;
+use crate::error::ControlError;
+use crate::keys::{self, Chord};
+use crate::tabs::PageTarget;
+use input::{click_at, drag, mouse, press};
+use ready::{Budget, CLICKABLE, EDITABLE, HOVERABLE};
+
+/// Default and bounds of an action's timeout.
+pub const ACT_TIMEOUT: Duration = Duration::from_secs(8);
+const ACT_TIMEOUT_MIN_MS: u64 = 500;
+pub(crate) const ACT_TIMEOUT_MAX_MS: u64 = 60_000;
+/// How long a navigation an action started may take to commit.
+const COMMIT_WITHIN: Duration = Duration::from_secs(10);
+/// Delay between characters of `type {slowly: true}`.
+const SLOW_TYPING: Duration = Duration::from_millis(50);
+
+/// The eleven kinds of `POST /act`, by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Action {
+    Click(Click),
+    Type(TypeText),
+    Press(Press),
+    Hover(Hover),
+    Drag(Drag),
+    Select(SelectOptions),
+    Fill(Fill),
+    Wait(WaitFor),
+    Resize(Resize),
+    Close(CloseCurrent),
+    Evaluate(Evaluate),
+}
+
+/// One kind of action: its fields, and its `kind`.
+pub trait ActKind: Into<Action> + Serialize + DeserializeOwned + JsonSchema {
+    const KIND: &'static str;
+}
+
+macro_rules! kinds {
+    ($($kind:literal => $variant:ident($type:ty)),* $(,)?) => {
+        $(
+            impl From<$type> for Action {
+                fn from(kind: $type) -> Self {
+                    Self::$variant(kind)
+                }
+            }
+            impl ActKind for $type {
+                const KIND: &'static str = $kind;
+            }
+        )*
+        impl Action {
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $kind,)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    "click" => Click(Click),
+    "type" => Type(TypeText),
+    "press" => Press(Press),
+    "hover" => Hover(Hover),
+    "drag" => Drag(Drag),
+    "select" => Select(SelectOptions),
+    "fill" => Fill(Fill),
+    "wait" => Wait(WaitFor),
+    "resize" => Resize(Resize),
+    "close" => Close(CloseCurrent),
+    "evaluate" => Evaluate(Evaluate),
+}
+
+/// Click an element, with real mouse events.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Click {
+    /// A ref of the tab's last snapshot, e.g. e7.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// A double click.
+    #[serde(default)]
+    pub double_click: bool,
+    #[serde(default)]
+    pub button: MouseButton,
+    /// Keys held during the click, e.g. ["Shift"].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modifiers: Vec<String>,
+}
+
+/// Type into a text field (its content is replaced unless `slowly`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TypeText {
+    /// A ref of the tab's last snapshot, e.g. e7.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// What to type.
+    pub text: String,
+    /// Press Enter after.
+    #[serde(default)]
+    pub submit: bool,
+    /// One key at a time, into what is there.
+    #[serde(default)]
+    pub slowly: bool,
+}
+
+/// Press a key or chord on the focused element.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Press {
+    /// A key name or chord: Enter, Tab, PageDown, Control+A, Alt+ArrowLeft, a…
+    pub key: String,
+}
+
+/// Move the mouse over an element.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Hover {
+    /// A ref of the tab's last snapshot, e.g. e7.
+    #[serde(rename = "ref")]
+    pub element: String,
+}
+
+/// Drag one element onto another (pointer drags and HTML5 drag and drop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Drag {
+    /// The element to drag.
+    pub start_ref: String,
+    /// Where to drop it.
+    pub end_ref: String,
+}
+
+/// Choose options of a `<select>` by value or label.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectOptions {
+    /// A ref of the tab's last snapshot, e.g. e7.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// Option values or labels (several for a multiple select).
+    pub values: Vec<String>,
+}
+
+/// Fill several fields at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fill {
+    pub fields: Vec<FillField>,
+}
+
+/// One field of `fill`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FillField {
+    /// A ref of the tab's last snapshot, e.g. e7.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// checkbox, radio, select, text… (default: from the element).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Text, true/false for checkboxes and radios, an option (or several) for selects.
+    pub value: Value,
+}
+
+/// Resize the tab's viewport.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resize {
+    /// CSS pixels, 100–10000.
+    pub width: u32,
+    /// CSS pixels, 100–10000.
+    pub height: u32,
+}
+
+/// Close the tab.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseCurrent {}
+
+/// Run JavaScript in the page and return its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Evaluate {
+    /// A function or an expression, e.g. () => document.title.
+    #[serde(rename = "fn")]
+    pub function: String,
+    /// A ref: the function gets that element.
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<String>,
+}
+
+pub fn clamp_act_timeout(ms: Option<u64>) -> Duration {
+    ms.map_or(ACT_TIMEOUT, |ms| Duration::from_millis(ms.clamp(ACT_TIMEOUT_MIN_MS, ACT_TIMEOUT_MAX_MS)))
+}
+
+impl Handle<Act> for Engine {
+    async fn handle(&self, request: Selected<Act>) -> Result<ActOutcome, ControlError> {
+        let Act { timeout_ms, action } = request.request;
+        let timeout = clamp_act_timeout(timeout_ms);
+        let evaluates = match &action {
+            Action::Evaluate(_) => true,
+            Action::Wait(what) => what.function.is_some(),
+            _ => false,
+        };
+        if evaluates && !self.allow_evaluate()? {
+            return Err(ControlError::EvaluateDisabled);
+        }
+        let page = self.page_target(&request.tab).await?;
+        let mut navigations = page.conn.subscribe();
+        let kind = action.kind();
+        // A dialog the action opens blocks the page (and our input events)
+        // until it is answered: answer the agent at once instead.
+        let result = page.unless_dialog(self.run_action(&page, action, timeout)).await?;
+        let mut outcome =
+            ActOutcome { ok: true, kind: kind.into(), target_id: page.id.clone(), navigated: false, url: None, result };
+        if kind != "close" {
+            // A link's navigation starts in a task after the click is
+            // acknowledged: one round trip through the page's task queue
+            // lets it begin, then every event up to that reply is handled.
+            let _ = cdp(&page, "Runtime.evaluate", json!({"expression": "0"})).await;
+            page.conn.catch_up().await;
+        }
+        let navigation = if kind == "close" { Navigation::None } else { navigation_seen(&mut navigations, &page) };
+        if navigation != Navigation::None {
+            outcome.navigated = navigation == Navigation::Committed
+                || wait_commit(&mut navigations, &page, timeout.min(COMMIT_WITHIN)).await;
+            outcome.url = self.location(&page.conn, &page.session).await.map(|(url, _)| url);
+        }
+        Ok(outcome)
+    }
+}
+
+impl Engine {
+    async fn run_action(
+        &self,
+        page: &PageTarget,
+        action: Action,
+        timeout: Duration,
+    ) -> Result<Option<Value>, ControlError> {
+        let budget = Budget { deadline: Instant::now() + timeout, timeout };
+        match action {
+            Action::Click(Click { element, double_click, button, modifiers }) => {
+                let mut bits = 0;
+                for name in &modifiers {
+                    bits |= keys::key(name).filter(|k| k.modifier != 0).map(|k| k.modifier).ok_or_else(|| {
+                        ControlError::BadRequest(format!("modifier '{name}': use Alt, Control, Meta or Shift"))
+                    })?;
+                }
+                let target = self.ref_target(page, &element).await?;
+                let point = self.ready_box(page, &target, CLICKABLE, budget).await?.center();
+                click_at(page, point, button, if double_click { 2 } else { 1 }, bits).await?;
+            }
+            Action::Hover(Hover { element }) => {
+                let target = self.ref_target(page, &element).await?;
+                let (x, y) = self.ready_box(page, &target, HOVERABLE, budget).await?.center();
+                mouse(page, "mouseMoved", x, y, MouseButton::Left, 0, 0).await?;
+            }
+            Action::Type(TypeText { element, text, submit, slowly }) => {
+                let target = self.ref_target(page, &element).await?;
+                if slowly {
+                    let point = self.ready_box(page, &target, EDITABLE, budget).await?.center();
+                    click_at(page, point, MouseButton::Left, 1, 0).await?;
+                    for c in text.chars() {
+                        press(page, &Chord { modifiers: Vec::new(), key: keys::char_key(c) }).await?;
+                        tokio::time::sleep(SLOW_TYPING).await;
+                    }
+                } else {
+                    let (_, focus) = self.ready(page, &target, EDITABLE, budget, true).await?;
+                    self.replace_text(page, &target, &text, Some(focus)).await?;
+                }
+                if submit {
+                    press(page, &keys::parse_chord("Enter")?).await?;
+                }
+            }
+            Action::Press(Press { key }) => press(page, &keys::parse_chord(&key)?).await?,
+            Action::Drag(Drag { start_ref, end_ref }) => {
+                let start = self.ref_target(page, &start_ref).await?;
+                let from = self.ready_box(page, &start, HOVERABLE, budget).await?.center();
+                let end = self.ref_target(page, &end_ref).await?;
+                let to = self.ready_box(page, &end, HOVERABLE, budget).await?.center();
+                drag(page, from, to).await?;
+            }
+            Action::Select(SelectOptions { element, values }) => {
+                let target = self.ref_target(page, &element).await?;
+                self.ready_box(page, &target, EDITABLE, budget).await?;
+                self.select(page, &target, &values).await?;
+            }
+            Action::Fill(Fill { fields }) => {
+                if fields.is_empty() {
+                    return Err(ControlError::BadRequest("fill needs at least one field".into()));
+                }
+                for field in fields {
+                    self.fill_field(page, &field, budget).await?;
+                }
+            }
+            Action::Wait(what) => self.wait(page, timeout, what).await?,
+            Action::Resize(Resize { width, height }) => {
+                if !(100..=10_000).contains(&width) || !(100..=10_000).contains(&height) {
+                    return Err(ControlError::BadRequest("width and height are 100–10000 pixels".into()));
+                }
+                let metrics = json!({"width": width, "height": height, "deviceScaleFactor": 0, "mobile": false});
+                cdp(page, "Emulation.setDeviceMetricsOverride", metrics).await?;
+            }
+            Action::Close(CloseCurrent {}) => {
+                let closed = page.conn.client().call("Target.closeTarget", json!({"targetId": page.id}), None).await;
+                closed.map_err(ControlError::cdp(&page.profile.name))?;
+                self.forget_refs(&page.profile.name, &page.id);
+            }
+            Action::Evaluate(Evaluate { function, element }) => {
+                return self.evaluate(page, &function, element.as_deref()).await.map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    async fn evaluate(&self, page: &PageTarget, function: &str, element: Option<&str>) -> Result<Value, ControlError> {
+        let reply = match element {
+            None => {
+                let expression = format!(
+                    "(async () => {{ const f = ({function}\n); return typeof f === 'function' ? await f() : f; }})()"
+                );
+                let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+                cdp(page, "Runtime.evaluate", params).await?
+            }
+            Some(element) => {
+                let target = self.ref_target(page, element).await?;
+                let handle = fields::element_object(page, &target).await?;
+                let object_id = handle.as_str().unwrap_or_default();
+                let session = Some(target.frame.session.as_str());
+                let client = page.conn.client();
+                let cdp_error = ControlError::cdp(&page.profile.name);
+                let node = client.call("DOM.describeNode", json!({"objectId": object_id}), session).await;
+                let backend = node.map_err(cdp_error)?["node"]["backendNodeId"].clone();
+                // The page's own world, where the agent's function expects
+                // the page's globals.
+                let resolved = client.call("DOM.resolveNode", json!({"backendNodeId": backend}), session).await;
+                let object = resolved.map_err(ControlError::cdp(&page.profile.name))?["object"]["objectId"].clone();
+                let params = json!({
+                    "functionDeclaration": function,
+                    "objectId": object,
+                    "arguments": [{"objectId": object}],
+                    "returnByValue": true,
+                    "awaitPromise": true,
+                });
+                let reply = client.call("Runtime.callFunctionOn", params, session).await;
+                reply.map_err(ControlError::cdp(&page.profile.name))?
+            }
+        };
+        if let Some(details) = reply.get("exceptionDetails") {
+            let text = details["exception"]["description"].as_str().or(details["text"].as_str()).unwrap_or("error");
+            return Err(ControlError::Page(format!("evaluate threw: {}", text.lines().next().unwrap_or(text))));
+        }
+        Ok(reply["result"]["value"].clone())
+    }
+}
+
+/// A CDP command on the page's session.
+pub(crate) async fn cdp(page: &PageTarget, method: &str, params: Value) -> Result<Value, ControlError> {
+    page.conn.client().call(method, params, Some(&page.session)).await.map_err(ControlError::cdp(&page.profile.name))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Navigation {
+    None,
+    Requested,
+    Committed,
+}
+
+/// What the events so far show of a navigation of the tab's main frame.
+fn navigation_seen(
+    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
+    page: &PageTarget,
+) -> Navigation {
+    let mut seen = Navigation::None;
+    while let Ok(event) = events.try_recv() {
+        if event.session_id.as_deref() != Some(page.session.as_str()) {
+            continue;
+        }
+        let main_frame = event.params["frameId"] == page.id.as_str();
+        let starts = matches!(
+            event.method.as_str(),
+            "Page.frameRequestedNavigation" | "Page.frameStartedNavigating" | "Page.frameStartedLoading"
+        );
+        if main_frame && starts && seen == Navigation::None {
+            seen = Navigation::Requested;
+        }
+        if event.method == "Page.frameNavigated" && event.params["frame"]["id"] == page.id.as_str() {
+            seen = Navigation::Committed;
+        }
+    }
+    seen
+}
+
+/// Waits (bounded) for the tab's main frame to commit a new document.
+async fn wait_commit(
+    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
+    page: &PageTarget,
+    within: Duration,
+) -> bool {
+    // A commit may already be among the drained events; ask the page too.
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Ok(event))
+                if event.session_id.as_deref() == Some(page.session.as_str())
+                    && ((event.method == "Page.frameNavigated" && event.params["frame"]["id"] == page.id.as_str())
+                        || (event.method == "Page.lifecycleEvent"
+                            && event.params["name"] == "commit"
+                            && event.params["frameId"] == page.id.as_str())) =>
+            {
+                return true;
+            }
+            Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(_)) | Err(_) => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn act_bodies_parse_and_unknown_fields_are_named() {
+        let click: Action = serde_json::from_value(json!({"kind": "click", "ref": "e3", "doubleClick": true})).unwrap();
+        assert!(matches!(click, Action::Click(Click { double_click: true, .. })));
+        let fill: Action = serde_json::from_value(
+            json!({"kind": "fill", "fields": [{"ref": "e1", "value": "x"}, {"ref": "e2", "type": "checkbox", "value": true}]}),
+        )
+        .unwrap();
+        assert!(matches!(fill, Action::Fill(Fill { ref fields }) if fields.len() == 2));
+        let error = serde_json::from_value::<Action>(json!({"kind": "click", "reff": "e3"})).unwrap_err().to_string();
+        assert!(error.contains("reff"), "{error}");
+        let wait: Action = serde_json::from_value(json!({"kind": "wait", "text": "Done"})).unwrap();
+        assert!(matches!(wait, Action::Wait(WaitFor { text: Some(_), .. })));
+        let error = serde_json::from_value::<Action>(json!({"kind": "wait", "txt": "Done"})).unwrap_err().to_string();
+        assert!(error.contains("txt"), "{error}");
+        let error = serde_json::from_value::<Action>(json!({"kind": "teleport"})).unwrap_err().to_string();
+        assert!(error.contains("teleport") && error.contains("click"), "{error}");
+    }
+
+    #[test]
+    fn every_kind_names_itself() {
+        let kinds = [
+            Action::from(Click::default()).kind(),
+            Action::from(Press { key: "a".into() }).kind(),
+            Action::from(CloseCurrent {}).kind(),
+        ];
+        assert_eq!(kinds, ["click", "press", "close"]);
+        assert_eq!(<TypeText as ActKind>::KIND, "type");
+        let typed = serde_json::to_value(Action::from(TypeText {
+            element: "e1".into(),
+            text: "x".into(),
+            ..TypeText::default()
+        }))
+        .unwrap();
+        assert_eq!(typed["kind"], "type");
+    }
+
+    #[test]
+    fn timeouts_are_clamped_to_half_a_second_and_a_minute() {
+        assert_eq!(clamp_act_timeout(None), Duration::from_secs(8));
+        assert_eq!(clamp_act_timeout(Some(1)), Duration::from_millis(500));
+        assert_eq!(clamp_act_timeout(Some(600_000)), Duration::from_secs(60));
+    }
+}

@@ -1,0 +1,148 @@
+//! `wait`: for a time, text, a selector, the URL, a load state or a
+//! function of the agent's.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::ACT_TIMEOUT_MAX_MS;
+use crate::engine::Engine;
+use crate::error::ControlError;
+use crate::page::{self, LiveFrame};
+use crate::tabs::PageTarget;
+
+/// Wait for one thing: a time, text, a selector, the URL, a load state, or
+/// a function to return true.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitFor {
+    /// A plain pause, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ms: Option<u64>,
+    /// Text to appear.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Text to go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_gone: Option<String>,
+    /// A CSS selector to become visible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// The URL to match (a substring, or a glob with *).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// domcontentloaded, load or networkidle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_state: Option<String>,
+    /// A JavaScript function or expression that returns true.
+    #[serde(rename = "fn", default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+}
+
+impl Engine {
+    pub(super) async fn wait(&self, page: &PageTarget, timeout: Duration, what: WaitFor) -> Result<(), ControlError> {
+        let deadline = Instant::now() + timeout;
+        let ms = timeout.as_millis() as u64;
+        let timed_out = |what: String| ControlError::Timeout { what, ms };
+        if let Some(time_ms) = what.time_ms {
+            tokio::time::sleep(Duration::from_millis(time_ms.min(ACT_TIMEOUT_MAX_MS))).await;
+            return Ok(());
+        }
+        let in_page = match (&what.text, &what.text_gone, &what.selector) {
+            (Some(text), _, _) => Some((json!({"text": text}), format!("text \"{text}\" to appear"))),
+            (_, Some(text), _) => Some((json!({"textGone": text}), format!("text \"{text}\" to go"))),
+            (_, _, Some(selector)) => Some((json!({"selector": selector}), format!("'{selector}' to be visible"))),
+            _ => None,
+        };
+        if let Some((mut arg, description)) = in_page {
+            let main = LiveFrame::main(&page.session, &page.id);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                arg["timeoutMs"] = json!(left.as_millis() as u64);
+                // A navigation destroys the world mid-wait: wait on in the new document.
+                match page::call_script(&page.conn, &main, "waitFor", arg.clone(), true).await {
+                    Ok(result) if result["met"] == true => return Ok(()),
+                    Ok(_) if Instant::now() >= deadline => return Err(timed_out(description)),
+                    Ok(_) => {}
+                    Err(ControlError::Page(_)) if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        let (expression, description) = match (&what.url, &what.load_state, &what.function) {
+            (Some(url), _, _) => (
+                format!(
+                    "(() => {{ const want = {}; const href = location.href; if (!want.includes('*')) return href.includes(want); const re = new RegExp('^' + want.split('*').map(p => p.replace(/[.*+?^${{}}()|[\\]\\\\]/g, '\\\\$&')).join('.*') + '$'); return re.test(href); }})()",
+                    json!(url)
+                ),
+                format!("the URL to match '{url}'"),
+            ),
+            (_, Some(state), _) if state == "networkidle" => {
+                // Chrome's own signal: no requests for 500 ms in this document.
+                return self
+                    .wait_lifecycle(page, "networkIdle", deadline)
+                    .await
+                    .map_err(|_| timed_out(format!("the page to reach '{state}'")));
+            }
+            (_, Some(state), _) => {
+                let ready = match state.as_str() {
+                    "domcontentloaded" => "document.readyState !== 'loading'",
+                    "load" => "document.readyState === 'complete'",
+                    other => {
+                        return Err(ControlError::BadRequest(format!(
+                            "loadState '{other}': use domcontentloaded, load or networkidle"
+                        )));
+                    }
+                };
+                (ready.to_string(), format!("the page to reach '{state}'"))
+            }
+            (_, _, Some(function)) => (
+                format!(
+                    "(async () => {{ const f = ({function}); return !!(typeof f === 'function' ? await f() : f); }})()"
+                ),
+                "the function to return true".to_string(),
+            ),
+            _ => {
+                return Err(ControlError::BadRequest(
+                    "wait needs one of timeMs, text, textGone, selector, url, loadState or fn".into(),
+                ));
+            }
+        };
+        loop {
+            let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+            let value = page.conn.client().call("Runtime.evaluate", params, Some(&page.session)).await;
+            if let Ok(value) = &value {
+                if let Some(details) = value.get("exceptionDetails") {
+                    let text = details["exception"]["description"].as_str().unwrap_or("an exception");
+                    return Err(ControlError::Page(format!("the wait threw: {text}")));
+                }
+                if value["result"]["value"] == true {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(timed_out(description));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the tab's current document reaches `event` (a
+    /// `Page.lifecycleEvent` name); `Err` when the deadline passes first.
+    async fn wait_lifecycle(&self, page: &PageTarget, event: &str, deadline: Instant) -> Result<(), ()> {
+        let mut events = page.conn.subscribe();
+        while !page.conn.reached(&page.id, event) {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => return Err(()),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! What the page shows: `GET /snapshot`, `POST /screenshot`, `POST /pdf`,
+//! `GET /console`, and the boxes of refs (which screenshots and actions
+//! use).
+
+use base64::Engine as _;
+use managed_driver::config::Profile;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::api::{
+    ConsoleReport, Handle, ImageType, Pdf, PrintPdf, ReadConsole, Screenshot, Selected, Snapshot, TabSelector,
+    TakeScreenshot, TakeSnapshot,
+};
+use crate::conn::Conn;
+use crate::engine::Engine;
+use crate::error::ControlError;
+use crate::page::{self, LiveFrame};
+use crate::snapshot;
+use crate::tabs::PageTarget;
+
+/// Labels drawn at most on a labelled screenshot.
+pub const MAX_LABELS: u32 = 150;
+
+/// A ref's element box in the tab's viewport (CSS pixels), after scrolling
+/// it into view.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ElementBox {
+    pub x: f64,
+    pub y: f64,
+    pub width: f64,
+    pub height: f64,
+}
+
+impl ElementBox {
+    pub fn center(&self) -> (f64, f64) {
+        (self.x + self.width / 2.0, self.y + self.height / 2.0)
+    }
+}
+
+impl Handle<TakeSnapshot> for Engine {
+    async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Snapshot, ControlError> {
+        let page = self.page_target(&request.tab).await?;
+        let (mut result, table) = page.unless_dialog(snapshot::take(&page.conn, &page.id, &request.request)).await?;
+        let PageTarget { profile, conn, id, session, _guard } = page;
+        if let Some(table) = table {
+            self.refs().put(&profile.name, &id, table);
+        }
+        if let Some((url, title)) = self.location(&conn, &session).await.or_else(|| conn.tab_url(&id)) {
+            result.url = url;
+            result.title = title;
+        }
+        result.target_id = id;
+        Ok(result)
+    }
+}
+
+impl Handle<TakeScreenshot> for Engine {
+    /// The viewport, the full page, or one element (`ref` or `selector`);
+    /// saved under the media folder.
+    async fn handle(&self, request: Selected<TakeScreenshot>) -> Result<Screenshot, ControlError> {
+        let page = self.page_target(&request.tab).await?;
+        page.unless_dialog(self.capture(&page, &request.request)).await
+    }
+}
+
+impl Handle<PrintPdf> for Engine {
+    /// The tab printed to PDF, saved under the media folder.
+    async fn handle(&self, request: Selected<PrintPdf>) -> Result<Pdf, ControlError> {
+        let page = self.page_target(&request.tab).await?;
+        let print = page.conn.client().call("Page.printToPDF", json!({"printBackground": true}), Some(&page.session));
+        let printed = page.unless_dialog(async { print.await.map_err(ControlError::pdf(&page.profile.name)) }).await?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(printed["data"].as_str().unwrap_or_default())
+            .map_err(|e| ControlError::Page(format!("the PDF is not base64: {e}")))?;
+        let path = self.save_media("page", "pdf", &data)?;
+        Ok(Pdf { target_id: page.id, path, pages: pdf_pages(&data), bytes: data.len() })
+    }
+}
+
+impl Handle<ReadConsole> for Engine {
+    /// The tab's newest messages at or above `level`, and its page errors.
+    async fn handle(&self, request: Selected<ReadConsole>) -> Result<ConsoleReport, ControlError> {
+        let ReadConsole { level, limit } = request.request;
+        let min = match level.as_deref() {
+            None => 0,
+            Some(level) => level_rank(level).ok_or_else(|| {
+                ControlError::BadRequest(format!("unknown level '{level}': use debug, log, info, warning or error"))
+            })?,
+        };
+        let (_, conn, id) = self.tab(&request.tab).await?;
+        self.session(&conn, &id).await?;
+        let (messages, errors) = conn.console(&id).unwrap_or_default();
+        let keep = limit.unwrap_or(usize::MAX);
+        let messages: Vec<_> = messages.into_iter().filter(|m| level_rank(&m.level).unwrap_or(0) >= min).collect();
+        let skip = messages.len().saturating_sub(keep);
+        let error_skip = errors.len().saturating_sub(keep);
+        Ok(ConsoleReport {
+            target_id: id,
+            messages: messages.into_iter().skip(skip).collect(),
+            page_errors: errors.into_iter().skip(error_skip).collect(),
+        })
+    }
+}
+
+impl Engine {
+    /// Resolves a ref of the tab's last snapshot to its element's box in the
+    /// tab's viewport, scrolling it into view first. Actions click its centre.
+    pub async fn ref_box(&self, tab: &TabSelector, element_ref: &str) -> Result<ElementBox, ControlError> {
+        let page = self.page_target(tab).await?;
+        page.unless_dialog(self.ref_box_locked(&page.profile, &page.conn, &page.id, element_ref)).await
+    }
+
+    async fn ref_box_locked(
+        &self,
+        profile: &Profile,
+        conn: &Conn,
+        tab: &str,
+        element_ref: &str,
+    ) -> Result<ElementBox, ControlError> {
+        let (name, entry) = self.ref_entry(&profile.name, tab, element_ref)?;
+        let frame =
+            page::live_frame(conn, tab, &entry.frame).await.map_err(|_| ControlError::StaleRef(name.clone()))?;
+        let arg = json!({"ref": name, "role": entry.role, "name": entry.name, "nth": entry.nth});
+        let found = page::call_script(conn, &frame, "resolve", arg, true).await?;
+        match found["error"].as_str() {
+            Some("unknown") => return Err(ControlError::UnknownRef(name)),
+            Some(_) => return Err(ControlError::StaleRef(name)),
+            None => {}
+        }
+        if found["hidden"] == true {
+            return Err(ControlError::Page(format!("{name} is not visible (it has no box)")));
+        }
+        let (dx, dy) = page::frame_offset(conn, tab, &entry.frame).await?;
+        Ok(ElementBox {
+            x: found["x"].as_f64().unwrap_or_default() + dx,
+            y: found["y"].as_f64().unwrap_or_default() + dy,
+            width: found["width"].as_f64().unwrap_or_default(),
+            height: found["height"].as_f64().unwrap_or_default(),
+        })
+    }
+
+    async fn capture(&self, page: &PageTarget, request: &TakeScreenshot) -> Result<Screenshot, ControlError> {
+        let PageTarget { profile, conn, id, session, .. } = page;
+        let quality = match (request.image_type, request.quality) {
+            (ImageType::Png, Some(_)) => {
+                return Err(ControlError::BadRequest("quality applies to jpeg screenshots only".into()));
+            }
+            (_, Some(q)) if q > 100 => return Err(ControlError::BadRequest("quality is 0–100".into())),
+            (_, q) => q,
+        };
+        let element = match (&request.element_ref, &request.selector) {
+            (Some(_), Some(_)) => {
+                return Err(ControlError::BadRequest("pass ref or selector, not both".into()));
+            }
+            (Some(r), None) => Some(self.ref_box_locked(profile, conn, id, r).await?),
+            (None, Some(selector)) => Some(self.selector_box(conn, id, session, selector).await?),
+            (None, None) => None,
+        };
+        let mut params =
+            json!({"format": match request.image_type { ImageType::Png => "png", ImageType::Jpeg => "jpeg" }});
+        if let Some(q) = quality {
+            params["quality"] = json!(q);
+        }
+        if element.is_some() || request.full_page {
+            let metrics = conn
+                .client()
+                .call("Page.getLayoutMetrics", json!({}), Some(session))
+                .await
+                .map_err(ControlError::cdp(&profile.name))?;
+            let clip = match element {
+                Some(b) => {
+                    if b.width < 1.0 || b.height < 1.0 {
+                        return Err(ControlError::Page("the element has no visible box to capture".into()));
+                    }
+                    let viewport = &metrics["cssVisualViewport"];
+                    json!({
+                        "x": b.x + viewport["pageX"].as_f64().unwrap_or_default(),
+                        "y": b.y + viewport["pageY"].as_f64().unwrap_or_default(),
+                        "width": b.width, "height": b.height, "scale": 1
+                    })
+                }
+                None => {
+                    let size = &metrics["cssContentSize"];
+                    json!({"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+                }
+            };
+            params["clip"] = clip;
+            params["captureBeyondViewport"] = json!(true);
+        }
+        let main = LiveFrame::main(session, id);
+        let mut labelled = None;
+        if request.labels {
+            let refs = self.refs().get(&profile.name, id).map(|t| t.refs.len()).ok_or_else(|| {
+                ControlError::BadRequest("labels need refs: take a snapshot of this tab first".into())
+            })?;
+            let shown = page::call_script(conn, &main, "showLabels", json!({"max": MAX_LABELS}), true).await?;
+            let labels = shown["labels"].as_u64().unwrap_or_default();
+            labelled = Some((labels, (refs as u64).saturating_sub(labels)));
+        }
+        let shot = conn.client().call("Page.captureScreenshot", params, Some(session)).await;
+        if labelled.is_some() {
+            // Always taken down, also when the capture failed.
+            page::call_script(conn, &main, "hideLabels", json!(null), true).await?;
+        }
+        let shot = shot.map_err(ControlError::cdp(&profile.name))?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap_or_default())
+            .map_err(|e| ControlError::Page(format!("the screenshot is not base64: {e}")))?;
+        let (width, height) = image_size(&data).unwrap_or((0, 0));
+        let path = self.save_media("screenshot", request.image_type.extension(), &data)?;
+        Ok(Screenshot {
+            target_id: id.clone(),
+            path,
+            width,
+            height,
+            bytes: data.len(),
+            mime: request.image_type.mime().into(),
+            labels: labelled.map(|(labels, _)| labels),
+            skipped: labelled.map(|(_, skipped)| skipped),
+            data,
+        })
+    }
+
+    async fn selector_box(
+        &self,
+        conn: &Conn,
+        tab: &str,
+        session: &str,
+        selector: &str,
+    ) -> Result<ElementBox, ControlError> {
+        let frame = LiveFrame::main(session, tab);
+        let found = page::call_script(conn, &frame, "selectorBox", json!(selector), true).await?;
+        if found.is_null() {
+            return Err(ControlError::NoSuchElement(selector.to_string()));
+        }
+        if let Some(error) = found["error"].as_str() {
+            return Err(ControlError::BadRequest(format!("selector '{selector}': {error}")));
+        }
+        Ok(ElementBox {
+            x: found["x"].as_f64().unwrap_or_default(),
+            y: found["y"].as_f64().unwrap_or_default(),
+            width: found["width"].as_f64().unwrap_or_default(),
+            height: found["height"].as_f64().unwrap_or_default(),
+        })
+    }
+}
+
+fn level_rank(level: &str) -> Option<u8> {
+    Some(match level {
+        "debug" => 0,
+        "log" | "info" => 1,
+        "warning" | "warn" => 2,
+        "error" => 3,
+        _ => return None,
+    })
+}
+
+/// Width and height of a PNG or JPEG.
+pub fn image_size(data: &[u8]) -> Option<(u32, u32)> {
+    if data.starts_with(b"\x89PNG\r\n\x1a\n") && data.len() >= 24 {
+        let w = u32::from_be_bytes(data[16..20].try_into().ok()?);
+        let h = u32::from_be_bytes(data[20..24].try_into().ok()?);
+        return Some((w, h));
+    }
+    if data.starts_with(&[0xFF, 0xD8]) {
+        let mut i = 2;
+        while i + 9 < data.len() {
+            if data[i] != 0xFF {
+                i += 1;
+                continue;
+            }
+            let marker = data[i + 1];
+            let length = usize::from(u16::from_be_bytes([data[i + 2], data[i + 3]]));
+            // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
+            if (0xC0..=0xCF).contains(&marker) && ![0xC4, 0xC8, 0xCC].contains(&marker) {
+                let h = u32::from(u16::from_be_bytes([data[i + 5], data[i + 6]]));
+                let w = u32::from(u16::from_be_bytes([data[i + 7], data[i + 8]]));
+                return Some((w, h));
+            }
+            i += 2 + length;
+        }
+    }
+    None
+}
+
+/// Pages of a PDF Chrome printed: its `/Type /Page` objects.
+fn pdf_pages(data: &[u8]) -> usize {
+    let needle = b"/Type /Page";
+    data.windows(needle.len() + 1).filter(|w| &w[..needle.len()] == needle && w[needle.len()] != b's').count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_sizes_from_headers() {
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        png.extend_from_slice(&800u32.to_be_bytes());
+        png.extend_from_slice(&600u32.to_be_bytes());
+        assert_eq!(image_size(&png), Some((800, 600)));
+        // SOI, an APP0 segment of length 4, then SOF0 with 17×9.
+        let jpeg = [
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x00, 0x09, 0x00, 0x11, 0x03,
+        ];
+        assert_eq!(image_size(&jpeg), Some((17, 9)));
+        assert_eq!(image_size(b"GIF89a"), None);
+    }
+
+    #[test]
+    fn console_levels_are_ordered() {
+        assert!(level_rank("error") > level_rank("warning"));
+        assert!(level_rank("warning") > level_rank("log"));
+        assert_eq!(level_rank("info"), level_rank("log"));
+        assert_eq!(level_rank("loud"), None);
+    }
+
+    #[test]
+    fn pdf_pages_are_counted_without_the_pages_tree() {
+        let pdf = b"<< /Type /Pages /Count 2 >> << /Type /Page >> << /Type /Page /Parent 1 0 R >>";
+        assert_eq!(pdf_pages(pdf), 2);
+    }
+}

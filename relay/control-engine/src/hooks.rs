@@ -1,0 +1,92 @@
+//! The hooks: `POST /hooks/dialog` (answer the tab's open or next
+//! JavaScript dialog) and `POST /hooks/file-chooser` (files for the next
+//! file chooser, or set on a file input now). The last arm wins.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::api::{ArmDialog, ArmFileChooser, DialogArmed, FilesArmed, Handle, Selected};
+use crate::conn::{DialogHook, FileHook};
+use crate::engine::Engine;
+use crate::error::ControlError;
+
+/// Hooks stay armed this long at most (and by default).
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long an armed hook waits for its event: as asked, at most (and by
+/// default) two minutes.
+fn hook_lifetime(ms: Option<u64>) -> Duration {
+    ms.map_or(HOOK_TIMEOUT, |ms| Duration::from_millis(ms).min(HOOK_TIMEOUT))
+}
+
+fn hook_deadline(ms: Option<u64>) -> Instant {
+    Instant::now() + hook_lifetime(ms)
+}
+
+impl Handle<ArmDialog> for Engine {
+    /// Arms the answer to the tab's next dialog; one already open is
+    /// answered now.
+    async fn handle(&self, request: Selected<ArmDialog>) -> Result<DialogArmed, ControlError> {
+        let ArmDialog { accept, prompt_text, timeout_ms } = request.request;
+        let (_, conn, id) = self.tab(&request.tab).await?;
+        let hook = DialogHook { accept, prompt_text, until: hook_deadline(timeout_ms) };
+        let answered = conn.arm_dialog(&id, hook);
+        Ok(DialogArmed { ok: true, target_id: id, armed: answered.is_none(), answered })
+    }
+}
+
+impl Handle<ArmFileChooser> for Engine {
+    /// With `ref`, sets the files on that file input now; otherwise arms
+    /// them for the tab's next file chooser.
+    async fn handle(&self, request: Selected<ArmFileChooser>) -> Result<FilesArmed, ControlError> {
+        let ArmFileChooser { paths, element_ref, timeout_ms } = request.request;
+        if paths.is_empty() {
+            return Err(ControlError::BadRequest("paths is empty".into()));
+        }
+        let mut files = Vec::new();
+        for path in &paths {
+            let canonical = std::fs::canonicalize(path)
+                .map_err(|e| ControlError::BadRequest(format!("cannot use '{path}': {e}")))?;
+            std::fs::File::open(&canonical)
+                .map_err(|e| ControlError::BadRequest(format!("cannot read '{path}': {e}")))?;
+            if !canonical.is_file() {
+                return Err(ControlError::BadRequest(format!("'{path}' is not a file")));
+            }
+            files.push(canonical.display().to_string());
+        }
+        let page = self.page_target(&request.tab).await?;
+        match element_ref {
+            Some(element) => {
+                let set = async {
+                    let target = self.ref_target(&page, &element).await?;
+                    let object = crate::act::element_object(&page, &target).await?;
+                    let params = json!({"files": files, "objectId": object});
+                    let set = page.conn.client().call("DOM.setFileInputFiles", params, Some(&target.frame.session));
+                    set.await.map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))
+                };
+                page.unless_dialog(set).await?;
+                Ok(FilesArmed { ok: true, target_id: page.id.clone(), armed: None, set: Some(files) })
+            }
+            None => {
+                let hook = FileHook { paths: files.clone(), until: hook_deadline(timeout_ms) };
+                let armed = page.conn.arm_file_chooser(&page.id, &page.session, hook).await;
+                armed.map_err(ControlError::cdp(&page.profile.name))?;
+                Ok(FilesArmed { ok: true, target_id: page.id.clone(), armed: Some(files), set: None })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_wait_two_minutes_by_default_and_at_most() {
+        assert_eq!(hook_lifetime(None), Duration::from_secs(120));
+        assert_eq!(hook_lifetime(Some(5_000)), Duration::from_secs(5));
+        assert_eq!(hook_lifetime(Some(3_600_000)), Duration::from_secs(120));
+    }
+}

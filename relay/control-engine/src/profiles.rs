@@ -1,0 +1,140 @@
+//! Profiles and their browsers: `GET /`, `GET /profiles`, `POST /start`,
+//! `POST /stop`.
+
+use managed_driver::config::{Driver, Profile};
+use managed_driver::{BrowserStatus, State, cdp_endpoint};
+
+use crate::api::{
+    GetStatus, Handle, ListProfiles, ProfileList, ProfileStatus, Selected, ServiceStatus, StartBrowser, Status,
+    StopBrowser,
+};
+use crate::engine::{Engine, RelayLink};
+use crate::error::ControlError;
+
+impl Handle<GetStatus> for Engine {
+    /// Every profile, or the one named.
+    async fn handle(&self, request: Selected<GetStatus>) -> Result<Status, ControlError> {
+        let config = self.config()?;
+        if let Some(name) = request.tab.profile() {
+            let profile = config.profile(Some(name))?;
+            return Ok(Status::One(self.profile_status(profile, profile.name == config.default_profile).await));
+        }
+        let mut profiles = Vec::new();
+        for profile in config.profiles.values() {
+            profiles.push(self.profile_status(profile, profile.name == config.default_profile).await);
+        }
+        Ok(Status::All(ServiceStatus {
+            service: "browser-relay control API".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            profiles,
+        }))
+    }
+}
+
+impl Handle<ListProfiles> for Engine {
+    async fn handle(&self, _: Selected<ListProfiles>) -> Result<ProfileList, ControlError> {
+        let config = self.config()?;
+        Ok(ProfileList { default_profile: config.default_profile, profiles: config.profiles.into_values().collect() })
+    }
+}
+
+impl Handle<StartBrowser> for Engine {
+    /// Launches a managed browser (a no-op when it runs), or checks that the
+    /// extension shares a tab.
+    async fn handle(&self, request: Selected<StartBrowser>) -> Result<ProfileStatus, ControlError> {
+        let config = self.config()?;
+        let profile = config.profile(request.tab.profile())?.clone();
+        match profile.driver {
+            Driver::Extension => {
+                self.extension_ready()?;
+                self.conn(&profile).await?;
+            }
+            Driver::Managed => {
+                self.0.browsers.start(&profile).await?;
+                self.conn(&profile).await?;
+            }
+        }
+        Ok(self.profile_status(&profile, profile.name == config.default_profile).await)
+    }
+}
+
+impl Handle<StopBrowser> for Engine {
+    /// Stops a managed browser (the user's own Chrome is never stopped).
+    async fn handle(&self, request: Selected<StopBrowser>) -> Result<ProfileStatus, ControlError> {
+        let config = self.config()?;
+        let profile = config.profile(request.tab.profile())?.clone();
+        if profile.driver == Driver::Extension {
+            return Err(ControlError::BadRequest(format!(
+                "profile '{}' is your own Chrome: Browser Relay never stops it (click the Browser Relay icon on a tab to stop sharing it)",
+                profile.name
+            )));
+        }
+        self.disconnect(&profile.name).await;
+        self.0.browsers.stop(&profile).await?;
+        Ok(self.profile_status(&profile, profile.name == config.default_profile).await)
+    }
+}
+
+impl Engine {
+    async fn profile_status(&self, profile: &Profile, default: bool) -> ProfileStatus {
+        let live = self.0.conns.lock().await.get(&profile.name).filter(|c| !c.is_closed()).cloned();
+        let tabs = live.as_ref().map(|c| c.tabs(None).len());
+        let mut status = ProfileStatus {
+            profile: profile.name.clone(),
+            driver: profile.driver,
+            color: profile.color.clone(),
+            default,
+            running: false,
+            connected: live.is_some(),
+            state: String::new(),
+            tabs,
+            cdp_endpoint: None,
+            detail: String::new(),
+        };
+        match profile.driver {
+            Driver::Extension => {
+                let Some(link) = &self.0.relay else {
+                    status.state = "unavailable".into();
+                    status.detail = "this process runs no relay".into();
+                    return status;
+                };
+                let shared = link.shared_tabs();
+                status.running = shared.is_some();
+                status.state = if status.running { "connected" } else { "disconnected" }.into();
+                status.tabs = Some(shared.unwrap_or(0));
+                status.detail = match shared {
+                    None => "the extension is not connected".into(),
+                    Some(0) => "no tab is shared: click the Browser Relay icon on a tab".into(),
+                    Some(n) => format!("{n} shared tab(s)"),
+                };
+                status.cdp_endpoint = cdp_endpoint(&link.http_base, profile, link.token.as_deref());
+            }
+            Driver::Managed => {
+                let browser: BrowserStatus = self.0.browsers.status(profile);
+                status.running = matches!(browser.state, State::Running | State::External);
+                status.state = serde_json::to_value(browser.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                status.detail = browser.detail;
+                status.cdp_endpoint = match &self.0.relay {
+                    Some(link) => cdp_endpoint(&link.http_base, profile, link.token.as_deref()),
+                    // No relay in this process to proxy through: the browser's own port.
+                    None if profile.launches() => browser.cdp_port.map(|p| format!("http://127.0.0.1:{p}")),
+                    None => profile.cdp_url.clone(),
+                };
+            }
+        }
+        status
+    }
+
+    /// The relay link, when the extension is connected and shares a tab.
+    fn extension_ready(&self) -> Result<&RelayLink, ControlError> {
+        let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
+        match link.shared_tabs() {
+            None => Err(ControlError::NoExtension),
+            Some(0) => Err(ControlError::NoSharedTab),
+            Some(_) => Ok(link),
+        }
+    }
+}

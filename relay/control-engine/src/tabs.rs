@@ -1,0 +1,192 @@
+//! Which tab a request is about, and the tab routes: `GET /tabs`,
+//! `POST /tabs/open`, `POST /tabs/focus`, `DELETE /tabs/{targetId}`.
+//!
+//! A request names its tab with `targetId`; without one it goes to the
+//! profile's current tab (the last opened, focused or navigated), else to
+//! the only tab. Page operations also take the tab's page lock and refuse
+//! while a dialog is open ([`PageTarget`]).
+
+use std::sync::Arc;
+
+use managed_driver::config::{Driver, Profile};
+use serde_json::json;
+
+use crate::api::{
+    CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Selected, TabDone, TabInfo, TabList, TabSelector,
+};
+use crate::conn::Conn;
+use crate::engine::Engine;
+use crate::error::ControlError;
+use crate::navigation::{NAVIGATE_TIMEOUT, normalize_url};
+
+/// A tab ready for a page operation; holds the tab's page lock.
+pub(crate) struct PageTarget {
+    pub(crate) profile: Profile,
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) id: String,
+    pub(crate) session: String,
+    pub(crate) _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl PageTarget {
+    /// Runs `work` on the page, unless a dialog opens that nothing answers:
+    /// a JavaScript dialog stops the page's scripts (our snapshot walker,
+    /// input, screenshots) until it is answered, so the agent hears about
+    /// the dialog at once instead of waiting for a timeout.
+    pub(crate) async fn unless_dialog<T>(
+        &self,
+        work: impl Future<Output = Result<T, ControlError>>,
+    ) -> Result<T, ControlError> {
+        let dialogs = self.conn.subscribe();
+        tokio::select! {
+            result = work => result,
+            dialog = unanswered_dialog(&self.conn, &self.id, dialogs) => Err(dialog.into()),
+        }
+    }
+}
+
+/// Resolves when an unanswered dialog opens on the tab.
+async fn unanswered_dialog(
+    conn: &Conn,
+    tab: &str,
+    mut events: tokio::sync::broadcast::Receiver<Arc<cdp_client::CdpEvent>>,
+) -> DialogInfo {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match events.recv().await {
+            Ok(event) if event.method == "Page.javascriptDialogOpening" => {
+                if let Some(dialog) = conn.open_dialog(tab) {
+                    return dialog;
+                }
+            }
+            Err(RecvError::Closed) => std::future::pending::<()>().await,
+            _ => {}
+        }
+    }
+}
+
+impl Engine {
+    /// The connection and the tab a request is about: an explicit
+    /// `targetId`, else the profile's current tab (last opened or focused),
+    /// else the only tab.
+    pub(crate) async fn tab(&self, selector: &TabSelector) -> Result<(Profile, Arc<Conn>, String), ControlError> {
+        let profile = self.profile(selector.profile())?;
+        let conn = self.conn(&profile).await?;
+        let current = self.current(&profile.name).filter(|id| conn.has_tab(id));
+        let tabs = conn.tabs(current.as_deref());
+        let id = match selector.target_id() {
+            Some(id) => {
+                if !conn.has_tab(id) {
+                    return Err(ControlError::UnknownTab {
+                        profile: profile.name.clone(),
+                        target_id: id.to_string(),
+                        tabs: tab_list(&tabs),
+                    });
+                }
+                id.to_string()
+            }
+            None => match (current, tabs.as_slice()) {
+                (Some(current), _) => current,
+                (None, [only]) => only.target_id.clone(),
+                (None, []) if profile.driver == Driver::Extension => return Err(ControlError::NoSharedTab),
+                (None, []) => return Err(ControlError::NoTab(profile.name.clone())),
+                (None, _) => return Err(ControlError::AmbiguousTab(tab_list(&tabs))),
+            },
+        };
+        Ok((profile, conn, id))
+    }
+
+    /// Waits until the tab is attached; returns its session.
+    pub(crate) async fn session(&self, conn: &Arc<Conn>, target_id: &str) -> Result<String, ControlError> {
+        conn.ready_tab(target_id).await.map_err(ControlError::cdp(&conn.profile))
+    }
+
+    /// The target of a page operation, attached, with the tab's page lock
+    /// held until the returned value drops.
+    pub(crate) async fn page_target(&self, selector: &TabSelector) -> Result<PageTarget, ControlError> {
+        let (profile, conn, id) = self.tab(selector).await?;
+        let session = self.session(&conn, &id).await?;
+        let lock = {
+            let mut locks = self.0.page_locks.lock().unwrap_or_else(|p| p.into_inner());
+            // Locks nobody holds or waits for go (tabs come and go).
+            locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            locks.entry((profile.name.clone(), id.clone())).or_default().clone()
+        };
+        let guard = lock.lock_owned().await;
+        // A page behind an open dialog answers no script: say so now.
+        if let Some(dialog) = conn.open_dialog(&id) {
+            return Err(dialog.into());
+        }
+        Ok(PageTarget { profile, conn, id, session, _guard: guard })
+    }
+}
+
+impl Handle<ListTabs> for Engine {
+    async fn handle(&self, request: Selected<ListTabs>) -> Result<TabList, ControlError> {
+        let profile = self.profile(request.tab.profile())?;
+        let current = self.current(&profile.name);
+        let conn = self.conn(&profile).await?;
+        let tabs = conn.refreshed_tabs(current.as_deref()).await.map_err(ControlError::cdp(&profile.name))?;
+        Ok(TabList { tabs })
+    }
+}
+
+impl Handle<OpenTab> for Engine {
+    /// A new tab, which becomes the current one, answered once loaded.
+    async fn handle(&self, request: Selected<OpenTab>) -> Result<TabInfo, ControlError> {
+        let url = normalize_url(&request.request.url)?;
+        let profile = self.profile(request.tab.profile())?;
+        let conn = self.conn(&profile).await?;
+        let created = conn
+            .client()
+            .call("Target.createTarget", json!({"url": url}), None)
+            .await
+            .map_err(ControlError::cdp(&profile.name))?;
+        let target_id = created["targetId"]
+            .as_str()
+            .ok_or_else(|| ControlError::Page("Target.createTarget gave no targetId".into()))?
+            .to_string();
+        // createTarget announces the target before answering; wait until the
+        // engine has attached to it so that console and refs start now.
+        let session = self.session(&conn, &target_id).await?;
+        self.set_current(&profile.name, &target_id);
+        // Agents snapshot next: answer once the page has loaded (bounded;
+        // a slow page is still opened).
+        self.wait_loaded(&conn, &session, &url, NAVIGATE_TIMEOUT).await;
+        let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
+        Ok(TabInfo { target_id, title, url, kind: "page".into(), active: true, dialog: None })
+    }
+}
+
+impl Handle<FocusTab> for Engine {
+    /// Brings the tab to the front and makes it current.
+    async fn handle(&self, request: Selected<FocusTab>) -> Result<TabDone, ControlError> {
+        let (profile, conn, id) = self.tab(&request.tab).await?;
+        conn.client()
+            .call("Target.activateTarget", json!({"targetId": id}), None)
+            .await
+            .map_err(ControlError::cdp(&profile.name))?;
+        self.set_current(&profile.name, &id);
+        Ok(TabDone { ok: true, target_id: id })
+    }
+}
+
+impl Handle<CloseTab> for Engine {
+    async fn handle(&self, request: Selected<CloseTab>) -> Result<TabDone, ControlError> {
+        let (profile, conn, id) = self.tab(&request.tab).await?;
+        conn.client()
+            .call("Target.closeTarget", json!({"targetId": id}), None)
+            .await
+            .map_err(ControlError::cdp(&profile.name))?;
+        self.forget_refs(&profile.name, &id);
+        Ok(TabDone { ok: true, target_id: id })
+    }
+}
+
+/// The tabs, for error messages.
+fn tab_list(tabs: &[TabInfo]) -> String {
+    if tabs.is_empty() {
+        return "none".into();
+    }
+    tabs.iter().map(|t| format!("{} ({})", t.target_id, t.url)).collect::<Vec<_>>().join(", ")
+}

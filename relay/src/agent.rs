@@ -1,0 +1,226 @@
+//! The agent commands of the CLI (`tabs`, `open`, `snapshot`, `click`, …):
+//! each builds one control API request, sends it to the running `serve`,
+//! and prints the answer as text, or with `--json` in the stable
+//! `{"ok": true, "data": …}` envelope.
+
+use anyhow::Context as _;
+use browser_relay::control::DEFAULT_CONTROL_PORT;
+use browser_relay::control::client::ControlClient;
+use control_engine::act::{Click, Press, TypeText};
+use control_engine::api::{
+    Act, ActOutcome, ListTabs, Navigate, OpenTab, Route, Selected, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+};
+use serde::Serialize;
+use state_dir::StateDir;
+
+use crate::println_stdout;
+
+/// The control API from the command line; each prints text, or with
+/// `--json` the API's own JSON in the `{"ok", "data" | "error"}` envelope.
+#[derive(Debug, clap::Subcommand)]
+pub enum AgentCommand {
+    /// List the tabs (the current one is marked with *).
+    Tabs(AgentArgs),
+    /// Open a tab at URL (it becomes the current tab).
+    Open {
+        url: String,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Load URL in the current tab (or --target).
+    Navigate {
+        url: String,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// The accessibility snapshot with refs (e1, e2, …).
+    Snapshot {
+        /// Interactive elements only, as a flat list.
+        #[arg(long)]
+        interactive: bool,
+        /// Drop unnamed structural wrappers.
+        #[arg(long)]
+        compact: bool,
+        /// Only this CSS selector's subtree.
+        #[arg(long)]
+        selector: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Click a ref of the last snapshot.
+    Click {
+        element: String,
+        #[arg(long)]
+        double: bool,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Replace a field's text (with --submit, press Enter after).
+    Type {
+        element: String,
+        text: String,
+        #[arg(long)]
+        submit: bool,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Press a key or chord: Enter, Tab, Control+A, Alt+ArrowLeft…
+    Press {
+        key: String,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Any /act action as JSON, e.g. '{"kind":"fill","fields":[…]}'.
+    Act {
+        action: String,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Save a screenshot (prints its path).
+    Screenshot {
+        #[arg(long)]
+        full_page: bool,
+        /// One element: a ref of the last snapshot.
+        #[arg(long = "ref")]
+        element: Option<String>,
+        /// Orange boxes with the last snapshot's refs.
+        #[arg(long)]
+        labels: bool,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Profile (default: config.toml's defaultProfile).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Tab (default: the profile's current tab).
+    #[arg(long = "target")]
+    target_id: Option<String>,
+    /// Port of the control API.
+    #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+    control_port: u16,
+    /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl AgentArgs {
+    fn tab(&self) -> TabSelector {
+        TabSelector { profile: self.profile.clone(), target_id: self.target_id.clone() }
+    }
+}
+
+impl AgentCommand {
+    pub fn args(&self) -> &AgentArgs {
+        match self {
+            Self::Tabs(args) => args,
+            Self::Open { args, .. }
+            | Self::Navigate { args, .. }
+            | Self::Snapshot { args, .. }
+            | Self::Click { args, .. }
+            | Self::Type { args, .. }
+            | Self::Press { args, .. }
+            | Self::Act { args, .. }
+            | Self::Screenshot { args, .. } => args,
+        }
+    }
+}
+
+/// One request, printed as `--json` asks, or as `text` makes of it.
+async fn run<R: Route>(
+    client: &ControlClient,
+    args: &AgentArgs,
+    request: Selected<R>,
+    text: impl FnOnce(&R::Answer) -> String,
+) -> anyhow::Result<()> {
+    let answer = client.send(&request).await?;
+    if args.json {
+        #[derive(Serialize)]
+        struct Envelope<'a, T> {
+            ok: bool,
+            data: &'a T,
+        }
+        println_stdout(&serde_json::to_string(&Envelope { ok: true, data: &answer })?);
+    } else {
+        println_stdout(&text(&answer));
+    }
+    Ok(())
+}
+
+fn tab_line(tab: &TabInfo) -> String {
+    format!("{}  {}  {}", tab.target_id, tab.title, tab.url)
+}
+
+fn act_line(outcome: &ActOutcome) -> String {
+    match (outcome.navigated, &outcome.url, &outcome.result) {
+        (true, Some(url), _) => format!("ok, navigated to {url}"),
+        (_, _, Some(result)) => result.to_string(),
+        _ => "ok".into(),
+    }
+}
+
+/// Runs one agent command against the control API of a running relay.
+pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
+    let args = command.args().clone();
+    let client = ControlClient::new(args.control_port, state.load_or_create_token()?);
+    let tab = args.tab();
+    let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
+    match command {
+        AgentCommand::Tabs(_) => {
+            run(&client, &args, Selected::new(profile_only, ListTabs {}), |list| {
+                let lines: Vec<String> = list
+                    .tabs
+                    .iter()
+                    .map(|tab| format!("{} {}", if tab.active { "*" } else { " " }, tab_line(tab)))
+                    .collect();
+                lines.join("\n")
+            })
+            .await
+        }
+        AgentCommand::Open { url, .. } => {
+            run(&client, &args, Selected::new(profile_only, OpenTab { url }), tab_line).await
+        }
+        AgentCommand::Navigate { url, .. } => {
+            let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
+            run(&client, &args, Selected::new(tab, request), |n| format!("{}  {}  {}", n.target_id, n.title, n.url))
+                .await
+        }
+        AgentCommand::Snapshot { interactive, compact, selector, .. } => {
+            let request = TakeSnapshot { interactive, compact, selector, ..TakeSnapshot::default() };
+            run(&client, &args, Selected::new(tab, request), |snapshot| {
+                let mut text = snapshot.snapshot.clone().unwrap_or_default();
+                for note in &snapshot.notes {
+                    text.push_str(&format!("\n# {note}"));
+                }
+                text
+            })
+            .await
+        }
+        AgentCommand::Click { element, double, .. } => {
+            let click = Click { element, double_click: double, ..Click::default() };
+            run(&client, &args, Selected::new(tab, Act::new(click)), act_line).await
+        }
+        AgentCommand::Type { element, text, submit, .. } => {
+            let typed = TypeText { element, text, submit, slowly: false };
+            run(&client, &args, Selected::new(tab, Act::new(typed)), act_line).await
+        }
+        AgentCommand::Press { key, .. } => {
+            run(&client, &args, Selected::new(tab, Act::new(Press { key })), act_line).await
+        }
+        AgentCommand::Act { action, .. } => {
+            let value: serde_json::Value = serde_json::from_str(&action).context("the action is not JSON")?;
+            let mut act = Selected::<Act>::from_json(value).context("the action is not a valid /act body")?;
+            // --profile and --target win over the JSON's own.
+            act.tab.profile = tab.profile.or(act.tab.profile);
+            act.tab.target_id = tab.target_id.or(act.tab.target_id);
+            run(&client, &args, act, act_line).await
+        }
+        AgentCommand::Screenshot { full_page, element, labels, .. } => {
+            let request = TakeScreenshot { full_page, element_ref: element, labels, ..TakeScreenshot::default() };
+            run(&client, &args, Selected::new(tab, request), |shot| shot.path.display().to_string()).await
+        }
+    }
+}
