@@ -15,6 +15,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::Command;
+
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum CdpError {
     /// Chrome (or the relay) answered with a CDP error.
@@ -26,6 +28,9 @@ pub enum CdpError {
     Closed(String),
     #[error("{0} was not answered within {1:?}")]
     Timeout(String, Duration),
+    /// An answer that is not the command's result type.
+    #[error("{method}: unexpected answer ({reason})")]
+    Unexpected { method: String, reason: String },
 }
 
 /// An event as received.
@@ -147,6 +152,28 @@ impl CdpClient {
 
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
+    }
+
+    /// Sends a typed command and waits for its typed result.
+    pub async fn send<C: Command>(&self, command: &C, session_id: Option<&str>) -> Result<C::Response, CdpError> {
+        self.start(command, session_id).await
+    }
+
+    /// Sends a typed command now; the future is its result. Commands go out
+    /// in the order `start` is called (input events must reach Chrome in
+    /// order).
+    pub fn start<C: Command>(
+        &self,
+        command: &C,
+        session_id: Option<&str>,
+    ) -> impl std::future::Future<Output = Result<C::Response, CdpError>> + Send + use<C> {
+        let params = serde_json::to_value(command).unwrap_or(Value::Null);
+        let reply = self.start_call(C::METHOD, params, session_id);
+        async move {
+            let value = reply.await?;
+            serde_json::from_value(value)
+                .map_err(|e| CdpError::Unexpected { method: C::METHOD.to_string(), reason: e.to_string() })
+        }
     }
 
     /// Sends a command and waits for its result.

@@ -5,6 +5,7 @@
 //!   endpoint: numbered calls matched by id, events in order on a channel.
 //! - [`http`]: a small HTTP/1.1 client (a browser's `/json/*`, the CLI and
 //!   the tests talking to the control API).
+//! - [`protocol`]: typed CDP commands and events, the ones the engines use.
 //! - [`endpoint`]: the one way to turn a CDP endpoint (`http://…`,
 //!   `ws://…`) into a browser WebSocket URL.
 //!
@@ -13,5 +14,6 @@
 pub mod client;
 pub mod endpoint;
 pub mod http;
+pub mod protocol;
 
 pub use client::{CdpClient, CdpError, CdpEvent, redact};

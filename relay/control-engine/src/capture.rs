@@ -3,6 +3,7 @@
 //! use).
 
 use base64::Engine as _;
+use cdp_client::protocol::page as cdp_page;
 use managed_driver::config::Profile;
 use serde::Serialize;
 use serde_json::json;
@@ -14,7 +15,8 @@ use crate::api::{
 use crate::conn::Conn;
 use crate::engine::Engine;
 use crate::error::ControlError;
-use crate::page::{self, LiveFrame};
+use crate::in_page::answer::{Labels, Located};
+use crate::in_page::{self, LiveFrame};
 use crate::snapshot;
 use crate::tabs::PageTarget;
 
@@ -67,10 +69,10 @@ impl Handle<PrintPdf> for Engine {
     /// The tab printed to PDF, saved under the media folder.
     async fn handle(&self, request: Selected<PrintPdf>) -> Result<Pdf, ControlError> {
         let page = self.page_target(&request.tab).await?;
-        let print = page.conn.client().call("Page.printToPDF", json!({"printBackground": true}), Some(&page.session));
+        let print = page.conn.client().start(&cdp_page::PrintToPdf { print_background: true }, Some(&page.session));
         let printed = page.unless_dialog(async { print.await.map_err(ControlError::pdf(&page.profile.name)) }).await?;
         let data = base64::engine::general_purpose::STANDARD
-            .decode(printed["data"].as_str().unwrap_or_default())
+            .decode(printed.data)
             .map_err(|e| ControlError::Page(format!("the PDF is not base64: {e}")))?;
         let path = self.save_media("page", "pdf", &data)?;
         Ok(Pdf { target_id: page.id, path, pages: pdf_pages(&data), bytes: data.len() })
@@ -119,24 +121,19 @@ impl Engine {
     ) -> Result<ElementBox, ControlError> {
         let (name, entry) = self.ref_entry(&profile.name, tab, element_ref)?;
         let frame =
-            page::live_frame(conn, tab, &entry.frame).await.map_err(|_| ControlError::StaleRef(name.clone()))?;
+            in_page::live_frame(conn, tab, &entry.frame).await.map_err(|_| ControlError::StaleRef(name.clone()))?;
         let arg = json!({"ref": name, "role": entry.role, "name": entry.name, "nth": entry.nth});
-        let found = page::call_script(conn, &frame, "resolve", arg, true).await?;
-        match found["error"].as_str() {
+        let found: Located = in_page::call_script(conn, &frame, "resolve", arg).await?;
+        match found.error.as_deref() {
             Some("unknown") => return Err(ControlError::UnknownRef(name)),
             Some(_) => return Err(ControlError::StaleRef(name)),
             None => {}
         }
-        if found["hidden"] == true {
+        if found.hidden {
             return Err(ControlError::Page(format!("{name} is not visible (it has no box)")));
         }
-        let (dx, dy) = page::frame_offset(conn, tab, &entry.frame).await?;
-        Ok(ElementBox {
-            x: found["x"].as_f64().unwrap_or_default() + dx,
-            y: found["y"].as_f64().unwrap_or_default() + dy,
-            width: found["width"].as_f64().unwrap_or_default(),
-            height: found["height"].as_f64().unwrap_or_default(),
-        })
+        let (dx, dy) = in_page::frame_offset(conn, tab, &entry.frame).await?;
+        Ok(ElementBox { x: found.x + dx, y: found.y + dy, width: found.width, height: found.height })
     }
 
     async fn capture(&self, page: &PageTarget, request: &TakeScreenshot) -> Result<Screenshot, ControlError> {
@@ -156,15 +153,15 @@ impl Engine {
             (None, Some(selector)) => Some(self.selector_box(conn, id, session, selector).await?),
             (None, None) => None,
         };
-        let mut params =
-            json!({"format": match request.image_type { ImageType::Png => "png", ImageType::Jpeg => "jpeg" }});
-        if let Some(q) = quality {
-            params["quality"] = json!(q);
-        }
+        let format = match request.image_type {
+            ImageType::Png => "png",
+            ImageType::Jpeg => "jpeg",
+        };
+        let mut capture = cdp_page::CaptureScreenshot { format, quality, ..Default::default() };
         if element.is_some() || request.full_page {
             let metrics = conn
                 .client()
-                .call("Page.getLayoutMetrics", json!({}), Some(session))
+                .send(&cdp_page::GetLayoutMetrics {}, Some(session))
                 .await
                 .map_err(ControlError::cdp(&profile.name))?;
             let clip = match element {
@@ -172,20 +169,17 @@ impl Engine {
                     if b.width < 1.0 || b.height < 1.0 {
                         return Err(ControlError::Page("the element has no visible box to capture".into()));
                     }
-                    let viewport = &metrics["cssVisualViewport"];
-                    json!({
-                        "x": b.x + viewport["pageX"].as_f64().unwrap_or_default(),
-                        "y": b.y + viewport["pageY"].as_f64().unwrap_or_default(),
-                        "width": b.width, "height": b.height, "scale": 1
-                    })
+                    let viewport = metrics.css_visual_viewport;
+                    let (x, y) = (b.x + viewport.page_x, b.y + viewport.page_y);
+                    cdp_page::Viewport { x, y, width: b.width, height: b.height, scale: 1.0 }
                 }
                 None => {
-                    let size = &metrics["cssContentSize"];
-                    json!({"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+                    let size = metrics.css_content_size;
+                    cdp_page::Viewport { x: 0.0, y: 0.0, width: size.width, height: size.height, scale: 1.0 }
                 }
             };
-            params["clip"] = clip;
-            params["captureBeyondViewport"] = json!(true);
+            capture.clip = Some(clip);
+            capture.capture_beyond_viewport = true;
         }
         let main = LiveFrame::main(session, id);
         let mut labelled = None;
@@ -193,18 +187,18 @@ impl Engine {
             let refs = self.refs().get(&profile.name, id).map(|t| t.refs.len()).ok_or_else(|| {
                 ControlError::BadRequest("labels need refs: take a snapshot of this tab first".into())
             })?;
-            let shown = page::call_script(conn, &main, "showLabels", json!({"max": MAX_LABELS}), true).await?;
-            let labels = shown["labels"].as_u64().unwrap_or_default();
+            let shown: Labels = in_page::call_script(conn, &main, "showLabels", json!({"max": MAX_LABELS})).await?;
+            let labels = shown.labels;
             labelled = Some((labels, (refs as u64).saturating_sub(labels)));
         }
-        let shot = conn.client().call("Page.captureScreenshot", params, Some(session)).await;
+        let shot = conn.client().send(&capture, Some(session)).await;
         if labelled.is_some() {
             // Always taken down, also when the capture failed.
-            page::call_script(conn, &main, "hideLabels", json!(null), true).await?;
+            in_page::call_script::<serde_json::Value>(conn, &main, "hideLabels", json!(null)).await?;
         }
         let shot = shot.map_err(ControlError::cdp(&profile.name))?;
         let data = base64::engine::general_purpose::STANDARD
-            .decode(shot["data"].as_str().unwrap_or_default())
+            .decode(shot.data)
             .map_err(|e| ControlError::Page(format!("the screenshot is not base64: {e}")))?;
         let (width, height) = image_size(&data).unwrap_or((0, 0));
         let path = self.save_media("screenshot", request.image_type.extension(), &data)?;
@@ -229,19 +223,14 @@ impl Engine {
         selector: &str,
     ) -> Result<ElementBox, ControlError> {
         let frame = LiveFrame::main(session, tab);
-        let found = page::call_script(conn, &frame, "selectorBox", json!(selector), true).await?;
-        if found.is_null() {
+        let found: Option<Located> = in_page::call_script(conn, &frame, "selectorBox", json!(selector)).await?;
+        let Some(found) = found else {
             return Err(ControlError::NoSuchElement(selector.to_string()));
-        }
-        if let Some(error) = found["error"].as_str() {
+        };
+        if let Some(error) = found.error {
             return Err(ControlError::BadRequest(format!("selector '{selector}': {error}")));
         }
-        Ok(ElementBox {
-            x: found["x"].as_f64().unwrap_or_default(),
-            y: found["y"].as_f64().unwrap_or_default(),
-            width: found["width"].as_f64().unwrap_or_default(),
-            height: found["height"].as_f64().unwrap_or_default(),
-        })
+        Ok(ElementBox { x: found.x, y: found.y, width: found.width, height: found.height })
     }
 }
 

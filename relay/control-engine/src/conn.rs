@@ -8,9 +8,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
+use cdp_client::protocol::{Command as _, dom, page, runtime, target};
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 
 use crate::api::{ConsoleMessage, DialogInfo, PageError, TabInfo};
@@ -114,16 +115,13 @@ impl Conn {
                 conn.changed.send_modify(|v| *v += 1);
             }
         });
-        conn.client.call("Target.setDiscoverTargets", json!({"discover": true}), None).await?;
-        let targets = conn.client.call("Target.getTargets", json!({}), None).await?;
-        let pages: Vec<Value> = targets["targetInfos"]
-            .as_array()
-            .map(|infos| infos.iter().filter(|i| is_tab(i)).cloned().collect())
-            .unwrap_or_default();
+        conn.client.send(&target::SetDiscoverTargets { discover: true }, None).await?;
+        let targets = conn.client.send(&target::GetTargets {}, None).await?;
+        let pages: Vec<target::TargetInfo> = targets.target_infos.into_iter().filter(is_tab).collect();
         for info in &pages {
             conn.track_target(info);
         }
-        let waits = pages.iter().filter_map(|info| info["targetId"].as_str()).map(|id| conn.ready_tab(id));
+        let waits = pages.iter().map(|info| conn.ready_tab(&info.target_id));
         for result in futures_util::future::join_all(waits).await {
             // A tab that closed meanwhile is not an error of the connection.
             if let Err(error @ (CdpError::Closed(_) | CdpError::Connect { .. })) = result {
@@ -153,12 +151,12 @@ impl Conn {
     /// The tabs, with titles and URLs fresh from the browser (change events
     /// can trail a load by a moment).
     pub async fn refreshed_tabs(&self, current: Option<&str>) -> Result<Vec<TabInfo>, CdpError> {
-        let targets = self.client.call("Target.getTargets", json!({}), None).await?;
-        for info in targets["targetInfos"].as_array().into_iter().flatten() {
+        let targets = self.client.send(&target::GetTargets {}, None).await?;
+        for info in targets.target_infos {
             let mut state = self.state();
-            if let Some(tab) = info["targetId"].as_str().and_then(|id| state.tabs.get_mut(id)) {
-                tab.title = info["title"].as_str().unwrap_or_default().to_string();
-                tab.url = info["url"].as_str().unwrap_or_default().to_string();
+            if let Some(tab) = state.tabs.get_mut(&info.target_id) {
+                tab.title = info.title;
+                tab.url = info.url;
             }
         }
         Ok(self.tabs(current))
@@ -219,7 +217,7 @@ impl Conn {
                 let mut state = self.state();
                 let Some(tab) = state.tabs.get_mut(target_id) else {
                     return Err(CdpError::Protocol {
-                        method: "Target.attachToTarget".into(),
+                        method: target::AttachToTarget::METHOD.into(),
                         code: -32000,
                         message: format!("no tab {target_id}"),
                     });
@@ -239,22 +237,21 @@ impl Conn {
                 tokio::spawn(async move { conn.attach(&id).await });
             }
             if self.is_closed() {
-                return Err(CdpError::Closed("Target.attachToTarget".into()));
+                return Err(CdpError::Closed(target::AttachToTarget::METHOD.into()));
             }
             match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(CdpError::Closed("Target.attachToTarget".into())),
-                Err(_) => return Err(CdpError::Timeout("Target.attachToTarget".into(), ATTACH_WITHIN)),
+                Ok(Err(_)) => return Err(CdpError::Closed(target::AttachToTarget::METHOD.into())),
+                Err(_) => return Err(CdpError::Timeout(target::AttachToTarget::METHOD.into(), ATTACH_WITHIN)),
             }
         }
     }
 
     async fn attach(self: Arc<Self>, target_id: &str) {
-        let attached =
-            self.client.call("Target.attachToTarget", json!({"targetId": target_id, "flatten": true}), None).await;
-        let session = match attached.map(|v| v["sessionId"].as_str().map(str::to_string)) {
-            Ok(Some(session)) => session,
-            Ok(None) | Err(_) => {
+        let attach = target::AttachToTarget { target_id: target_id.to_string(), flatten: true };
+        let session = match self.client.send(&attach, None).await {
+            Ok(attached) => attached.session_id,
+            Err(_) => {
                 if let Some(tab) = self.state().tabs.get_mut(target_id) {
                     tab.attaching = false;
                 }
@@ -282,20 +279,16 @@ impl Conn {
     /// Page, Runtime (console, contexts), lifecycle events, and auto-attach
     /// so out-of-process iframes get sessions too.
     async fn enable_domains(&self, session: &str, is_tab: bool) {
+        use futures_util::FutureExt as _;
         let s = Some(session);
-        let mut calls = vec![
-            self.client.start_call("Runtime.enable", json!({}), s),
-            self.client.start_call(
-                "Target.setAutoAttach",
-                json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true}),
-                s,
-            ),
-        ];
+        let auto_attach = target::SetAutoAttach { auto_attach: true, wait_for_debugger_on_start: false, flatten: true };
+        let mut calls =
+            vec![self.client.start(&runtime::Enable {}, s).boxed(), self.client.start(&auto_attach, s).boxed()];
         if is_tab {
-            calls.push(self.client.start_call("Page.enable", json!({}), s));
-            calls.push(self.client.start_call("Page.setLifecycleEventsEnabled", json!({"enabled": true}), s));
+            calls.push(self.client.start(&page::Enable {}, s).boxed());
+            calls.push(self.client.start(&page::SetLifecycleEventsEnabled { enabled: true }, s).boxed());
         } else {
-            calls.push(self.client.start_call("Runtime.runIfWaitingForDebugger", json!({}), s));
+            calls.push(self.client.start(&runtime::RunIfWaitingForDebugger {}, s).boxed());
         }
         for result in futures_util::future::join_all(calls).await {
             if let Err(error) = result {
@@ -304,8 +297,8 @@ impl Conn {
         }
     }
 
-    fn track_target(&self, info: &Value) {
-        let Some(id) = info["targetId"].as_str() else { return };
+    fn track_target(&self, info: &target::TargetInfo) {
+        let id = info.target_id.as_str();
         let mut state = self.state();
         if !state.tabs.contains_key(id) {
             state.order.push(id.to_string());
@@ -324,9 +317,9 @@ impl Conn {
             file_hook: None,
             lifecycle: Vec::new(),
         });
-        tab.title = info["title"].as_str().unwrap_or_default().to_string();
-        tab.url = info["url"].as_str().unwrap_or_default().to_string();
-        tab.kind = info["type"].as_str().unwrap_or("page").to_string();
+        tab.title.clone_from(&info.title);
+        tab.url.clone_from(&info.url);
+        tab.kind.clone_from(&info.kind);
     }
 
     fn forget_target(&self, target_id: &str) {
@@ -371,163 +364,130 @@ impl Conn {
     }
 
     fn on_event(self: &Arc<Self>, event: CdpEvent) {
-        let params = &event.params;
         let session = event.session_id.as_deref();
-        match event.method.as_str() {
-            "Target.targetCreated" if is_tab(&params["targetInfo"]) => {
-                self.track_target(&params["targetInfo"]);
+        if let Some(created) = event.parse::<target::TargetCreated>() {
+            if is_tab(&created.target_info) {
+                self.track_target(&created.target_info);
                 // Attach at once: the console is collected from the moment
                 // the engine sees a tab.
-                if let Some(id) = params["targetInfo"]["targetId"].as_str() {
-                    let conn = self.clone();
-                    let id = id.to_string();
-                    tokio::spawn(async move {
-                        let _ = conn.ready_tab(&id).await;
-                    });
-                }
+                let conn = self.clone();
+                let id = created.target_info.target_id;
+                tokio::spawn(async move {
+                    let _ = conn.ready_tab(&id).await;
+                });
             }
-            "Target.targetInfoChanged" => {
-                let info = &params["targetInfo"];
-                let mut state = self.state();
-                if let Some(tab) = info["targetId"].as_str().and_then(|id| state.tabs.get_mut(id)) {
-                    tab.title = info["title"].as_str().unwrap_or_default().to_string();
-                    tab.url = info["url"].as_str().unwrap_or_default().to_string();
-                }
+        } else if let Some(changed) = event.parse::<target::TargetInfoChanged>() {
+            let info = changed.target_info;
+            if let Some(tab) = self.state().tabs.get_mut(&info.target_id) {
+                tab.title = info.title;
+                tab.url = info.url;
             }
-            "Target.targetDestroyed" => {
-                if let Some(id) = params["targetId"].as_str() {
-                    self.forget_target(id);
-                }
+        } else if let Some(destroyed) = event.parse::<target::TargetDestroyed>() {
+            self.forget_target(&destroyed.target_id);
+        } else if let Some(attached) = event.parse::<target::AttachedToTarget>() {
+            let mut state = self.state();
+            let target = attached.target_info.target_id;
+            let tab = match session.and_then(|s| state.sessions.get(s)) {
+                Some(parent) => parent.tab.clone(),
+                None => target.clone(),
+            };
+            state.sessions.insert(attached.session_id.clone(), SessionInfo { tab, target });
+            drop(state);
+            if session.is_some() {
+                // An iframe (or worker) of a tab: collect its console and
+                // let it run.
+                let conn = self.clone();
+                tokio::spawn(async move { conn.enable_domains(&attached.session_id, false).await });
             }
-            "Target.attachedToTarget" => {
-                let (Some(child), Some(target)) =
-                    (params["sessionId"].as_str(), params["targetInfo"]["targetId"].as_str())
-                else {
-                    return;
-                };
-                let mut state = self.state();
-                let tab = match session.and_then(|s| state.sessions.get(s)) {
-                    Some(parent) => parent.tab.clone(),
-                    None => target.to_string(),
-                };
-                state.sessions.insert(child.to_string(), SessionInfo { tab, target: target.to_string() });
-                drop(state);
-                if session.is_some() {
-                    // An iframe (or worker) of a tab: collect its console and
-                    // let it run.
-                    let conn = self.clone();
-                    let child = child.to_string();
-                    tokio::spawn(async move { conn.enable_domains(&child, false).await });
-                }
+        } else if let Some(detached) = event.parse::<target::DetachedFromTarget>() {
+            let gone = detached.session_id.as_str();
+            let mut state = self.state();
+            if let Some(info) = state.sessions.remove(gone)
+                && info.tab == info.target
+                && let Some(tab) = state.tabs.get_mut(&info.tab)
+                && tab.session.as_deref() == Some(gone)
+            {
+                tab.session = None;
+                tab.ready = false;
+                tab.attaching = false;
             }
-            "Target.detachedFromTarget" => {
-                if let Some(gone) = params["sessionId"].as_str() {
-                    let mut state = self.state();
-                    if let Some(info) = state.sessions.remove(gone)
-                        && info.tab == info.target
-                        && let Some(tab) = state.tabs.get_mut(&info.tab)
-                        && tab.session.as_deref() == Some(gone)
-                    {
-                        tab.session = None;
-                        tab.ready = false;
-                        tab.attaching = false;
-                    }
-                    state.worlds.retain(|(s, _), _| s != gone);
-                }
-            }
-            "Runtime.executionContextCreated" => {
-                let context = &params["context"];
-                if context["name"] == WORLD_NAME
-                    && let (Some(session), Some(frame), Some(id)) =
-                        (session, context["auxData"]["frameId"].as_str(), context["id"].as_i64())
-                {
-                    self.remember_world(session, frame, id);
-                }
-            }
-            "Runtime.executionContextDestroyed" => {
-                if let (Some(session), Some(id)) = (session, params["executionContextId"].as_i64()) {
-                    self.state().worlds.retain(|(s, _), context| !(s == session && *context == id));
-                }
-            }
-            "Runtime.executionContextsCleared" => {
-                if let Some(session) = session {
-                    self.state().worlds.retain(|(s, _), _| s != session);
-                }
-            }
-            "Page.javascriptDialogOpening" => {
-                if let Some(session) = session {
-                    let info = DialogInfo {
-                        kind: params["type"].as_str().unwrap_or("alert").to_string(),
-                        message: params["message"].as_str().unwrap_or_default().to_string(),
-                        default_prompt: params["defaultPrompt"].as_str().map(str::to_string),
-                    };
-                    let mut hook = None;
-                    self.with_tab_of(session, |tab| {
-                        hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
-                        if hook.is_none() {
-                            tab.dialog = Some(info);
-                        }
-                    });
-                    if let Some(hook) = hook {
-                        self.answer_dialog(session, hook.accept, hook.prompt_text);
-                    }
-                }
-            }
-            "Page.lifecycleEvent" => {
-                // Only the main frame's (its id is the tab's target id);
-                // iframes have lifecycles of their own.
-                if let (Some(session), Some(frame), Some(name)) =
-                    (session, params["frameId"].as_str(), params["name"].as_str())
-                    && let Some(tab) = self.state().tabs.get_mut(frame)
-                    && tab.session.as_deref() == Some(session)
-                {
-                    record_lifecycle(&mut tab.lifecycle, name);
-                }
-            }
-            "Page.javascriptDialogClosed" => {
-                if let Some(session) = session {
-                    self.with_tab_of(session, |tab| tab.dialog = None);
-                }
-            }
-            "Page.fileChooserOpened" => {
-                if let Some(session) = session {
-                    let mut hook = None;
-                    self.with_tab_of(session, |tab| {
-                        hook = tab.file_hook.take().filter(|h| h.until > tokio::time::Instant::now());
-                    });
-                    let conn = self.clone();
-                    let session = session.to_string();
-                    let node = params["backendNodeId"].clone();
-                    tokio::spawn(async move {
-                        if let Some(hook) = hook {
-                            let set = json!({"files": hook.paths, "backendNodeId": node});
-                            if let Err(error) = conn.client.call("DOM.setFileInputFiles", set, Some(&session)).await {
-                                tracing::warn!("setting the armed files failed: {error}");
-                            }
-                        }
-                        // One chooser per arm: later ones open normally again.
-                        let off = json!({"enabled": false});
-                        let _ = conn.client.call("Page.setInterceptFileChooserDialog", off, Some(&session)).await;
-                    });
-                }
-            }
-            "Runtime.consoleAPICalled" => {
-                if let Some(session) = session {
-                    let message = console_message(params);
-                    self.with_tab_of(session, |tab| push_bounded(&mut tab.console, message, CONSOLE_KEPT));
-                }
-            }
-            "Runtime.exceptionThrown" => {
-                if let Some(session) = session {
-                    let error = page_error(params);
-                    self.with_tab_of(session, |tab| push_bounded(&mut tab.errors, error, PAGE_ERRORS_KEPT));
-                }
-            }
-            _ => {}
+            state.worlds.retain(|(s, _), _| s != gone);
+        } else if let Some(session) = session {
+            self.on_session_event(session, &event);
         }
         let _ = self.events.send(Arc::new(event));
         self.pumped.fetch_add(1, std::sync::atomic::Ordering::Release);
         self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Events of a page (or iframe) session.
+    fn on_session_event(self: &Arc<Self>, session: &str, event: &CdpEvent) {
+        if let Some(created) = event.parse::<runtime::ExecutionContextCreated>() {
+            if created.context.name == WORLD_NAME
+                && let Some(frame) = created.context.frame_id()
+            {
+                self.remember_world(session, frame, created.context.id);
+            }
+        } else if let Some(destroyed) = event.parse::<runtime::ExecutionContextDestroyed>() {
+            let id = destroyed.execution_context_id;
+            self.state().worlds.retain(|(s, _), context| !(s == session && *context == id));
+        } else if event.parse::<runtime::ExecutionContextsCleared>().is_some() {
+            self.state().worlds.retain(|(s, _), _| s != session);
+        } else if let Some(opening) = event.parse::<page::JavascriptDialogOpening>() {
+            let info = DialogInfo {
+                kind: if opening.kind.is_empty() { "alert".into() } else { opening.kind },
+                message: opening.message,
+                default_prompt: opening.default_prompt,
+            };
+            let mut hook = None;
+            self.with_tab_of(session, |tab| {
+                hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+                if hook.is_none() {
+                    tab.dialog = Some(info);
+                }
+            });
+            if let Some(hook) = hook {
+                self.answer_dialog(session, hook.accept, hook.prompt_text);
+            }
+        } else if let Some(lifecycle) = event.parse::<page::LifecycleEvent>() {
+            // Only the main frame's (its id is the tab's target id);
+            // iframes have lifecycles of their own.
+            if let Some(tab) = self.state().tabs.get_mut(&lifecycle.frame_id)
+                && tab.session.as_deref() == Some(session)
+            {
+                record_lifecycle(&mut tab.lifecycle, &lifecycle.name);
+            }
+        } else if event.parse::<page::JavascriptDialogClosed>().is_some() {
+            self.with_tab_of(session, |tab| tab.dialog = None);
+        } else if let Some(opened) = event.parse::<page::FileChooserOpened>() {
+            let mut hook = None;
+            self.with_tab_of(session, |tab| {
+                hook = tab.file_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+            });
+            let conn = self.clone();
+            let session = session.to_string();
+            tokio::spawn(async move {
+                if let Some(hook) = hook {
+                    let set = dom::SetFileInputFiles {
+                        files: hook.paths,
+                        backend_node_id: opened.backend_node_id,
+                        ..Default::default()
+                    };
+                    if let Err(error) = conn.client.send(&set, Some(&session)).await {
+                        tracing::warn!("setting the armed files failed: {error}");
+                    }
+                }
+                // One chooser per arm: later ones open normally again.
+                let off = page::SetInterceptFileChooserDialog { enabled: false };
+                let _ = conn.client.send(&off, Some(&session)).await;
+            });
+        } else if let Some(called) = event.parse::<runtime::ConsoleApiCalled>() {
+            let message = console_message(called);
+            self.with_tab_of(session, |tab| push_bounded(&mut tab.console, message, CONSOLE_KEPT));
+        } else if let Some(thrown) = event.parse::<runtime::ExceptionThrown>() {
+            let error = page_error(thrown);
+            self.with_tab_of(session, |tab| push_bounded(&mut tab.errors, error, PAGE_ERRORS_KEPT));
+        }
     }
 
     /// Waits (briefly) until every event that arrived before the last reply
@@ -544,13 +504,11 @@ impl Conn {
         }
     }
 
+    /// Answers a dialog now (sent at once; the outcome is only logged).
     fn answer_dialog(&self, session: &str, accept: bool, prompt_text: Option<String>) {
-        let mut params = json!({"accept": accept});
-        if let Some(text) = prompt_text {
-            params["promptText"] = json!(text);
-        }
-        self.client.call_with("Page.handleJavaScriptDialog", params, Some(session), |result| {
-            if let Err(error) = result {
+        let answer = self.client.start(&page::HandleJavaScriptDialog { accept, prompt_text }, Some(session));
+        tokio::spawn(async move {
+            if let Err(error) = answer.await {
                 tracing::debug!("answering a dialog: {error}");
             }
         });
@@ -599,7 +557,7 @@ impl Conn {
         if let Some(tab) = self.state().tabs.get_mut(target_id) {
             tab.file_hook = Some(hook.clone());
         }
-        self.client.call("Page.setInterceptFileChooserDialog", json!({"enabled": true}), Some(session)).await?;
+        self.client.send(&page::SetInterceptFileChooserDialog { enabled: true }, Some(session)).await?;
         // Unused when it expires: stop intercepting, so the user's own
         // clicks open choosers again.
         let (conn, target, session) = (Arc::downgrade(self), target_id.to_string(), session.to_string());
@@ -614,8 +572,8 @@ impl Conn {
                 same
             });
             if still_armed {
-                let off = json!({"enabled": false});
-                let _ = conn.client.call("Page.setInterceptFileChooserDialog", off, Some(&session)).await;
+                let off = page::SetInterceptFileChooserDialog { enabled: false };
+                let _ = conn.client.send(&off, Some(&session)).await;
             }
         });
         Ok(())
@@ -631,8 +589,8 @@ impl Conn {
 }
 
 /// Targets the engine treats as tabs: pages, but not DevTools windows.
-fn is_tab(info: &Value) -> bool {
-    info["type"] == "page" && !info["url"].as_str().unwrap_or_default().starts_with("devtools://")
+fn is_tab(info: &target::TargetInfo) -> bool {
+    info.kind == "page" && !info.url.starts_with("devtools://")
 }
 
 fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) {
@@ -642,8 +600,8 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) {
     queue.push_back(item);
 }
 
-fn console_message(params: &Value) -> ConsoleMessage {
-    let kind = params["type"].as_str().unwrap_or("log").to_string();
+fn console_message(called: runtime::ConsoleApiCalled) -> ConsoleMessage {
+    let kind = if called.kind.is_empty() { "log".to_string() } else { called.kind };
     let level = match kind.as_str() {
         "error" | "assert" => "error",
         "warning" => "warning",
@@ -651,16 +609,14 @@ fn console_message(params: &Value) -> ConsoleMessage {
         "debug" => "debug",
         _ => "log",
     };
-    let text = params["args"]
-        .as_array()
-        .map(|args| args.iter().map(remote_object_text).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let text = called.args.iter().map(remote_object_text).collect::<Vec<_>>().join(" ");
+    let frame = called.stack_trace.and_then(|trace| trace.call_frames.into_iter().next());
     ConsoleMessage {
         level: level.into(),
         kind,
         text,
-        timestamp: params["timestamp"].as_f64().unwrap_or_default(),
-        location: params["stackTrace"]["callFrames"].get(0).map(location),
+        timestamp: called.timestamp,
+        location: frame.map(|f| location(&f.url, f.line_number, f.column_number)),
     }
 }
 
@@ -674,42 +630,40 @@ fn record_lifecycle(reached: &mut Vec<String>, name: &str) {
     }
 }
 
-fn page_error(params: &Value) -> PageError {
-    let details = &params["exceptionDetails"];
-    let message = details["exception"]["description"]
-        .as_str()
-        .or_else(|| details["exception"]["value"].as_str())
-        .or_else(|| details["text"].as_str())
-        .unwrap_or("unknown error")
-        .to_string();
-    let location = details["url"].as_str().filter(|u| !u.is_empty()).map(|_| location(details));
-    PageError { message, timestamp: params["timestamp"].as_f64().unwrap_or_default(), location }
+fn page_error(thrown: runtime::ExceptionThrown) -> PageError {
+    let details = thrown.exception_details;
+    let message = Some(details.description()).filter(|m| !m.is_empty()).unwrap_or_else(|| "unknown error".into());
+    let location = details
+        .url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .map(|url| location(url, details.line_number, details.column_number));
+    PageError { message, timestamp: thrown.timestamp, location }
 }
 
-fn location(frame: &Value) -> String {
-    format!(
-        "{}:{}:{}",
-        frame["url"].as_str().unwrap_or_default(),
-        frame["lineNumber"].as_i64().unwrap_or_default() + 1,
-        frame["columnNumber"].as_i64().unwrap_or_default() + 1
-    )
+/// `url:line:column`, counted from 1 as people do (CDP counts from 0).
+fn location(url: &str, line: i64, column: i64) -> String {
+    format!("{url}:{}:{}", line + 1, column + 1)
 }
 
 /// A console argument as Chrome's console prints it, roughly.
-fn remote_object_text(object: &Value) -> String {
-    match &object["value"] {
-        Value::String(s) => s.clone(),
-        Value::Null if object.get("value").is_none() => object["description"]
-            .as_str()
-            .or_else(|| object["unserializableValue"].as_str())
-            .unwrap_or(object["type"].as_str().unwrap_or_default())
-            .to_string(),
-        value => value.to_string(),
+fn remote_object_text(object: &runtime::RemoteObject) -> String {
+    match &object.value {
+        Some(Value::String(s)) => s.clone(),
+        Some(value) => value.to_string(),
+        None if object.subtype.as_deref() == Some("null") => "null".into(),
+        None => object
+            .description
+            .clone()
+            .or_else(|| object.unserializable_value.clone())
+            .unwrap_or_else(|| object.kind.clone()),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -721,14 +675,15 @@ mod tests {
                 {"type": "number", "value": 3},
                 {"type": "object", "description": "Object"},
                 {"type": "undefined"},
+                {"type": "object", "subtype": "null", "value": null},
                 {"type": "number", "unserializableValue": "NaN"}
             ],
             "timestamp": 1.5,
             "stackTrace": {"callFrames": [{"url": "http://x/a.js", "lineNumber": 9, "columnNumber": 0}]}
         });
-        let message = console_message(&params);
+        let message = console_message(serde_json::from_value(params).unwrap());
         assert_eq!(message.level, "warning");
-        assert_eq!(message.text, "count 3 Object undefined NaN");
+        assert_eq!(message.text, "count 3 Object undefined null NaN");
         assert_eq!(message.location.as_deref(), Some("http://x/a.js:10:1"));
     }
 
@@ -761,7 +716,7 @@ mod tests {
         let params = json!({"timestamp": 2.0, "exceptionDetails": {
             "text": "Uncaught", "url": "http://x/p.html", "lineNumber": 0, "columnNumber": 4,
             "exception": {"description": "Error: boom\n    at http://x/p.html:1:5"}}});
-        let error = page_error(&params);
+        let error = page_error(serde_json::from_value(params).unwrap());
         assert!(error.message.starts_with("Error: boom"));
         assert_eq!(error.location.as_deref(), Some("http://x/p.html:1:5"));
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use cdp_client::protocol::dom;
 use tokio::time::Instant;
 
 use crate::api::{ArmDialog, ArmFileChooser, DialogArmed, FilesArmed, Handle, Selected};
@@ -62,9 +62,10 @@ impl Handle<ArmFileChooser> for Engine {
                 let set = async {
                     let target = self.ref_target(&page, &element).await?;
                     let object = crate::act::element_object(&page, &target).await?;
-                    let params = json!({"files": files, "objectId": object});
-                    let set = page.conn.client().call("DOM.setFileInputFiles", params, Some(&target.frame.session));
-                    set.await.map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))
+                    let set =
+                        dom::SetFileInputFiles { files: files.clone(), object_id: Some(object), ..Default::default() };
+                    let set = page.conn.client().send(&set, Some(&target.frame.session)).await;
+                    set.map(drop).map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))
                 };
                 page.unless_dialog(set).await?;
                 Ok(FilesArmed { ok: true, target_id: page.id.clone(), armed: None, set: Some(files) })

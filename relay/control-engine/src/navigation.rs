@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use cdp_client::protocol::{Command as _, Event as _, page, runtime};
 
 use crate::api::{Handle, Navigate, Navigated, Selected, WaitUntil};
 use crate::conn::Conn;
@@ -34,27 +34,21 @@ impl Handle<Navigate> for Engine {
         let (profile, conn, id) = self.tab(&request.tab).await?;
         let session = self.session(&conn, &id).await?;
         let mut events = conn.subscribe();
-        let started = conn
-            .client()
-            .call("Page.navigate", json!({"url": url}), Some(&session))
-            .await
-            .map_err(ControlError::cdp(&profile.name))?;
-        if let Some(reason) = started["errorText"].as_str().filter(|e| !e.is_empty()) {
-            return Err(ControlError::Navigation { url, reason: reason.to_string() });
+        let navigate = page::Navigate { url: url.clone() };
+        let started = conn.client().send(&navigate, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
+        if let Some(reason) = started.error_text.filter(|e| !e.is_empty()) {
+            return Err(ControlError::Navigation { url, reason });
         }
         // No loaderId: a same-document navigation (a fragment), done now.
-        if let (Some(loader), Some(event)) = (started["loaderId"].as_str(), lifecycle_event(wait_until)) {
+        if let (Some(loader), Some(event)) = (started.loader_id, lifecycle_event(wait_until)) {
+            let reached = |e: &cdp_client::CdpEvent| {
+                e.session_id.as_deref() == Some(session.as_str())
+                    && e.parse::<page::LifecycleEvent>().is_some_and(|l| l.loader_id == loader && l.name == event)
+            };
             let waited = tokio::time::timeout(timeout, async {
                 loop {
                     match events.recv().await {
-                        Ok(e)
-                            if e.method == "Page.lifecycleEvent"
-                                && e.session_id.as_deref() == Some(session.as_str())
-                                && e.params["loaderId"] == loader
-                                && e.params["name"] == event =>
-                        {
-                            return Ok(());
-                        }
+                        Ok(e) if reached(&e) => return Ok(()),
                         Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(_) => return Err(()),
                     }
@@ -66,7 +60,7 @@ impl Handle<Navigate> for Engine {
                 Ok(Err(())) => {
                     return Err(ControlError::Cdp {
                         profile: profile.name.clone(),
-                        source: cdp_client::CdpError::Closed("Page.navigate".into()),
+                        source: cdp_client::CdpError::Closed(page::Navigate::METHOD.into()),
                     });
                 }
                 Err(_) => {
@@ -89,15 +83,13 @@ impl Engine {
     pub(crate) async fn wait_loaded(&self, conn: &Conn, session: &str, url: &str, within: Duration) {
         let mut events = conn.subscribe();
         let deadline = tokio::time::Instant::now() + within;
-        let expression = "[document.readyState, location.href]";
+        let evaluate = runtime::Evaluate::value("[document.readyState, location.href]");
         loop {
-            let state = conn
-                .client()
-                .call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true}), Some(session))
-                .await;
-            let loaded = state.as_ref().is_ok_and(|v| {
-                let pair = &v["result"]["value"];
-                pair[0] == "complete" && (pair[1] != "about:blank" || url == "about:blank")
+            let state = conn.client().send(&evaluate, Some(session)).await;
+            let loaded = state.as_ref().is_ok_and(|evaluated| {
+                let pair: Option<(String, String)> =
+                    evaluated.result.value.clone().and_then(|v| serde_json::from_value(v).ok());
+                pair.is_some_and(|(ready, href)| ready == "complete" && (href != "about:blank" || url == "about:blank"))
             });
             if loaded || state.is_err() {
                 return;
@@ -106,7 +98,9 @@ impl Engine {
             loop {
                 match tokio::time::timeout_at(deadline, events.recv()).await {
                     Err(_) | Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return,
-                    Ok(Ok(e)) if e.session_id.as_deref() == Some(session) && e.method == "Page.lifecycleEvent" => {
+                    Ok(Ok(e))
+                        if e.session_id.as_deref() == Some(session) && e.method == page::LifecycleEvent::METHOD =>
+                    {
                         break;
                     }
                     Ok(_) => {}
@@ -117,17 +111,9 @@ impl Engine {
 
     /// The document's URL and title, read from the page.
     pub(crate) async fn location(&self, conn: &Conn, session: &str) -> Option<(String, String)> {
-        let value = conn
-            .client()
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": "[location.href, document.title]", "returnByValue": true}),
-                Some(session),
-            )
-            .await
-            .ok()?;
-        let pair = &value["result"]["value"];
-        Some((pair[0].as_str()?.to_string(), pair[1].as_str().unwrap_or_default().to_string()))
+        let evaluate = runtime::Evaluate::value("[location.href, document.title]");
+        let evaluated = conn.client().send(&evaluate, Some(session)).await.ok()?;
+        serde_json::from_value(evaluated.result.into_value()).ok()
     }
 }
 

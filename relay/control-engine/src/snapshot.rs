@@ -12,10 +12,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use cdp_client::protocol::{accessibility, dom, page, runtime};
+
 use crate::api::{Format, Snapshot, TakeSnapshot};
 use crate::conn::Conn;
 use crate::error::ControlError;
-use crate::page::{self, LiveFrame};
+use crate::in_page::answer::Walked;
+use crate::in_page::{self, LiveFrame};
 use crate::refs::{FrameLoc, FrameOwner, RefEntry, RefTable};
 
 pub const DEFAULT_AI_LIMIT: u32 = 5_000;
@@ -112,12 +115,12 @@ async fn take_ai(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<(Snap
 /// The frame of the `<iframe>` that `selector` names in the top document.
 async fn frame_by_selector(conn: &Conn, tab: &str, selector: &str) -> Result<FrameLoc, ControlError> {
     let main = FrameLoc::main(tab);
-    let live = page::live_frame(conn, tab, &main).await?;
-    let element = page::call_script(conn, &live, "querySelector", json!(selector), false).await?;
-    let Some(object_id) = element["objectId"].as_str() else {
+    let live = in_page::live_frame(conn, tab, &main).await?;
+    let element = in_page::script_object(conn, &live, "querySelector", json!(selector)).await?;
+    let Some(object_id) = element.object_id else {
         return Err(ControlError::NoSuchElement(selector.to_string()));
     };
-    child_frame(conn, &main, &live, object_id)
+    child_frame(conn, &main, &live, &object_id)
         .await?
         .ok_or_else(|| ControlError::BadRequest(format!("'{selector}' is not an iframe with a document")))
 }
@@ -129,13 +132,10 @@ async fn child_frame(
     live_parent: &LiveFrame,
     object_id: &str,
 ) -> Result<Option<FrameLoc>, ControlError> {
-    let described = conn
-        .client()
-        .call("DOM.describeNode", json!({"objectId": object_id}), Some(&live_parent.session))
-        .await
-        .map_err(ControlError::cdp(&conn.profile))?;
-    let node = &described["node"];
-    let (Some(frame_id), Some(backend)) = (node["frameId"].as_str(), node["backendNodeId"].as_i64()) else {
+    let describe = dom::DescribeNode { object_id: Some(object_id.to_string()), ..Default::default() };
+    let described =
+        conn.client().send(&describe, Some(&live_parent.session)).await.map_err(ControlError::cdp(&conn.profile))?;
+    let (Some(frame_id), backend) = (described.node.frame_id.as_deref(), described.node.backend_node_id) else {
         return Ok(None);
     };
     // An out-of-process iframe is its own target, whose id is the frame id.
@@ -156,12 +156,8 @@ async fn child_frame(
 
 /// Whether the session's renderer holds the frame (in-process iframe).
 async fn frame_in_session(conn: &Conn, session: &str, frame_id: &str) -> bool {
-    let Ok(tree) = conn.client().call("Page.getFrameTree", json!({}), Some(session)).await else { return false };
-    fn contains(node: &Value, id: &str) -> bool {
-        node["frame"]["id"] == id
-            || node["childFrames"].as_array().is_some_and(|children| children.iter().any(|c| contains(c, id)))
-    }
-    contains(&tree["frameTree"], frame_id)
+    let tree = conn.client().send(&page::GetFrameTree {}, Some(session)).await;
+    tree.is_ok_and(|tree| tree.frame_tree.contains(frame_id))
 }
 
 type WalkFuture<'a> = Pin<Box<dyn Future<Output = Result<Walk, ControlError>> + Send + 'a>>;
@@ -178,7 +174,7 @@ fn walk_frame<'a>(
 ) -> WalkFuture<'a> {
     Box::pin(async move {
         let conn = params.conn;
-        let live = page::live_frame(conn, params.tab, &frame).await?;
+        let live = in_page::live_frame(conn, params.tab, &frame).await?;
         let arg = json!({
             "interactive": params.interactive,
             "compact": params.compact,
@@ -187,49 +183,37 @@ fn walk_frame<'a>(
             "refStart": ref_start,
             "selector": selector,
         });
-        let out = page::call_script(conn, &live, "snapshot", arg, true).await?;
-        if let Some(error) = out["error"].as_str() {
+        let out: Walked = in_page::call_script(conn, &live, "snapshot", arg).await?;
+        if let Some(error) = out.error {
             return Err(match &selector {
                 Some(s) if error.contains("no element") => ControlError::NoSuchElement(s.clone()),
-                _ => ControlError::Page(error.to_string()),
+                _ => ControlError::Page(error),
             });
         }
-        let lines: Vec<String> = out["lines"]
-            .as_array()
-            .map(|lines| lines.iter().filter_map(|l| l.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        let mut walk = Walk {
-            nodes: out["nodes"].as_u64().unwrap_or_default() as u32,
-            limit_hit: out["limitHit"] == true,
-            depth_cut: out["depthCut"].as_u64().unwrap_or_default() as u32,
-            ..Walk::default()
-        };
+        let lines = out.lines;
+        let mut walk = Walk { nodes: out.nodes, limit_hit: out.limit_hit, depth_cut: out.depth_cut, ..Walk::default() };
         let mut next_ref = ref_start;
-        for r in out["refs"].as_array().into_iter().flatten() {
-            let (Some(name), Some(role)) = (r["ref"].as_str(), r["role"].as_str()) else { continue };
-            let entry = RefEntry {
-                role: role.to_string(),
-                name: r["name"].as_str().unwrap_or_default().to_string(),
-                nth: r["nth"].as_u64().unwrap_or_default() as u32,
-                frame: frame.clone(),
-            };
-            if let Some(n) = name.strip_prefix('e').and_then(|n| n.parse::<u32>().ok()) {
+        for r in out.refs {
+            if r.name.is_empty() || r.role.is_empty() {
+                continue;
+            }
+            if let Some(n) = r.name.strip_prefix('e').and_then(|n| n.parse::<u32>().ok()) {
                 next_ref = next_ref.max(n + 1);
             }
-            walk.refs.push((name.to_string(), entry));
+            let entry = RefEntry { role: r.role, name: r.label, nth: r.nth, frame: frame.clone() };
+            walk.refs.push((r.name, entry));
         }
 
         // Child frames, spliced after their iframe line (and that line's
         // own subtree, which the script leaves empty).
         let mut inserts: HashMap<usize, Vec<String>> = HashMap::new();
-        for (index, child) in out["frames"].as_array().into_iter().flatten().enumerate() {
+        for (index, child) in out.frames.iter().enumerate() {
             let remaining = limit.saturating_sub(walk.nodes);
             if remaining == 0 {
                 walk.limit_hit = true;
                 break;
             }
-            let line = child["line"].as_u64().unwrap_or_default() as usize;
-            let depth = child["depth"].as_u64().unwrap_or_default() as u32;
+            let (line, depth) = (child.line, child.depth);
             let child_depth = match max_depth {
                 Some(max) if depth > max => {
                     walk.depth_cut += 1;
@@ -238,11 +222,10 @@ fn walk_frame<'a>(
                 Some(max) => Some(max - depth),
                 None => None,
             };
-            let element = page::call_script(conn, &live, "frameElement", json!(index), false).await?;
-            let Some(object_id) = element["objectId"].as_str() else { continue };
-            let child_loc = child_frame(conn, &frame, &live, object_id).await;
-            let _ =
-                conn.client().call("Runtime.releaseObject", json!({"objectId": object_id}), Some(&live.session)).await;
+            let element = in_page::script_object(conn, &live, "frameElement", json!(index)).await?;
+            let Some(object_id) = element.object_id else { continue };
+            let child_loc = child_frame(conn, &frame, &live, &object_id).await;
+            let _ = conn.client().send(&runtime::ReleaseObject { object_id }, Some(&live.session)).await;
             let Ok(Some(child_loc)) = child_loc else { continue };
             let sub = match walk_frame(params, child_loc, None, next_ref, remaining, child_depth).await {
                 Ok(sub) => sub,
@@ -304,7 +287,7 @@ fn check_aria_options(options: &TakeSnapshot) -> Result<(), ControlError> {
 async fn take_aria(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<Snapshot, ControlError> {
     check_aria_options(options)?;
     let limit = options.limit.unwrap_or(DEFAULT_ARIA_LIMIT).max(1) as usize;
-    let main = page::live_frame(conn, tab, &FrameLoc::main(tab)).await?;
+    let main = in_page::live_frame(conn, tab, &FrameLoc::main(tab)).await?;
     let mut out = Vec::new();
     let mut truncated = false;
     aria_frame(conn, tab, &main, None, 0, limit, options.depth, &mut out, &mut truncated).await?;
@@ -335,16 +318,9 @@ fn aria_frame<'a>(
     truncated: &'a mut bool,
 ) -> Pin<Box<dyn Future<Output = Result<(), ControlError>> + Send + 'a>> {
     Box::pin(async move {
-        let mut params = json!({});
-        if let Some(id) = frame_id {
-            params["frameId"] = json!(id);
-        }
-        let tree = conn
-            .client()
-            .call("Accessibility.getFullAXTree", params, Some(&frame.session))
-            .await
-            .map_err(ControlError::cdp(&conn.profile))?;
-        let nodes = tree["nodes"].as_array().cloned().unwrap_or_default();
+        let get = accessibility::GetFullAxTree { frame_id: frame_id.map(str::to_string) };
+        let tree = conn.client().send(&get, Some(&frame.session)).await.map_err(ControlError::cdp(&conn.profile))?;
+        let nodes = tree.nodes;
         let by_id: HashMap<&str, &Value> = nodes.iter().filter_map(|n| Some((n["nodeId"].as_str()?, n))).collect();
         let Some(root) = nodes.first() else { return Ok(()) };
         // Depth-first, iterative: (node, depth).
@@ -413,12 +389,11 @@ async fn aria_child_frame(
     out: &mut Vec<Value>,
     truncated: &mut bool,
 ) -> Result<(), ControlError> {
-    let Ok(described) =
-        conn.client().call("DOM.describeNode", json!({"backendNodeId": iframe_backend_id}), Some(&frame.session)).await
-    else {
+    let describe = dom::DescribeNode { backend_node_id: Some(iframe_backend_id), ..Default::default() };
+    let Ok(described) = conn.client().send(&describe, Some(&frame.session)).await else {
         return Ok(());
     };
-    let Some(child_id) = described["node"]["frameId"].as_str() else { return Ok(()) };
+    let Some(child_id) = described.node.frame_id.as_deref() else { return Ok(()) };
     let child = match conn.session_of(child_id) {
         // Out of process: the child's own session, its main frame.
         Some(session) => LiveFrame { session, frame_id: child_id.to_string() },

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
+use cdp_client::protocol::{Event as _, page, target};
 use managed_driver::config::{Driver, Profile};
-use serde_json::json;
 
 use crate::api::{
     CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Selected, TabDone, TabInfo, TabList, TabSelector,
@@ -54,7 +54,7 @@ async fn unanswered_dialog(
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match events.recv().await {
-            Ok(event) if event.method == "Page.javascriptDialogOpening" => {
+            Ok(event) if event.method == page::JavascriptDialogOpening::METHOD => {
                 if let Some(dialog) = conn.open_dialog(tab) {
                     return dialog;
                 }
@@ -137,15 +137,8 @@ impl Handle<OpenTab> for Engine {
         let url = normalize_url(&request.request.url)?;
         let profile = self.profile(request.tab.profile())?;
         let conn = self.conn(&profile).await?;
-        let created = conn
-            .client()
-            .call("Target.createTarget", json!({"url": url}), None)
-            .await
-            .map_err(ControlError::cdp(&profile.name))?;
-        let target_id = created["targetId"]
-            .as_str()
-            .ok_or_else(|| ControlError::Page("Target.createTarget gave no targetId".into()))?
-            .to_string();
+        let create = target::CreateTarget { url: url.clone() };
+        let target_id = conn.client().send(&create, None).await.map_err(ControlError::cdp(&profile.name))?.target_id;
         // createTarget announces the target before answering; wait until the
         // engine has attached to it so that console and refs start now.
         let session = self.session(&conn, &target_id).await?;
@@ -162,10 +155,8 @@ impl Handle<FocusTab> for Engine {
     /// Brings the tab to the front and makes it current.
     async fn handle(&self, request: Selected<FocusTab>) -> Result<TabDone, ControlError> {
         let (profile, conn, id) = self.tab(&request.tab).await?;
-        conn.client()
-            .call("Target.activateTarget", json!({"targetId": id}), None)
-            .await
-            .map_err(ControlError::cdp(&profile.name))?;
+        let activate = target::ActivateTarget { target_id: id.clone() };
+        conn.client().send(&activate, None).await.map_err(ControlError::cdp(&profile.name))?;
         self.set_current(&profile.name, &id);
         Ok(TabDone { ok: true, target_id: id })
     }
@@ -174,10 +165,8 @@ impl Handle<FocusTab> for Engine {
 impl Handle<CloseTab> for Engine {
     async fn handle(&self, request: Selected<CloseTab>) -> Result<TabDone, ControlError> {
         let (profile, conn, id) = self.tab(&request.tab).await?;
-        conn.client()
-            .call("Target.closeTarget", json!({"targetId": id}), None)
-            .await
-            .map_err(ControlError::cdp(&profile.name))?;
+        let close = target::CloseTarget { target_id: id.clone() };
+        conn.client().send(&close, None).await.map_err(ControlError::cdp(&profile.name))?;
         self.forget_refs(&profile.name, &id);
         Ok(TabDone { ok: true, target_id: id })
     }

@@ -17,9 +17,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use cdp_client::CdpClient;
+use cdp_client::protocol::browser;
 use config::Profile;
 
 /// How long a launched browser has to answer `Browser.getVersion`.
@@ -384,9 +384,8 @@ impl ManagedBrowsers {
                 let url = format!("ws://127.0.0.1:{port}{path}");
                 if let Ok(client) = CdpClient::connect(&url).await {
                     let client = client.with_timeout(Duration::from_secs(2));
-                    if let Ok(version) = client.call("Browser.getVersion", json!({}), None).await {
-                        let product = version["product"].as_str().unwrap_or_default().to_string();
-                        return Ok((port, path, product));
+                    if let Ok(version) = client.send(&browser::GetVersion {}, None).await {
+                        return Ok((port, path, version.product));
                     }
                 }
             }
@@ -416,7 +415,7 @@ impl ManagedBrowsers {
         {
             let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
             if let Ok(client) = CdpClient::connect(&url).await {
-                let _ = client.with_timeout(Duration::from_secs(2)).call("Browser.close", json!({}), None).await;
+                let _ = client.with_timeout(Duration::from_secs(2)).send(&browser::Close {}, None).await;
             }
             if !wait_exit(record.pid, Duration::from_secs(3)).await {
                 signal_group(record.pid, nix::sys::signal::Signal::SIGTERM);

@@ -1,6 +1,7 @@
 //! Form fields: typing into them (`type`, `fill`), choosing options
 //! (`select`), checking boxes, and the element handles file inputs need.
 
+use cdp_client::protocol::input;
 use serde_json::{Value, json};
 
 use super::FillField;
@@ -9,8 +10,9 @@ use super::input::{MouseButton, click_at, press};
 use super::ready::{Budget, CLICKABLE, EDITABLE, Target};
 use crate::engine::Engine;
 use crate::error::ControlError;
+use crate::in_page;
+use crate::in_page::answer::{Checked, Done, Focused};
 use crate::keys;
-use crate::page;
 use crate::tabs::PageTarget;
 
 /// Inputs a user sets with a picker rather than by typing.
@@ -32,20 +34,20 @@ impl Engine {
         page: &PageTarget,
         target: &Target,
         text: &str,
-        focus: Option<Value>,
+        focus: Option<Focused>,
     ) -> Result<(), ControlError> {
-        let focus = match focus.filter(|f| f.is_object()) {
+        let focus = match focus {
             Some(focus) => focus,
-            None => page::call_script(&page.conn, &target.frame, "focusForTyping", target.arg(), true).await?,
+            None => in_page::call_script(&page.conn, &target.frame, "focusForTyping", target.arg()).await?,
         };
-        check_script_error(&focus, &target.name)?;
-        let kind = focus["kind"].as_str().unwrap_or("other");
-        let input_type = focus["type"].as_str().unwrap_or_default();
+        check_script_error(focus.error.as_deref(), &target.name)?;
+        let kind = focus.kind.as_deref().unwrap_or("other");
+        let input_type = focus.input_type.as_deref().unwrap_or_default();
         if kind == "input" && PICKER_TYPES.contains(&input_type) {
             let mut arg = target.arg();
             arg["value"] = json!(text);
-            let set = page::call_script(&page.conn, &target.frame, "setValue", arg, true).await?;
-            return check_script_error(&set, &target.name);
+            let set: Done = in_page::call_script(&page.conn, &target.frame, "setValue", arg).await?;
+            return check_script_error(set.error.as_deref(), &target.name);
         }
         if kind == "other" || (kind == "input" && NOT_TEXT_TYPES.contains(&input_type)) {
             return Err(ControlError::Action(format!(
@@ -56,7 +58,7 @@ impl Engine {
         if text.is_empty() {
             press(page, &keys::parse_chord("Delete")?).await
         } else {
-            cdp(page, "Input.insertText", json!({"text": text})).await.map(drop)
+            cdp(page, &input::InsertText { text: text.to_string() }).await.map(drop)
         }
     }
 
@@ -68,14 +70,11 @@ impl Engine {
     ) -> Result<(), ControlError> {
         let mut arg = target.arg();
         arg["values"] = json!(values);
-        let selected = page::call_script(&page.conn, &target.frame, "selectOptions", arg, true).await?;
-        if let Some(error) = selected["error"].as_str()
-            && let Some(options) = selected["options"].as_array()
-        {
-            let names: Vec<&str> = options.iter().filter_map(Value::as_str).collect();
-            return Err(ControlError::Action(format!("{}: {error}; options: {}", target.name, names.join(", "))));
+        let selected: Done = in_page::call_script(&page.conn, &target.frame, "selectOptions", arg).await?;
+        if let (Some(error), Some(options)) = (&selected.error, &selected.options) {
+            return Err(ControlError::Action(format!("{}: {error}; options: {}", target.name, options.join(", "))));
         }
-        check_script_error(&selected, &target.name)
+        check_script_error(selected.error.as_deref(), &target.name)
     }
 
     pub(super) async fn fill_field(
@@ -93,9 +92,10 @@ impl Engine {
         match kind {
             "checkbox" | "radio" | "switch" => {
                 let wanted = truthy(&field.value);
-                let state = page::call_script(&page.conn, &target.frame, "checkedState", target.arg(), true).await?;
-                check_script_error(&state, &target.name)?;
-                if state["checked"].as_bool() != Some(wanted) {
+                let state: Checked =
+                    in_page::call_script(&page.conn, &target.frame, "checkedState", target.arg()).await?;
+                check_script_error(state.error.as_deref(), &target.name)?;
+                if state.checked != Some(wanted) {
                     if !wanted && kind == "radio" {
                         return Err(ControlError::Action(format!(
                             "{} is a radio button: check another one of its group instead",
@@ -123,22 +123,23 @@ impl Engine {
             }
             _ => {
                 let (_, focus) = self.ready(page, &target, EDITABLE, deadline, true).await?;
-                self.replace_text(page, &target, &text_of(&field.value), Some(focus)).await
+                self.replace_text(page, &target, &text_of(&field.value), focus).await
             }
         }
     }
 }
 
 /// The `objectId` of a ref's element, in its frame's isolated world.
-pub(crate) async fn element_object(page: &PageTarget, target: &Target) -> Result<Value, ControlError> {
-    let handle = page::call_script(&page.conn, &target.frame, "element", target.arg(), false)
-        .await
-        .map_err(|_| ControlError::StaleRef(target.name.clone()))?;
-    Ok(handle["objectId"].clone())
+pub(crate) async fn element_object(page: &PageTarget, target: &Target) -> Result<String, ControlError> {
+    let stale = || ControlError::StaleRef(target.name.clone());
+    let handle =
+        in_page::script_object(&page.conn, &target.frame, "element", target.arg()).await.map_err(|_| stale())?;
+    handle.object_id.ok_or_else(stale)
 }
 
-fn check_script_error(result: &Value, element: &str) -> Result<(), ControlError> {
-    match result["error"].as_str() {
+/// The page script's `error`, in terms of the ref.
+fn check_script_error(error: Option<&str>, element: &str) -> Result<(), ControlError> {
+    match error {
         None => Ok(()),
         Some("unknown") => Err(ControlError::UnknownRef(element.to_string())),
         Some("stale") => Err(ControlError::StaleRef(element.to_string())),

@@ -1,9 +1,9 @@
 //! Real input: mouse and keyboard events through `Input.dispatch*`, sent in
 //! order.
 
+use cdp_client::protocol::{Command, input};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::cdp;
 use crate::error::ControlError;
@@ -37,87 +37,92 @@ impl MouseButton {
     }
 }
 
-pub(super) async fn mouse(
-    page: &PageTarget,
-    kind: &str,
-    x: f64,
-    y: f64,
+/// One mouse event (a press or release of `button`, or a move).
+fn mouse_event(
+    kind: &'static str,
+    (x, y): (f64, f64),
     button: MouseButton,
     click_count: i64,
     modifiers: i64,
-) -> Result<(), ControlError> {
-    let mut params = json!({"type": kind, "x": x, "y": y, "modifiers": modifiers});
-    if kind != "mouseMoved" {
-        params["button"] = json!(button.name());
-        params["buttons"] = json!(if kind == "mousePressed" { button.bit() } else { 0 });
-        params["clickCount"] = json!(click_count);
+) -> input::DispatchMouseEvent {
+    let moved = kind == "mouseMoved";
+    input::DispatchMouseEvent {
+        kind,
+        x,
+        y,
+        modifiers,
+        button: (!moved).then(|| button.name()),
+        buttons: (!moved).then(|| if kind == "mousePressed" { button.bit() } else { 0 }),
+        click_count: (!moved).then_some(click_count),
     }
-    cdp(page, "Input.dispatchMouseEvent", params).await.map(drop)
 }
 
-/// Move, then press and release (twice for a double click), sent in order
-/// without waiting between them.
+pub(super) async fn mouse(
+    page: &PageTarget,
+    kind: &'static str,
+    point: (f64, f64),
+    button: MouseButton,
+    click_count: i64,
+) -> Result<(), ControlError> {
+    cdp(page, &mouse_event(kind, point, button, click_count, 0)).await.map(drop)
+}
+
+/// Sends commands in order without waiting between them, then waits for
+/// every answer.
+async fn in_order<C: Command>(page: &PageTarget, commands: Vec<C>) -> Result<(), ControlError> {
+    let client = page.conn.client();
+    let session = Some(page.session.as_str());
+    let calls: Vec<_> = commands.iter().map(|command| client.start(command, session)).collect();
+    for call in calls {
+        call.await.map_err(ControlError::cdp(&page.profile.name))?;
+    }
+    Ok(())
+}
+
+/// Move, then press and release (twice for a double click).
 pub(super) async fn click_at(
     page: &PageTarget,
-    (x, y): (f64, f64),
+    point: (f64, f64),
     button: MouseButton,
     clicks: i64,
     modifiers: i64,
 ) -> Result<(), ControlError> {
-    let client = page.conn.client();
-    let session = Some(page.session.as_str());
-    let mut calls = vec![client.start_call(
-        "Input.dispatchMouseEvent",
-        json!({"type": "mouseMoved", "x": x, "y": y, "modifiers": modifiers}),
-        session,
-    )];
+    let mut events = vec![mouse_event("mouseMoved", point, button, 0, modifiers)];
     for count in 1..=clicks {
         for kind in ["mousePressed", "mouseReleased"] {
-            let buttons = if kind == "mousePressed" { button.bit() } else { 0 };
-            let params = json!({"type": kind, "x": x, "y": y, "button": button.name(), "buttons": buttons,
-                "clickCount": count, "modifiers": modifiers});
-            calls.push(client.start_call("Input.dispatchMouseEvent", params, session));
+            events.push(mouse_event(kind, point, button, count, modifiers));
         }
     }
-    for call in calls {
-        call.await.map_err(ControlError::cdp(&page.profile.name))?;
-    }
-    Ok(())
+    in_order(page, events).await
 }
 
 /// Presses a chord: modifiers down, the key down and up, modifiers up.
 pub(super) async fn press(page: &PageTarget, chord: &Chord) -> Result<(), ControlError> {
-    let client = page.conn.client();
-    let session = Some(page.session.as_str());
-    let mut calls = Vec::new();
-    let mut held = 0;
-    let event = |kind: &str, key: &keys::Key, modifiers: i64, text: Option<&str>| {
-        let mut params = json!({
-            "type": kind, "key": key.key, "code": key.code, "windowsVirtualKeyCode": key.key_code,
-            "nativeVirtualKeyCode": key.key_code, "modifiers": modifiers,
-        });
-        if let Some(text) = text {
-            params["text"] = json!(text);
-            params["unmodifiedText"] = json!(text);
-        }
-        params
+    let event = |kind: &'static str, key: &keys::Key, modifiers: i64, text: Option<&str>| input::DispatchKeyEvent {
+        kind,
+        key: key.key.clone(),
+        code: key.code.clone(),
+        windows_virtual_key_code: key.key_code,
+        native_virtual_key_code: key.key_code,
+        modifiers,
+        text: text.map(str::to_string),
+        unmodified_text: text.map(str::to_string),
     };
+    let mut events = Vec::new();
+    let mut held = 0;
     for modifier in &chord.modifiers {
         held |= modifier.modifier;
-        calls.push(client.start_call("Input.dispatchKeyEvent", event("rawKeyDown", modifier, held, None), session));
+        events.push(event("rawKeyDown", modifier, held, None));
     }
     let text = chord.key.text.as_deref();
     let down = if text.is_some() { "keyDown" } else { "rawKeyDown" };
-    calls.push(client.start_call("Input.dispatchKeyEvent", event(down, &chord.key, held, text), session));
-    calls.push(client.start_call("Input.dispatchKeyEvent", event("keyUp", &chord.key, held, None), session));
+    events.push(event(down, &chord.key, held, text));
+    events.push(event("keyUp", &chord.key, held, None));
     for modifier in chord.modifiers.iter().rev() {
         held &= !modifier.modifier;
-        calls.push(client.start_call("Input.dispatchKeyEvent", event("keyUp", modifier, held, None), session));
+        events.push(event("keyUp", modifier, held, None));
     }
-    for call in calls {
-        call.await.map_err(ControlError::cdp(&page.profile.name))?;
-    }
-    Ok(())
+    in_order(page, events).await
 }
 
 /// A drag from one point to another: pointer-driven drags see the mouse
@@ -125,32 +130,39 @@ pub(super) async fn press(page: &PageTarget, chord: &Chord) -> Result<(), Contro
 /// `Input.dispatchDragEvent`, as a user's drop would be.
 pub(super) async fn drag(page: &PageTarget, from: (f64, f64), to: (f64, f64)) -> Result<(), ControlError> {
     let mut events = page.conn.subscribe();
-    cdp(page, "Input.setInterceptDrags", json!({"enabled": true})).await?;
+    cdp(page, &input::SetInterceptDrags { enabled: true }).await?;
     let result = async {
-        mouse(page, "mouseMoved", from.0, from.1, MouseButton::Left, 0, 0).await?;
-        mouse(page, "mousePressed", from.0, from.1, MouseButton::Left, 1, 0).await?;
+        mouse(page, "mouseMoved", from, MouseButton::Left, 0).await?;
+        mouse(page, "mousePressed", from, MouseButton::Left, 1).await?;
         let steps = 5;
         for step in 1..=steps {
             let t = f64::from(step) / f64::from(steps);
-            let (x, y) = (from.0 + (to.0 - from.0) * t, from.1 + (to.1 - from.1) * t);
-            let params = json!({"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": 1});
-            cdp(page, "Input.dispatchMouseEvent", params).await?;
+            let point = (from.0 + (to.0 - from.0) * t, from.1 + (to.1 - from.1) * t);
+            // Moving with the button held.
+            let moved = input::DispatchMouseEvent {
+                button: Some("left"),
+                buttons: Some(1),
+                ..mouse_event("mouseMoved", point, MouseButton::Left, 0, 0)
+            };
+            cdp(page, &moved).await?;
         }
         let mut data = None;
         while let Ok(event) = events.try_recv() {
-            if event.method == "Input.dragIntercepted" && event.session_id.as_deref() == Some(page.session.as_str()) {
-                data = Some(event.params["data"].clone());
+            if event.session_id.as_deref() == Some(page.session.as_str())
+                && let Some(intercepted) = event.parse::<input::DragIntercepted>()
+            {
+                data = Some(intercepted.data);
             }
         }
         if let Some(data) = data {
             for kind in ["dragEnter", "dragOver", "drop"] {
-                let params = json!({"type": kind, "x": to.0, "y": to.1, "data": data, "modifiers": 0});
-                cdp(page, "Input.dispatchDragEvent", params).await?;
+                let drop = input::DispatchDragEvent { kind, x: to.0, y: to.1, data: data.clone(), modifiers: 0 };
+                cdp(page, &drop).await?;
             }
         }
-        mouse(page, "mouseReleased", to.0, to.1, MouseButton::Left, 1, 0).await
+        mouse(page, "mouseReleased", to, MouseButton::Left, 1).await
     }
     .await;
-    let _ = cdp(page, "Input.setInterceptDrags", json!({"enabled": false})).await;
+    let _ = cdp(page, &input::SetInterceptDrags { enabled: false }).await;
     result
 }

@@ -15,10 +15,11 @@ mod wait;
 
 use std::time::Duration;
 
+use cdp_client::protocol::{Command, dom, emulation, page as cdp_page, runtime, target};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -249,7 +250,7 @@ impl Handle<Act> for Engine {
             // A link's navigation starts in a task after the click is
             // acknowledged: one round trip through the page's task queue
             // lets it begin, then every event up to that reply is handled.
-            let _ = cdp(&page, "Runtime.evaluate", json!({"expression": "0"})).await;
+            let _ = cdp(&page, &runtime::Evaluate::value("0")).await;
             page.conn.catch_up().await;
         }
         let navigation = if kind == "close" { Navigation::None } else { navigation_seen(&mut navigations, &page) };
@@ -285,7 +286,7 @@ impl Engine {
             Action::Hover(Hover { element }) => {
                 let target = self.ref_target(page, &element).await?;
                 let (x, y) = self.ready_box(page, &target, HOVERABLE, budget).await?.center();
-                mouse(page, "mouseMoved", x, y, MouseButton::Left, 0, 0).await?;
+                mouse(page, "mouseMoved", (x, y), MouseButton::Left, 0).await?;
             }
             Action::Type(TypeText { element, text, submit, slowly }) => {
                 let target = self.ref_target(page, &element).await?;
@@ -298,7 +299,7 @@ impl Engine {
                     }
                 } else {
                     let (_, focus) = self.ready(page, &target, EDITABLE, budget, true).await?;
-                    self.replace_text(page, &target, &text, Some(focus)).await?;
+                    self.replace_text(page, &target, &text, focus).await?;
                 }
                 if submit {
                     press(page, &keys::parse_chord("Enter")?).await?;
@@ -330,12 +331,13 @@ impl Engine {
                 if !(100..=10_000).contains(&width) || !(100..=10_000).contains(&height) {
                     return Err(ControlError::BadRequest("width and height are 100–10000 pixels".into()));
                 }
-                let metrics = json!({"width": width, "height": height, "deviceScaleFactor": 0, "mobile": false});
-                cdp(page, "Emulation.setDeviceMetricsOverride", metrics).await?;
+                let metrics =
+                    emulation::SetDeviceMetricsOverride { width, height, device_scale_factor: 0.0, mobile: false };
+                cdp(page, &metrics).await?;
             }
             Action::Close(CloseCurrent {}) => {
-                let closed = page.conn.client().call("Target.closeTarget", json!({"targetId": page.id}), None).await;
-                closed.map_err(ControlError::cdp(&page.profile.name))?;
+                let close = target::CloseTarget { target_id: page.id.clone() };
+                page.conn.client().send(&close, None).await.map_err(ControlError::cdp(&page.profile.name))?;
                 self.forget_refs(&page.profile.name, &page.id);
             }
             Action::Evaluate(Evaluate { function, element }) => {
@@ -351,44 +353,44 @@ impl Engine {
                 let expression = format!(
                     "(async () => {{ const f = ({function}\n); return typeof f === 'function' ? await f() : f; }})()"
                 );
-                let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
-                cdp(page, "Runtime.evaluate", params).await?
+                cdp(page, &runtime::Evaluate::awaited(expression)).await?
             }
             Some(element) => {
                 let target = self.ref_target(page, element).await?;
-                let handle = fields::element_object(page, &target).await?;
-                let object_id = handle.as_str().unwrap_or_default();
+                let object_id = fields::element_object(page, &target).await?;
                 let session = Some(target.frame.session.as_str());
                 let client = page.conn.client();
-                let cdp_error = ControlError::cdp(&page.profile.name);
-                let node = client.call("DOM.describeNode", json!({"objectId": object_id}), session).await;
-                let backend = node.map_err(cdp_error)?["node"]["backendNodeId"].clone();
+                let cdp_error = || ControlError::cdp(&page.profile.name);
+                let describe = dom::DescribeNode { object_id: Some(object_id), ..Default::default() };
+                let node = client.send(&describe, session).await.map_err(cdp_error())?.node;
                 // The page's own world, where the agent's function expects
                 // the page's globals.
-                let resolved = client.call("DOM.resolveNode", json!({"backendNodeId": backend}), session).await;
-                let object = resolved.map_err(ControlError::cdp(&page.profile.name))?["object"]["objectId"].clone();
-                let params = json!({
-                    "functionDeclaration": function,
-                    "objectId": object,
-                    "arguments": [{"objectId": object}],
-                    "returnByValue": true,
-                    "awaitPromise": true,
-                });
-                let reply = client.call("Runtime.callFunctionOn", params, session).await;
-                reply.map_err(ControlError::cdp(&page.profile.name))?
+                let resolve = dom::ResolveNode { backend_node_id: node.backend_node_id };
+                let object = client.send(&resolve, session).await.map_err(cdp_error())?.object;
+                let object_id = object.object_id.unwrap_or_default();
+                let call = runtime::CallFunctionOn {
+                    function_declaration: function.to_string().into(),
+                    object_id: Some(object_id.clone()),
+                    arguments: vec![runtime::CallArgument::ObjectId(object_id)],
+                    return_by_value: true,
+                    await_promise: true,
+                    ..Default::default()
+                };
+                client.send(&call, session).await.map_err(cdp_error())?
             }
         };
-        if let Some(details) = reply.get("exceptionDetails") {
-            let text = details["exception"]["description"].as_str().or(details["text"].as_str()).unwrap_or("error");
-            return Err(ControlError::Page(format!("evaluate threw: {}", text.lines().next().unwrap_or(text))));
+        if let Some(details) = reply.exception_details {
+            let text = details.description();
+            let text = if text.is_empty() { "error".to_string() } else { text };
+            return Err(ControlError::Page(format!("evaluate threw: {}", text.lines().next().unwrap_or(&text))));
         }
-        Ok(reply["result"]["value"].clone())
+        Ok(reply.result.into_value())
     }
 }
 
 /// A CDP command on the page's session.
-pub(crate) async fn cdp(page: &PageTarget, method: &str, params: Value) -> Result<Value, ControlError> {
-    page.conn.client().call(method, params, Some(&page.session)).await.map_err(ControlError::cdp(&page.profile.name))
+pub(crate) async fn cdp<C: Command>(page: &PageTarget, command: &C) -> Result<C::Response, ControlError> {
+    page.conn.client().send(command, Some(&page.session)).await.map_err(ControlError::cdp(&page.profile.name))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,19 +410,25 @@ fn navigation_seen(
         if event.session_id.as_deref() != Some(page.session.as_str()) {
             continue;
         }
-        let main_frame = event.params["frameId"] == page.id.as_str();
-        let starts = matches!(
-            event.method.as_str(),
-            "Page.frameRequestedNavigation" | "Page.frameStartedNavigating" | "Page.frameStartedLoading"
-        );
-        if main_frame && starts && seen == Navigation::None {
+        let started = [
+            event.parse::<cdp_page::FrameRequestedNavigation>().map(|e| e.frame_id),
+            event.parse::<cdp_page::FrameStartedNavigating>().map(|e| e.frame_id),
+            event.parse::<cdp_page::FrameStartedLoading>().map(|e| e.frame_id),
+        ];
+        if started.iter().flatten().any(|frame| *frame == page.id) && seen == Navigation::None {
             seen = Navigation::Requested;
         }
-        if event.method == "Page.frameNavigated" && event.params["frame"]["id"] == page.id.as_str() {
+        if commits(&event, page) {
             seen = Navigation::Committed;
         }
     }
     seen
+}
+
+/// A new document committed in the tab's main frame (its id is the tab's).
+fn commits(event: &cdp_client::CdpEvent, page: &PageTarget) -> bool {
+    event.parse::<cdp_page::FrameNavigated>().is_some_and(|e| e.frame.id == page.id)
+        || event.parse::<cdp_page::LifecycleEvent>().is_some_and(|e| e.name == "commit" && e.frame_id == page.id)
 }
 
 /// Waits (bounded) for the tab's main frame to commit a new document.
@@ -433,13 +441,7 @@ async fn wait_commit(
     let deadline = Instant::now() + within;
     loop {
         match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Ok(event))
-                if event.session_id.as_deref() == Some(page.session.as_str())
-                    && ((event.method == "Page.frameNavigated" && event.params["frame"]["id"] == page.id.as_str())
-                        || (event.method == "Page.lifecycleEvent"
-                            && event.params["name"] == "commit"
-                            && event.params["frameId"] == page.id.as_str())) =>
-            {
+            Ok(Ok(event)) if event.session_id.as_deref() == Some(page.session.as_str()) && commits(&event, page) => {
                 return true;
             }
             Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
@@ -450,6 +452,8 @@ async fn wait_commit(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use crate::capture::ElementBox;
 use crate::engine::Engine;
 use crate::error::ControlError;
-use crate::page::{self, LiveFrame};
+use crate::in_page::answer::{Actionable, Focused};
+use crate::in_page::{self, LiveFrame};
 use crate::refs::RefEntry;
 use crate::tabs::PageTarget;
 
@@ -56,7 +57,7 @@ impl Engine {
     /// A ref of the tab's last snapshot, in its live frame.
     pub(crate) async fn ref_target(&self, page: &PageTarget, element_ref: &str) -> Result<Target, ControlError> {
         let (name, entry) = self.ref_entry(&page.profile.name, &page.id, element_ref)?;
-        let frame = page::live_frame(&page.conn, &page.id, &entry.frame)
+        let frame = in_page::live_frame(&page.conn, &page.id, &entry.frame)
             .await
             .map_err(|_| ControlError::StaleRef(name.clone()))?;
         Ok(Target { name, entry, frame })
@@ -83,7 +84,7 @@ impl Engine {
         checks: Checks,
         budget: Budget,
         focus: bool,
-    ) -> Result<(ElementBox, Value), ControlError> {
+    ) -> Result<(ElementBox, Option<Focused>), ControlError> {
         let deadline = budget.deadline;
         let mut arg = target.arg();
         arg["focus"] = json!(focus);
@@ -93,8 +94,8 @@ impl Engine {
         let started = Instant::now();
         let name = &target.name;
         loop {
-            let state = page::call_script(&page.conn, &target.frame, "actionable", arg.clone(), true).await?;
-            match state["error"].as_str() {
+            let state: Actionable = in_page::call_script(&page.conn, &target.frame, "actionable", arg.clone()).await?;
+            match state.error.as_deref() {
                 Some("unknown") => return Err(ControlError::UnknownRef(name.clone())),
                 Some(_) => return Err(ControlError::StaleRef(name.clone())),
                 None => {}
@@ -105,20 +106,16 @@ impl Engine {
                 what: format!("{name} to {what}"),
                 ms: budget.timeout.as_millis() as u64,
             };
-            match state["state"].as_str() {
+            match state.state.as_deref() {
                 Some("ok") => {
-                    let (dx, dy) = page::frame_offset(&page.conn, &page.id, &target.entry.frame).await?;
-                    let element = ElementBox {
-                        x: state["x"].as_f64().unwrap_or_default() + dx,
-                        y: state["y"].as_f64().unwrap_or_default() + dy,
-                        width: state["width"].as_f64().unwrap_or_default(),
-                        height: state["height"].as_f64().unwrap_or_default(),
-                    };
-                    return Ok((element, state["focus"].clone()));
+                    let (dx, dy) = in_page::frame_offset(&page.conn, &page.id, &target.entry.frame).await?;
+                    let element =
+                        ElementBox { x: state.x + dx, y: state.y + dy, width: state.width, height: state.height };
+                    return Ok((element, state.focus));
                 }
                 Some("disabled") if stuck => return Err(ControlError::Disabled(name.clone())),
                 Some("covered") if stuck => {
-                    let by = state["by"].as_str().unwrap_or("another element").to_string();
+                    let by = state.by.unwrap_or_else(|| "another element".into());
                     return Err(ControlError::Covered { element: name.clone(), by });
                 }
                 Some("hidden") if now >= deadline => return Err(waited("become visible")),

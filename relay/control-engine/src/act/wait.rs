@@ -3,16 +3,18 @@
 
 use std::time::Duration;
 
+use cdp_client::protocol::runtime;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::ACT_TIMEOUT_MAX_MS;
 use crate::engine::Engine;
 use crate::error::ControlError;
-use crate::page::{self, LiveFrame};
+use crate::in_page::answer::Met;
+use crate::in_page::{self, LiveFrame};
 use crate::tabs::PageTarget;
 
 /// Wait for one thing: a time, text, a selector, the URL, a load state, or
@@ -64,8 +66,8 @@ impl Engine {
                 let left = deadline.saturating_duration_since(Instant::now());
                 arg["timeoutMs"] = json!(left.as_millis() as u64);
                 // A navigation destroys the world mid-wait: wait on in the new document.
-                match page::call_script(&page.conn, &main, "waitFor", arg.clone(), true).await {
-                    Ok(result) if result["met"] == true => return Ok(()),
+                match in_page::call_script::<Met>(&page.conn, &main, "waitFor", arg.clone()).await {
+                    Ok(result) if result.met => return Ok(()),
                     Ok(_) if Instant::now() >= deadline => return Err(timed_out(description)),
                     Ok(_) => {}
                     Err(ControlError::Page(_)) if Instant::now() < deadline => {
@@ -115,14 +117,13 @@ impl Engine {
             }
         };
         loop {
-            let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
-            let value = page.conn.client().call("Runtime.evaluate", params, Some(&page.session)).await;
-            if let Ok(value) = &value {
-                if let Some(details) = value.get("exceptionDetails") {
-                    let text = details["exception"]["description"].as_str().unwrap_or("an exception");
+            let evaluate = runtime::Evaluate::awaited(expression.clone());
+            if let Ok(evaluated) = page.conn.client().send(&evaluate, Some(&page.session)).await {
+                if let Some(details) = evaluated.exception_details {
+                    let text = details.exception.and_then(|e| e.description).unwrap_or_else(|| "an exception".into());
                     return Err(ControlError::Page(format!("the wait threw: {text}")));
                 }
-                if value["result"]["value"] == true {
+                if evaluated.result.value == Some(Value::Bool(true)) {
                     return Ok(());
                 }
             }
