@@ -281,7 +281,10 @@ impl Host for WasmHost {
 async fn read_settings() -> Settings {
     let keys: Array = ["relayPort", "relayToken"].iter().map(|k| JsValue::from_str(k)).collect();
     let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
-    let port = get(&stored, "relayPort").as_f64().filter(|p| (1.0..=65535.0).contains(p)).map_or(18792, |p| p as u16);
+    let port = get(&stored, "relayPort")
+        .as_f64()
+        .filter(|p| (1.0..=65535.0).contains(p))
+        .map_or(shared_protocol::DEFAULT_RELAY_PORT, |p| p as u16);
     let token = get(&stored, "relayToken").as_string().filter(|t| !t.is_empty());
     Settings { port, token }
 }

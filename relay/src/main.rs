@@ -19,8 +19,7 @@ mod mcp;
 use agent::AgentCommand;
 use clap::{Parser, Subcommand};
 
-/// The extension relay's default port (the extension's default too).
-const DEFAULT_RELAY_PORT: u16 = 18792;
+use shared_protocol::DEFAULT_RELAY_PORT;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -30,6 +30,33 @@ pub const SUBPROTOCOL: &str = "browser-relay.v1";
 pub const TOKEN_SUBPROTOCOL_PREFIX: &str = "token.";
 
 /// A Chrome tab id (`chrome.tabs.Tab.id`).
+/// The relay's default port for `/extension`, `/cdp` and `/json/*` (the
+/// extension's default too).
+pub const DEFAULT_RELAY_PORT: u16 = 18792;
+
+/// Pages no client may drive through Browser Relay: browser UI, DevTools,
+/// other extensions (and Browser Relay's own pages), and the Web Store,
+/// which Chrome protects. One rule for both sides: the extension never
+/// shares such a tab, and the relay never announces such a child target
+/// (an extension's frame inside a shared page). Case-insensitive, as
+/// browsers treat schemes.
+pub fn is_restricted_url(url: &str) -> bool {
+    const PREFIXES: [&str; 10] = [
+        "chrome://",
+        "chrome-untrusted://",
+        "chrome-search://",
+        "chrome-extension://",
+        "devtools://",
+        "edge://",
+        "view-source:",
+        "about:devtools",
+        "https://chromewebstore.google.com/",
+        "https://chrome.google.com/webstore",
+    ];
+    let url = url.trim();
+    PREFIXES.iter().any(|prefix| url.len() >= prefix.len() && url[..prefix.len()].eq_ignore_ascii_case(prefix))
+}
+
 pub type TabId = i64;
 /// A Chrome window id.
 pub type WindowId = i64;

@@ -6,45 +6,7 @@
 // Prints `ok - <check>` per check; exits 0 on success, 1 (with the error) on failure.
 import { chromium } from 'playwright-core';
 
-const STEP_MS = Number(process.env.STEP_TIMEOUT_MS || 15000);
-const TOTAL_MS = Number(process.env.TOTAL_TIMEOUT_MS || 180000);
-
-function env(name) {
-  const value = process.env[name];
-  if (!value) throw new Error(`missing env var ${name}`);
-  return value;
-}
-
-// Races `promise` against a timer so no step can hang the script.
-function bounded(promise, what, ms = STEP_MS) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
-  });
-  return Promise.race([Promise.resolve(promise), timeout]).finally(() => clearTimeout(timer));
-}
-
-function ok(what) {
-  console.log(`ok - ${what}`);
-}
-
-function check(condition, what, detail) {
-  if (!condition) throw new Error(`check failed: ${what}${detail === undefined ? '' : ` (got ${JSON.stringify(detail)})`}`);
-  ok(what);
-}
-
-// Polls `fn` until it returns a truthy value (bounded).
-async function waitFor(fn, what, ms = STEP_MS) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+import { env, bounded, ok, check, waitFor, PNG_SIGNATURE, STEP_MS, run } from './harness.mjs';
 
 async function main() {
   const RELAY_HTTP = env('RELAY_HTTP');
@@ -171,16 +133,4 @@ async function main() {
   ok('disconnected');
 }
 
-const watchdog = setTimeout(() => {
-  console.error(`not ok - whole script exceeded ${TOTAL_MS} ms`);
-  process.exit(1);
-}, TOTAL_MS);
-watchdog.unref();
-
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(`not ok - ${error && error.stack ? error.stack : error}`);
-    process.exit(1);
-  }
-);
+run(main);

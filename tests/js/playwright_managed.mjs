@@ -3,33 +3,23 @@
 // Env: RELAY_HTTP, FIXTURE. Prints `ok - …` per check; exits 1 on failure.
 import { chromium } from 'playwright-core';
 
-const STEP_MS = 15000;
-function bounded(promise, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), STEP_MS); });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-function check(condition, what, got) {
-  if (!condition) throw new Error(`check failed: ${what} (got ${JSON.stringify(got)})`);
-  console.log(`ok - ${what}`);
-}
+import { STEP_MS, bounded, check, run } from './harness.mjs';
 
-let browser;
-try {
-  browser = await bounded(chromium.connectOverCDP(process.env.RELAY_HTTP, { timeout: STEP_MS }), 'connectOverCDP');
-  const context = browser.contexts()[0];
-  check(!!context, 'the managed browser has a default context', browser.contexts().length);
-  const page = context.pages()[0] || (await bounded(context.newPage(), 'newPage'));
-  await bounded(page.goto(`${process.env.FIXTURE}/form.html`), 'goto form.html');
-  check((await page.title()) === 'Fixture Form', 'navigated to the fixture', await page.title());
-  await bounded(page.click('#btn'), 'click');
-  check((await page.textContent('#out')) === 'clicked', 'the click reached the page', await page.textContent('#out'));
-  const version = browser.version();
-  check(/^\d+\./.test(version), 'browser version reported', version);
-} catch (error) {
-  console.error(`not ok - ${error.stack || error}`);
-  process.exitCode = 1;
-} finally {
-  // On a CDP-connected browser this only disconnects.
-  if (browser) await browser.close().catch(() => {});
-}
+run(async () => {
+  let browser;
+  try {
+    browser = await bounded(chromium.connectOverCDP(process.env.RELAY_HTTP, { timeout: STEP_MS }), 'connectOverCDP');
+    const context = browser.contexts()[0];
+    check(!!context, 'the managed browser has a default context', browser.contexts().length);
+    const page = context.pages()[0] || (await bounded(context.newPage(), 'newPage'));
+    await bounded(page.goto(`${process.env.FIXTURE}/form.html`), 'goto form.html');
+    check((await page.title()) === 'Fixture Form', 'navigated to the fixture', await page.title());
+    await bounded(page.click('#btn'), 'click');
+    check((await page.textContent('#out')) === 'clicked', 'the click reached the page', await page.textContent('#out'));
+    const version = browser.version();
+    check(/^\d+\./.test(version), 'browser version reported', version);
+  } finally {
+    // On a CDP-connected browser this only disconnects.
+    if (browser) await browser.close().catch(() => {});
+  }
+});

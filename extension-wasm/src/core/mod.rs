@@ -41,7 +41,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { port: 18792, token: None }
+        Self { port: shared_protocol::DEFAULT_RELAY_PORT, token: None }
     }
 }
 

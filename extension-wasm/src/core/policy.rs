@@ -1,25 +1,8 @@
 //! Fixed rules: which pages may be shared, reconnect backoff, badges.
 
-/// Pages the extension never attaches to: browser UI, DevTools, other
-/// extensions (and its own pages), and the Web Store, which Chrome protects.
-pub fn is_restricted(url: &str) -> bool {
-    const SCHEMES: [&str; 8] = [
-        "chrome://",
-        "chrome-untrusted://",
-        "chrome-search://",
-        "chrome-extension://",
-        "devtools://",
-        "edge://",
-        "view-source:",
-        "about:devtools",
-    ];
-    const STORE: [&str; 2] = ["https://chromewebstore.google.com/", "https://chrome.google.com/webstore"];
-    let url = url.trim();
-    SCHEMES
-        .iter()
-        .chain(STORE.iter())
-        .any(|prefix| url.len() >= prefix.len() && url[..prefix.len()].eq_ignore_ascii_case(prefix))
-}
+/// Pages the extension never attaches to (one rule with the relay's:
+/// [`shared_protocol::is_restricted_url`]).
+pub use shared_protocol::is_restricted_url as is_restricted;
 
 /// Why the user cannot share a page, for the badge tooltip.
 pub fn restricted_reason(url: &str) -> String {

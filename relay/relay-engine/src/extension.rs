@@ -309,7 +309,7 @@ impl Relay {
                 if let Ok(child) = serde_json::from_str::<Child>(params) {
                     if method == "Target.detachedFromTarget" {
                         self.0.children.remove(child.session_id.as_str());
-                    } else if is_restricted_child(&child.target_info.url) {
+                    } else if shared_protocol::is_restricted_url(&child.target_info.url) {
                         // Another extension's frame or a browser page inside
                         // the tab: clients cannot use it, and left paused
                         // (waitForDebuggerOnStart) it would block the page.
@@ -552,12 +552,6 @@ impl Relay {
             }
         }
     }
-}
-
-/// Child targets no client may drive: other extensions' frames and workers,
-/// browser pages, DevTools.
-fn is_restricted_child(url: &str) -> bool {
-    ["chrome-extension://", "chrome://", "chrome-untrusted://", "devtools://"].iter().any(|p| url.starts_with(p))
 }
 
 /// Page download events re-emitted at the browser level, where Playwright
