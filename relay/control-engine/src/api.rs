@@ -202,54 +202,42 @@ pub trait Handle<R: Route> {
     fn handle(&self, request: Selected<R>) -> impl Future<Output = Result<R::Answer, ControlError>> + Send;
 }
 
-/// Every route: what the HTTP router needs of an engine.
-pub trait ControlApi:
-    Handle<GetStatus>
-    + Handle<ListProfiles>
-    + Handle<StartBrowser>
-    + Handle<StopBrowser>
-    + Handle<ListTabs>
-    + Handle<OpenTab>
-    + Handle<FocusTab>
-    + Handle<CloseTab>
-    + Handle<Navigate>
-    + Handle<TakeSnapshot>
-    + Handle<TakeScreenshot>
-    + Handle<ReadConsole>
-    + Handle<Act>
-    + Handle<ArmDialog>
-    + Handle<ArmFileChooser>
-    + Handle<PrintPdf>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
+/// Calls `$then!` with every route's request type, in the order the docs
+/// list them: the one list of the control API's routes (the engine's
+/// [`ControlApi`] bound and the HTTP router are made from it).
+#[macro_export]
+macro_rules! for_each_route {
+    ($then:ident) => {
+        $then! {
+            GetStatus,
+            ListProfiles,
+            StartBrowser,
+            StopBrowser,
+            ListTabs,
+            OpenTab,
+            FocusTab,
+            CloseTab,
+            Navigate,
+            TakeSnapshot,
+            TakeScreenshot,
+            ReadConsole,
+            Act,
+            ArmDialog,
+            ArmFileChooser,
+            PrintPdf
+        }
+    };
 }
 
-impl<E> ControlApi for E where
-    E: Handle<GetStatus>
-        + Handle<ListProfiles>
-        + Handle<StartBrowser>
-        + Handle<StopBrowser>
-        + Handle<ListTabs>
-        + Handle<OpenTab>
-        + Handle<FocusTab>
-        + Handle<CloseTab>
-        + Handle<Navigate>
-        + Handle<TakeSnapshot>
-        + Handle<TakeScreenshot>
-        + Handle<ReadConsole>
-        + Handle<Act>
-        + Handle<ArmDialog>
-        + Handle<ArmFileChooser>
-        + Handle<PrintPdf>
-        + Clone
-        + Send
-        + Sync
-        + 'static
-{
+macro_rules! control_api {
+    ($($route:ident),*) => {
+        /// Every route: what the HTTP router needs of an engine.
+        pub trait ControlApi: $(Handle<$route> +)* Clone + Send + Sync + 'static {}
+
+        impl<E> ControlApi for E where E: $(Handle<$route> +)* Clone + Send + Sync + 'static {}
+    };
 }
+for_each_route!(control_api);
 
 macro_rules! route {
     ($request:ty, $method:ident $path:literal, $scope:ident => $answer:ty) => {

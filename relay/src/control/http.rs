@@ -46,27 +46,27 @@ where
     Entry { method: R::METHOD, path: R::PATH, handler }
 }
 
-/// Every route, in the order the docs list them.
-fn entries<E: ControlApi>() -> Vec<Entry<E>> {
-    vec![
-        entry::<E, GetStatus>(),
-        entry::<E, ListProfiles>(),
-        entry::<E, StartBrowser>(),
-        entry::<E, StopBrowser>(),
-        entry::<E, ListTabs>(),
-        entry::<E, OpenTab>(),
-        entry::<E, FocusTab>(),
-        entry::<E, CloseTab>(),
-        entry::<E, Navigate>(),
-        entry::<E, TakeSnapshot>(),
-        // Screenshots may answer with the image itself (`Accept: image/*`).
-        Entry { method: TakeScreenshot::METHOD, path: TakeScreenshot::PATH, handler: post(screenshot::<E>) },
-        entry::<E, ReadConsole>(),
-        entry::<E, Act>(),
-        entry::<E, ArmDialog>(),
-        entry::<E, ArmFileChooser>(),
-        entry::<E, PrintPdf>(),
-    ]
+macro_rules! entries {
+    ($($route:ident),*) => {
+        /// Every route, in the order the docs list them.
+        fn entries<E: ControlApi>() -> Vec<Entry<E>> {
+            vec![$(entry_of::<E, $route>()),*]
+        }
+    };
+}
+control_engine::for_each_route!(entries);
+
+/// A route's entry; screenshots may answer with the image itself
+/// (`Accept: image/*`), so they have a handler of their own.
+fn entry_of<E, R>() -> Entry<E>
+where
+    E: ControlApi + Handle<R>,
+    R: Route,
+{
+    if R::PATH == TakeScreenshot::PATH {
+        return Entry { method: TakeScreenshot::METHOD, path: TakeScreenshot::PATH, handler: post(screenshot::<E>) };
+    }
+    entry::<E, R>()
 }
 
 pub fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
