@@ -11,6 +11,58 @@
 //! what must be decided in the browser: the user's click, the safety rules
 //! (no `chrome://` pages, never the last tab), keeping the service worker
 //! alive, reconnecting, re-attaching after navigation, and the badge.
+//!
+//! # The rules, and the tests that check them
+//!
+//! Test names are in `tests.rs` unless marked e2e (`tests/tests/e2e_extension.rs`,
+//! the real extension in Chromium).
+//!
+//! - **A toolbar click toggles attach/detach** and tells the relay
+//!   (`user.toggledAttach`); a click while that tab's attach or detach runs
+//!   is ignored: `click_attaches_connects_and_says_hello_with_the_tab`,
+//!   `second_click_detaches_tells_the_relay_and_lets_the_worker_sleep`; e2e
+//!   `a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back`.
+//! - **An unpaired click explains pairing** instead of attaching (it would
+//!   show the debugging bar for nobody):
+//!   `unpaired_extension_says_how_to_pair_instead_of_attaching`.
+//! - **Never `chrome://`, DevTools, other extensions' pages or the Web
+//!   Store** ([`policy::is_restricted`], one rule with the relay's), on the
+//!   user's click, on the relay's `debugger.attach` (the tab is looked at
+//!   first) and before a re-attach:
+//!   `never_attaches_to_browser_devtools_or_extension_pages`.
+//! - **Never close the last tab**: `tabs.remove` counts the tabs first:
+//!   `tabs_calls_convert_chrome_tabs_and_never_close_the_last_tab`.
+//! - **Only shared tabs** take `debugger.sendCommand`, and only their events
+//!   leave the browser: `cdp_errors_keep_their_code_and_unshared_tabs_are_refused`,
+//!   `events_are_forwarded_only_for_shared_tabs`.
+//! - **Popups of a shared tab** are reported (`tabs.onCreated`); the relay
+//!   decides to attach them: `relay_attach_of_a_popup_marks_it_shared`; e2e
+//!   `popups_of_a_shared_tab_are_attached`.
+//! - **Re-attach after Chrome detached a tab** (`target_closed`, with
+//!   backoff), but not after the user cancelled the bar or opened DevTools:
+//!   `navigation_caused_detach_reattaches_and_reannounces`,
+//!   `reattach_gives_up_after_its_tries_and_says_so`,
+//!   `user_cancel_devtools_and_chrome_pages_stay_detached`.
+//! - **Keepalive** every 20 s while shared (an MV3 worker is stopped after
+//!   ~30 s idle), and a 30 s `chrome.alarms` backstop:
+//!   `keepalive_pings_only_while_shared_and_connected`; e2e
+//!   `the_worker_idles_a_minute_while_shared_and_stays_connected`.
+//! - **Reconnect after 1 s·2ⁿ (cap 30 s, jitter)**, and a **60 s grace**
+//!   before the tabs are released:
+//!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
+//!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
+//!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`.
+//! - **State in `chrome.storage.session`**, rehydrated and re-announced
+//!   after a worker restart: `restart_rehydrates_reconnects_and_reannounces`;
+//!   e2e `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
+//! - **Replies in Chrome's order, with Chrome's CDP error codes**:
+//!   `relay_calls_are_forwarded_and_answered_in_order`,
+//!   `cdp_errors_keep_their_code_and_unshared_tabs_are_refused`.
+//! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
+//!   protocol mismatch stops retrying
+//!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
+//!   settings changes reconnect (`settings_changes_reconnect_with_the_new_port`),
+//!   unknown relay messages are ignored (`unknown_relay_messages_are_ignored`).
 
 pub mod policy;
 #[cfg(test)]

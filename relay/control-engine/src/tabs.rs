@@ -4,7 +4,7 @@
 //! A request names its tab with `targetId`; without one it goes to the
 //! profile's current tab (the last opened, focused or navigated), else to
 //! the only tab. Page operations also take the tab's page lock and refuse
-//! while a dialog is open ([`PageTarget`]).
+//! while a dialog is open (`PageTarget`).
 
 use std::sync::Arc;
 

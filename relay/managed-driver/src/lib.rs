@@ -1,10 +1,49 @@
 //! The managed driver: an isolated Chrome that Browser Relay launches and
 //! owns, with its own profile under the state directory.
 //!
-//! Any process (the CLI, `serve`, a test) can start, inspect and stop a
-//! profile's browser: what runs is recorded in `profiles/<name>/run.json`,
-//! and a file lock around start and stop keeps two relays on one state
-//! directory from launching two browsers.
+//! **State lives on disk.** What runs is recorded in
+//! `profiles/<name>/run.json` ([`RunRecord`]), written once the browser
+//! answers CDP and removed by `stop`, so any process on the same state
+//! directory (the CLI, `serve`, a test) sees the same browser. `start` and
+//! `stop` hold an exclusive lock on `profiles/<name>/lock` from their check
+//! to their last write: two starts at once launch one browser.
+//!
+//! **Start.** An extension profile is refused; a profile that does not
+//! [`Profile::launches`] (attach-only, a `cdpUrl`) is never launched, only
+//! checked (its `/json/version` must answer). Otherwise, under the lock: a
+//! running browser makes `start` a no-op; [`discovery::discover`] picks the
+//! executable; [`profile_files::decorate`] writes the profile's name and
+//! colour into Chrome's own files; Chrome's stderr goes to
+//! `chrome-stderr.log`; the browser is spawned with [`launch_args`] in its
+//! own process group (so `stop` reaches every helper and a Ctrl-C aimed at
+//! the terminal does not).
+//!
+//! **Readiness.** Every 200 ms: read `DevToolsActivePort`, connect, ask
+//! `Browser.getVersion`, within [`READY_WITHIN`]. A browser that exits or
+//! stays silent is killed and [`ManagedError::NotReady`] carries the last
+//! 20 lines of its stderr.
+//!
+//! **Stop.** `Browser.close`; after 3 s SIGTERM to the group; after 2.5 s
+//! SIGKILL; then a last SIGKILL for helpers that outlived the browser, and
+//! a wait until no live process of the group is left (zombies do not count),
+//! so nothing is orphaned when `stop` returns.
+//!
+//! **Crash detection.** `status` says `crashed` when `run.json` names a pid
+//! that is gone, or that is no longer a browser on this profile's folder
+//! (after a reboot the pid may be anything and must never be signalled);
+//! the next `start` relaunches it.
+//!
+//! **Launch flags** ([`launch_args`]): the profile's `--user-data-dir`, a
+//! debugging port (0: Chrome picks one and writes it to
+//! `DevToolsActivePort`; never 9222), `--no-first-run`,
+//! `--no-default-browser-check`, `--disable-sync`,
+//! `--disable-background-networking`, `--disable-component-update`,
+//! `--disable-features=Translate,MediaRouter`,
+//! `--disable-session-crashed-bubble`, `--hide-crash-restore-bubble`,
+//! `--password-store=basic`; `--headless=new` when headless (by default
+//! when Linux has no display); `--no-sandbox --disable-dev-shm-usage` when
+//! asked or when running as root (Chrome refuses otherwise); the profile's
+//! `args`; `about:blank`.
 
 pub mod config;
 pub mod discovery;

@@ -9,6 +9,22 @@
 //!   or with an error when the extension goes away.
 //! - Events and the answers that depend on them are queued to a client while
 //!   the registry lock is held, so "event before result" orderings hold.
+//!   Lock order: the registry, then a client's `state`; no DashMap entry is
+//!   held across taking the registry.
+//! - Teardown of the extension connection (see `serve_extension`): stop the
+//!   writer first (every later send fails and its caller answers), clear the
+//!   link, fail this connection's pending calls (by `generation`, so a
+//!   reconnecting extension's calls are untouched), drop and announce the
+//!   targets, release the claim.
+//!
+//! **Event fan-out.** A tab-level event becomes one frame per distinct
+//! session id among the tab's page subscriptions (root auto-attach gives
+//! every client the same page session, so they share one reference-counted
+//! frame); page-level (`/devtools/page/<id>`) subscribers get it without a
+//! `sessionId`. `Runtime.executionContext*` events go only to clients that
+//! enabled Runtime there ([`targets::Target::runtime`]); `Page.download*`
+//! is re-emitted as `Browser.download*` at the root, where Playwright
+//! listens.
 
 pub mod cdp;
 pub mod client;

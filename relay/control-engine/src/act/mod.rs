@@ -3,10 +3,10 @@
 //! covered); navigation-aware; never stuck behind a JavaScript dialog.
 //!
 //! - this module: the action kinds (the request's types) and the route;
-//! - [`ready`]: a ref resolved in its frame, and the actionability checks;
-//! - [`input`]: mouse and keyboard events;
-//! - [`fields`]: typing into, choosing in and filling form fields;
-//! - [`wait`]: `wait`'s conditions.
+//! - `ready`: a ref resolved in its frame, and the actionability checks;
+//! - `input`: mouse and keyboard events;
+//! - `fields`: typing into, choosing in and filling form fields;
+//! - `wait`: `wait`'s conditions.
 
 mod fields;
 mod input;

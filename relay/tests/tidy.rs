@@ -1,0 +1,77 @@
+//! Architecture invariants that the compiler cannot check, checked on the
+//! source (ARCHITECTURE.md names each one's check).
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file of the product (the relay's crates, the extension's
+/// logic, the protocol), without tests and benches.
+fn product_sources() -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> =
+        ["relay", "extension-wasm/src", "shared-protocol/src"].iter().map(|dir| root.join(dir)).collect();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if !matches!(name, "tests" | "target" | "benches") {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" && name != "route_tests.rs" {
+                let text = std::fs::read_to_string(&path).unwrap();
+                // Unit tests at the end of a module are not the product.
+                let product = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
+                out.push((path, product));
+            }
+        }
+    }
+    assert!(out.len() > 30, "the walk found the sources: {}", out.len());
+    out
+}
+
+fn relative(path: &Path) -> String {
+    let text = path.display().to_string();
+    text.split("/../").nth(1).unwrap_or(&text).to_string()
+}
+
+/// Files (relative to the workspace) that contain `needle` in product code.
+fn holders(needle: &str) -> Vec<String> {
+    let mut found: Vec<String> = product_sources()
+        .into_iter()
+        .filter(|(_, text)| text.contains(needle))
+        .map(|(path, _)| relative(&path))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn only_net_listens_and_accepts() {
+    assert_eq!(holders("TcpListener::bind"), ["relay/src/net/mod.rs"]);
+    assert_eq!(holders(".accept()"), ["relay/src/net/mod.rs"]);
+}
+
+#[test]
+fn one_cdp_client() {
+    // The /profiles/ proxy is the other WebSocket client: it relays frames
+    // without parsing them.
+    assert_eq!(holders("connect_async"), ["relay/cdp-client/src/client.rs", "relay/src/http.rs"]);
+}
+
+#[test]
+fn the_control_engine_speaks_typed_cdp() {
+    // A method name in a string is untyped CDP (cdp_client::protocol has a
+    // type for every command and event the engine uses).
+    let untyped: Vec<String> = product_sources()
+        .into_iter()
+        .filter(|(path, _)| path.display().to_string().contains("control-engine"))
+        .filter(|(_, text)| {
+            ["\"Page.", "\"Runtime.", "\"Target.", "\"DOM.", "\"Input.", "\"Emulation.", "\"Accessibility."]
+                .iter()
+                .any(|domain| text.contains(domain))
+        })
+        .map(|(path, _)| relative(&path))
+        .collect();
+    assert!(untyped.is_empty(), "method names as strings in {untyped:?}");
+}
