@@ -324,14 +324,17 @@ async fn puppeteer_tab_model_and_target_synthesis() {
     setup.wait_targets(1).await;
     let (client, mut events) = setup.client().await;
 
-    assert_eq!(
-        client.call("Target.getBrowserContexts", json!({}), None).await.unwrap(),
-        json!({"browserContextIds": []})
-    );
+    // As Chrome: no contexts of the client's own, and the default one named.
+    let contexts = client.call("Target.getBrowserContexts", json!({}), None).await.unwrap();
+    assert_eq!(contexts["browserContextIds"], json!([]), "{contexts}");
+    let default_context = contexts["defaultBrowserContextId"].as_str().expect("the default context").to_string();
     client.call("Target.setDiscoverTargets", json!({"discover": true, "filter": [{}]}), None).await.unwrap();
     let mut created = Vec::new();
     while let Ok(event) = events.try_recv() {
         created.push(event.params["targetInfo"]["type"].as_str().unwrap().to_string());
+        if event.params["targetInfo"]["type"] == "page" {
+            assert_eq!(event.params["targetInfo"]["browserContextId"], default_context.as_str(), "pages are in it");
+        }
     }
     assert_eq!(created, ["browser", "tab", "page"], "targetCreated replayed before the answer");
 

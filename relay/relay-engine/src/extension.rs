@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::cdp;
 use super::client::write_loop;
 use super::targets::{EnableEffect, SubKind, Target, new_id};
-use super::{CallError, Pending, Relay};
+use super::{CallError, Pending, Relay, ReplyHook};
 
 /// A live, greeted extension connection.
 #[derive(Debug)]
@@ -35,6 +35,13 @@ impl ExtensionLink {
     /// Queues a frame for the extension; `false` once the connection is gone.
     pub async fn send(&self, text: String) -> bool {
         self.tx.send(Message::Text(text.into())).await.is_ok()
+    }
+
+    /// Queues a frame now, behind everything queued so far (for frames that
+    /// must keep their place: undo commands sent under the registry lock).
+    /// `false` when the queue is full or the connection gone.
+    pub fn send_now(&self, text: String) -> bool {
+        self.tx.try_send(Message::Text(text.into())).is_ok()
     }
 }
 
@@ -243,9 +250,20 @@ impl Relay {
             return;
         };
         match pending {
-            Pending::Client { client, cdp_id, session, runtime_enable, .. } => {
+            Pending::Client { client, cdp_id, session, hook, .. } => {
                 client.finish_command();
-                if let Some(enable) = runtime_enable {
+                if let (Some(ReplyHook::ScriptAdded { tab, child }), Ok(Some(result))) = (&hook, &reply) {
+                    #[derive(Deserialize)]
+                    struct Added {
+                        identifier: String,
+                    }
+                    if let Ok(added) = serde_json::from_str::<Added>(result)
+                        && let Some(target) = self.registry().by_tab_mut(*tab)
+                    {
+                        target.ledger.script_added(client.id, child.as_deref(), added.identifier);
+                    }
+                }
+                if let Some(ReplyHook::RuntimeEnable(enable)) = hook {
                     // See `Target::runtime`: replay before the answer, as Chrome would.
                     let mut registry = self.registry();
                     if let Some(target) = registry.by_tab_mut(enable.tab) {
@@ -286,6 +304,11 @@ impl Relay {
                 };
                 let _ = tx.send(result);
             }
+            Pending::Undo { method, .. } => {
+                if let Err(error) = reply {
+                    tracing::debug!(%method, "undoing a client's state: {}", error.message);
+                }
+            }
         }
     }
 
@@ -309,6 +332,11 @@ impl Relay {
                 if let Ok(child) = serde_json::from_str::<Child>(params) {
                     if method == "Target.detachedFromTarget" {
                         self.0.children.remove(child.session_id.as_str());
+                        // The session's state went with it.
+                        if let Some(target) = self.registry().by_tab_mut(event.tab_id) {
+                            target.ledger.forget_child(&child.session_id);
+                            target.runtime.retain(|r| r.child.as_deref() != Some(child.session_id.as_str()));
+                        }
                     } else if shared_protocol::is_restricted_url(&child.target_info.url) {
                         // Another extension's frame or a browser page inside
                         // the tab: clients cannot use it, and left paused
@@ -481,6 +509,7 @@ impl Relay {
             opener,
             subs: Vec::new(),
             runtime: Vec::new(),
+            ledger: Default::default(),
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         self.announce_new(target);

@@ -26,9 +26,11 @@
 //! is re-emitted as `Browser.download*` at the root, where Playwright
 //! listens.
 
+pub mod browser_domain;
 pub mod cdp;
 pub mod client;
 pub mod extension;
+pub mod ledger;
 pub mod targets;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -37,7 +39,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use serde_json::{Value, json};
-use shared_protocol::{CallId, Hello, RelayMessage, TabId};
+use shared_protocol::{CallId, Hello, RawValue, RelayMessage, TabId};
 use tokio::sync::{oneshot, watch};
 
 use client::ClientHandle;
@@ -110,19 +112,34 @@ enum Pending {
         cdp_id: i64,
         session: Option<Arc<str>>,
         generation: u64,
-        /// Set for `Runtime.enable`: see [`targets::Target::runtime`].
-        runtime_enable: Option<RuntimeEnable>,
+        /// What the reply means to the relay's books, besides the client.
+        hook: Option<ReplyHook>,
     },
     /// One of the relay's own calls.
     Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
+    /// A command that puts a tab back after a client left (see
+    /// [`ledger`]); its answer goes nowhere.
+    Undo { generation: u64, method: String },
 }
 
 impl Pending {
     fn generation(&self) -> u64 {
         match self {
-            Self::Client { generation, .. } | Self::Internal { generation, .. } => *generation,
+            Self::Client { generation, .. } | Self::Internal { generation, .. } | Self::Undo { generation, .. } => {
+                *generation
+            }
         }
     }
+}
+
+/// What a client's reply means to the relay's books.
+#[derive(Debug)]
+enum ReplyHook {
+    /// `Runtime.enable`: see [`targets::Target::runtime`].
+    RuntimeEnable(RuntimeEnable),
+    /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
+    /// to remove the script when the client leaves.
+    ScriptAdded { tab: TabId, child: Option<Arc<str>> },
 }
 
 /// The answer to every command in flight when the extension goes away.
@@ -389,6 +406,26 @@ impl Relay {
         }
     }
 
+    /// Queues a command that puts a tab back after a client left; its answer
+    /// is only logged.
+    pub(crate) fn send_undo(&self, link: &extension::ExtensionLink, tab_id: TabId, undo: ledger::Undo) {
+        let id = self.next_call_id();
+        let params = RawValue::from_string(undo.params).ok();
+        let frame = shared_protocol::encode(&RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {
+            id,
+            tab_id,
+            session_id: undo.child.as_deref().map(Into::into),
+            method: undo.method.as_str().into(),
+            params: params.as_deref(),
+        }));
+        tracing::debug!(tab = tab_id, child = undo.child.as_deref(), method = %undo.method, "undoing a client's state");
+        self.0.pending.insert(id, Pending::Undo { generation: link.generation, method: undo.method });
+        if !link.send_now(frame) {
+            self.0.pending.remove(&id);
+            tracing::warn!(tab = tab_id, "the extension's queue is full: a client's state on this tab was not undone");
+        }
+    }
+
     /// Answers every pending call of an extension connection that is gone.
     fn fail_pending(&self, generation: u64) {
         let ids: Vec<CallId> =
@@ -403,6 +440,7 @@ impl Relay {
                 Pending::Internal { reply, name, .. } => {
                     let _ = reply.send(Err(CallError::Disconnected(name)));
                 }
+                Pending::Undo { .. } => {}
             }
         }
     }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use shared_protocol::{TabId, WindowId};
 
 use super::client::ClientHandle;
+use super::ledger::{Ledger, Undo};
 
 /// A random id in Chrome's style (32 upper-case hex digits).
 pub fn new_id() -> Arc<str> {
@@ -94,6 +95,8 @@ pub struct Target {
     /// makes Chrome report nothing, so the relay replays the contexts, and
     /// sends context events only to clients that enabled Runtime.
     pub runtime: Vec<RuntimeSession>,
+    /// What each client set on the shared session (see [`Ledger`]).
+    pub ledger: Ledger,
 }
 
 /// Execution contexts of one session on a tab, and which clients enabled
@@ -180,11 +183,23 @@ impl Target {
         self.runtime(child).is_some_and(|s| s.clients.contains(&client))
     }
 
-    pub fn forget_client(&mut self, client: u64) {
+    /// A client left: its subscriptions go, and the commands that take back
+    /// what it set are returned (Runtime off when nobody else uses it, then
+    /// its ledger entries).
+    pub fn forget_client(&mut self, client: u64) -> Vec<Undo> {
         self.subs.retain(|s| s.client.id != client);
+        let mut undo = Vec::new();
         for session in &mut self.runtime {
+            let had = session.clients.contains(&client);
             session.clients.retain(|c| *c != client);
+            if had && session.clients.is_empty() && session.enabled {
+                session.enabled = false;
+                session.contexts.clear();
+                undo.push(Undo { child: session.child.clone(), method: "Runtime.disable".into(), params: "{}".into() });
+            }
         }
+        undo.extend(self.ledger.forget_client(client));
+        undo
     }
 
     /// Tracks `Runtime.executionContext*` events.
@@ -359,6 +374,7 @@ mod tests {
             opener: None,
             subs: Vec::new(),
             runtime: Vec::new(),
+            ledger: Ledger::default(),
         };
         let created = |id: i64| format!(r#"{{"context":{{"id":{id},"origin":"","name":""}}}}"#);
         // Two clients enable at once: only the first reaches Chrome and gets

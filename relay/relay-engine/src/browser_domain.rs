@@ -1,0 +1,599 @@
+//! The browser-level protocol the relay answers itself: the `Target` and
+//! `Browser` domains, at the root (and on an emulated browser session) and
+//! on page sessions, where Chrome offers them too. Every answer is built
+//! from the registry; what needs the user's browser (a new tab, a tab to
+//! the front) goes to the extension as one allow-listed `chrome.*` call.
+//! PROTOCOL.md has the table of every method and what the relay answers.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared_protocol::{RelayMessage, TabId, TabInfo};
+
+use super::cdp::{self, Command, code};
+use super::client::{ClientHandle, Replier, SessionKind, attached_event};
+use super::targets::{FilterEntry, SubKind, Subscription, TargetFilter, new_id};
+use super::{CallError, Relay};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AutoAttachParams {
+    auto_attach: bool,
+    #[serde(default)]
+    flatten: bool,
+    #[serde(default)]
+    filter: Option<Vec<FilterEntry>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DiscoverParams {
+    discover: bool,
+    #[serde(default)]
+    filter: Option<Vec<FilterEntry>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct TargetIdParams {
+    #[serde(default)]
+    target_id: Option<String>,
+    #[serde(default)]
+    flatten: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionParams {
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateTargetParams {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    background: bool,
+}
+
+#[derive(Deserialize)]
+struct FilterParams {
+    #[serde(default)]
+    filter: Option<Vec<FilterEntry>>,
+}
+
+pub(crate) const NO_TARGET: &str = "No target with given id found";
+pub(crate) const NO_SESSION: &str = "Session with given id not found.";
+
+/// Where a browser-domain command was sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// The root connection (or an emulated browser session).
+    Root,
+    /// A page's session (its target id): Chrome offers the browser domains
+    /// there too, but not the browser-only methods, and a missing
+    /// `targetId` means the page itself.
+    Page(&'a str),
+}
+
+/// The domains the relay answers for the user's browser.
+pub(crate) fn is_browser_domain(method: &str) -> bool {
+    method.starts_with("Target.") || method.starts_with("Browser.")
+}
+
+/// Chrome's refusal.
+const NOT_ALLOWED: &str = "Not allowed";
+
+/// Methods Chrome offers at the root only: on a page session it answers
+/// "Not allowed".
+const ROOT_ONLY: [&str; 7] = [
+    "Target.attachToBrowserTarget",
+    "Target.createBrowserContext",
+    "Target.disposeBrowserContext",
+    "Target.getBrowserContexts",
+    "Target.getDevToolsTarget",
+    "Target.openDevTools",
+    "Target.exposeDevToolsProtocol",
+];
+
+/// What a client may not do to the user's browser through the relay:
+/// Chrome's refusal, with the reason (the README lists them).
+const USER_BROWSER_ONLY: [&str; 11] = [
+    "Browser.grantPermissions",
+    "Browser.setPermission",
+    "Browser.resetPermissions",
+    "Browser.cancelDownload",
+    "Browser.crash",
+    "Browser.crashGpuProcess",
+    "Browser.setWindowBounds",
+    "Browser.setContentsSize",
+    "Browser.executeBrowserCommand",
+    "Browser.addPrivacySandboxEnrollmentOverride",
+    "Browser.addMockCamera",
+];
+
+/// A browser-level command answered through the extension.
+#[derive(Debug)]
+enum ExtensionCall {
+    /// `Target.createTarget`, `closeTarget`, `activateTarget`, cookies.
+    Target { method: String, params: Option<String> },
+    /// `Browser.getWindowForTarget` (or `getWindowBounds`: the bounds only).
+    Window { tab: TabId, bounds_only: bool },
+}
+
+impl Relay {
+    /// Commands on a Puppeteer tab session: the page lives under it.
+    pub(crate) fn tab_command(
+        &self,
+        client: &Arc<ClientHandle>,
+        command: &Command<'_>,
+        session: &str,
+        target_id: &str,
+    ) {
+        let reply = Replier { client, id: command.id, session: Some(session) };
+        match &*command.method {
+            "Target.setAutoAttach" => {
+                let mut registry = self.registry();
+                let Some(target) = registry.by_target_id_mut(target_id) else {
+                    return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
+                };
+                let page_session = target.page_session.clone();
+                if !target.is_subscribed(client.id, &page_session) {
+                    let info = target.page_info(self.context_id());
+                    client.subscribe(
+                        &mut client.state(),
+                        target,
+                        SubKind::Page,
+                        page_session.clone(),
+                        Some(session.into()),
+                    );
+                    client.send(attached_event(&page_session, info, Some(session)));
+                }
+                reply.ok(&json!({}));
+            }
+            "Runtime.runIfWaitingForDebugger" => reply.ok(&json!({})),
+            "Target.getTargetInfo" => match self.registry().by_target_id(target_id) {
+                Some(target) => reply.ok(&json!({"targetInfo": target.tab_info(self.context_id())})),
+                None => reply.err(code::SESSION_NOT_FOUND, NO_SESSION),
+            },
+            method => reply.err(code::METHOD_NOT_FOUND, &format!("'{method}' wasn't found")),
+        }
+    }
+
+    /// A `Target.*` or `Browser.*` command (or anything at the root, where
+    /// only those domains exist), answered as Chrome answers it in `scope`.
+    pub(crate) fn browser_command(
+        &self,
+        client: &Arc<ClientHandle>,
+        command: &Command<'_>,
+        session: Option<&str>,
+        scope: Scope<'_>,
+    ) {
+        let reply = Replier { client, id: command.id, session };
+        let context_id = self.context_id().clone();
+        let on_page = matches!(scope, Scope::Page(_));
+        let method: &str = &command.method;
+        if on_page && ROOT_ONLY.contains(&method) {
+            // As Chrome: the browser-only methods refuse page sessions.
+            let code =
+                if method == "Target.exposeDevToolsProtocol" { code::INVALID_PARAMS } else { code::SERVER_ERROR };
+            return reply.err(code, NOT_ALLOWED);
+        }
+        match method {
+            "Browser.getVersion" => {
+                let hello = self.hello();
+                reply.ok(&json!({
+                    "protocolVersion": "1.3",
+                    "product": hello.as_ref().map_or("Chrome/0.0.0.0", |h| h.browser_version.as_str()),
+                    "revision": "",
+                    "userAgent": hello.as_ref().map_or("", |h| h.user_agent.as_str()),
+                    "jsVersion": "",
+                }));
+            }
+            // Downloads go where the user's browser puts them; their events are
+            // re-emitted at the browser level (see `download_event`).
+            "Browser.setDownloadBehavior" => reply.ok(&json!({})),
+            "Browser.close" => {
+                // Never the user's browser: this client's connection only.
+                reply.ok(&json!({}));
+                client.close(1000, "Browser.close: this client is disconnected; the user's browser stays open");
+            }
+            "Browser.setDockTile" | "Target.setRemoteLocations" => reply.ok(&json!({})),
+            // What the user's Chrome (started without --enable-automation) says.
+            "Browser.getBrowserCommandLine" => {
+                reply.err(code::SERVER_ERROR, "Command line not returned because --enable-automation not set.")
+            }
+            "Browser.getHistogram" => {
+                let name = command.params::<Value>().ok().and_then(|p| p["name"].as_str().map(str::to_string));
+                reply.err(code::INVALID_PARAMS, &format!("Cannot find histogram: {}", name.unwrap_or_default()));
+            }
+            "Browser.getHistograms" => reply.ok(&json!({"histograms": []})),
+            method if USER_BROWSER_ONLY.contains(&method) => reply.err(
+                code::SERVER_ERROR,
+                &format!("{NOT_ALLOWED}: Browser Relay does not let clients change the user's browser ({method})"),
+            ),
+            "Target.setAutoAttach" => self.set_auto_attach(client, command, session),
+            "Target.setDiscoverTargets" => self.set_discover_targets(client, command, session),
+            "Target.getTargets" => {
+                let filter = match command.params::<FilterParams>() {
+                    Ok(p) => TargetFilter::from_param(p.filter),
+                    Err(e) => return reply.err(code::INVALID_PARAMS, &e),
+                };
+                let mut infos = Vec::new();
+                if filter.matches("browser") {
+                    infos.push(self.browser_info());
+                }
+                for target in self.registry().iter() {
+                    if filter.matches("tab") {
+                        infos.push(target.tab_info(&context_id));
+                    }
+                    if filter.matches("page") {
+                        infos.push(target.page_info(&context_id));
+                    }
+                }
+                reply.ok(&json!({"targetInfos": infos}));
+            }
+            "Target.getTargetInfo" => {
+                let params: TargetIdParams = command.params().unwrap_or_default();
+                // Without an id: the browser at the root, the page itself on
+                // its own session (as Chrome).
+                let id = match (params.target_id, scope) {
+                    (Some(id), _) => id,
+                    (None, Scope::Page(page)) => page.to_string(),
+                    (None, Scope::Root) => return reply.ok(&json!({"targetInfo": self.browser_info()})),
+                };
+                if id == self.browser_id() {
+                    return reply.ok(&json!({"targetInfo": self.browser_info()}));
+                }
+                match self.registry().by_target_id(&id) {
+                    Some(t) if *t.tab_target_id == *id => reply.ok(&json!({"targetInfo": t.tab_info(&context_id)})),
+                    Some(t) => reply.ok(&json!({"targetInfo": t.page_info(&context_id)})),
+                    None => reply.err(code::INVALID_PARAMS, NO_TARGET),
+                }
+            }
+            "Target.attachToTarget" => self.attach_to_target(client, command, session),
+            "Target.attachToBrowserTarget" => {
+                let browser_session = new_id();
+                client.state().sessions.insert(browser_session.clone(), SessionKind::Browser);
+                client.send(attached_event(&browser_session, self.browser_info(), session));
+                reply.ok(&json!({"sessionId": &*browser_session}));
+            }
+            "Target.detachFromTarget" => self.detach_from_target(client, command, session),
+            "Target.getBrowserContexts" => {
+                reply.ok(&json!({"browserContextIds": [], "defaultBrowserContextId": &*context_id}))
+            }
+            "Target.createBrowserContext" => reply.err(
+                code::SERVER_ERROR,
+                "Browser Relay drives the user's own browser profile: separate browser contexts are not available; use the default context",
+            ),
+            "Target.disposeBrowserContext" => {
+                let id = command.params::<Value>().ok().and_then(|p| p["browserContextId"].as_str().map(str::to_string));
+                reply.err(code::SERVER_ERROR, &format!("Failed to find context with id {}", id.unwrap_or_default()));
+            }
+            "Target.getDevToolsTarget" => reply.ok(&json!({})),
+            "Target.openDevTools" => reply.err(code::SERVER_ERROR, "Failed to create DevTools window"),
+            "Target.exposeDevToolsProtocol" => reply.err(
+                code::SERVER_ERROR,
+                &format!("{NOT_ALLOWED}: Browser Relay does not give pages of the user's browser the protocol"),
+            ),
+            "Target.autoAttachRelated" if on_page => {
+                reply.err(code::SERVER_ERROR, "Target.autoAttachRelated is only supported on the Browser target")
+            }
+            "Target.autoAttachRelated" => reply.err(code::INVALID_PARAMS, "Target does not support auto-attaching"),
+            "Target.sendMessageToTarget" => reply.err(
+                code::SERVER_ERROR,
+                "When using flat protocol, messages are routed to the target via the sessionId attribute.",
+            ),
+            "Browser.getWindowForTarget" | "Browser.getWindowBounds" => {
+                let tab = match self.window_tab(method, command, scope) {
+                    Ok(tab) => tab,
+                    Err(message) => return reply.err(code::SERVER_ERROR, &message),
+                };
+                let bounds_only = method == "Browser.getWindowBounds";
+                self.extension_answer(client, command, session, ExtensionCall::Window { tab, bounds_only });
+            }
+            "Target.createTarget" | "Target.closeTarget" | "Target.activateTarget" => {
+                let params = command.params.map(|p| p.get().to_string());
+                self.extension_answer(client, command, session, ExtensionCall::Target { method: method.to_string(), params });
+            }
+            "Storage.getCookies" | "Storage.setCookies" | "Storage.clearCookies" if !on_page => {
+                let params = command.params.map(|p| p.get().to_string());
+                self.extension_answer(client, command, session, ExtensionCall::Target { method: method.to_string(), params });
+            }
+            method if is_browser_domain(method) => reply.err(code::METHOD_NOT_FOUND, &format!("'{method}' wasn't found")),
+            method => reply.err(
+                code::METHOD_NOT_FOUND,
+                &format!("'{method}' wasn't found at the browser level: send page commands with a page's sessionId"),
+            ),
+        }
+    }
+
+    /// The tab whose window `Browser.getWindowForTarget` (or
+    /// `getWindowBounds`) asks about.
+    fn window_tab(&self, method: &str, command: &Command<'_>, scope: Scope<'_>) -> Result<TabId, String> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct WindowParams {
+            target_id: Option<String>,
+            window_id: Option<i64>,
+        }
+        let params: WindowParams = command.params().unwrap_or_default();
+        let registry = self.registry();
+        if method == "Browser.getWindowBounds" {
+            let window = params.window_id;
+            return registry
+                .iter()
+                .find(|t| window.is_some() && t.window_id == window)
+                .map(|t| t.tab_id)
+                .ok_or_else(|| "Browser window not found".to_string());
+        }
+        let target = match (params.target_id, scope) {
+            (Some(id), _) => id,
+            (None, Scope::Page(page)) => page.to_string(),
+            (None, Scope::Root) => return Err("No web contents in the target".into()),
+        };
+        registry.by_target_id(&target).map(|t| t.tab_id).ok_or_else(|| "No target with given id".to_string())
+    }
+
+    /// Answers a command with `chrome.*` calls, from a task so that this
+    /// client's other commands keep flowing; it counts as in flight.
+    fn extension_answer(
+        &self,
+        client: &Arc<ClientHandle>,
+        command: &Command<'_>,
+        session: Option<&str>,
+        call: ExtensionCall,
+    ) {
+        let reply = Replier { client, id: command.id, session };
+        if !self.start_in_flight(&reply) {
+            return;
+        }
+        let relay = self.clone();
+        let client = client.clone();
+        let (id, session) = (command.id, session.map(str::to_string));
+        tokio::spawn(async move {
+            let reply = Replier { client: &client, id, session: session.as_deref() };
+            let result = match call {
+                ExtensionCall::Target { method, params } => relay.extension_backed(&method, params.as_deref()).await,
+                ExtensionCall::Window { tab, bounds_only } => relay.window_of(tab, bounds_only).await,
+            };
+            client.finish_command();
+            match result {
+                Ok(result) => client.send(cdp::response(id, &result, session.as_deref())),
+                Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
+            }
+        });
+    }
+
+    /// `{windowId, bounds}` (or `{bounds}`) of a tab's window: the window as
+    /// `chrome.windows.update` with no change reports it.
+    async fn window_of(&self, tab: TabId, bounds_only: bool) -> Result<String, CallError> {
+        let window_id = self
+            .registry()
+            .by_tab(tab)
+            .and_then(|t| t.window_id)
+            .ok_or_else(|| CallError::Chrome("Browser window not found".into()))?;
+        let window = self.call(|id| RelayMessage::WindowsUpdate { id, window_id, focused: None }).await?;
+        let window: Value =
+            serde_json::from_str(&window).map_err(|e| CallError::Chrome(format!("unexpected window: {e}")))?;
+        let bounds = json!({
+            "left": window["left"], "top": window["top"], "width": window["width"], "height": window["height"],
+            "windowState": window["state"].as_str().unwrap_or("normal"),
+        });
+        let answer =
+            if bounds_only { json!({"bounds": bounds}) } else { json!({"windowId": window_id, "bounds": bounds}) };
+        Ok(answer.to_string())
+    }
+
+    fn browser_info(&self) -> Value {
+        json!({
+            "targetId": self.browser_id(),
+            "type": "browser",
+            "title": "",
+            "url": "",
+            "attached": true,
+            "canAccessOpener": false,
+        })
+    }
+
+    fn set_auto_attach(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {
+        let reply = Replier { client, id: command.id, session };
+        let params = match command.params::<AutoAttachParams>() {
+            Ok(p) => p,
+            Err(e) => return reply.err(code::INVALID_PARAMS, &e),
+        };
+        if params.auto_attach && !params.flatten {
+            // As Chrome: browser-level auto-attach needs flat sessions.
+            return reply.err(code::SERVER_ERROR, "Only flatten protocol is supported with browser level auto-attach");
+        }
+        // Hold the registry while announcing so that no tab event can slip in
+        // between a client's attachedToTarget and our answer.
+        let mut registry = self.registry();
+        client.state().auto_attach = params.auto_attach.then(|| TargetFilter::from_param(params.filter));
+        for target in registry.iter_mut() {
+            client.auto_attach_root(target, self.context_id());
+        }
+        reply.ok(&json!({}));
+    }
+
+    fn set_discover_targets(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {
+        let reply = Replier { client, id: command.id, session };
+        let params = match command.params::<DiscoverParams>() {
+            Ok(p) => p,
+            Err(e) => return reply.err(code::INVALID_PARAMS, &e),
+        };
+        let registry = self.registry();
+        let filter = params.discover.then(|| TargetFilter::from_param(params.filter));
+        if let Some(filter) = &filter {
+            let created =
+                |info: Value| cdp::event("Target.targetCreated", &json!({"targetInfo": info}).to_string(), None);
+            if filter.matches("browser") {
+                client.send(created(self.browser_info()));
+            }
+            for target in registry.iter() {
+                if filter.matches("tab") {
+                    client.send(created(target.tab_info(self.context_id())));
+                }
+                if filter.matches("page") {
+                    client.send(created(target.page_info(self.context_id())));
+                }
+            }
+        }
+        client.state().discover = filter;
+        reply.ok(&json!({}));
+    }
+
+    fn attach_to_target(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {
+        let reply = Replier { client, id: command.id, session };
+        let params: TargetIdParams = match command.params() {
+            Ok(p) => p,
+            Err(e) => return reply.err(code::INVALID_PARAMS, &e),
+        };
+        if !params.flatten {
+            return reply.err(code::SERVER_ERROR, "Browser Relay supports flat sessions only: pass flatten: true");
+        }
+        let Some(target_id) = params.target_id else {
+            return reply.err(code::INVALID_PARAMS, "Invalid parameters: targetId is required");
+        };
+        let mut registry = self.registry();
+        let Some(target) = registry.by_target_id_mut(&target_id) else {
+            return reply.err(code::INVALID_PARAMS, NO_TARGET);
+        };
+        let (kind, info) = if *target.tab_target_id == *target_id {
+            (SubKind::Tab, target.tab_info(self.context_id()))
+        } else {
+            (SubKind::Page, target.page_info(self.context_id()))
+        };
+        // Each explicit attach is a new session, as in Chrome, so detaching
+        // it never disturbs the client's other sessions on the same page.
+        let new_session = new_id();
+        client.subscribe(&mut client.state(), target, kind, new_session.clone(), session.map(Arc::from));
+        client.send(attached_event(&new_session, info, session));
+        reply.ok(&json!({"sessionId": &*new_session}));
+    }
+
+    fn detach_from_target(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {
+        let reply = Replier { client, id: command.id, session };
+        let Ok(SessionParams { session_id: Some(detach) }) = command.params::<SessionParams>() else {
+            return reply.err(code::INVALID_PARAMS, "Invalid parameters: sessionId is required");
+        };
+        let held = client.state().sessions.get(detach.as_str()).cloned();
+        match held {
+            Some(SessionKind::Browser) => {
+                client.forget_session(&detach);
+                let params = json!({"sessionId": detach, "targetId": self.browser_id()}).to_string();
+                client.send(cdp::event("Target.detachedFromTarget", &params, None));
+                reply.ok(&json!({}));
+            }
+            Some(SessionKind::Page(target_id) | SessionKind::Tab(target_id)) => {
+                let mut registry = self.registry();
+                if let Some(target) = registry.by_target_id_mut(&target_id) {
+                    // Detaching a tab session takes the page sessions under it along.
+                    let mut gone: Vec<Subscription> = Vec::new();
+                    target.subs.retain(|s| {
+                        let hit = s.client.id == client.id
+                            && (*s.session == *detach || s.parent.as_deref() == Some(detach.as_str()));
+                        if hit {
+                            gone.push(s.clone());
+                        }
+                        !hit
+                    });
+                    gone.sort_by_key(|s| s.kind == SubKind::Tab);
+                    for sub in gone {
+                        client.forget_session(&sub.session);
+                        let id = if sub.kind == SubKind::Tab { &target.tab_target_id } else { &target.target_id };
+                        let params = json!({"sessionId": &*sub.session, "targetId": &**id}).to_string();
+                        client.send(cdp::event("Target.detachedFromTarget", &params, sub.parent.as_deref()));
+                    }
+                }
+                reply.ok(&json!({}));
+            }
+            None => match self.0.children.get(detach.as_str()).map(|e| *e.value()) {
+                // Chrome's own child session: Chrome detaches it.
+                Some(tab) => {
+                    if !self.start_in_flight(&reply) {
+                        return;
+                    }
+                    let relay = self.clone();
+                    let client = client.clone();
+                    let (id, session) = (command.id, session.map(str::to_string));
+                    tokio::spawn(async move {
+                        let reply = Replier { client: &client, id, session: session.as_deref() };
+                        let params = json!({"sessionId": detach});
+                        let result = relay.send_command(tab, "Target.detachFromTarget", Some(params)).await;
+                        client.finish_command();
+                        match result {
+                            Ok(_) => reply.ok(&json!({})),
+                            Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
+                        }
+                    });
+                }
+                None => reply.err(code::SESSION_NOT_FOUND, "No session with given id"),
+            },
+        }
+    }
+
+    /// Browser-level commands that need the extension. Returns the raw result.
+    async fn extension_backed(&self, method: &str, params: Option<&str>) -> Result<String, CallError> {
+        let params = params.unwrap_or("{}");
+        let bad = |e: serde_json::Error| CallError::Chrome(format!("Invalid parameters for {method}: {e}"));
+        let target_tab = |params: &str| -> Result<TabId, CallError> {
+            let p: TargetIdParams = serde_json::from_str(params).map_err(bad)?;
+            let id = p.target_id.ok_or_else(|| CallError::Chrome("targetId is required".into()))?;
+            self.tab_of_target(&id).ok_or_else(|| CallError::Chrome(NO_TARGET.into()))
+        };
+        match method {
+            "Target.createTarget" => {
+                let p: CreateTargetParams = serde_json::from_str(params).map_err(bad)?;
+                let url = p.url.filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
+                let created = self
+                    .call(|id| RelayMessage::TabsCreate {
+                        id,
+                        url: Some(url),
+                        active: !p.background,
+                        opener_tab_id: None,
+                    })
+                    .await?;
+                let tab: TabInfo = serde_json::from_str(&created)
+                    .map_err(|e| CallError::Chrome(format!("unexpected tabs.create result: {e}")))?;
+                // Announced to auto-attaching clients before we answer.
+                let target_id = self.attach_and_register(&tab).await?;
+                Ok(json!({"targetId": &*target_id}).to_string())
+            }
+            "Target.closeTarget" => {
+                self.close_tab(target_tab(params)?).await?;
+                Ok(json!({"success": true}).to_string())
+            }
+            "Target.activateTarget" => {
+                self.activate_tab(target_tab(params)?).await?;
+                Ok("{}".into())
+            }
+            // Cookies are per profile; any attached tab reaches them.
+            "Storage.getCookies" => self.send_command(self.any_tab()?, "Network.getAllCookies", None).await,
+            "Storage.setCookies" => {
+                #[derive(Deserialize)]
+                struct Cookies {
+                    cookies: Value,
+                }
+                let p: Cookies = serde_json::from_str(params).map_err(bad)?;
+                let params = json!({"cookies": p.cookies});
+                self.send_command(self.any_tab()?, "Network.setCookies", Some(params)).await.map(|_| "{}".into())
+            }
+            "Storage.clearCookies" => {
+                self.send_command(self.any_tab()?, "Network.clearBrowserCookies", None).await.map(|_| "{}".into())
+            }
+            other => Err(CallError::Chrome(format!("'{other}' wasn't found"))),
+        }
+    }
+
+    fn any_tab(&self) -> Result<TabId, CallError> {
+        self.registry()
+            .iter()
+            .next()
+            .map(|t| t.tab_id)
+            .ok_or_else(|| CallError::Chrome("no tab is attached: click the Browser Relay icon on a tab first".into()))
+    }
+}

@@ -1,0 +1,206 @@
+//! The shared debugger session, as clients come and go (no browser: a
+//! scripted extension that sees every call): what a client sets on the
+//! user's tab goes when the client goes, the client still connected keeps
+//! what it set, and the browser domains answer on page sessions as Chrome
+//! answers them there.
+
+use std::time::Duration;
+
+use browser_relay::server::RunningServer;
+use cdp_client::{CdpClient, CdpError, CdpEvent};
+use e2e::fake_extension::{FakeExtension, Mode, SeenCall, fake_tab, fake_target_id, hello};
+use serde_json::{Value, json};
+use state_dir::Token;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+struct Setup {
+    server: RunningServer,
+    token: Token,
+    ext: FakeExtension,
+}
+
+/// A relay with a scripted extension that shares tab 4.
+async fn setup() -> Setup {
+    e2e::init_logging();
+    let token = Token::generate();
+    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.expect("relay starts");
+    let mut ext =
+        FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![fake_tab(4)])), Mode::Manual)
+            .await
+            .expect("extension connects");
+    tokio::time::timeout(Duration::from_secs(5), ext.other.recv()).await.expect("welcome");
+    e2e::wait_for_stats(&server.relay, "the shared tab", Duration::from_secs(5), |s| s.targets == 1).await.unwrap();
+    Setup { server, token, ext }
+}
+
+impl Setup {
+    /// A browser-level client, attached to the shared tab: (client, its
+    /// events, the page session).
+    async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>, String) {
+        let url = format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str());
+        let client = CdpClient::connect(&url).await.expect("client connects").with_timeout(Duration::from_secs(5));
+        let mut events = client.take_events().unwrap();
+        e2e::auto_attach(&client).await;
+        let attached = e2e::next_event(&mut events, "Target.attachedToTarget", Duration::from_secs(5)).await;
+        let session = attached.params["sessionId"].as_str().unwrap().to_string();
+        (client, events, session)
+    }
+
+    /// The next call the relay makes to the extension.
+    async fn next_call(&mut self) -> SeenCall {
+        tokio::time::timeout(Duration::from_secs(5), self.ext.calls.recv())
+            .await
+            .expect("the relay calls the extension")
+            .expect("extension open")
+    }
+
+    /// Sends `method` on `session` and plays the extension's part: the call
+    /// must reach it as `debugger.sendCommand`, answered with `result`.
+    async fn forwarded(&mut self, client: &CdpClient, session: &str, method: &str, params: Value, result: Value) {
+        let answer = client.start_call(method, params, Some(session));
+        let call = self.next_call().await;
+        assert_eq!(call.method.as_deref(), Some(method), "{call:?}");
+        self.ext.reply(call.id, Ok(result));
+        answer.await.unwrap_or_else(|e| panic!("{method}: {e}"));
+    }
+
+    /// The commands the relay sends by itself next (undoing a client's
+    /// state), as (method, params), until it stays quiet.
+    async fn undone(&mut self) -> Vec<(String, Value)> {
+        let mut seen = Vec::new();
+        while let Ok(Some(call)) = tokio::time::timeout(Duration::from_millis(500), self.ext.calls.recv()).await {
+            let frame: Value = serde_json::from_str(&call.raw).unwrap();
+            let params = frame["debugger.sendCommand"]["params"].clone();
+            seen.push((call.method.clone().unwrap_or(call.name.clone()), params));
+            self.ext.reply(call.id, Ok(json!({})));
+        }
+        seen
+    }
+}
+
+fn protocol_error(result: Result<Value, CdpError>) -> (i64, String) {
+    match result {
+        Err(CdpError::Protocol { code, message, .. }) => (code, message),
+        other => panic!("expected a CDP error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_takes_what_it_set_on_the_users_tab() {
+    let mut setup = setup().await;
+    let (client, _events, page) = setup.client().await;
+    let metrics = json!({"width": 1000, "height": 700, "deviceScaleFactor": 1, "mobile": false});
+    setup.forwarded(&client, &page, "Emulation.setDeviceMetricsOverride", metrics, json!({})).await;
+    setup.forwarded(&client, &page, "Network.setExtraHTTPHeaders", json!({"headers": {"x-a": "1"}}), json!({})).await;
+    setup.forwarded(&client, &page, "Network.enable", json!({}), json!({})).await;
+    let script = json!({"source": "window.__mine = 1"});
+    setup.forwarded(&client, &page, "Page.addScriptToEvaluateOnNewDocument", script, json!({"identifier": "42"})).await;
+    setup.forwarded(&client, &page, "Runtime.addBinding", json!({"name": "__binding"}), json!({})).await;
+    let attach = json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
+    setup.forwarded(&client, &page, "Target.setAutoAttach", attach, json!({})).await;
+
+    client.close();
+    let undone = setup.undone().await;
+    let expect = [
+        ("Emulation.clearDeviceMetricsOverride", json!({})),
+        ("Network.setExtraHTTPHeaders", json!({"headers": {}})),
+        ("Target.setAutoAttach", json!({"autoAttach": false, "waitForDebuggerOnStart": false, "flatten": true})),
+        ("Page.removeScriptToEvaluateOnNewDocument", json!({"identifier": "42"})),
+        ("Runtime.removeBinding", json!({"name": "__binding"})),
+        ("Network.disable", json!({})),
+    ];
+    for (method, params) in expect {
+        assert!(undone.contains(&(method.to_string(), params.clone())), "{method} {params} missing from {undone:?}");
+    }
+    assert_eq!(undone.len(), 6, "nothing else: {undone:?}");
+}
+
+#[tokio::test]
+async fn the_client_still_connected_keeps_what_it_set() {
+    let mut setup = setup().await;
+    let (a, _a_events, a_page) = setup.client().await;
+    let (b, _b_events, b_page) = setup.client().await;
+    let small = json!({"width": 800, "height": 600, "deviceScaleFactor": 1, "mobile": false});
+    let large = json!({"width": 1920, "height": 1080, "deviceScaleFactor": 1, "mobile": false});
+    setup.forwarded(&a, &a_page, "Emulation.setDeviceMetricsOverride", small.clone(), json!({})).await;
+    setup.forwarded(&a, &a_page, "Network.enable", json!({}), json!({})).await;
+    setup.forwarded(&b, &b_page, "Emulation.setDeviceMetricsOverride", large, json!({})).await;
+    setup.forwarded(&b, &b_page, "Network.enable", json!({}), json!({})).await;
+
+    // B's disable would take A's events away: answered by the relay.
+    b.call("Network.disable", json!({}), Some(&b_page)).await.unwrap();
+    // B leaves: A's viewport is back in effect, A's Network stays on.
+    b.close();
+    assert_eq!(setup.undone().await, [("Emulation.setDeviceMetricsOverride".to_string(), small)]);
+    a.close();
+    let undone = setup.undone().await;
+    assert!(undone.contains(&("Emulation.clearDeviceMetricsOverride".to_string(), json!({}))), "{undone:?}");
+    assert!(undone.contains(&("Network.disable".to_string(), json!({}))), "{undone:?}");
+}
+
+#[tokio::test]
+async fn a_once_only_setting_does_not_fail_the_next_client() {
+    // Chrome takes Page.setFontFamilies once per session; Playwright sets it
+    // on every page it attaches to, and a failure there made it drop the
+    // next client's popups (issue 12).
+    let mut setup = setup().await;
+    let fonts = json!({"fontFamilies": {"standard": "Times New Roman", "fixed": "Monospace"}});
+    let (a, _a_events, a_page) = setup.client().await;
+    setup.forwarded(&a, &a_page, "Page.setFontFamilies", fonts.clone(), json!({})).await;
+    a.close();
+    assert!(setup.undone().await.is_empty(), "nothing to undo for fonts");
+    let (b, _b_events, b_page) = setup.client().await;
+    b.call("Page.setFontFamilies", fonts, Some(&b_page)).await.expect("answered by the relay");
+    assert!(setup.undone().await.is_empty(), "the extension saw no second call");
+}
+
+#[tokio::test]
+async fn browser_domains_on_a_page_session_answer_as_chrome() {
+    let mut setup = setup().await;
+    let (client, _events, page) = setup.client().await;
+    // Without a targetId, the page itself.
+    let info = client.call("Target.getTargetInfo", json!({}), Some(&page)).await.unwrap();
+    assert_eq!(info["targetInfo"]["targetId"], fake_target_id(4), "{info}");
+    let version = client.call("Browser.getVersion", json!({}), Some(&page)).await.unwrap();
+    assert_eq!(version["product"], "Chrome/156.0.0.0");
+    // chromiumoxide activates the page on its own session before a
+    // screenshot; chrome.debugger would answer "Not allowed".
+    let activated = client.start_call("Target.activateTarget", json!({"targetId": fake_target_id(4)}), Some(&page));
+    let call = setup.next_call().await;
+    assert_eq!(call.name, "tabs.update", "{call:?}");
+    setup.ext.reply(call.id, Ok(serde_json::to_value(fake_tab(4)).unwrap()));
+    let call = setup.next_call().await;
+    assert_eq!(call.name, "windows.update", "{call:?}");
+    setup
+        .ext
+        .reply(call.id, Ok(json!({"id": 1, "left": 0, "top": 0, "width": 1200, "height": 800, "state": "normal"})));
+    activated.await.unwrap();
+    // The browser-only methods refuse page sessions, as in Chrome.
+    for method in ["Target.getBrowserContexts", "Target.attachToBrowserTarget", "Target.createBrowserContext"] {
+        assert_eq!(protocol_error(client.call(method, json!({}), Some(&page)).await), (-32000, "Not allowed".into()));
+    }
+    // What the user's browser must not take says so.
+    let (code, message) = protocol_error(
+        client.call("Browser.grantPermissions", json!({"permissions": ["geolocation"]}), Some(&page)).await,
+    );
+    assert_eq!(code, -32000);
+    assert!(message.starts_with("Not allowed") && message.contains("grantPermissions"), "{message}");
+    // The window of the page, through windows.update without a change.
+    let window = client.start_call("Browser.getWindowForTarget", json!({}), Some(&page));
+    let call = setup.next_call().await;
+    assert_eq!(call.name, "windows.update", "{call:?}");
+    setup
+        .ext
+        .reply(call.id, Ok(json!({"id": 1, "left": 5, "top": 6, "width": 1200, "height": 800, "state": "normal"})));
+    let window = window.await.unwrap();
+    assert_eq!(
+        window,
+        json!({"windowId": 1, "bounds": {"left": 5, "top": 6, "width": 1200, "height": 800, "windowState": "normal"}})
+    );
+    // Session-scoped auto-attach still reaches the tab (iframes, workers).
+    let attach = json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true});
+    setup.forwarded(&client, &page, "Target.setAutoAttach", attach, json!({})).await;
+    // An unknown method of the domains, in Chrome's words.
+    let (code, message) = protocol_error(client.call("Target.teleport", json!({}), Some(&page)).await);
+    assert_eq!((code, message.as_str()), (-32601, "'Target.teleport' wasn't found"));
+}
