@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::RawQuery;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use serde_json::json;
 use shared_protocol::SUBPROTOCOL;
 
@@ -43,6 +44,9 @@ pub fn router(relay: Relay, guard: Guard, state_root: Option<&std::path::Path>) 
         .route("/json/", get(json_list))
         .route("/json/list", get(json_list))
         .route("/json/list/", get(json_list))
+        .route("/json/protocol", get(json_protocol))
+        .route("/json/protocol/", get(json_protocol))
+        .route("/json/new", put(json_new).fallback(json_new_verb))
         .route("/json/activate/{id}", get(json_activate).put(json_activate))
         .route("/json/close/{id}", get(json_close).put(json_close))
         .route("/cdp", get(browser_ws))
@@ -56,6 +60,9 @@ pub fn router(relay: Relay, guard: Guard, state_root: Option<&std::path::Path>) 
         .route("/profiles/{name}/json/", get(profile_list))
         .route("/profiles/{name}/json/list", get(profile_list))
         .route("/profiles/{name}/json/list/", get(profile_list))
+        .route("/profiles/{name}/json/protocol", get(profile_protocol))
+        .route("/profiles/{name}/json/protocol/", get(profile_protocol))
+        .route("/profiles/{name}/json/new", put(profile_new).fallback(json_new_verb))
         .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
         .fallback(not_found)
         .with_state(state)
@@ -87,6 +94,40 @@ async fn json_version(State(relay): State<Relay>) -> Response {
 
 async fn json_list(State(relay): State<Relay>) -> Response {
     axum::Json(relay.list_json()).into_response()
+}
+
+/// Chrome's protocol description, as its own port serves it.
+pub const PROTOCOL_JSON: &str = include_str!("../assets/devtools-protocol.json");
+
+async fn json_protocol() -> Response {
+    ([(header::CONTENT_TYPE, "application/json; charset=UTF-8")], PROTOCOL_JSON).into_response()
+}
+
+/// `PUT /json/new?<url>`: a new tab of the user's browser, attached.
+async fn json_new(State(relay): State<Relay>, RawQuery(url): RawQuery) -> Response {
+    let url = url.map(|u| percent_decode(&u));
+    match relay.new_tab(url.as_deref().filter(|u| !u.is_empty())).await {
+        Ok(entry) => axum::Json(entry).into_response(),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `/json/new` with another verb: Chrome's answer.
+async fn json_new_verb(method: axum::http::Method) -> Response {
+    text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("Using unsafe HTTP verb {method} to invoke /json/new. This action supports only PUT verb."),
+    )
+}
+
+/// `/json/new?<url>` takes the URL as the whole query, percent-encoded or
+/// not (Chrome decodes it).
+fn percent_decode(query: &str) -> String {
+    let query = query.strip_prefix("url=").unwrap_or(query);
+    url::form_urlencoded::parse(format!("u={query}").as_bytes())
+        .next()
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default()
 }
 
 async fn json_activate(State(relay): State<Relay>, Path(id): Path<String>) -> Response {
@@ -192,6 +233,42 @@ async fn managed_json(state: &AppState, name: &str, path: &str) -> Result<serde_
     let unreadable =
         || (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer {path}"));
     cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{port}{path}")).await.map_err(|_| unreadable())
+}
+
+/// A managed profile's protocol description: the browser's own (its exact
+/// version), else (not running yet) the relay's copy. A profile this relay
+/// does not serve is a 404, as for the other `/profiles/<name>/json/*` routes.
+async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    match managed_json(&state, &name, "/json/protocol").await {
+        Ok(doc) => axum::Json(doc).into_response(),
+        Err((StatusCode::NOT_FOUND, why)) => text(StatusCode::NOT_FOUND, why),
+        Err(_) => json_protocol().await,
+    }
+}
+
+/// `PUT /profiles/<name>/json/new?<url>`: the browser's own, with the
+/// relay's WebSocket URL.
+async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, RawQuery(query): RawQuery) -> Response {
+    let port = match managed_port(&state, &name) {
+        Ok(port) => port,
+        Err((status, why)) => return text(status, why),
+    };
+    let url = query.map(|q| percent_decode(&q)).unwrap_or_default();
+    let encoded: String = url::form_urlencoded::byte_serialize(url.as_bytes()).collect();
+    let target = format!("http://127.0.0.1:{port}/json/new?{encoded}");
+    match cdp_client::http::request("PUT", &target, &[], None).await {
+        Ok(response) if response.status == 200 => {
+            let mut entry = response.json();
+            let ws = entry["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
+            entry["webSocketDebuggerUrl"] = json!(ws);
+            entry["devtoolsFrontendUrl"] = json!("");
+            axum::Json(entry).into_response()
+        }
+        Ok(response) => text(StatusCode::BAD_GATEWAY, response.text()),
+        Err(_) => {
+            text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer /json/new"))
+        }
+    }
 }
 
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {

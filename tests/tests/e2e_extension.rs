@@ -190,3 +190,51 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     let state = api.ok("POST", "/act", Some(read)).await;
     assert_eq!(state["result"], json!([["clicked 1", "key Enter"], "typed"]), "{state}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", env.port);
+
+    // The protocol description, without a token, has the domains Chrome's has.
+    let ours = cdp_client::http::request("GET", &format!("{base}/json/protocol"), &[], None).await.unwrap();
+    assert_eq!(ours.status, 200, "{}", ours.text());
+    let chromes =
+        cdp_client::http::request("GET", &format!("http://127.0.0.1:{}/json/protocol", env.chrome.port), &[], None)
+            .await
+            .unwrap();
+    let domains = |doc: serde_json::Value| -> Vec<String> {
+        doc["domains"].as_array().unwrap().iter().map(|d| d["domain"].as_str().unwrap().to_string()).collect()
+    };
+    let (ours, chromes) = (domains(ours.json()), domains(chromes.json()));
+    for domain in ["Page", "Runtime", "Target", "Browser", "Accessibility", "Input"] {
+        assert!(ours.contains(&domain.to_string()) && chromes.contains(&domain.to_string()), "{domain}: {ours:?}");
+    }
+
+    // PUT /json/new opens a real, attached tab whose page socket works.
+    let token = env.token.as_str();
+    let url = format!("{}/index.html?from-json-new", env.fixtures.url());
+    let get =
+        cdp_client::http::request("GET", &format!("{base}/json/new?{url}&token={token}"), &[], None).await.unwrap();
+    assert_eq!(get.status, 405, "Chrome refuses GET on /json/new: {}", get.text());
+    let new =
+        cdp_client::http::request("PUT", &format!("{base}/json/new?{url}&token={token}"), &[], None).await.unwrap();
+    assert_eq!(new.status, 200, "{}", new.text());
+    let entry = new.json();
+    assert_eq!(entry["type"], "page");
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    let page = CdpClient::connect(entry["webSocketDebuggerUrl"].as_str().unwrap())
+        .await
+        .unwrap()
+        .with_timeout(Duration::from_secs(20));
+    let location = page
+        .call("Runtime.evaluate", json!({"expression": "location.href", "returnByValue": true}), None)
+        .await
+        .unwrap();
+    assert_eq!(location["result"]["value"], json!(url), "the page socket drives the new tab");
+    let listed = cdp_client::http::request("GET", &format!("{base}/json/list?token={token}"), &[], None).await.unwrap();
+    assert!(listed.json().as_array().unwrap().iter().any(|t| t["id"] == entry["id"]), "{}", listed.text());
+}

@@ -104,6 +104,15 @@ async fn http_routes_check_host_origin_and_token() {
         ("health without token", "/".into(), &host, vec![], 200),
         ("health from rebinding Host", "/".into(), "evil.example", vec![], 403),
         ("status without token", "/extension/status".into(), &host, vec![], 200),
+        // Chrome's protocol description holds no secret (chrome-remote-interface
+        // fetches it before connecting, without a token)...
+        ("protocol without token", "/json/protocol".into(), &host, vec![], 200),
+        ("profile protocol without token", "/profiles/managed/json/protocol".into(), &host, vec![], 404),
+        // ...but the other rules hold for it too.
+        ("protocol from a rebinding Host", "/json/protocol".into(), "evil.example", vec![], 403),
+        ("protocol from a web page", "/json/protocol".into(), &host, vec![("Origin", "http://evil.example")], 403),
+        ("new tab needs the token", "/json/new?about:blank".into(), &host, vec![], 401),
+        ("nothing else under the name", "/json/protocolx".into(), &host, vec![], 401),
         ("health from a web page", "/".into(), &host, vec![("Origin", "http://evil.example")], 403),
         ("managed profile without token", "/profiles/managed/json/version".into(), &host, vec![], 401),
         (

@@ -537,7 +537,7 @@ impl Relay {
     }
 
     /// Browser-level commands that need the extension. Returns the raw result.
-    async fn extension_backed(&self, method: &str, params: Option<&str>) -> Result<String, CallError> {
+    pub(crate) async fn extension_backed(&self, method: &str, params: Option<&str>) -> Result<String, CallError> {
         let params = params.unwrap_or("{}");
         let bad = |e: serde_json::Error| CallError::Chrome(format!("Invalid parameters for {method}: {e}"));
         let target_tab = |params: &str| -> Result<TabId, CallError> {

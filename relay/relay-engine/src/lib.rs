@@ -464,25 +464,36 @@ impl Relay {
     /// `/json/list`: like Chrome's, one entry per attached page with a
     /// page-level WebSocket URL.
     pub fn list_json(&self) -> Value {
-        let base = self.public_base();
         let registry = self.registry();
-        Value::Array(
-            registry
-                .iter()
-                .map(|t| {
-                    let path = format!("/devtools/page/{}", t.target_id);
-                    json!({
-                        "description": "",
-                        "devtoolsFrontendUrl": "",
-                        "id": &*t.target_id,
-                        "title": t.title,
-                        "type": "page",
-                        "url": t.url,
-                        "webSocketDebuggerUrl": base.map(|b| b.ws_url(&path)),
-                    })
-                })
-                .collect(),
-        )
+        Value::Array(registry.iter().map(|t| self.list_entry(t)).collect())
+    }
+
+    /// One page as `/json/list` shows it.
+    fn list_entry(&self, target: &targets::Target) -> Value {
+        let path = format!("/devtools/page/{}", target.target_id);
+        json!({
+            "description": "",
+            "devtoolsFrontendUrl": "",
+            "id": &*target.target_id,
+            "title": target.title,
+            "type": "page",
+            "url": target.url,
+            "webSocketDebuggerUrl": self.public_base().map(|b| b.ws_url(&path)),
+        })
+    }
+
+    /// `PUT /json/new?<url>`: a new tab (attached, as `Target.createTarget`
+    /// makes it), as `/json/list` shows it.
+    pub async fn new_tab(&self, url: Option<&str>) -> Result<Value, CallError> {
+        let params = json!({"url": url.unwrap_or("about:blank")}).to_string();
+        let created = self.extension_backed("Target.createTarget", Some(&params)).await?;
+        let target_id = serde_json::from_str::<Value>(&created)
+            .ok()
+            .and_then(|v| v["targetId"].as_str().map(str::to_string))
+            .ok_or_else(|| CallError::Chrome("the new tab has no target".into()))?;
+        let registry = self.registry();
+        let target = registry.by_target_id(&target_id).ok_or_else(|| CallError::Chrome("the new tab closed".into()))?;
+        Ok(self.list_entry(target))
     }
 
     /// `/extension/status`.

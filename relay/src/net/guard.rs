@@ -30,7 +30,9 @@ pub struct Guard {
 /// Which rules apply to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteClass {
-    /// `/` and `/extension/status`: health checks, no token, no secrets.
+    /// `/`, `/extension/status` and `/json/protocol` (also a profile's):
+    /// health checks and Chrome's protocol description, no token, no
+    /// secrets (Chrome serves the protocol to anyone who asks).
     Public,
     /// `/json*`, `/cdp`, `/devtools/*`: CDP clients; token required.
     Client,
@@ -40,12 +42,21 @@ pub enum RouteClass {
 
 impl RouteClass {
     pub fn of(path: &str) -> Self {
+        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
         match path {
             "/extension" => Self::Extension,
-            "/" | "/extension/status" => Self::Public,
+            "/" | "/extension/status" | "/json/protocol" => Self::Public,
+            _ if is_profile_protocol(path) => Self::Public,
             _ => Self::Client,
         }
     }
+}
+
+/// `/profiles/<name>/json/protocol`.
+fn is_profile_protocol(path: &str) -> bool {
+    path.strip_prefix("/profiles/")
+        .and_then(|rest| rest.strip_suffix("/json/protocol"))
+        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
 }
 
 /// Why a request was refused. The message tells a legitimate user what to do
@@ -263,6 +274,25 @@ mod tests {
         );
         assert_eq!(presented_token(Some("token"), &HeaderMap::new(), false), Some(String::new()));
         assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")]), false), None);
+    }
+
+    #[test]
+    fn only_health_and_the_protocol_description_are_public() {
+        for public in ["/", "/extension/status", "/json/protocol", "/json/protocol/", "/profiles/managed/json/protocol"]
+        {
+            assert_eq!(RouteClass::of(public), RouteClass::Public, "{public}");
+        }
+        for client in [
+            "/json/list",
+            "/json/protocolx",
+            "/json/new",
+            "/profiles/a/b/json/protocol",
+            "/profiles//json/protocol",
+            "/profiles/managed/json/version",
+            "/cdp",
+        ] {
+            assert_eq!(RouteClass::of(client), RouteClass::Client, "{client}");
+        }
     }
 
     #[test]
