@@ -1,14 +1,16 @@
 //! The shared debugger session, as clients come and go (no browser: a
 //! scripted extension that sees every call): what a client sets on the
 //! user's tab goes when the client goes, the client still connected keeps
-//! what it set, and the browser domains answer on page sessions as Chrome
-//! answers them there.
+//! what it set, the tabs a client opened close when it leaves, a capture of
+//! a tab that is not in front is answered in bounded time, and the browser
+//! domains answer on page sessions as Chrome answers them there.
 
 use std::time::Duration;
 
 use browser_relay::server::RunningServer;
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 use e2e::fake_extension::{FakeExtension, Mode, SeenCall, fake_tab, fake_target_id, hello};
+use relay_engine::RelayConfig;
 use serde_json::{Value, json};
 use state_dir::Token;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -21,9 +23,15 @@ struct Setup {
 
 /// A relay with a scripted extension that shares tab 4.
 async fn setup() -> Setup {
+    setup_with(RelayConfig::default()).await
+}
+
+async fn setup_with(config: RelayConfig) -> Setup {
     e2e::init_logging();
     let token = Token::generate();
-    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.expect("relay starts");
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.relay = RelayConfig { extension_grace: options.relay.extension_grace, ..config };
+    let server = RunningServer::start(options).await.expect("relay starts");
     let mut ext =
         FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![fake_tab(4)])), Mode::Manual)
             .await
@@ -203,4 +211,151 @@ async fn browser_domains_on_a_page_session_answer_as_chrome() {
     // An unknown method of the domains, in Chrome's words.
     let (code, message) = protocol_error(client.call("Target.teleport", json!({}), Some(&page)).await);
     assert_eq!((code, message.as_str()), (-32601, "'Target.teleport' wasn't found"));
+}
+
+impl Setup {
+    /// Plays the extension's part of a `Target.createTarget` that makes tab
+    /// `tab`.
+    async fn create_tab(&mut self, tab: i64) {
+        let call = self.next_call().await;
+        assert_eq!(call.name, "tabs.create", "{call:?}");
+        self.ext.reply(call.id, Ok(serde_json::to_value(fake_tab(tab)).unwrap()));
+    }
+
+    /// The tabs the relay closes from now until it stays quiet (each
+    /// reported removed, as Chrome does).
+    async fn closed_tabs(&mut self) -> Vec<i64> {
+        let mut closed = Vec::new();
+        while let Ok(Some(call)) = tokio::time::timeout(Duration::from_millis(500), self.ext.calls.recv()).await {
+            self.ext.reply(call.id, Ok(json!({})));
+            if call.name == "tabs.remove" {
+                let frame: Value = serde_json::from_str(&call.raw).unwrap();
+                let tab_id = frame["tabs.remove"]["tabId"].as_i64().unwrap();
+                self.ext.send(&shared_protocol::ExtensionMessage::TabRemoved { tab_id });
+                closed.push(tab_id);
+            }
+        }
+        closed
+    }
+}
+
+#[tokio::test]
+async fn tabs_a_client_opened_close_when_it_leaves_and_the_users_stay() {
+    let mut setup = setup().await;
+    let (a, _a_events, _) = setup.client().await;
+    let (b, _b_events, _) = setup.client().await;
+    // A opens tab 5; the user's tab 4 opens a popup (tab 6) while A and B
+    // drive it.
+    let created = a.start_call("Target.createTarget", json!({"url": "about:blank"}), None);
+    setup.create_tab(5).await;
+    assert_eq!(created.await.unwrap()["targetId"], fake_target_id(5));
+    let popup = shared_protocol::TabInfo { opener_tab_id: Some(4), ..fake_tab(6) };
+    setup.ext.send(&shared_protocol::ExtensionMessage::TabCreated { tab: popup });
+    e2e::wait_for_stats(&setup.server.relay, "the popup", Duration::from_secs(5), |s| s.targets == 3).await.unwrap();
+
+    // A leaves: its own tab closes; the popup is B's too.
+    a.close();
+    assert_eq!(setup.closed_tabs().await, [5]);
+    b.close();
+    assert_eq!(setup.closed_tabs().await, [6], "the popup goes with the last client that drove its opener");
+    e2e::wait_for_stats(&setup.server.relay, "only the user's tab", Duration::from_secs(5), |s| s.targets == 1)
+        .await
+        .unwrap();
+
+    // A popup the user opens with no client connected is the user's.
+    let popup = shared_protocol::TabInfo { opener_tab_id: Some(4), ..fake_tab(7) };
+    setup.ext.send(&shared_protocol::ExtensionMessage::TabCreated { tab: popup });
+    e2e::wait_for_stats(&setup.server.relay, "the user's popup", Duration::from_secs(5), |s| s.targets == 2)
+        .await
+        .unwrap();
+    let (c, _c_events, _) = setup.client().await;
+    c.close();
+    assert!(setup.closed_tabs().await.is_empty(), "the user's tabs stay");
+}
+
+#[tokio::test]
+async fn a_tab_created_for_a_client_that_already_left_is_closed() {
+    let mut setup = setup().await;
+    let (a, _events, _) = setup.client().await;
+    let _created = a.start_call("Target.createTarget", json!({"url": "about:blank"}), None);
+    let call = setup.next_call().await;
+    assert_eq!(call.name, "tabs.create");
+    a.close();
+    e2e::wait_for_stats(&setup.server.relay, "the client gone", Duration::from_secs(5), |s| s.clients == 0)
+        .await
+        .unwrap();
+    setup.ext.reply(call.id, Ok(serde_json::to_value(fake_tab(5)).unwrap()));
+    assert_eq!(setup.closed_tabs().await, [5]);
+}
+
+/// A capture the extension never answers, as Chrome never answers one of a
+/// tab it does not paint.
+async fn unanswered_capture(
+    setup: &mut Setup,
+    client: &CdpClient,
+    page: &str,
+) -> tokio::task::JoinHandle<Result<Value, CdpError>> {
+    let capture = tokio::spawn(client.start_call("Page.captureScreenshot", json!({}), Some(page)));
+    let call = setup.next_call().await;
+    assert_eq!(call.method.as_deref(), Some("Page.captureScreenshot"), "{call:?}");
+    capture
+}
+
+fn quick_capture_checks() -> RelayConfig {
+    RelayConfig {
+        capture_check: Duration::from_millis(100),
+        capture_timeout: Duration::from_millis(800),
+        ..RelayConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_capture_of_a_tab_behind_another_fails_at_once_with_the_reason() {
+    let mut setup = setup_with(quick_capture_checks()).await;
+    let (client, _events, page) = setup.client().await;
+    let capture = unanswered_capture(&mut setup, &client, &page).await;
+    let query = setup.next_call().await;
+    assert_eq!(query.name, "tabs.query", "{query:?}");
+    // Another tab is in front of tab 4.
+    setup.ext.reply(query.id, Ok(json!([fake_tab(9)])));
+    let (code, message) = protocol_error(capture.await.unwrap());
+    assert_eq!(code, -32000);
+    assert!(message.contains("not in front") && message.contains("Page.bringToFront"), "{message}");
+    // The client goes on.
+    let info = client.call("Target.getTargetInfo", json!({}), Some(&page)).await.unwrap();
+    assert_eq!(info["targetInfo"]["targetId"], fake_target_id(4));
+}
+
+#[tokio::test]
+async fn a_capture_in_a_minimized_window_fails_with_the_reason() {
+    let mut setup = setup_with(quick_capture_checks()).await;
+    let (_client, _events, page) = setup.client().await;
+    let capture = unanswered_capture(&mut setup, &_client, &page).await;
+    let query = setup.next_call().await;
+    setup.ext.reply(query.id, Ok(json!([fake_tab(4)])));
+    let window = setup.next_call().await;
+    assert_eq!(window.name, "windows.update", "{window:?}");
+    setup.ext.reply(window.id, Ok(json!({"id": 1, "state": "minimized"})));
+    let (_, message) = protocol_error(capture.await.unwrap());
+    assert!(message.contains("minimized"), "{message}");
+}
+
+#[tokio::test]
+async fn a_capture_of_a_tab_in_front_waits_up_to_the_deadline_and_a_late_answer_is_dropped() {
+    let mut setup = setup_with(quick_capture_checks()).await;
+    let (client, _events, page) = setup.client().await;
+    let capture = unanswered_capture(&mut setup, &client, &page).await;
+    let started = tokio::time::Instant::now();
+    let query = setup.next_call().await;
+    setup.ext.reply(query.id, Ok(json!([fake_tab(4)])));
+    let window = setup.next_call().await;
+    setup.ext.reply(window.id, Ok(json!({"id": 1, "state": "normal"})));
+    let (_, message) = protocol_error(capture.await.unwrap());
+    assert!(message.contains("no frame within"), "{message}");
+    assert!(started.elapsed() >= Duration::from_millis(600), "waited for the deadline: {:?}", started.elapsed());
+    // A capture Chrome answers in time is untouched.
+    let quick = client.start_call("Page.captureScreenshot", json!({}), Some(&page));
+    let call = setup.next_call().await;
+    setup.ext.reply(call.id, Ok(json!({"data": "iVBORw0KGgo="})));
+    assert_eq!(quick.await.unwrap()["data"], "iVBORw0KGgo=");
 }

@@ -357,7 +357,13 @@ impl Relay {
         tokio::spawn(async move {
             let reply = Replier { client: &client, id, session: session.as_deref() };
             let result = match call {
-                ExtensionCall::Target { method, params } => relay.extension_backed(&method, params.as_deref()).await,
+                ExtensionCall::Target { method, params } => {
+                    let result = relay.extension_backed(&method, params.as_deref()).await;
+                    if let (Ok(created), "Target.createTarget") = (&result, method.as_str()) {
+                        relay.own_created_tab(&client, created);
+                    }
+                    result
+                }
                 ExtensionCall::Window { tab, bounds_only } => relay.window_of(tab, bounds_only).await,
             };
             client.finish_command();
@@ -366,6 +372,28 @@ impl Relay {
                 Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
             }
         });
+    }
+
+    /// The tab `client` created is its: closed when the client leaves (at
+    /// once if it already has).
+    fn own_created_tab(&self, client: &Arc<ClientHandle>, created: &str) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Created {
+            target_id: String,
+        }
+        let Ok(Created { target_id }) = serde_json::from_str(created) else { return };
+        let mut registry = self.registry();
+        let Some(target) = registry.by_target_id_mut(&target_id) else { return };
+        // Under the registry lock, as `forget_client`: either it sees this
+        // owner, or this sees that the client is gone.
+        if self.0.clients.contains_key(&client.id) {
+            target.owners.push(client.id);
+        } else {
+            let tab = target.tab_id;
+            drop(registry);
+            self.close_orphans(vec![tab]);
+        }
     }
 
     /// `{windowId, bounds}` (or `{bounds}`) of a tab's window: the window as

@@ -262,7 +262,11 @@ impl Relay {
     fn forget_client(&self, client: &Arc<ClientHandle>) {
         let link = self.link();
         let mut registry = self.registry();
+        let mut orphans = Vec::new();
         for target in registry.iter_mut() {
+            if target.disown(client.id) {
+                orphans.push(target.tab_id);
+            }
             let undo = target.forget_client(client.id);
             // Queued under the registry lock: any later client's command on
             // this tab is recorded after, and goes out after.
@@ -272,8 +276,11 @@ impl Relay {
                 }
             }
         }
-        drop(registry);
+        // Gone from the client list before the registry is released, so a
+        // tab it is creating right now sees it gone (`own_created_tab`).
         self.0.clients.remove(&client.id);
+        drop(registry);
+        self.close_orphans(orphans);
         self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
         client.state().sessions.clear();
     }
@@ -396,7 +403,10 @@ impl Relay {
         );
         if !link.send(frame).await && self.0.pending.remove(&id).is_some() {
             client.finish_command();
-            reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
+            return reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
+        }
+        if method == "Page.captureScreenshot" && child.is_none() {
+            self.watch_capture(id, tab_id);
         }
     }
 }

@@ -244,7 +244,7 @@ impl Relay {
     }
 
     /// One reply: the raw result (if any), or Chrome's error.
-    fn on_reply(&self, id: CallId, reply: Result<Option<&str>, shared_protocol::CallError>) {
+    pub(crate) fn on_reply(&self, id: CallId, reply: Result<Option<&str>, shared_protocol::CallError>) {
         let Some((_, pending)) = self.0.pending.remove(&id) else {
             tracing::debug!(id, "reply for a call nobody waits for (timed out?)");
             return;
@@ -495,7 +495,13 @@ impl Relay {
         if let Some(target) = registry.by_tab(tab.tab_id) {
             return Ok(target.target_id.clone());
         }
-        let opener = tab.opener_tab_id.and_then(|o| registry.by_tab(o)).map(|t| t.target_id.clone());
+        let opener_target = tab.opener_tab_id.and_then(|o| registry.by_tab(o));
+        let opener = opener_target.map(|t| t.target_id.clone());
+        // A popup belongs to the clients driving its opener (see `owners`).
+        let mut owners: Vec<u64> =
+            opener_target.map(|t| t.subs.iter().map(|s| s.client.id).collect()).unwrap_or_default();
+        owners.sort_unstable();
+        owners.dedup();
         let target_id: Arc<str> = info.target_id.into();
         registry.insert(Target {
             tab_id: tab.tab_id,
@@ -510,6 +516,7 @@ impl Relay {
             subs: Vec::new(),
             runtime: Vec::new(),
             ledger: Default::default(),
+            owners,
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         self.announce_new(target);

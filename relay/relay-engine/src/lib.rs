@@ -27,6 +27,7 @@
 //! listens.
 
 pub mod browser_domain;
+pub mod capture;
 pub mod cdp;
 pub mod client;
 pub mod extension;
@@ -70,6 +71,12 @@ pub struct RelayConfig {
     pub client_max_message: usize,
     /// Largest message the extension may send (screenshots, PDFs).
     pub extension_max_message: usize,
+    /// A `Page.captureScreenshot` still unanswered after this long has its
+    /// tab checked: Chrome paints no tab that is not in front (see
+    /// [`capture`]).
+    pub capture_check: Duration,
+    /// And is answered with an error after this long, in any case.
+    pub capture_timeout: Duration,
 }
 
 impl Default for RelayConfig {
@@ -85,6 +92,8 @@ impl Default for RelayConfig {
             max_clients: 64,
             client_max_message: 32 << 20,
             extension_max_message: 256 << 20,
+            capture_check: Duration::from_secs(1),
+            capture_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -525,6 +534,20 @@ impl Relay {
     /// refuses to close the user's last tab.
     pub async fn close_tab(&self, tab_id: TabId) -> Result<(), CallError> {
         self.call(|id| RelayMessage::TabsRemove { id, tab_id }).await.map(drop)
+    }
+
+    /// Closes the tabs whose owners all left (see `Target::owners`), in the
+    /// background: the leaving client waits for nothing.
+    pub(crate) fn close_orphans(&self, tabs: Vec<TabId>) {
+        for tab in tabs {
+            let relay = self.clone();
+            tokio::spawn(async move {
+                tracing::info!(tab, "closing a tab its clients opened and left");
+                if let Err(e) = relay.close_tab(tab).await {
+                    tracing::warn!(tab, "could not close a tab its clients left: {e}");
+                }
+            });
+        }
     }
 
     pub(crate) fn register_client(&self, client: Arc<ClientHandle>) {

@@ -97,6 +97,11 @@ pub struct Target {
     pub runtime: Vec<RuntimeSession>,
     /// What each client set on the shared session (see [`Ledger`]).
     pub ledger: Ledger,
+    /// The clients that opened this tab (`Target.createTarget`, or a popup
+    /// of a tab they held): when the last of them leaves, the relay closes
+    /// it, so no script leaves tabs behind in the user's browser. Empty for
+    /// the tabs the user shared.
+    pub owners: Vec<u64>,
 }
 
 /// Execution contexts of one session on a tab, and which clients enabled
@@ -200,6 +205,14 @@ impl Target {
         }
         undo.extend(self.ledger.forget_client(client));
         undo
+    }
+
+    /// `client` left. True when it was the last of the tab's owners: the
+    /// tab is to be closed.
+    pub fn disown(&mut self, client: u64) -> bool {
+        let owned = self.owners.contains(&client);
+        self.owners.retain(|c| *c != client);
+        owned && self.owners.is_empty()
     }
 
     /// Tracks `Runtime.executionContext*` events.
@@ -375,6 +388,7 @@ mod tests {
             subs: Vec::new(),
             runtime: Vec::new(),
             ledger: Ledger::default(),
+            owners: Vec::new(),
         };
         let created = |id: i64| format!(r#"{{"context":{{"id":{id},"origin":"","name":""}}}}"#);
         // Two clients enable at once: only the first reaches Chrome and gets

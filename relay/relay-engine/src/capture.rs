@@ -1,0 +1,81 @@
+//! Screenshots of tabs that are not in front.
+//!
+//! Chrome paints no tab that another tab hides in its window, nor any tab of
+//! a minimized window, and `Page.captureScreenshot` waits for a painted
+//! frame: on such a tab it answers late (measured on Chromium 156: a tab
+//! hidden for more than about four seconds) or never, on Chrome's own port
+//! as through `chrome.debugger`. Only bringing the tab to the front releases
+//! it. The relay does not do that on its own (it would take the user's
+//! screen from under them); it makes the wait bounded instead: a capture
+//! still unanswered after [`RelayConfig::capture_check`] has its tab looked
+//! at, and if the tab is not in front the client gets an error saying so at
+//! once; any capture is answered by [`RelayConfig::capture_timeout`].
+//!
+//! [`RelayConfig::capture_check`]: crate::RelayConfig::capture_check
+//! [`RelayConfig::capture_timeout`]: crate::RelayConfig::capture_timeout
+
+use serde::Deserialize;
+use shared_protocol::{CallId, RelayMessage, TabId, TabInfo, TabQuery};
+
+use super::{CallError, Relay};
+
+/// The start of the error a client gets for a tab that is not in front.
+pub const NOT_IN_FRONT: &str = "Page.captureScreenshot: Chrome paints no tab that is not in front";
+
+impl Relay {
+    /// Bounds the wait for the client's capture sent as extension call
+    /// `call` on `tab`.
+    pub(crate) fn watch_capture(&self, call: CallId, tab: TabId) {
+        let relay = self.clone();
+        tokio::spawn(async move {
+            let (check, timeout) = (relay.0.config.capture_check, relay.0.config.capture_timeout);
+            tokio::time::sleep(check).await;
+            if !relay.0.pending.contains_key(&call) {
+                return;
+            }
+            let message = match relay.why_not_painted(tab).await {
+                Ok(Some(why)) => format!(
+                    "{NOT_IN_FRONT} ({why}), so it has no frame to capture: bring the tab to the front \
+                     (Page.bringToFront) and capture again. Browser Relay does not do it for you: it \
+                     would take the user's screen."
+                ),
+                _ => {
+                    tokio::time::sleep(timeout.saturating_sub(check)).await;
+                    format!(
+                        "Page.captureScreenshot: Chrome produced no frame within {timeout:?} (is the window \
+                         covered, or the tab in the background?)"
+                    )
+                }
+            };
+            // Answered like any reply, so the client's books stay right; a
+            // late answer from Chrome then finds nobody waiting.
+            relay.on_reply(
+                call,
+                Err(shared_protocol::CallError { message, code: Some(crate::cdp::code::SERVER_ERROR) }),
+            );
+        });
+    }
+
+    /// Why Chrome is not painting `tab` now, if it is not: another tab is
+    /// active in its window, or its window is minimized.
+    async fn why_not_painted(&self, tab: TabId) -> Result<Option<&'static str>, CallError> {
+        let active = self
+            .call(|id| RelayMessage::TabsQuery { id, query: TabQuery { active: Some(true), ..Default::default() } })
+            .await?;
+        let active: Vec<TabInfo> = serde_json::from_str(&active)
+            .map_err(|e| CallError::Chrome(format!("unexpected tabs.query result: {e}")))?;
+        let Some(window_id) = active.iter().find(|t| t.tab_id == tab).map(|t| t.window_id) else {
+            return Ok(Some("another tab is in front of it in its window"));
+        };
+        let Some(window_id) = window_id else { return Ok(None) };
+        #[derive(Deserialize)]
+        struct Window {
+            #[serde(default)]
+            state: String,
+        }
+        let window = self.call(|id| RelayMessage::WindowsUpdate { id, window_id, focused: None }).await?;
+        let window: Window =
+            serde_json::from_str(&window).map_err(|e| CallError::Chrome(format!("unexpected window: {e}")))?;
+        Ok((window.state == "minimized").then_some("its window is minimized"))
+    }
+}
