@@ -63,6 +63,8 @@ pub fn router(relay: Relay, guard: Guard, state_root: Option<&std::path::Path>) 
         .route("/profiles/{name}/json/protocol", get(profile_protocol))
         .route("/profiles/{name}/json/protocol/", get(profile_protocol))
         .route("/profiles/{name}/json/new", put(profile_new).fallback(json_new_verb))
+        .route("/profiles/{name}/json/activate/{id}", get(profile_activate).put(profile_activate))
+        .route("/profiles/{name}/json/close/{id}", get(profile_close).put(profile_close))
         .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
         .fallback(not_found)
         .with_state(state)
@@ -294,6 +296,32 @@ async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -
             axum::Json(list).into_response()
         }
         Err((status, why)) => text(status, why),
+    }
+}
+
+async fn profile_activate(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
+    profile_target_action(state, &name, "activate", &id).await
+}
+
+async fn profile_close(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
+    profile_target_action(state, &name, "close", &id).await
+}
+
+/// `/profiles/<name>/json/{activate,close}/<id>`: the browser's own answer.
+async fn profile_target_action(State(state): State<AppState>, name: &str, action: &str, id: &str) -> Response {
+    let port = match managed_port(&state, name) {
+        Ok(port) => port,
+        Err((status, why)) => return text(status, why),
+    };
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
+    }
+    match cdp_client::http::get(&format!("http://127.0.0.1:{port}/json/{action}/{id}")).await {
+        Ok((status, body)) => text(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), body),
+        Err(_) => text(
+            StatusCode::BAD_GATEWAY,
+            format!("the managed browser of profile '{name}' does not answer /json/{action}"),
+        ),
     }
 }
 

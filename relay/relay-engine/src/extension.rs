@@ -282,7 +282,10 @@ impl Relay {
                             (EnableEffect::EnablesChrome, true) => {
                                 target.runtime_disable(client.id, enable.child.as_deref());
                             }
-                            _ => {}
+                            (EnableEffect::Replay, true) => {
+                                target.runtime_join_failed(client.id, enable.child.as_deref());
+                            }
+                            (EnableEffect::EnablesChrome, false) => {}
                         }
                     }
                 }

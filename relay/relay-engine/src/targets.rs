@@ -113,6 +113,10 @@ pub struct RuntimeSession {
     pub enabled: bool,
     /// Clients that enabled Runtime; only they get context events.
     pub clients: Vec<u64>,
+    /// Clients whose `Runtime.enable` ([`EnableEffect::Replay`]) is on its
+    /// way to Chrome: Runtime must stay on for them even if every client in
+    /// `clients` leaves meanwhile.
+    pub joining: Vec<u64>,
     /// `(context id, raw params of its executionContextCreated)`.
     pub contexts: Vec<(i64, String)>,
 }
@@ -151,6 +155,9 @@ impl Target {
     pub fn runtime_enable(&mut self, client: u64, child: Option<&str>) -> EnableEffect {
         let session = self.runtime_mut(child);
         if session.enabled {
+            if !session.clients.contains(&client) && !session.joining.contains(&client) {
+                session.joining.push(client);
+            }
             EnableEffect::Replay
         } else {
             session.enabled = true;
@@ -165,6 +172,7 @@ impl Target {
     /// and gets the params of every live context.
     pub fn runtime_join(&mut self, client: u64, child: Option<&str>) -> Vec<String> {
         let session = self.runtime_mut(child);
+        session.joining.retain(|c| *c != client);
         if !session.clients.contains(&client) {
             session.clients.push(client);
         }
@@ -176,11 +184,17 @@ impl Target {
     pub fn runtime_disable(&mut self, client: u64, child: Option<&str>) -> bool {
         let session = self.runtime_mut(child);
         session.clients.retain(|c| *c != client);
-        let last = session.clients.is_empty();
+        session.joining.retain(|c| *c != client);
+        let last = session.clients.is_empty() && session.joining.is_empty();
         if last {
             session.enabled = false;
         }
         last
+    }
+
+    /// A [`EnableEffect::Replay`] enable failed: the client does not join.
+    pub fn runtime_join_failed(&mut self, client: u64, child: Option<&str>) {
+        self.runtime_mut(child).joining.retain(|c| *c != client);
     }
 
     /// Whether a context event on this session goes to `client`.
@@ -195,9 +209,12 @@ impl Target {
         self.subs.retain(|s| s.client.id != client);
         let mut undo = Vec::new();
         for session in &mut self.runtime {
-            let had = session.clients.contains(&client);
+            let had = session.clients.contains(&client) || session.joining.contains(&client);
             session.clients.retain(|c| *c != client);
-            if had && session.clients.is_empty() && session.enabled {
+            session.joining.retain(|c| *c != client);
+            // A client still joining keeps it on (its reply replays the
+            // contexts).
+            if had && session.clients.is_empty() && session.joining.is_empty() && session.enabled {
                 session.enabled = false;
                 session.contexts.clear();
                 undo.push(Undo { child: session.child.clone(), method: "Runtime.disable".into(), params: "{}".into() });
@@ -373,9 +390,8 @@ mod tests {
         assert!(only_pages.matches("page") && !only_pages.matches("tab"));
     }
 
-    #[test]
-    fn runtime_enable_is_per_client_on_a_shared_session() {
-        let mut target = Target {
+    fn shared_tab() -> Target {
+        Target {
             tab_id: 1,
             window_id: None,
             target_id: new_id(),
@@ -389,7 +405,12 @@ mod tests {
             runtime: Vec::new(),
             ledger: Ledger::default(),
             owners: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn runtime_enable_is_per_client_on_a_shared_session() {
+        let mut target = shared_tab();
         let created = |id: i64| format!(r#"{{"context":{{"id":{id},"origin":"","name":""}}}}"#);
         // Two clients enable at once: only the first reaches Chrome and gets
         // Chrome's events; the second waits for its reply.
@@ -412,6 +433,24 @@ mod tests {
         target.forget_client(2);
         assert!(target.runtime_disable(3, None));
         assert_eq!(target.runtime_enable(1, None), EnableEffect::EnablesChrome);
+    }
+
+    #[test]
+    fn a_client_whose_enable_is_on_its_way_keeps_runtime_on_when_the_last_one_leaves() {
+        // Client 2 enables while 1 has Runtime on; 1 dies before 2's reply:
+        // Runtime must stay on, or 2 waits for contexts that never come.
+        let mut target = shared_tab();
+        assert_eq!(target.runtime_enable(1, None), EnableEffect::EnablesChrome);
+        let created = r#"{"context":{"id":7,"origin":"","name":""}}"#;
+        target.track_runtime_event(None, "Runtime.executionContextCreated", created);
+        assert_eq!(target.runtime_enable(2, None), EnableEffect::Replay);
+        assert!(target.forget_client(1).is_empty(), "no Runtime.disable while 2 joins");
+        assert_eq!(target.runtime_join(2, None), vec![created.to_string()]);
+        // A join that fails leaves nobody: the next leave turns it off.
+        assert_eq!(target.runtime_enable(3, None), EnableEffect::Replay);
+        target.runtime_join_failed(3, None);
+        let undo = target.forget_client(2);
+        assert_eq!(undo.iter().map(|u| u.method.as_str()).collect::<Vec<_>>(), ["Runtime.disable"]);
     }
 
     #[test]
