@@ -43,7 +43,7 @@ if ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 if [ ! -f tests/node_modules/.package-lock.json ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
-  step "npm ci in tests/ (playwright-core, puppeteer-core)"
+  step "npm ci in tests/ (playwright-core, puppeteer-core, chrome-remote-interface)"
   (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
 step "setup complete"

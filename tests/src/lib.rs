@@ -3,6 +3,7 @@
 
 pub mod chromium;
 pub mod control_env;
+pub mod endpoints;
 pub mod extension_env;
 pub mod fake_extension;
 pub mod fixtures;

@@ -14,17 +14,10 @@
 
 use std::time::Duration;
 
-use browser_relay::server::RunningServer;
-use cdp_client::CdpClient;
+use e2e::endpoints::{ChromePort, Endpoint, Managed, extension_endpoint};
 use e2e::extension_env::ExtensionEnv;
-use e2e::{Chromium, FixtureServer};
 use futures_util::StreamExt;
-use managed_driver::ManagedBrowsers;
-use managed_driver::config::Config;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
-use state_dir::Token;
 
 /// The Node scenarios, in the order they run (`browser_limits` comes last,
 /// after the Rust client: it closes Chrome's and the managed browser).
@@ -40,155 +33,6 @@ const SCENARIOS: [&str; 10] = [
     "downloads",
     "cdp_sessions",
 ];
-
-/// One endpoint under test, as a client sees it.
-struct Endpoint {
-    kind: &'static str,
-    /// The browser-level WebSocket URL (with the token, if any).
-    ws: String,
-    fixture: String,
-    vars: Vec<(&'static str, String)>,
-}
-
-impl Endpoint {
-    fn new(
-        kind: &'static str,
-        http: String,
-        ws: String,
-        json_base: String,
-        token: &str,
-        fixtures: &FixtureServer,
-    ) -> Self {
-        let vars = vec![
-            ("KIND", kind.to_string()),
-            ("CDP_HTTP", http),
-            ("CDP_WS", ws.clone()),
-            ("JSON_BASE", json_base),
-            ("TOKEN", token.to_string()),
-            ("FIXTURE", fixtures.url()),
-            ("FIXTURE_ALT", fixtures.alt_url()),
-        ];
-        Self { kind, ws, fixture: fixtures.url(), vars }
-    }
-
-    /// A `/json/*` URL of this endpoint, with the token where needed.
-    fn json_url(&self, path: &str) -> String {
-        let var = |name: &str| self.vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str()).unwrap_or_default();
-        match var("TOKEN") {
-            "" => format!("{}{path}", var("JSON_BASE")),
-            token => format!("{}{path}?token={token}", var("JSON_BASE")),
-        }
-    }
-
-    /// Runs one scenario: its observation, or why it failed.
-    async fn run(&self, scenario: &str) -> Result<Value, String> {
-        let mut vars = self.vars.clone();
-        vars.push(("SCENARIO", scenario.to_string()));
-        let out = e2e::run_node("conformance.mjs", &vars).await.map_err(|e| format!("{e:#}"))?;
-        out.lines()
-            .rev()
-            .find_map(|line| line.strip_prefix("observation "))
-            .and_then(|json| serde_json::from_str(json).ok())
-            .ok_or_else(|| format!("no observation in the output:\n{out}"))
-    }
-}
-
-/// Chrome's own debugging port: the reference.
-struct ChromePort {
-    _chrome: Chromium,
-    fixtures: FixtureServer,
-    endpoint: Endpoint,
-}
-
-impl ChromePort {
-    async fn start() -> anyhow::Result<Self> {
-        let fixtures = FixtureServer::start().await?;
-        let chrome = Chromium::launch(&[], &format!("{}/index.html", fixtures.url()))?;
-        let base = format!("http://127.0.0.1:{}", chrome.port);
-        let endpoint = Endpoint::new("chrome", base.clone(), chrome.ws_url.clone(), base, "", &fixtures);
-        Ok(Self { _chrome: chrome, fixtures, endpoint })
-    }
-}
-
-/// The relay with the real extension, the fixture's index shared by a click.
-async fn extension_endpoint() -> anyhow::Result<(ExtensionEnv, Endpoint)> {
-    let env = ExtensionEnv::start().await?;
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await?;
-    env.wait_for_tabs(1, Duration::from_secs(20)).await?;
-    let server = env.server();
-    let ws = server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string();
-    let base = format!("http://127.0.0.1:{}", env.port);
-    let endpoint = Endpoint::new("extension", server.http_url(), ws, base, env.token.as_str(), &env.fixtures);
-    Ok((env, endpoint))
-}
-
-/// The relay in front of a managed browser whose first tab shows the
-/// fixture's index. The browser's process group is killed on drop.
-struct Managed {
-    _server: RunningServer,
-    browsers: ManagedBrowsers,
-    _fixtures: FixtureServer,
-    _state: tempfile::TempDir,
-    endpoint: Endpoint,
-}
-
-impl Drop for Managed {
-    fn drop(&mut self) {
-        if let Some(record) = self.browsers.record("managed") {
-            let _ = killpg(Pid::from_raw(record.pid as i32), Signal::SIGKILL);
-        }
-    }
-}
-
-impl Managed {
-    async fn start() -> anyhow::Result<Self> {
-        let state = tempfile::tempdir()?;
-        let browsers = ManagedBrowsers::new(state.path());
-        let profile = Config::defaults().profile(Some("managed"))?.clone();
-        browsers.start(&profile).await?;
-        let token = Token::generate();
-        let mut options = e2e::test_options(Some(token.clone()));
-        options.state_root = Some(state.path().to_path_buf());
-        let server = RunningServer::start(options).await?;
-        let fixtures = FixtureServer::start().await?;
-        let base = format!("http://{}/profiles/managed", server.addr);
-        let (_, version) = e2e::http_get(&format!("{base}/json/version?token={}", token.as_str())).await?;
-        let version: Value = serde_json::from_str(&version)?;
-        let ws = version["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string();
-        show_index(&ws, &format!("{}/index.html", fixtures.url())).await?;
-        let http = format!("{base}/?token={}", token.as_str());
-        let endpoint = Endpoint::new("managed", http, ws, base, token.as_str(), &fixtures);
-        Ok(Self { _server: server, browsers, _fixtures: fixtures, _state: state, endpoint })
-    }
-}
-
-/// Navigates the browser's one page to `url` and waits for its load.
-async fn show_index(ws: &str, url: &str) -> anyhow::Result<()> {
-    let client = CdpClient::connect(ws).await?.with_timeout(Duration::from_secs(20));
-    let mut events = client.take_events().ok_or_else(|| anyhow::anyhow!("events"))?;
-    let targets = client.call("Target.getTargets", json!({}), None).await?;
-    let page = targets["targetInfos"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|t| t["type"] == "page")
-        .and_then(|t| t["targetId"].as_str())
-        .ok_or_else(|| anyhow::anyhow!("the managed browser has no page: {targets}"))?
-        .to_string();
-    let attached = client.call("Target.attachToTarget", json!({"targetId": page, "flatten": true}), None).await?;
-    let session = attached["sessionId"].as_str().unwrap_or_default().to_string();
-    client.call("Page.enable", json!({}), Some(&session)).await?;
-    client.call("Page.navigate", json!({"url": url}), Some(&session)).await?;
-    loop {
-        let event = e2e::next_event(&mut events, "Page.loadEventFired", Duration::from_secs(20)).await;
-        if event.session_id.as_deref() == Some(session.as_str()) {
-            break;
-        }
-    }
-    client.call("Target.detachFromTarget", json!({"sessionId": session}), None).await?;
-    Ok(())
-}
 
 /// chromiumoxide, as its README uses it: connect, a new page, evaluate, a
 /// screenshot (it activates the page on the page's own session first), close.

@@ -115,6 +115,8 @@ async fn http_routes_check_host_origin_and_token() {
         ("nothing else under the name", "/json/protocolx".into(), &host, vec![], 401),
         ("health from a web page", "/".into(), &host, vec![("Origin", "http://evil.example")], 403),
         ("managed profile without token", "/profiles/managed/json/version".into(), &host, vec![], 401),
+        ("managed profile close without token", "/profiles/managed/json/close/X".into(), &host, vec![], 401),
+        ("managed profile activate without token", "/profiles/managed/json/activate/X".into(), &host, vec![], 401),
         (
             "managed profile from a web page",
             format!("/profiles/managed/json/list?token={token}"),

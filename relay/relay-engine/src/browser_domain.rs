@@ -3,7 +3,8 @@
 //! on page sessions, where Chrome offers them too. Every answer is built
 //! from the registry; what needs the user's browser (a new tab, a tab to
 //! the front) goes to the extension as one allow-listed `chrome.*` call.
-//! PROTOCOL.md has the table of every method and what the relay answers.
+//! This crate's PROTOCOL.md has the table of every method and what the
+//! relay answers; a test keeps it complete.
 
 use std::sync::Arc;
 
@@ -101,7 +102,7 @@ const ROOT_ONLY: [&str; 7] = [
 
 /// What a client may not do to the user's browser through the relay:
 /// Chrome's refusal, with the reason (the README lists them).
-const USER_BROWSER_ONLY: [&str; 11] = [
+const USER_BROWSER_ONLY: [&str; 12] = [
     "Browser.grantPermissions",
     "Browser.setPermission",
     "Browser.resetPermissions",
@@ -113,6 +114,7 @@ const USER_BROWSER_ONLY: [&str; 11] = [
     "Browser.executeBrowserCommand",
     "Browser.addPrivacySandboxEnrollmentOverride",
     "Browser.addMockCamera",
+    "Browser.setGlobalPrivacyControl",
 ];
 
 /// A browser-level command answered through the extension.
@@ -369,6 +371,8 @@ impl Relay {
             client.finish_command();
             match result {
                 Ok(result) => client.send(cdp::response(id, &result, session.as_deref())),
+                // Chrome's code for an unknown target.
+                Err(CallError::Chrome(e)) if e == NO_TARGET => reply.err(code::INVALID_PARAMS, &e),
                 Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
             }
         });

@@ -67,8 +67,8 @@ pub struct Setting {
     pub undo: (&'static str, &'static str),
 }
 
-/// Every setting the relay undoes. See PROTOCOL.md, "What a client sets, it
-/// takes with it".
+/// Every setting the relay undoes. This crate's PROTOCOL.md lists them
+/// ("What a client sets, it takes with it"); a test keeps it complete.
 pub static SETTINGS: &[Setting] = &[
     setting(
         "Emulation.setDeviceMetricsOverride",
