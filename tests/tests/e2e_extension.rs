@@ -238,3 +238,44 @@ async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
     let listed = cdp_client::http::request("GET", &format!("{base}/json/list?token={token}"), &[], None).await.unwrap();
     assert!(listed.json().as_array().unwrap().iter().any(|t| t["id"] == entry["id"]), "{}", listed.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_screenshot_of_a_tab_in_a_minimized_window_fails_fast_with_the_reason() {
+    let env = ExtensionEnv::start().await.expect("environment");
+    let index = format!("{}/index.html", env.fixtures.url());
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (client, mut events) = relay_client(&env).await;
+    let attached = next_event(&mut events, "Target.attachedToTarget").await;
+    let session = attached.params["sessionId"].as_str().unwrap().to_string();
+    let target = attached.params["targetInfo"]["targetId"].as_str().unwrap().to_string();
+    let shot = client.call("Page.captureScreenshot", json!({}), Some(&session)).await.unwrap();
+    assert!(shot["data"].as_str().is_some_and(|d| d.len() > 100), "a tab in front is captured");
+
+    // The user minimizes the window (the test's hands, on Chrome's own port).
+    let window = env.browser.call("Browser.getWindowForTarget", json!({"targetId": target}), None).await.unwrap();
+    let minimized = json!({"windowId": window["windowId"], "bounds": {"windowState": "minimized"}});
+    env.browser.call("Browser.setWindowBounds", minimized, None).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let answer = client.call("Page.captureScreenshot", json!({}), Some(&session)).await;
+    let took = started.elapsed();
+    // An image (if Chrome still paints) or the relay's error; never a hang.
+    match answer {
+        Ok(shot) => {
+            assert!(shot["data"].as_str().is_some(), "{shot}");
+            eprintln!("Chrome still painted the minimized tab ({took:?})");
+        }
+        Err(cdp_client::CdpError::Protocol { message, .. }) => {
+            assert!(message.contains("minimized") && message.contains("Page.bringToFront"), "{message}");
+            eprintln!("the relay answered in {took:?}: {message}");
+        }
+        Err(other) => panic!("{other}"),
+    }
+    assert!(took < Duration::from_secs(10), "answered in {took:?}");
+
+    // Brought back, the tab is captured again on the same connection.
+    let normal = json!({"windowId": window["windowId"], "bounds": {"windowState": "normal"}});
+    env.browser.call("Browser.setWindowBounds", normal, None).await.unwrap();
+    let shot = client.call("Page.captureScreenshot", json!({}), Some(&session)).await.unwrap();
+    assert!(shot["data"].as_str().is_some_and(|d| d.len() > 100));
+}
