@@ -95,10 +95,7 @@ impl ChromePort {
 
 /// The relay with the real extension, the fixture's index shared by a click.
 pub async fn extension_endpoint() -> anyhow::Result<(ExtensionEnv, Endpoint)> {
-    let env = ExtensionEnv::start().await?;
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await?;
-    env.wait_for_tabs(1, Duration::from_secs(20)).await?;
+    let (env, _) = ExtensionEnv::sharing_index().await?;
     let server = env.server();
     let ws = server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string();
     let base = format!("http://127.0.0.1:{}", env.port);

@@ -78,6 +78,21 @@ impl ExtensionEnv {
         Ok(env)
     }
 
+    /// [`Self::start`], then the user shares the fixture's index tab with a
+    /// real click: the environment and that tab's URL.
+    pub async fn sharing_index() -> anyhow::Result<(Self, String)> {
+        let env = Self::start().await?;
+        let index = env.index_url();
+        env.click_toolbar(&index).await?;
+        env.wait_for_tabs(1, Duration::from_secs(20)).await?;
+        Ok((env, index))
+    }
+
+    /// The fixture's index page, the tab the browser opens with.
+    pub fn index_url(&self) -> String {
+        format!("{}/index.html", self.fixtures.url())
+    }
+
     pub fn server(&self) -> &RunningServer {
         self.server.as_ref().expect("relay running")
     }

@@ -24,10 +24,7 @@ async fn relay_client(env: &ExtensionEnv) -> (CdpClient, UnboundedReceiver<CdpEv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
     let hello = env.server().relay.hello().unwrap();
     assert!(
@@ -51,10 +48,7 @@ async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn popups_of_a_shared_tab_are_attached() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let (client, mut events) = relay_client(&env).await;
     let opener = next_event(&mut events, "Target.attachedToTarget").await;
     let session = opener.params["sessionId"].as_str().unwrap().to_string();
@@ -67,10 +61,7 @@ async fn popups_of_a_shared_tab_are_attached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_the_relay_brings_the_tab_back_without_a_new_click() {
-    let mut env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (mut env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     env.stop_relay().await;
     env.restart_relay().await.unwrap();
     // Reconnect backoff starts at ~1 s; the hello re-announces the tab.
@@ -88,10 +79,7 @@ async fn restarting_the_relay_brings_the_tab_back_without_a_new_click() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_idles_a_minute_while_shared_and_stays_connected() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let connections = env.server().relay.stats().extension_connections;
     // Idle is the condition under test: an MV3 worker is stopped after ~30 s
     // without events unless the extension keeps its socket busy.
@@ -121,10 +109,7 @@ fn the_relay_allows_exactly_the_pinned_extension_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let before = env.server().relay.stats().extension_connections;
     // Chrome stops idle MV3 workers; stop this one the same way.
     let worker = env.service_worker().await.unwrap();
@@ -193,10 +178,7 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let base = format!("http://127.0.0.1:{}", env.port);
 
     // The protocol description, without a token, has the domains Chrome's has.
@@ -241,10 +223,7 @@ async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_screenshot_of_a_tab_in_a_minimized_window_fails_fast_with_the_reason() {
-    let env = ExtensionEnv::start().await.expect("environment");
-    let index = format!("{}/index.html", env.fixtures.url());
-    env.click_toolbar(&index).await.unwrap();
-    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let (client, mut events) = relay_client(&env).await;
     let attached = next_event(&mut events, "Target.attachedToTarget").await;
     let session = attached.params["sessionId"].as_str().unwrap().to_string();

@@ -340,8 +340,7 @@ impl Relay {
         registry.by_target_id(&target).map(|t| t.tab_id).ok_or_else(|| "No target with given id".to_string())
     }
 
-    /// Answers a command with `chrome.*` calls, from a task so that this
-    /// client's other commands keep flowing; it counts as in flight.
+    /// Answers a command with `chrome.*` calls.
     fn extension_answer(
         &self,
         client: &Arc<ClientHandle>,
@@ -349,26 +348,40 @@ impl Relay {
         session: Option<&str>,
         call: ExtensionCall,
     ) {
-        let reply = Replier { client, id: command.id, session };
-        if !self.start_in_flight(&reply) {
-            return;
-        }
-        let relay = self.clone();
-        let client = client.clone();
-        let (id, session) = (command.id, session.map(str::to_string));
-        tokio::spawn(async move {
-            let reply = Replier { client: &client, id, session: session.as_deref() };
-            let result = match call {
+        let (relay, owner) = (self.clone(), client.clone());
+        self.answer_later(client, command, session, async move {
+            match call {
                 ExtensionCall::Target { method, params } => {
                     let result = relay.extension_backed(&method, params.as_deref()).await;
                     if let (Ok(created), "Target.createTarget") = (&result, method.as_str()) {
-                        relay.own_created_tab(&client, created);
+                        relay.own_created_tab(&owner, created);
                     }
                     result
                 }
                 ExtensionCall::Window { tab, bounds_only } => relay.window_of(tab, bounds_only).await,
-            };
+            }
+        });
+    }
+
+    /// Answers a command with what `work` gives (a raw result), from a task
+    /// so that this client's other commands keep flowing; it counts as in
+    /// flight meanwhile.
+    fn answer_later(
+        &self,
+        client: &Arc<ClientHandle>,
+        command: &Command<'_>,
+        session: Option<&str>,
+        work: impl Future<Output = Result<String, CallError>> + Send + 'static,
+    ) {
+        if !self.start_in_flight(&Replier { client, id: command.id, session }) {
+            return;
+        }
+        let client = client.clone();
+        let (id, session) = (command.id, session.map(str::to_string));
+        tokio::spawn(async move {
+            let result = work.await;
             client.finish_command();
+            let reply = Replier { client: &client, id, session: session.as_deref() };
             match result {
                 Ok(result) => client.send(cdp::response(id, &result, session.as_deref())),
                 // Chrome's code for an unknown target.
@@ -546,21 +559,10 @@ impl Relay {
             None => match self.0.children.get(detach.as_str()).map(|e| *e.value()) {
                 // Chrome's own child session: Chrome detaches it.
                 Some(tab) => {
-                    if !self.start_in_flight(&reply) {
-                        return;
-                    }
                     let relay = self.clone();
-                    let client = client.clone();
-                    let (id, session) = (command.id, session.map(str::to_string));
-                    tokio::spawn(async move {
-                        let reply = Replier { client: &client, id, session: session.as_deref() };
+                    self.answer_later(client, command, session, async move {
                         let params = json!({"sessionId": detach});
-                        let result = relay.send_command(tab, "Target.detachFromTarget", Some(params)).await;
-                        client.finish_command();
-                        match result {
-                            Ok(_) => reply.ok(&json!({})),
-                            Err(e) => reply.err(code::SERVER_ERROR, &e.to_string()),
-                        }
+                        relay.send_command(tab, "Target.detachFromTarget", Some(params)).await.map(|_| "{}".into())
                     });
                 }
                 None => reply.err(code::SESSION_NOT_FOUND, "No session with given id"),
