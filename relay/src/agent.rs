@@ -8,7 +8,8 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, ListTabs, Navigate, OpenTab, Route, Selected, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Route, Selected, StartBrowser, Status,
+    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
 };
 use serde::Serialize;
 use state_dir::StateDir;
@@ -19,6 +20,13 @@ use crate::println_stdout;
 /// `--json` the API's own JSON in the `{"ok", "data" | "error"}` envelope.
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentCommand {
+    /// Launch a profile's browser in the running `serve` (the managed
+    /// profile: an isolated Chrome). A no-op if it runs.
+    Start(ProfileArgs),
+    /// Stop a profile's browser: Browser.close, then SIGTERM, then SIGKILL.
+    Stop(ProfileArgs),
+    /// Show a profile (every profile without --profile): running, tabs, CDP endpoint.
+    Status(ProfileArgs),
     /// List the tabs (the current one is marked with *).
     Tabs(AgentArgs),
     /// Open a tab at URL (it becomes the current tab).
@@ -91,6 +99,20 @@ pub enum AgentCommand {
     },
 }
 
+/// What the profile commands take: no tab.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArgs {
+    /// Profile (default: config.toml's defaultProfile).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Port of the control API.
+    #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+    control_port: u16,
+    /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
     /// Profile (default: config.toml's defaultProfile).
@@ -114,17 +136,24 @@ impl AgentArgs {
 }
 
 impl AgentCommand {
-    pub fn args(&self) -> &AgentArgs {
+    /// The profile, tab, port and output every command has.
+    pub fn args(&self) -> AgentArgs {
         match self {
-            Self::Tabs(args) => args,
-            Self::Open { args, .. }
+            Self::Start(args) | Self::Stop(args) | Self::Status(args) => AgentArgs {
+                profile: args.profile.clone(),
+                target_id: None,
+                control_port: args.control_port,
+                json: args.json,
+            },
+            Self::Tabs(args)
+            | Self::Open { args, .. }
             | Self::Navigate { args, .. }
             | Self::Snapshot { args, .. }
             | Self::Click { args, .. }
             | Self::Type { args, .. }
             | Self::Press { args, .. }
             | Self::Act { args, .. }
-            | Self::Screenshot { args, .. } => args,
+            | Self::Screenshot { args, .. } => args.clone(),
         }
     }
 }
@@ -150,6 +179,21 @@ async fn run<R: Route>(
     Ok(())
 }
 
+/// A profile as the user reads it: what it is, its state, and where a
+/// client connects (the token only through `browser-relay cdp-url`).
+fn profile_text(status: &ProfileStatus) -> String {
+    let default = if status.default { ", default" } else { "" };
+    let mut text =
+        format!("profile {} ({:?}, {}{default}): {}", status.profile, status.driver, status.color, status.detail);
+    if let Some(endpoint) = &status.cdp_endpoint {
+        text.push_str(&format!("\n  CDP  {endpoint}"));
+        if let Some(command) = &status.cdp_url_command {
+            text.push_str(&format!("  (with the token: `{command}`)"));
+        }
+    }
+    text
+}
+
 fn tab_line(tab: &TabInfo) -> String {
     format!("{}  {}  {}", tab.target_id, tab.title, tab.url)
 }
@@ -164,11 +208,20 @@ fn act_line(outcome: &ActOutcome) -> String {
 
 /// Runs one agent command against the control API of a running relay.
 pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
-    let args = command.args().clone();
+    let args = command.args();
     let client = ControlClient::new(args.control_port, state.load_or_create_token()?);
     let tab = args.tab();
     let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
+        AgentCommand::Start(_) => run(&client, &args, Selected::new(profile_only, StartBrowser {}), profile_text).await,
+        AgentCommand::Stop(_) => run(&client, &args, Selected::new(profile_only, StopBrowser {}), profile_text).await,
+        AgentCommand::Status(_) => {
+            run(&client, &args, Selected::new(profile_only, GetStatus {}), |status| match status {
+                Status::One(profile) => profile_text(profile),
+                Status::All(all) => all.profiles.iter().map(profile_text).collect::<Vec<_>>().join("\n"),
+            })
+            .await
+        }
         AgentCommand::Tabs(_) => {
             run(&client, &args, Selected::new(profile_only, ListTabs {}), |list| {
                 let lines: Vec<String> = list

@@ -9,7 +9,6 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
-use managed_driver::ManagedBrowsers;
 use managed_driver::config::{Config, Driver};
 use state_dir::StateDir;
 
@@ -54,24 +53,30 @@ enum Command {
         /// Extension ids allowed to connect to /extension (repeatable).
         #[arg(long = "extension-id", value_name = "ID", default_values_t = [DEFAULT_EXTENSION_ID.to_string()])]
         extension_ids: Vec<String>,
-        /// Accept clients without the token. Only for throwaway sandboxes: any
-        /// local process (or web page that guesses a rebinding trick we missed) could drive your browser.
+        /// Accept CDP clients without the token. Only for throwaway sandboxes: any
+        /// local process can then read and drive every shared tab and managed browser.
+        /// The control API is not started with it (see --no-auth-control).
         #[arg(long)]
         no_auth: bool,
+        /// With --no-auth, run the control API without the token too: any local
+        /// process can then launch browsers, open file:// pages (if allowed) and upload files.
+        #[arg(long, requires = "no_auth")]
+        no_auth_control: bool,
+        /// Launch this profile's browser once serving (repeatable), e.g. --start managed.
+        #[arg(long = "start", value_name = "PROFILE")]
+        start: Vec<String>,
     },
     /// Print this install's token (created on first use, mode 0600).
     Token,
-    /// Print the endpoint to paste into connectOverCDP / puppeteer.connect.
+    /// Print the endpoint to paste into connectOverCDP / puppeteer.connect,
+    /// with the token (the only place, with `token` and `pair`, it is shown).
     CdpUrl {
         #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
+        /// The profile whose endpoint (default: config.toml's defaultProfile).
+        #[arg(long)]
+        profile: Option<String>,
     },
-    /// Launch a profile's browser (the managed profile: an isolated Chrome). A no-op if it runs.
-    Start(ProfileArgs),
-    /// Stop a profile's browser: Browser.close, then SIGTERM, then SIGKILL.
-    Stop(ProfileArgs),
-    /// Show a profile's browser: running, pid, version, executable, profile folder, CDP endpoint.
-    Status(ProfileArgs),
     /// List the profiles of config.toml (and the two defaults).
     Profiles {
         #[arg(long)]
@@ -98,24 +103,10 @@ enum Command {
     },
 }
 
-#[derive(Debug, clap::Args)]
-struct ProfileArgs {
-    /// Profile name (default: config.toml's defaultProfile, or `chrome`).
-    #[arg(long)]
-    profile: Option<String>,
-    /// A stable JSON envelope instead of text: {"ok": true, "data": …} or {"ok": false, "error": …}.
-    #[arg(long)]
-    json: bool,
-    /// Port of the relay whose endpoint to show.
-    #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
-    port: u16,
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let json = match &cli.command {
-        Command::Start(a) | Command::Stop(a) | Command::Status(a) => a.json,
         Command::Profiles { json } => *json,
         Command::Agent(agent) => agent.args().json,
         _ => false,
@@ -137,9 +128,6 @@ async fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     match cli.command {
-        Command::Start(args) => managed(&state, args, Action::Start).await,
-        Command::Stop(args) => managed(&state, args, Action::Stop).await,
-        Command::Status(args) => managed(&state, args, Action::Status).await,
         Command::Profiles { json } => {
             let config = Config::load(state.root())?;
             if json {
@@ -159,13 +147,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(agent) => agent::agent_command(&state, agent).await,
-        Command::Serve { port, host, control_port, no_control, extension_ids, no_auth } => {
-            let control = (!no_control).then(|| SocketAddr::new(host, control_port));
-            serve(&state, SocketAddr::new(host, port), control, extension_ids, no_auth).await
+        Command::Serve { port, host, control_port, no_control, extension_ids, no_auth, no_auth_control, start } => {
+            // Without the token the control API is open to every local user:
+            // only when asked for twice.
+            let control = (!no_control && (!no_auth || no_auth_control)).then(|| SocketAddr::new(host, control_port));
+            let options = Serve { addr: SocketAddr::new(host, port), control, extension_ids, no_auth, start };
+            serve(&state, options).await
         }
         Command::Mcp { control_port } => {
             let client = ControlClient::new(control_port, state.load_or_create_token()?);
-            mcp::McpServer::new(client).serve_stdio().await
+            mcp::McpServer::new(client, state.media()).serve_stdio().await
         }
         Command::Token => {
             let token = state.load_or_create_token()?;
@@ -180,9 +171,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             ));
             Ok(())
         }
-        Command::CdpUrl { port } => {
+        Command::CdpUrl { port, profile } => {
+            let config = Config::load(state.root())?;
+            let profile = config.profile(profile.as_deref())?;
             let token = state.load_or_create_token()?;
-            println_stdout(&format!("http://127.0.0.1:{port}/?token={}", token.as_str()));
+            let url = match profile.driver {
+                Driver::Extension => format!("http://127.0.0.1:{port}/?token={}", token.as_str()),
+                Driver::Managed if profile.launches() => {
+                    format!("http://127.0.0.1:{port}/profiles/{}/?token={}", profile.name, token.as_str())
+                }
+                // A remote browser's own address, as the user wrote it.
+                Driver::Managed => profile.cdp_url.clone().unwrap_or_default(),
+            };
+            println_stdout(&url);
             Ok(())
         }
     }
@@ -193,54 +194,23 @@ pub(crate) fn println_stdout(line: &str) {
     println!("{line}");
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Action {
-    Start,
-    Stop,
-    Status,
-}
-
-async fn managed(state: &StateDir, args: ProfileArgs, action: Action) -> anyhow::Result<()> {
-    let config = Config::load(state.root())?;
-    let profile = config.profile(args.profile.as_deref())?.clone();
-    let browsers = ManagedBrowsers::new(state.root());
-    let token = state.load_or_create_token()?;
-    let relay_base = format!("http://127.0.0.1:{}", args.port);
-    let endpoint = managed_driver::cdp_endpoint(&relay_base, &profile, Some(token.as_str())).unwrap_or_default();
-    let status = match (action, profile.driver) {
-        (Action::Start, _) => browsers.start(&profile).await?,
-        (Action::Stop, _) => browsers.stop(&profile).await?,
-        (Action::Status, _) => browsers.status(&profile),
-    };
-    if args.json {
-        let mut data = serde_json::to_value(&status)?;
-        data["driver"] = serde_json::to_value(profile.driver)?;
-        data["color"] = serde_json::json!(profile.color);
-        data["cdpEndpoint"] = serde_json::json!(endpoint);
-        println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
-        return Ok(());
-    }
-    println_stdout(&format!("profile {} ({:?}, {}): {}", profile.name, profile.driver, profile.color, status.detail));
-    if let Some(version) = &status.browser_version {
-        println_stdout(&format!("  browser      {version}"));
-    }
-    if let Some(executable) = &status.executable {
-        println_stdout(&format!("  executable   {}", executable.display()));
-    }
-    if let Some(dir) = &status.user_data_dir {
-        println_stdout(&format!("  profile dir  {}", dir.display()));
-    }
-    println_stdout(&format!("  CDP          {endpoint}  (through `browser-relay serve`, port {})", args.port));
-    Ok(())
-}
-
-async fn serve(
-    state: &StateDir,
+/// What `serve` was asked for.
+#[derive(Debug)]
+struct Serve {
     addr: SocketAddr,
     control: Option<SocketAddr>,
     extension_ids: Vec<String>,
     no_auth: bool,
-) -> anyhow::Result<()> {
+    /// Profiles to launch once serving.
+    start: Vec<String>,
+}
+
+async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, start }: Serve) -> anyhow::Result<()> {
+    if control.is_none() && !start.is_empty() {
+        anyhow::bail!(
+            "--start needs the control API, which is off (--no-control, or --no-auth without --no-auth-control)"
+        );
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into()),
@@ -248,7 +218,18 @@ async fn serve(
         .with_writer(std::io::stderr)
         .init();
     let token = if no_auth {
-        tracing::warn!("--no-auth: ANY local process can drive the attached tabs. Use only in a throwaway sandbox.");
+        tracing::warn!(
+            "--no-auth: ANY local process can read and drive every shared tab and managed browser through the relay \
+             (/cdp, /devtools/*, /json/*, /profiles/*). Use only in a throwaway sandbox."
+        );
+        match control {
+            Some(_) => tracing::warn!(
+                "--no-auth-control: ANY local process can also use the control API: launch browsers, open pages, upload files"
+            ),
+            None => {
+                tracing::warn!("the control API is not started (add --no-auth-control to run it without the token too)")
+            }
+        }
         None
     } else {
         Some(state.load_or_create_token().context("loading the token")?)
@@ -269,6 +250,16 @@ async fn serve(
         state.root().display(),
         server.addr.port()
     );
+    if let Some((_, engine)) = &server.control {
+        for profile in &start {
+            use control_engine::api::{Handle as _, Selected, StartBrowser, TabSelector};
+            let selector = TabSelector { profile: Some(profile.clone()), target_id: None };
+            match engine.handle(Selected::new(selector, StartBrowser {})).await {
+                Ok(status) => tracing::info!("profile {profile}: {}", status.detail),
+                Err(e) => tracing::error!("profile {profile} did not start: {e}"),
+            }
+        }
+    }
     tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
     tracing::info!("shutting down");
     server.stop().await;

@@ -39,7 +39,15 @@ struct ToolSpec {
     name: &'static str,
     description: &'static str,
     schema: fn() -> Schema,
-    call: for<'a> fn(&'a ControlClient, Map<String, Value>) -> BoxFuture<'a, Outcome>,
+    call: for<'a> fn(&'a Surface, Map<String, Value>) -> BoxFuture<'a, Outcome>,
+}
+
+/// What the tools work with: the control API, and the one folder whose
+/// files they may read (screenshots the API saved there).
+#[derive(Debug)]
+pub struct Surface {
+    client: ControlClient,
+    media: state_dir::MediaDir,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -195,25 +203,25 @@ fn action_schema<K: ActKind>() -> Schema {
     tool_schema(schema)
 }
 
-fn call_route<R: Route>(client: &ControlClient, arguments: Map<String, Value>) -> BoxFuture<'_, Outcome>
+fn call_route<R: Route>(surface: &Surface, arguments: Map<String, Value>) -> BoxFuture<'_, Outcome>
 where
     R::Answer: Shown,
 {
     Box::pin(async move {
         let request = Selected::<R>::from_json(Value::Object(arguments)).map_err(|e| e.to_string())?;
-        let answer = client.send(&request).await.map_err(|e| e.to_string())?;
-        Ok(answer.content())
+        let answer = surface.client.send(&request).await.map_err(|e| e.to_string())?;
+        Ok(answer.content(&surface.media))
     })
 }
 
-fn call_action<K: ActKind>(client: &ControlClient, mut arguments: Map<String, Value>) -> BoxFuture<'_, Outcome> {
+fn call_action<K: ActKind>(surface: &Surface, mut arguments: Map<String, Value>) -> BoxFuture<'_, Outcome> {
     arguments.insert("kind".into(), json!(K::KIND));
-    call_route::<Act>(client, arguments)
+    call_route::<Act>(surface, arguments)
 }
 
 /// What the model reads of an answer: JSON, unless said otherwise.
 trait Shown: serde::Serialize {
-    fn content(&self) -> Vec<ContentBlock> {
+    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         vec![ContentBlock::text(serde_json::to_string(self).unwrap_or_default())]
     }
 }
@@ -232,7 +240,7 @@ impl Shown for Pdf {}
 
 /// A snapshot reads as its text, under a line that says which tab.
 impl Shown for Snapshot {
-    fn content(&self) -> Vec<ContentBlock> {
+    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         let mut text = match &self.snapshot {
             Some(snapshot) => snapshot.clone(),
             None => serde_json::to_string(&self.nodes).unwrap_or_default(),
@@ -244,11 +252,19 @@ impl Shown for Snapshot {
     }
 }
 
-/// A screenshot is an image the model sees, after its facts.
+/// A screenshot is an image the model sees, after its facts. The file is
+/// read only from the media folder: the answer names a path, and a server
+/// that is not ours must not make this process read any other file.
 impl Shown for Screenshot {
-    fn content(&self) -> Vec<ContentBlock> {
+    fn content(&self, media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         let mut content = vec![ContentBlock::text(serde_json::to_string(self).unwrap_or_default())];
-        if let Ok(bytes) = std::fs::read(&self.path) {
+        if !media.contains(&self.path) {
+            content.push(ContentBlock::text(format!(
+                "(not shown: {} is not in {})",
+                self.path.display(),
+                media.path().display()
+            )));
+        } else if let Ok(bytes) = std::fs::read(&self.path) {
             content.push(ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), &self.mime));
         }
         content
@@ -258,12 +274,14 @@ impl Shown for Screenshot {
 /// The MCP server: the tool table over a control API client.
 #[derive(Debug, Clone)]
 pub struct McpServer {
-    client: Arc<ControlClient>,
+    surface: Arc<Surface>,
 }
 
 impl McpServer {
-    pub fn new(client: ControlClient) -> Self {
-        Self { client: Arc::new(client) }
+    /// `media`: the state directory's media folder, the only place tools
+    /// read files from.
+    pub fn new(client: ControlClient, media: state_dir::MediaDir) -> Self {
+        Self { surface: Arc::new(Surface { client, media }) }
     }
 
     /// Serves MCP on stdin/stdout until the host closes it.
@@ -278,7 +296,7 @@ impl McpServer {
         let Some(spec) = TOOLS.iter().find(|t| t.name == name) else {
             return Err(ErrorData::invalid_params(format!("no tool {name}"), None));
         };
-        Ok(match (spec.call)(&self.client, arguments).await {
+        Ok(match (spec.call)(&self.surface, arguments).await {
             Ok(content) => CallToolResult::success(content),
             Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
         })
@@ -382,11 +400,15 @@ mod tests {
     #[tokio::test]
     async fn bad_arguments_are_answered_before_any_request() {
         // Nothing listens on port 1: a request would fail with "no control API".
-        let client = ControlClient::new(1, state_dir::Token::generate());
+        let state = tempfile::tempdir().unwrap();
+        let surface = Surface {
+            client: ControlClient::new(1, state_dir::Token::generate()),
+            media: state_dir::StateDir::at(state.path()).media(),
+        };
         let arguments = json!({"reff": "e1"}).as_object().cloned().unwrap();
-        let error = (spec("browser_click").call)(&client, arguments).await.unwrap_err();
+        let error = (spec("browser_click").call)(&surface, arguments).await.unwrap_err();
         assert!(error.contains("unknown field `reff`"), "{error}");
-        let error = (spec("browser_navigate").call)(&client, Map::new()).await.unwrap_err();
+        let error = (spec("browser_navigate").call)(&surface, Map::new()).await.unwrap_err();
         assert!(error.contains("missing field `url`"), "{error}");
     }
 
@@ -400,8 +422,29 @@ mod tests {
             notes: vec!["cut at depth 2".into()],
             ..Snapshot::default()
         };
-        let content = answer.content();
+        let state = tempfile::tempdir().unwrap();
+        let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(text, "tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+    }
+
+    #[test]
+    fn screenshots_are_read_only_from_the_media_folder() {
+        let state = tempfile::tempdir().unwrap();
+        let media = state_dir::StateDir::at(state.path()).media();
+        let retention = state_dir::Retention { keep: 10, max_age: std::time::Duration::from_secs(60) };
+        let saved = media.save("screenshot", "png", b"\x89PNG", retention).unwrap();
+        let secret = state.path().join("token");
+        std::fs::write(&secret, "the token").unwrap();
+        let shot = |path: std::path::PathBuf| Screenshot { path, mime: "image/png".into(), ..Screenshot::default() };
+        let kinds = |content: Vec<ContentBlock>| -> Vec<String> {
+            content.iter().map(|c| serde_json::to_value(c).unwrap()["type"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(kinds(shot(saved).content(&media)), ["text", "image"]);
+        // An answer naming another file (a server that is not ours) gets a
+        // note, never the file's bytes.
+        let refused = shot(secret).content(&media);
+        assert_eq!(kinds(refused.clone()), ["text", "text"]);
+        assert!(!serde_json::to_string(&refused).unwrap().contains("dGhlIHRva2Vu"), "no base64 of the file");
     }
 }

@@ -81,13 +81,11 @@ impl RunningServer {
         if let (Some(control_addr), Some(root)) = (options.control_addr, options.state_root.as_deref()) {
             let listener = net::bind_loopback(control_addr).await?;
             let bound = listener.local_addr().map_err(|source| BindError::Io { addr: control_addr, source })?;
-            let token = options.token.as_ref().map(|t| t.as_str().to_string());
-            let query = token.as_ref().map(|t| format!("?token={t}")).unwrap_or_default();
+            let query = options.token.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
                 extension: std::sync::Arc::new(RelayTabs(relay.clone())),
                 cdp_ws_url: format!("ws://{addr}/cdp{query}"),
                 http_base: format!("http://{addr}"),
-                token,
             };
             let engine = Engine::new(root, Some(link));
             let router = crate::control::http::router(engine.clone(), Guard::control(options.token));

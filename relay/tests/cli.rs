@@ -17,33 +17,17 @@ fn browser_relay(home: &std::path::Path, args: &[&str]) -> (i32, String, String)
 }
 
 #[test]
-fn status_json_is_a_stable_envelope() {
+fn profile_commands_ask_the_running_serve_and_say_how_to_start_one() {
     let home = tempfile::tempdir().unwrap();
-    let (code, stdout, _) = browser_relay(home.path(), &["status", "--profile", "managed", "--json"]);
-    assert_eq!(code, 0);
-    let envelope: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
-    assert_eq!(envelope["ok"], true);
-    let data = &envelope["data"];
-    assert_eq!(
-        (data["profile"].as_str(), data["state"].as_str(), data["color"].as_str()),
-        (Some("managed"), Some("stopped"), Some("#FF4500"))
-    );
-    let endpoint = data["cdpEndpoint"].as_str().unwrap();
-    assert!(endpoint.starts_with("http://127.0.0.1:18792/profiles/managed/?token="), "{endpoint}");
-}
-
-#[test]
-fn failures_exit_non_zero_with_the_error_in_the_envelope_or_on_stderr() {
-    let home = tempfile::tempdir().unwrap();
-    let (code, stdout, _) = browser_relay(home.path(), &["start", "--profile", "chrome", "--json"]);
+    let port = free_port().to_string();
+    let (code, stdout, _) = browser_relay(home.path(), &["status", "--control-port", &port, "--json"]);
     assert_eq!(code, 1);
     let envelope: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
     assert_eq!(envelope["ok"], false);
-    assert!(envelope["error"]["message"].as_str().unwrap().contains("click the Browser Relay icon"), "{envelope}");
-
-    let (code, _, stderr) = browser_relay(home.path(), &["status", "--profile", "nope"]);
+    assert!(envelope["error"]["message"].as_str().unwrap().contains("browser-relay serve"), "{envelope}");
+    let (code, _, stderr) = browser_relay(home.path(), &["start", "--profile", "managed", "--control-port", &port]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("no profile named 'nope'") && stderr.contains("chrome, managed"), "{stderr}");
+    assert!(stderr.contains("browser-relay serve"), "{stderr}");
 
     std::fs::write(home.path().join("config.toml"), "[profiles.managed]\nheadles = true\n").unwrap();
     let (code, _, stderr) = browser_relay(home.path(), &["profiles"]);
@@ -65,6 +49,8 @@ fn profiles_and_pairing_and_endpoints() {
     assert_eq!(token.len(), 64);
     let (_, url, _) = browser_relay(home.path(), &["cdp-url"]);
     assert_eq!(url.trim(), format!("http://127.0.0.1:18792/?token={token}"));
+    let (_, url, _) = browser_relay(home.path(), &["cdp-url", "--profile", "managed", "--port", "18000"]);
+    assert_eq!(url.trim(), format!("http://127.0.0.1:18000/profiles/managed/?token={token}"));
     let (_, pair, _) = browser_relay(home.path(), &["pair"]);
     assert!(
         pair.contains(&format!(
@@ -96,6 +82,20 @@ impl Drop for Running {
     }
 }
 
+/// This install's token, as `browser-relay token` prints it.
+fn token_of(home: &std::path::Path) -> String {
+    browser_relay(home, &["token"]).1.trim().to_string()
+}
+
+/// Neither `text` nor serve's log (so far) holds the token.
+fn assert_no_token(home: &std::path::Path, what: &str, text: &str) {
+    let token = token_of(home);
+    assert!(!text.contains(&token), "{what} shows the token: {text}");
+    let log = std::fs::read_to_string(home.join("serve.log")).unwrap_or_default();
+    assert!(log.contains("DEBUG") || log.contains("INFO"), "serve logs (so the check means something): {log}");
+    assert!(!log.contains(&token), "serve's log holds the token");
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -105,11 +105,14 @@ fn free_port() -> u16 {
 fn serve_managed(home: &std::path::Path) -> (Running, String) {
     std::fs::write(home.join("config.toml"), "defaultProfile = \"managed\"\n").unwrap();
     let control = free_port().to_string();
+    // Its log, at the most detailed level, must never hold the token.
+    let log = std::fs::File::create(home.join("serve.log")).unwrap();
     let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
         .args(["serve", "--port", "0", "--control-port", &control])
         .env("BROWSER_RELAY_HOME", home)
+        .env("BROWSER_RELAY_LOG", "debug")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("serve starts");
     (Running { serve, home: home.to_path_buf() }, control)
@@ -122,7 +125,9 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     let run = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--control-port", control.as_str()]);
-        browser_relay(home.path(), &all)
+        let out = browser_relay(home.path(), &all);
+        assert_no_token(home.path(), &format!("`browser-relay {}`", args.join(" ")), &format!("{}{}", out.1, out.2));
+        out
     };
     // The control API answers once serve is up (the tabs error before start).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -136,7 +141,31 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
         assert!(std::time::Instant::now() < deadline, "serve did not come up: {stderr}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(browser_relay(home.path(), &["start", "--profile", "managed"]).0, 0);
+    // Status, in the stable envelope: the endpoint never with the token,
+    // and the command that prints it with.
+    let (code, stdout, stderr) = run(&["status", "--profile", "managed", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let envelope: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    assert_eq!(envelope["ok"], true);
+    let data = &envelope["data"];
+    assert_eq!(
+        (data["profile"].as_str(), data["state"].as_str(), data["color"].as_str()),
+        (Some("managed"), Some("stopped"), Some("#FF4500"))
+    );
+    let endpoint = data["cdpEndpoint"].as_str().unwrap();
+    assert!(endpoint.ends_with("/profiles/managed/") && !endpoint.contains("token"), "{endpoint}");
+    assert_eq!(data["cdpUrlCommand"], "browser-relay cdp-url --profile managed");
+    let (code, stdout, _) = run(&["start", "--profile", "chrome", "--json"]);
+    assert_eq!(code, 1);
+    let envelope: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    assert!(envelope["error"]["message"].as_str().unwrap().contains("click the Browser Relay icon"), "{envelope}");
+    let (code, _, stderr) = run(&["status", "--profile", "nope"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no profile named 'nope'") && stderr.contains("chrome, managed"), "{stderr}");
+
+    let (code, started, stderr) = run(&["start", "--profile", "managed"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(started.contains("running") && started.contains("browser-relay cdp-url --profile managed"), "{started}");
 
     let page = "data:text/html,<title>CLI</title><input aria-label=Name><button onclick=\"document.title='clicked'\">Go</button>";
     let (code, stdout, stderr) = run(&["open", page]);
@@ -168,7 +197,8 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(code, 1);
     let envelope: serde_json::Value = serde_json::from_str(&json).expect(&json);
     assert_eq!(envelope["ok"], false);
-    assert_eq!(browser_relay(home.path(), &["stop", "--profile", "managed"]).0, 0);
+    assert_eq!(run(&["stop", "--profile", "managed"]).0, 0);
+    assert_no_token(home.path(), "serve's log", "");
 }
 
 /// A JSON-RPC peer on the `browser-relay mcp` process's stdio, as an agent
@@ -178,6 +208,8 @@ struct McpHost {
     stdin: Option<std::process::ChildStdin>,
     lines: std::sync::mpsc::Receiver<String>,
     next_id: u64,
+    /// Checked against every answer: the model must never see it.
+    token: Option<String>,
 }
 
 impl McpHost {
@@ -201,7 +233,7 @@ impl McpHost {
                 }
             }
         });
-        Self { child, stdin: Some(stdin), lines, next_id: 1 }
+        Self { child, stdin: Some(stdin), lines, next_id: 1, token: Some(token_of(home)) }
     }
 
     fn send(&mut self, message: serde_json::Value) {
@@ -218,6 +250,9 @@ impl McpHost {
         self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let line = self.lines.recv_timeout(std::time::Duration::from_secs(30)).expect("an answer within 30 s");
+            if let Some(token) = &self.token {
+                assert!(!line.contains(token.as_str()), "an MCP answer shows the token: {line}");
+            }
             let message: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
             if message["id"] == id {
                 assert!(message.get("error").is_none(), "{method}: {message}");
@@ -317,9 +352,72 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     assert!(text.contains("no ref e99 in the last snapshot of this tab") && text.contains("hint:"), "{text}");
     let (is_error, text, _) = host.call("browser_click", serde_json::json!({"reff": "e2"}));
     assert!(is_error && text.contains("reff"), "a mistaken field is named: {text}");
+    // Every other tool once, for the token check on their answers (in
+    // `request`): the status tools name endpoints without it.
+    let (is_error, status, _) = host.call("browser_status", serde_json::json!({}));
+    assert!(!is_error && status.contains("/profiles/managed/") && status.contains("cdpUrlCommand"), "{status}");
+    for (tool, arguments) in [
+        ("browser_tabs", serde_json::json!({})),
+        ("browser_console", serde_json::json!({})),
+        ("browser_navigate", serde_json::json!({"url": "about:blank"})),
+        ("browser_pdf", serde_json::json!({})),
+        ("browser_handle_dialog", serde_json::json!({"accept": true})),
+        ("browser_press", serde_json::json!({"key": "Tab"})),
+    ] {
+        let (is_error, text, _) = host.call(tool, arguments);
+        assert!(!is_error, "{tool}: {text}");
+    }
     assert!(!host.call("browser_stop", serde_json::json!({})).0);
+    assert_no_token(home.path(), "serve's log after the MCP session", "");
 
     // The host closing stdin ends the server.
     let status = host.close();
     assert!(status.success(), "{status:?}");
+}
+
+/// `serve` with `args` on a free relay port: the guard, its log, and the
+/// control port it was given; returns once the relay says it listens.
+fn serve_until_listening(home: &std::path::Path, args: &[&str]) -> (Running, String, String) {
+    let control = free_port().to_string();
+    let log_path = home.join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        .args(["serve", "--port", "0", "--control-port", &control])
+        .args(args)
+        .env("BROWSER_RELAY_HOME", home)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("serve starts");
+    let running = Running { serve, home: home.to_path_buf() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("relay listening on") {
+            return (running, control, text);
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not start: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn no_auth_leaves_the_control_api_closed_unless_asked_twice() {
+    let home = tempfile::tempdir().unwrap();
+    let (_running, control, log) = serve_until_listening(home.path(), &["--no-auth"]);
+    assert!(
+        std::net::TcpStream::connect(format!("127.0.0.1:{control}")).is_err(),
+        "nothing listens on the control port"
+    );
+    assert!(log.contains("ANY local process can read and drive every shared tab"), "{log}");
+    assert!(log.contains("control API is not started"), "the warning says what is open and what is not: {log}");
+    drop(_running);
+
+    let home = tempfile::tempdir().unwrap();
+    let (_running, control, log) = serve_until_listening(home.path(), &["--no-auth", "--no-auth-control"]);
+    assert!(std::net::TcpStream::connect(format!("127.0.0.1:{control}")).is_ok(), "asked twice: it runs");
+    assert!(log.contains("ANY local process can also use the control API"), "{log}");
+
+    let (code, _, stderr) = browser_relay(home.path(), &["serve", "--no-auth-control"]);
+    assert_eq!(code, 2, "--no-auth-control alone is refused by the parser: {stderr}");
 }

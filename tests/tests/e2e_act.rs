@@ -302,13 +302,35 @@ async fn dialogs_never_deadlock_and_files_upload() {
         "{lines:?}"
     );
 
-    // Files: checked before arming, then read back by the page.
+    // Files: none may be uploaded until the user names folders
+    // (uploadRoots); then only from them; checked before arming, then read
+    // back by the page.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hello.txt");
     std::fs::write(&file, "file contents\n").unwrap();
-    let (status, error) =
-        env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": ["/no/such/file.txt"]}))).await;
-    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("/no/such/file.txt"), "{error}");
+    let (status, error) = env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": [file]}))).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (403, Some("not_allowed")), "{error}");
+    assert!(error["error"]["hint"].as_str().unwrap().contains("uploadRoots"), "{error}");
+    let config = std::fs::read_to_string(env.state.path().join("config.toml")).unwrap();
+    let roots = format!("uploadRoots = [{:?}]\n", dir.path().display().to_string());
+    std::fs::write(env.state.path().join("config.toml"), roots + &config).unwrap();
+    for outside in ["/etc/hostname", "/no/such/file.txt"] {
+        let (status, error) = env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": [outside]}))).await;
+        assert_eq!(status, 403, "{outside} is outside uploadRoots, existing or not: {error}");
+    }
+    let sneaky = format!("{}/../../etc/hostname", dir.path().display());
+    let (status, _) = env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": [sneaky]}))).await;
+    assert_eq!(status, 403, "no way out with ..");
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        let (status, _) = env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": [link]}))).await;
+        assert_eq!(status, 403, "nor with a link");
+    }
+    let missing = dir.path().join("missing.txt");
+    let (status, error) = env.api.call("POST", "/hooks/file-chooser", Some(json!({"paths": [missing]}))).await;
+    assert!(status == 400 && error["error"]["message"].as_str().unwrap().contains("missing.txt"), "{error}");
     env.api.ok("POST", "/hooks/file-chooser", Some(json!({"paths": [file]}))).await;
     act_ok(&env, json!({"kind": "click", "ref": r("button \"Upload\"")})).await;
     eventually("the page to read the file", Duration::from_secs(5), || async {

@@ -56,11 +56,41 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     assert_eq!((status, failed["error"]["code"].as_str()), (502, Some("navigation_failed")), "{failed}");
     assert!(failed["error"]["message"].as_str().unwrap().contains("ERR_CONNECTION_REFUSED"), "{failed}");
     env.api.ok("POST", "/navigate", Some(json!({"url": refs_url, "waitUntil": "domcontentloaded"}))).await;
+    // The user's files are not pages an agent may open, unless the user
+    // says so (allowFileUrls): with evaluate off, a snapshot would still
+    // read them.
+    let secret = env.state.path().join("secret.html");
+    std::fs::write(&secret, "<title>Secret</title><p>the user's file</p>").unwrap();
+    let file_url = format!("file://{}", secret.display());
+    for (method, path, body) in [
+        ("POST", "/navigate", json!({"url": file_url})),
+        ("POST", "/tabs/open", json!({"url": file_url.to_uppercase()})),
+    ] {
+        let (status, refused) = env.api.call(method, path, Some(body)).await;
+        assert_eq!((status, refused["error"]["code"].as_str()), (403, Some("not_allowed")), "{path}: {refused}");
+        assert!(refused["error"]["hint"].as_str().unwrap().contains("allowFileUrls = true"), "{refused}");
+    }
+    let config = std::fs::read_to_string(env.state.path().join("config.toml")).unwrap();
+    std::fs::write(env.state.path().join("config.toml"), format!("allowFileUrls = true\n{config}")).unwrap();
+    let opened = env.api.ok("POST", "/navigate", Some(json!({"url": file_url}))).await;
+    assert_eq!(opened["title"], "Secret", "allowed once the user says so");
+    std::fs::write(env.state.path().join("config.toml"), config).unwrap();
+    env.api.ok("POST", "/navigate", Some(json!({"url": refs_url}))).await;
 
     // Screenshots: viewport, full page, an element by ref, raw bytes.
     let viewport = env.api.ok("POST", "/screenshot", None).await;
     let path = std::path::PathBuf::from(viewport["path"].as_str().unwrap());
     assert!(path.starts_with(env.state.path().join("media")), "{viewport}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            (mode(&path), mode(&env.state.path().join("media"))),
+            (0o600, 0o700),
+            "the user's pages, the user's alone"
+        );
+    }
     let bytes = std::fs::read(&path).unwrap();
     assert!(bytes.starts_with(b"\x89PNG"), "a PNG file");
     assert_eq!(viewport["bytes"].as_u64(), Some(bytes.len() as u64));
@@ -183,4 +213,39 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
     let fresh = env.snapshot_text("").await;
     let save_again = ref_of(&fresh, "button \"Save\"");
     assert!(engine.ref_box(&Default::default(), &save_again).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_of_any_route_holds_the_token() {
+    let env = ControlEnv::start().await.expect("environment");
+    let token = env.token.as_str().to_string();
+    let started = env.start_browser().await;
+    assert!(!started.to_string().contains(&token), "{started}");
+    let tab = env.open("form.html").await;
+    env.snapshot_text("").await;
+    let requests: [(&str, String, Option<serde_json::Value>); 14] = [
+        ("GET", "/".into(), None),
+        ("GET", "/?profile=managed".into(), None),
+        ("GET", "/profiles".into(), None),
+        ("POST", "/start".into(), None),
+        ("GET", "/tabs".into(), None),
+        ("POST", "/tabs/focus".into(), Some(json!({"targetId": tab}))),
+        ("POST", "/navigate".into(), Some(json!({"url": env.fixture("form.html")}))),
+        ("GET", "/snapshot".into(), None),
+        ("POST", "/screenshot".into(), None),
+        ("GET", "/console".into(), None),
+        ("POST", "/act".into(), Some(json!({"kind": "press", "key": "Tab"}))),
+        ("POST", "/hooks/dialog".into(), Some(json!({"accept": true}))),
+        ("POST", "/pdf".into(), None),
+        ("GET", "/no-such-route".into(), None),
+    ];
+    for (method, path, body) in requests {
+        let response = env.api.request(method, &path, &[], body.as_ref()).await;
+        let headers = format!("{:?}", response.headers);
+        assert!(!response.text().contains(&token) && !headers.contains(&token), "{method} {path}: {}", response.text());
+    }
+    let status = env.api.ok("GET", "/?profile=managed", None).await;
+    assert_eq!(status["cdpUrlCommand"], "browser-relay cdp-url --profile managed", "{status}");
+    let stopped = env.api.request("POST", "/stop", &[], None).await;
+    assert!(!stopped.text().contains(&token));
 }

@@ -307,7 +307,12 @@ pub struct ProfileStatus {
     pub state: String,
     /// Tabs the engine sees (shared tabs for the extension driver).
     pub tabs: Option<usize>,
+    /// Where a CDP client connects, never with the token.
     pub cdp_endpoint: Option<String>,
+    /// The command that prints `cdp_endpoint` with the token, for a user
+    /// to paste into their client (the token never travels in answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdp_url_command: Option<String>,
     pub detail: String,
 }
 
@@ -544,7 +549,7 @@ impl ImageType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Screenshot {
     pub target_id: String,

@@ -29,11 +29,12 @@ pub trait SharedTabs: std::fmt::Debug + Send + Sync {
 #[derive(Debug, Clone)]
 pub struct RelayLink {
     pub extension: Arc<dyn SharedTabs>,
-    /// `ws://127.0.0.1:PORT/cdp?token=…`
+    /// `ws://127.0.0.1:PORT/cdp?token=…`: the engine's own connection,
+    /// never shown.
     pub cdp_ws_url: String,
-    /// `http://127.0.0.1:PORT`, for the endpoints shown in status.
+    /// `http://127.0.0.1:PORT`, for the endpoints shown in status (never
+    /// with the token).
     pub http_base: String,
-    pub token: Option<String>,
 }
 
 impl RelayLink {
@@ -79,10 +80,6 @@ impl Engine {
             current: Mutex::new(HashMap::new()),
             page_locks: Mutex::new(HashMap::new()),
         }))
-    }
-
-    pub fn media_dir(&self) -> PathBuf {
-        self.0.state_root.join("media")
     }
 
     /// config.toml, read on every request (edits apply at once).
@@ -184,16 +181,14 @@ impl Engine {
         Ok((name, entry))
     }
 
-    /// Saves a screenshot or PDF under the media folder.
+    /// Saves a screenshot or PDF in the media folder (owner-only, pruned to
+    /// the configured retention).
     pub(crate) fn save_media(&self, kind: &str, extension: &str, data: &[u8]) -> Result<PathBuf, ControlError> {
-        let dir = self.media_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| ControlError::Io { path: dir.clone(), source })?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let mut random = [0u8; 3];
-        let _ = getrandom::fill(&mut random);
-        let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let path = dir.join(format!("{kind}-{}-{suffix}.{extension}", now.as_millis()));
-        std::fs::write(&path, data).map_err(|source| ControlError::Io { path: path.clone(), source })?;
-        Ok(path)
+        let config = self.config()?;
+        let retention = state_dir::Retention { keep: config.media_keep, max_age: config.media_max_age };
+        let media = state_dir::StateDir::at(&self.0.state_root).media();
+        media
+            .save(kind, extension, data, retention)
+            .map_err(|source| ControlError::Io { path: media.path().to_path_buf(), source })
     }
 }

@@ -21,6 +21,8 @@ pub enum ErrorKind {
     Timeout,
     /// The browser or the page failed.
     Upstream,
+    /// The user's configuration does not allow it.
+    Forbidden,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +65,9 @@ pub enum ControlError {
     DialogOpen { kind: String, message: String },
     #[error("evaluate is switched off in config.toml (allowEvaluate = false)")]
     EvaluateDisabled,
+    /// What the user's config does not allow, and the key that would.
+    #[error("{what}: not allowed by config.toml ({key})")]
+    NotAllowed { what: String, key: &'static str },
     #[error("{0}")]
     Action(String),
     #[error("cannot print a PDF here: {0}")]
@@ -105,6 +110,7 @@ impl ControlError {
             | Self::AmbiguousTab(_)
             | Self::StaleRef(_) => ErrorKind::Conflict,
             Self::Managed(ManagedError::ExtensionProfile(_)) => ErrorKind::Conflict,
+            Self::NotAllowed { .. } => ErrorKind::Forbidden,
             Self::Timeout { .. } | Self::Cdp { source: CdpError::Timeout(..), .. } => ErrorKind::Timeout,
             Self::Managed(_) | Self::Navigation { .. } | Self::Cdp { .. } | Self::Page(_) | Self::Io { .. } => {
                 ErrorKind::Upstream
@@ -139,6 +145,7 @@ impl ControlError {
             Self::Disabled(_) => "disabled",
             Self::DialogOpen { .. } => "dialog_open",
             Self::EvaluateDisabled => "evaluate_disabled",
+            Self::NotAllowed { .. } => "not_allowed",
             Self::Action(_) => "bad_action",
             Self::Pdf(_) => "pdf_unavailable",
         }
@@ -159,6 +166,9 @@ impl ControlError {
                 "POST /hooks/dialog {\"accept\": true} answers it (and the next one); GET /tabs shows it".into()
             }
             Self::Covered { .. } => "GET /snapshot shows what is on the page now".into(),
+            Self::NotAllowed { key, .. } => {
+                format!("only the user can allow it: `{key}` in config.toml in the state directory (~/.browser-relay)")
+            }
             _ => return None,
         })
     }

@@ -37,6 +37,26 @@ impl Handle<ArmDialog> for Engine {
     }
 }
 
+const UPLOAD_ROOTS: &str = "uploadRoots = [\"/absolute/folder\"]";
+
+fn outside_upload_roots(path: &str) -> ControlError {
+    ControlError::NotAllowed { what: format!("uploading '{path}' (only files under uploadRoots)"), key: UPLOAD_ROOTS }
+}
+
+impl Engine {
+    /// The folders uploads may come from (`uploadRoots`), as written and
+    /// resolved; none configured is a refusal that says how to allow some.
+    fn upload_roots(&self) -> Result<Vec<std::path::PathBuf>, ControlError> {
+        let configured = self.config()?.upload_roots;
+        let resolved = configured.iter().filter_map(|root| std::fs::canonicalize(root).ok());
+        let roots: Vec<_> = resolved.chain(configured.iter().cloned()).collect();
+        if configured.is_empty() {
+            return Err(ControlError::NotAllowed { what: "uploading files".into(), key: UPLOAD_ROOTS });
+        }
+        Ok(roots)
+    }
+}
+
 impl Handle<ArmFileChooser> for Engine {
     /// With `ref`, sets the files on that file input now; otherwise arms
     /// them for the tab's next file chooser.
@@ -45,10 +65,24 @@ impl Handle<ArmFileChooser> for Engine {
         if paths.is_empty() {
             return Err(ControlError::BadRequest("paths is empty".into()));
         }
+        let roots = self.upload_roots()?;
         let mut files = Vec::new();
         for path in &paths {
+            // Judged as written before the disk is asked, so that a refusal
+            // says nothing of what exists outside the roots; then again as
+            // resolved, so that no link leads out.
+            let written = std::path::Path::new(path);
+            let lexically_inside = written.is_absolute()
+                && !written.components().any(|c| c == std::path::Component::ParentDir)
+                && roots.iter().any(|root| written.starts_with(root));
+            if !lexically_inside {
+                return Err(outside_upload_roots(path));
+            }
             let canonical = std::fs::canonicalize(path)
                 .map_err(|e| ControlError::BadRequest(format!("cannot use '{path}': {e}")))?;
+            if !roots.iter().any(|root| canonical.starts_with(root)) {
+                return Err(outside_upload_roots(path));
+            }
             std::fs::File::open(&canonical)
                 .map_err(|e| ControlError::BadRequest(format!("cannot read '{path}': {e}")))?;
             if !canonical.is_file() {

@@ -29,7 +29,7 @@ impl Handle<Navigate> for Engine {
     /// Loads `url` in the tab and waits for `waitUntil`.
     async fn handle(&self, request: Selected<Navigate>) -> Result<Navigated, ControlError> {
         let Navigate { url, wait_until, timeout_ms } = request.request;
-        let url = normalize_url(&url)?;
+        let url = self.allowed_url(&url)?;
         let timeout = clamp_timeout(timeout_ms, NAVIGATE_TIMEOUT);
         let (profile, conn, id) = self.tab(&request.tab).await?;
         let session = self.session(&conn, &id).await?;
@@ -119,6 +119,22 @@ impl Engine {
 
 fn clamp_timeout(ms: Option<u64>, default: Duration) -> Duration {
     ms.map_or(default, |ms| Duration::from_millis(ms.clamp(100, MAX_TIMEOUT_MS)))
+}
+
+impl Engine {
+    /// A URL an agent may load: [`normalize_url`], and `file://` only when
+    /// the user allows it (`allowFileUrls`): a page of the user's disk is
+    /// readable through snapshots even with evaluate off.
+    pub(crate) fn allowed_url(&self, url: &str) -> Result<String, ControlError> {
+        let url = normalize_url(url)?;
+        if url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("file://")) && !self.config()?.allow_file_urls {
+            return Err(ControlError::NotAllowed {
+                what: format!("opening {url} (a file of this computer)"),
+                key: "allowFileUrls = true",
+            });
+        }
+        Ok(url)
+    }
 }
 
 /// Absolute URLs pass; a bare host gets `https://`; script URLs are refused.

@@ -11,6 +11,11 @@ use crate::api::{
 use crate::engine::{Engine, RelayLink};
 use crate::error::ControlError;
 
+/// The CLI command that prints a profile's endpoint with the token.
+fn cdp_url_command(profile: &Profile) -> String {
+    format!("browser-relay cdp-url --profile {}", profile.name)
+}
+
 impl Handle<GetStatus> for Engine {
     /// Every profile, or the one named.
     async fn handle(&self, request: Selected<GetStatus>) -> Result<Status, ControlError> {
@@ -89,6 +94,7 @@ impl Engine {
             state: String::new(),
             tabs,
             cdp_endpoint: None,
+            cdp_url_command: None,
             detail: String::new(),
         };
         match profile.driver {
@@ -107,7 +113,8 @@ impl Engine {
                     Some(0) => "no tab is shared: click the Browser Relay icon on a tab".into(),
                     Some(n) => format!("{n} shared tab(s)"),
                 };
-                status.cdp_endpoint = cdp_endpoint(&link.http_base, profile, link.token.as_deref());
+                status.cdp_endpoint = cdp_endpoint(&link.http_base, profile);
+                status.cdp_url_command = Some(cdp_url_command(profile));
             }
             Driver::Managed => {
                 let browser: BrowserStatus = self.0.browsers.status(profile);
@@ -118,11 +125,14 @@ impl Engine {
                     .unwrap_or_default();
                 status.detail = browser.detail;
                 status.cdp_endpoint = match &self.0.relay {
-                    Some(link) => cdp_endpoint(&link.http_base, profile, link.token.as_deref()),
+                    Some(link) => cdp_endpoint(&link.http_base, profile),
                     // No relay in this process to proxy through: the browser's own port.
                     None if profile.launches() => browser.cdp_port.map(|p| format!("http://127.0.0.1:{p}")),
-                    None => profile.cdp_url.clone(),
+                    None => profile.cdp_url.as_deref().map(managed_driver::config::redacted_url),
                 };
+                if self.0.relay.is_some() && profile.launches() {
+                    status.cdp_url_command = Some(cdp_url_command(profile));
+                }
             }
         }
         status

@@ -17,7 +17,7 @@ use crate::api::{
 use crate::conn::Conn;
 use crate::engine::Engine;
 use crate::error::ControlError;
-use crate::navigation::{NAVIGATE_TIMEOUT, normalize_url};
+use crate::navigation::NAVIGATE_TIMEOUT;
 
 /// A tab ready for a page operation; holds the tab's page lock.
 pub(crate) struct PageTarget {
@@ -134,7 +134,7 @@ impl Handle<ListTabs> for Engine {
 impl Handle<OpenTab> for Engine {
     /// A new tab, which becomes the current one, answered once loaded.
     async fn handle(&self, request: Selected<OpenTab>) -> Result<TabInfo, ControlError> {
-        let url = normalize_url(&request.request.url)?;
+        let url = self.allowed_url(&request.request.url)?;
         let profile = self.profile(request.tab.profile())?;
         let conn = self.conn(&profile).await?;
         let create = target::CreateTarget { url: url.clone() };

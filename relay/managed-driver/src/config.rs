@@ -51,6 +51,10 @@ struct ProfileEntry {
 struct ConfigFile {
     default_profile: Option<String>,
     allow_evaluate: Option<bool>,
+    allow_file_urls: Option<bool>,
+    upload_roots: Option<Vec<PathBuf>>,
+    media_keep: Option<usize>,
+    media_max_age_hours: Option<u64>,
     #[serde(default)]
     profiles: BTreeMap<String, ProfileEntry>,
 }
@@ -71,8 +75,14 @@ pub struct Profile {
     /// A fixed debugging port (default: an ephemeral one).
     pub cdp_port: Option<u16>,
     /// A browser started by someone else (any address): never launched.
+    /// Shown (serialized) without credentials or query: [`redacted_url`].
+    #[serde(serialize_with = "serialize_redacted")]
     pub cdp_url: Option<String>,
     pub args: Vec<String>,
+}
+
+fn serialize_redacted<S: serde::Serializer>(url: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    url.as_deref().map(redacted_url).serialize(serializer)
 }
 
 impl Profile {
@@ -104,6 +114,17 @@ pub struct Config {
     /// Whether agents may run their own JavaScript (`/act` kinds `evaluate`
     /// and `wait {fn}`). `allowEvaluate = false` switches it off.
     pub allow_evaluate: bool,
+    /// Whether agents may open `file://` URLs (`allowFileUrls`, default
+    /// off: a page of the user's disk is then readable through snapshots).
+    pub allow_file_urls: bool,
+    /// The folders agents may upload files from (`uploadRoots`, absolute
+    /// paths; default none: no uploads).
+    pub upload_roots: Vec<PathBuf>,
+    /// How many screenshots and PDFs the media folder keeps (`mediaKeep`,
+    /// the newest; default 100).
+    pub media_keep: usize,
+    /// How long it keeps them (`mediaMaxAgeHours`, default 24).
+    pub media_max_age: std::time::Duration,
     pub profiles: BTreeMap<String, Profile>,
 }
 
@@ -122,7 +143,15 @@ impl Config {
         let mut profiles = BTreeMap::new();
         profiles.insert("chrome".into(), Profile::default_named("chrome", Driver::Extension));
         profiles.insert("managed".into(), Profile::default_named("managed", Driver::Managed));
-        Self { default_profile: "chrome".into(), allow_evaluate: true, profiles }
+        Self {
+            default_profile: "chrome".into(),
+            allow_evaluate: true,
+            allow_file_urls: false,
+            upload_roots: Vec::new(),
+            media_keep: 100,
+            media_max_age: std::time::Duration::from_secs(24 * 3600),
+            profiles,
+        }
     }
 
     /// Parses the file's text; `path` names the file in errors.
@@ -191,6 +220,22 @@ impl Config {
             config.profiles.insert(name, profile);
         }
         config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
+        config.allow_file_urls = file.allow_file_urls.unwrap_or(false);
+        if let Some(roots) = file.upload_roots {
+            if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
+                return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
+            }
+            config.upload_roots = roots;
+        }
+        if let Some(keep) = file.media_keep {
+            if keep == 0 {
+                return Err(invalid("mediaKeep = 0: keep at least the newest file (the answer names it)".into()));
+            }
+            config.media_keep = keep;
+        }
+        if let Some(hours) = file.media_max_age_hours {
+            config.media_max_age = std::time::Duration::from_secs(hours.max(1) * 3600);
+        }
         if let Some(default) = file.default_profile {
             if !config.profiles.contains_key(&default) {
                 return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));
@@ -208,6 +253,24 @@ impl Config {
             known: self.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
         })
     }
+}
+
+/// A `cdpUrl` as it may be shown (status, errors, logs): credentials and
+/// the query (farms put their keys there) replaced by `***`.
+pub fn redacted_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let (authority_and_path, query) = match rest.split_once(['?', '#']) {
+        Some((before, _)) => (before, true),
+        None => (rest, false),
+    };
+    let (authority, path) = authority_and_path.split_once('/').map_or((authority_and_path, ""), |(a, p)| (a, p));
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
+    let slash = if path.is_empty() && !authority_and_path.ends_with('/') { "" } else { "/" };
+    format!("{prefix}{host}{slash}{path}{}", if query { "?***" } else { "" })
 }
 
 fn is_hex_color(color: &str) -> bool {
@@ -288,6 +351,37 @@ mod tests {
         }
         let unknown = Config::defaults().profile(Some("work")).unwrap_err().to_string();
         assert!(unknown.contains("chrome, managed"), "{unknown}");
+    }
+
+    #[test]
+    fn file_urls_uploads_and_media_default_to_safe_and_can_be_set() {
+        let defaults = parse("").unwrap();
+        assert!(!defaults.allow_file_urls && defaults.upload_roots.is_empty());
+        assert_eq!((defaults.media_keep, defaults.media_max_age.as_secs()), (100, 24 * 3600));
+        let set =
+            parse("allowFileUrls = true\nuploadRoots = [\"/home/me/uploads\"]\nmediaKeep = 5\nmediaMaxAgeHours = 2")
+                .unwrap();
+        assert!(set.allow_file_urls);
+        assert_eq!(set.upload_roots, vec![PathBuf::from("/home/me/uploads")]);
+        assert_eq!((set.media_keep, set.media_max_age.as_secs()), (5, 7200));
+        assert!(parse("uploadRoots = [\"uploads\"]").unwrap_err().contains("not an absolute path"));
+        assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
+    }
+
+    #[test]
+    fn urls_are_shown_without_their_secrets() {
+        for (url, shown) in [
+            ("http://10.0.0.5:9333", "http://10.0.0.5:9333"),
+            ("wss://user:pass@farm.example/chrome?token=abc", "wss://***@farm.example/chrome?***"),
+            ("http://farm.example/?apiKey=k#frag", "http://farm.example/?***"),
+            ("ws://127.0.0.1:9222/devtools/browser/X", "ws://127.0.0.1:9222/devtools/browser/X"),
+        ] {
+            assert_eq!(redacted_url(url), shown);
+        }
+        let config =
+            parse("[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"ws://u:p@farm.example/?token=abc\"").unwrap();
+        let shown = serde_json::to_string(config.profile(Some("farm")).unwrap()).unwrap();
+        assert!(shown.contains("ws://***@farm.example/?***") && !shown.contains("abc"), "{shown}");
     }
 
     #[test]

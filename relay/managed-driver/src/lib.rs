@@ -305,7 +305,7 @@ impl ManagedBrowsers {
             status.state = State::External;
             status.user_data_dir = None;
             status.detail = match &profile.cdp_url {
-                Some(url) => format!("attaches to {url}; Browser Relay never launches it"),
+                Some(url) => format!("attaches to {}; Browser Relay never launches it", config::redacted_url(url)),
                 None if profile.attach_only => "attach-only: Browser Relay never launches it".into(),
                 None => "your own Chrome, through the extension".into(),
             };
@@ -342,7 +342,10 @@ impl ManagedBrowsers {
                 .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or(0)));
             return match cdp_client::endpoint::json_version(&url).await {
                 Ok(_) => Ok(self.status(profile)),
-                Err(_) => Err(ManagedError::AttachUnreachable { profile: profile.name.clone(), url }),
+                Err(_) => Err(ManagedError::AttachUnreachable {
+                    profile: profile.name.clone(),
+                    url: config::redacted_url(&url),
+                }),
             };
         }
         let _lock = self.lock(&profile.name).await?;
@@ -481,14 +484,14 @@ impl ManagedBrowsers {
 /// `relay_base` (`http://127.0.0.1:PORT`): the relay itself for the extension
 /// driver, `/profiles/<name>/` for a managed browser it launches, and a
 /// remote profile's own `cdpUrl` (never proxied).
-pub fn cdp_endpoint(relay_base: &str, profile: &Profile, token: Option<&str>) -> Option<String> {
-    let query = token.map(|t| format!("?token={t}")).unwrap_or_default();
+/// Where a client connects for `profile`, as it may be shown: through the
+/// relay at `relay_base` (without the token: `browser-relay cdp-url` prints
+/// it with), or a remote browser's own address without its secrets.
+pub fn cdp_endpoint(relay_base: &str, profile: &Profile) -> Option<String> {
     match profile.driver {
-        config::Driver::Extension => Some(format!("{relay_base}/{query}")),
-        config::Driver::Managed if profile.launches() => {
-            Some(format!("{relay_base}/profiles/{}/{query}", profile.name))
-        }
-        config::Driver::Managed => profile.cdp_url.clone(),
+        config::Driver::Extension => Some(format!("{relay_base}/")),
+        config::Driver::Managed if profile.launches() => Some(format!("{relay_base}/profiles/{}/", profile.name)),
+        config::Driver::Managed => profile.cdp_url.as_deref().map(config::redacted_url),
     }
 }
 

@@ -130,6 +130,7 @@ impl IntoResponse for ApiError {
             ErrorKind::Conflict => StatusCode::CONFLICT,
             ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Upstream => StatusCode::BAD_GATEWAY,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         };
         error_body(status, self.0.code(), &self.0.to_string(), self.0.hint())
     }

@@ -1,9 +1,13 @@
 //! The state directory (`~/.browser-relay` unless `BROWSER_RELAY_HOME` or a
-//! flag says otherwise) and the per-install token stored in it.
+//! flag says otherwise), the per-install token stored in it, and its media
+//! folder.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+mod media;
+pub use media::{MediaDir, Retention};
 
 /// Name of the environment variable that overrides the state directory.
 pub const HOME_ENV: &str = "BROWSER_RELAY_HOME";
@@ -87,6 +91,11 @@ impl StateDir {
             }
         }
         Ok(())
+    }
+
+    /// Where screenshots and PDFs go.
+    pub fn media(&self) -> MediaDir {
+        MediaDir::new(self.root.join("media"))
     }
 
     pub fn token_path(&self) -> PathBuf {

@@ -80,6 +80,7 @@ fn profile_status(name: &str) -> ProfileStatus {
         state: "running".into(),
         tabs: Some(1),
         cdp_endpoint: None,
+        cdp_url_command: None,
         detail: String::new(),
     }
 }
