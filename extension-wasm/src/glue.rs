@@ -276,6 +276,13 @@ impl Host for WasmHost {
     fn random(&mut self) -> f64 {
         js_sys::Math::random()
     }
+
+    fn random_bytes(&mut self) -> Option<[u8; 32]> {
+        let mut bytes = [0u8; 32];
+        let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let filled = scope.crypto().and_then(|crypto| crypto.get_random_values_with_u8_array(&mut bytes));
+        filled.ok().map(|_| bytes)
+    }
 }
 
 async fn read_settings() -> Settings {

@@ -7,11 +7,11 @@ use axum::Router;
 use axum::extract::RawQuery;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::json;
-use shared_protocol::SUBPROTOCOL;
+use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
 use crate::net::guard::{Guard, guard_layer};
 use managed_driver::ManagedBrowsers;
@@ -189,15 +189,20 @@ async fn page_ws(State(relay): State<Relay>, Path(id): Path<String>, ws: WebSock
 }
 
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.
-async fn extension_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Response {
+async fn extension_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
     let Some(claim) = relay.claim_extension() else {
         return text(StatusCode::CONFLICT, "another Browser Relay extension is already connected");
     };
+    // A version 1 extension offers only its own subprotocol (and its token,
+    // which is never looked at): it is let in to be told to update.
+    let offered = headers.get(header::SEC_WEBSOCKET_PROTOCOL).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let offers = |name: &str| offered.split(',').any(|p| p.trim() == name);
+    let legacy = !offers(SUBPROTOCOL) && offers(SUBPROTOCOL_V1);
     let limit = relay.config().extension_max_message;
-    ws.protocols([SUBPROTOCOL])
+    ws.protocols([SUBPROTOCOL, SUBPROTOCOL_V1])
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_extension(socket, claim).await })
+        .on_upgrade(move |socket| async move { relay.serve_extension(socket, claim, legacy).await })
 }
 
 fn too_many_clients(relay: &Relay) -> Response {

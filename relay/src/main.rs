@@ -235,6 +235,8 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         Some(state.load_or_create_token().context("loading the token")?)
     };
     let mut options = ServerOptions::new(addr, token);
+    // The extension proves its pairing even when CDP clients need no token.
+    options.pairing = Some(state.load_or_create_token().context("loading the token")?);
     options.extension_ids = extension_ids;
     options.state_root = Some(state.root().to_path_buf());
     options.control_addr = control;

@@ -30,6 +30,10 @@ pub struct ServerOptions {
     pub addr: SocketAddr,
     /// `None` disables authentication (`--no-auth`).
     pub token: Option<Token>,
+    /// The token the extension proves it was paired with: the same, kept
+    /// with `--no-auth` too (CDP clients then need none; the extension
+    /// still must prove the pairing, and the relay too).
+    pub pairing: Option<Token>,
     pub extension_ids: Vec<String>,
     pub relay: RelayConfig,
     pub limits: ServeLimits,
@@ -45,6 +49,7 @@ impl ServerOptions {
     pub fn new(addr: SocketAddr, token: Option<Token>) -> Self {
         Self {
             addr,
+            pairing: token.clone(),
             token,
             extension_ids: vec![DEFAULT_EXTENSION_ID.to_string()],
             relay: RelayConfig::default(),
@@ -70,7 +75,7 @@ impl RunningServer {
     pub async fn start(options: ServerOptions) -> Result<Self, BindError> {
         let listener = net::bind_loopback(options.addr).await?;
         let addr = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
-        let relay = Relay::new(options.relay);
+        let relay = Relay::new(options.relay, options.pairing.clone());
         relay.set_public_base(PublicBase { addr, token: options.token.clone() });
         let guard = Guard::new(options.token.clone(), options.extension_ids);
         let router = crate::http::router(relay.clone(), guard, options.state_root.as_deref());

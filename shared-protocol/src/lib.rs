@@ -17,17 +17,21 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 pub use serde_json::value::RawValue;
 
-/// Bumped on any incompatible change. The relay refuses a hello with another
-/// major version (closing the socket with [`close_code::PROTOCOL_MISMATCH`]).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub mod auth;
+
+/// Bumped on any incompatible change. The relay refuses another version
+/// (closing the socket with [`close_code::PROTOCOL_MISMATCH`]).
+/// Version 2: the pairing token never travels; both sides prove it
+/// ([`auth`]).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// WebSocket subprotocol the extension offers and the relay selects.
-pub const SUBPROTOCOL: &str = "browser-relay.v1";
+pub const SUBPROTOCOL: &str = "browser-relay.v2";
 
-/// Prefix of the second subprotocol the extension offers to carry its pairing
-/// token (browsers cannot set headers on a WebSocket). The relay never echoes
-/// it back and never logs it.
-pub const TOKEN_SUBPROTOCOL_PREFIX: &str = "token.";
+/// The subprotocol of version 1 extensions, which sent the token itself:
+/// the relay accepts the socket only to close it with a reason that says to
+/// update the extension.
+pub const SUBPROTOCOL_V1: &str = "browser-relay.v1";
 
 /// A Chrome tab id (`chrome.tabs.Tab.id`).
 /// The relay's default port for `/extension`, `/cdp` and `/json/*` (the
@@ -71,6 +75,8 @@ pub mod close_code {
     pub const HELLO_TIMEOUT: u16 = 4002;
     /// A message could not be understood at all.
     pub const BAD_MESSAGE: u16 = 4003;
+    /// A proof of the pairing was wrong (sent by whichever side checked it).
+    pub const NOT_PAIRED: u16 = 4004;
 }
 
 /// What the relay knows about a tab. Sent by the extension in the hello, in
@@ -91,11 +97,16 @@ pub struct TabInfo {
     pub opener_tab_id: Option<TabId>,
 }
 
-/// The first message the extension sends after the socket opens.
+/// The extension's second message, once the relay has proved itself: who
+/// it is, what it shares, and its own proof of the pairing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hello {
     pub protocol_version: u32,
+    /// [`auth::proof`] by [`auth::Prover::Extension`] over the `auth` and
+    /// `challenge` nonces.
+    #[serde(default)]
+    pub proof: String,
     pub extension_version: String,
     /// `navigator.userAgent` of the real browser.
     pub user_agent: String,
@@ -139,6 +150,10 @@ pub struct TabQuery {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all_fields = "camelCase")]
 pub enum RelayMessage<'a> {
+    /// Answer to `auth`: the relay's nonce and its proof of the pairing
+    /// over both nonces ([`auth::Prover::Relay`]).
+    #[serde(rename = "challenge")]
+    Challenge { nonce: String, proof: String },
     /// Answer to the hello: the relay accepted the extension.
     #[serde(rename = "welcome")]
     Welcome { protocol_version: u32, relay_version: String },
@@ -200,13 +215,14 @@ impl RelayMessage<'_> {
             | Self::TabsQuery { id, .. }
             | Self::WindowsUpdate { id, .. } => Some(*id),
             Self::DebuggerSendCommand(cmd) => Some(cmd.id),
-            Self::Welcome { .. } | Self::Ping { .. } | Self::Pong { .. } => None,
+            Self::Challenge { .. } | Self::Welcome { .. } | Self::Ping { .. } | Self::Pong { .. } => None,
         }
     }
 
     /// The `chrome.*` name of the call, e.g. `debugger.sendCommand`.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Challenge { .. } => "challenge",
             Self::Welcome { .. } => "welcome",
             Self::DebuggerAttach { .. } => "debugger.attach",
             Self::DebuggerDetach { .. } => "debugger.detach",
@@ -262,6 +278,10 @@ pub struct DebuggerEvent<'a> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all_fields = "camelCase")]
 pub enum ExtensionMessage<'a> {
+    /// The extension's first message: its protocol and its nonce, nothing
+    /// more until the relay has proved itself.
+    #[serde(rename = "auth")]
+    Auth { protocol_version: u32, nonce: String },
     #[serde(rename = "hello")]
     Hello(Hello),
     #[serde(rename = "reply", borrow)]
@@ -299,6 +319,7 @@ impl ExtensionMessage<'_> {
     /// The message's name on the wire, e.g. `debugger.onEvent`.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Auth { .. } => "auth",
             Self::Hello(_) => "hello",
             Self::Reply(_) => "reply",
             Self::DebuggerEvent(_) => "debugger.onEvent",

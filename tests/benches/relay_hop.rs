@@ -19,7 +19,7 @@ use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::RunningServer;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
-use shared_protocol::{ExtensionMessage, RelayMessage, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX, encode};
+use shared_protocol::{PROTOCOL_VERSION, RelayMessage, SUBPROTOCOL};
 use state_dir::Token;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -97,18 +97,18 @@ async fn minimal_proxy(upstream: SocketAddr) -> SocketAddr {
 async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
     let mut request = format!("ws://{relay}/extension").into_client_request().unwrap();
     request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
-    request
-        .headers_mut()
-        .insert("Sec-WebSocket-Protocol", format!("{SUBPROTOCOL}, {TOKEN_SUBPROTOCOL_PREFIX}{token}").parse().unwrap());
+    request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true).await.unwrap();
-    let tab = e2e::fake_extension::fake_tab(1);
-    ws.send(Message::Text(encode(&ExtensionMessage::Hello(e2e::fake_extension::hello(vec![tab]))).into()))
-        .await
-        .unwrap();
+    let proof = e2e::pairing::ExtensionProof::new(Some(token));
+    ws.send(Message::Text(proof.auth_frame(PROTOCOL_VERSION).into())).await.unwrap();
     tokio::spawn(async move {
         while let Some(Ok(Message::Text(text))) = ws.next().await {
             let message = RelayMessage::parse(&text).unwrap();
             let reply = match &message {
+                RelayMessage::Challenge { nonce, proof: relay_proof } => {
+                    let hello = e2e::fake_extension::hello(vec![e2e::fake_extension::fake_tab(1)]);
+                    proof.hello_frame(nonce, relay_proof, hello).expect("the relay proves the pairing")
+                }
                 RelayMessage::DebuggerSendCommand(c) if c.method == "Target.getTargetInfo" => {
                     let target = e2e::fake_extension::fake_target_id(c.tab_id);
                     format!(

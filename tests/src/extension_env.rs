@@ -224,6 +224,19 @@ impl ExtensionEnv {
         Ok(value.as_str().unwrap_or_default().to_string())
     }
 
+    /// The toolbar button's title on the tab showing `url` (the badge's
+    /// explanation, e.g. why it shows `!`).
+    pub async fn badge_title(&self, url: &str) -> anyhow::Result<String> {
+        let worker = self.service_worker().await?;
+        let session = self.attach(&worker).await?;
+        let expression = format!(
+            "chrome.tabs.query({{}}).then(tabs => chrome.action.getTitle({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
+        );
+        let value = self.evaluate(&session, &expression).await?;
+        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
+        Ok(value.as_str().unwrap_or_default().to_string())
+    }
+
     pub async fn service_worker(&self) -> anyhow::Result<String> {
         let prefix = format!("chrome-extension://{}/", self.id);
         let targets = self.browser.call("Target.getTargets", json!({}), None).await?;

@@ -10,8 +10,7 @@ use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use shared_protocol::{
-    CallError, ExtensionMessage, Hello, PROTOCOL_VERSION, RawValue, RelayMessage, Reply, SUBPROTOCOL,
-    TOKEN_SUBPROTOCOL_PREFIX, TabInfo, encode,
+    CallError, ExtensionMessage, Hello, PROTOCOL_VERSION, RawValue, RelayMessage, Reply, SUBPROTOCOL, TabInfo, encode,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -73,11 +72,15 @@ pub fn hello(tabs: Vec<TabInfo>) -> Hello {
         user_agent: "Mozilla/5.0 FakeExtension".into(),
         browser_version: "Chrome/156.0.0.0".into(),
         attached_tabs: tabs,
+        proof: String::new(),
     }
 }
 
 impl FakeExtension {
-    /// Connects, sends `hello` (unless `None`), and starts answering.
+    /// Connects and, unless `hello` is `None` (a silent extension), starts
+    /// the pairing handshake: `auth`, then on the relay's `challenge` the
+    /// `hello` with the proof of `token` (`None`: no proof, as an unpaired
+    /// extension). Then answers calls as `mode` says.
     pub async fn connect(
         addr: SocketAddr,
         token: Option<&str>,
@@ -86,19 +89,16 @@ impl FakeExtension {
     ) -> anyhow::Result<Self> {
         let mut request = format!("ws://{addr}/extension").into_client_request()?;
         request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse()?);
-        let protocols = match token {
-            Some(token) => format!("{SUBPROTOCOL}, {TOKEN_SUBPROTOCOL_PREFIX}{token}"),
-            None => SUBPROTOCOL.to_string(),
-        };
-        request.headers_mut().insert("Sec-WebSocket-Protocol", protocols.parse()?);
+        request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse()?);
         let (socket, _) = tokio_tungstenite::connect_async(request).await.context("connecting to /extension")?;
         let (mut sink, mut stream) = socket.split();
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let (other_tx, other) = mpsc::unbounded_channel();
         let (close_tx, close) = tokio::sync::oneshot::channel();
-        if let Some(hello) = hello {
-            tx.send(Message::Text(encode(&ExtensionMessage::Hello(hello)).into()))?;
+        let proof = crate::pairing::ExtensionProof::new(token);
+        if let Some(hello) = &hello {
+            tx.send(Message::Text(proof.auth_frame(hello.protocol_version).into()))?;
         }
         let stop = tokio_util::sync::CancellationToken::new();
         let (writer_stop, reader_stop) = (stop.clone(), stop.clone());
@@ -125,6 +125,14 @@ impl FakeExtension {
                     Ok(Message::Text(text)) => {
                         let text = text.to_string();
                         let Ok(message) = RelayMessage::parse(&text) else { continue };
+                        if let (RelayMessage::Challenge { nonce, proof: relay_proof }, Some(hello)) = (&message, &hello)
+                        {
+                            match proof.hello_frame(nonce, relay_proof, hello.clone()) {
+                                Ok(frame) => drop(replies.send(Message::Text(frame.into()))),
+                                Err(why) => panic!("the fake extension's relay: {why}"),
+                            }
+                            continue;
+                        }
                         let Some(id) = message.call_id() else {
                             let _ = other_tx.send(text.clone());
                             if let RelayMessage::Ping { nonce } = message {

@@ -19,7 +19,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use shared_protocol::{
     CallError, DebuggerEvent, ExtensionMessage, Hello, PROTOCOL_VERSION, RawValue, RelayMessage, Reply, SUBPROTOCOL,
-    TOKEN_SUBPROTOCOL_PREFIX, TabId, TabInfo, encode,
+    TabId, TabInfo, encode,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
@@ -85,6 +85,8 @@ struct Inner {
     product: String,
     user_agent: String,
     welcomed: watch::Sender<bool>,
+    /// The pairing proof of the current connection.
+    proof: Mutex<Option<crate::pairing::ExtensionProof>>,
     /// Where the "user's" downloads go.
     downloads: tempfile::TempDir,
     /// Bumped whenever the tab list changes, so tests can await a change.
@@ -111,6 +113,7 @@ impl SimExtension {
             product: version["product"].as_str().unwrap_or_default().to_string(),
             user_agent: version["userAgent"].as_str().unwrap_or_default().to_string(),
             welcomed: watch::Sender::new(false),
+            proof: Mutex::new(None),
             downloads: tempfile::tempdir()?,
             tabs_changed: watch::Sender::new(0),
             stop: CancellationToken::new(),
@@ -181,11 +184,7 @@ impl SimExtension {
         let mut request = format!("ws://{relay_addr}/extension").into_client_request()?;
         let headers = request.headers_mut();
         headers.insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse()?);
-        let protocols = match token {
-            Some(token) => format!("{SUBPROTOCOL}, {TOKEN_SUBPROTOCOL_PREFIX}{token}"),
-            None => SUBPROTOCOL.to_string(),
-        };
-        headers.insert("Sec-WebSocket-Protocol", protocols.parse()?);
+        headers.insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse()?);
         let (socket, response) = tokio_tungstenite::connect_async(request).await.context("connecting to /extension")?;
         anyhow::ensure!(
             response.headers().get("sec-websocket-protocol").and_then(|v| v.to_str().ok()) == Some(SUBPROTOCOL),
@@ -194,14 +193,11 @@ impl SimExtension {
         let (mut sink, mut stream) = socket.split();
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
         self.0.welcomed.send_replace(false);
-        let hello = ExtensionMessage::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            extension_version: "0.0.0-sim".into(),
-            user_agent: self.0.user_agent.clone(),
-            browser_version: self.0.product.clone(),
-            attached_tabs: self.attached_tabs(),
-        });
-        tx.send(Message::Text(encode(&hello).into()))?;
+        // The pairing handshake: our auth now, the hello (with the tabs as
+        // they are then) when the relay has proved itself.
+        let proof = crate::pairing::ExtensionProof::new(token);
+        tx.send(Message::Text(proof.auth_frame(PROTOCOL_VERSION).into()))?;
+        *self.0.proof.lock().unwrap() = Some(proof);
         *self.0.relay.lock().unwrap() = Some(tx);
 
         let writer_stop = self.0.stop.child_token();
@@ -447,6 +443,21 @@ impl SimExtension {
             Err(e) => panic!("the relay sent a frame the extension cannot parse: {e}: {text}"),
         };
         match message {
+            RelayMessage::Challenge { nonce, proof } => {
+                let hello = Hello {
+                    protocol_version: PROTOCOL_VERSION,
+                    proof: String::new(),
+                    extension_version: "0.0.0-sim".into(),
+                    user_agent: self.0.user_agent.clone(),
+                    browser_version: self.0.product.clone(),
+                    attached_tabs: self.attached_tabs(),
+                };
+                let ours = self.0.proof.lock().unwrap().clone().expect("connect sent the auth");
+                match ours.hello_frame(&nonce, &proof, hello) {
+                    Ok(frame) => self.send_raw(&frame),
+                    Err(why) => panic!("the simulated extension's relay: {why}"),
+                }
+            }
             RelayMessage::Welcome { .. } => {
                 self.0.welcomed.send_replace(true);
             }
@@ -592,9 +603,10 @@ impl SimExtension {
             }
             RelayMessage::TabsQuery { .. } => Ok(serde_json::to_value(self.tabs()).expect("serialises")),
             RelayMessage::WindowsUpdate { .. } => Ok(Value::Null),
-            RelayMessage::Welcome { .. } | RelayMessage::Ping { .. } | RelayMessage::Pong { .. } => {
-                Err(chrome_error("not a call".into()))
-            }
+            RelayMessage::Challenge { .. }
+            | RelayMessage::Welcome { .. }
+            | RelayMessage::Ping { .. }
+            | RelayMessage::Pong { .. } => Err(chrome_error("not a call".into())),
         }
     }
 }

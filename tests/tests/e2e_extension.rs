@@ -258,3 +258,96 @@ async fn a_screenshot_of_a_tab_in_a_minimized_window_fails_fast_with_the_reason(
     let shot = client.call("Page.captureScreenshot", json!({}), Some(&session)).await.unwrap();
     assert!(shot["data"].as_str().is_some_and(|d| d.len() > 100));
 }
+
+/// What a program squatting the relay's port saw of the extension.
+#[derive(Debug, Default)]
+struct Squatted {
+    frames: Vec<String>,
+    protocols: Vec<String>,
+}
+
+/// A program on the relay's port while the relay is down: it takes the
+/// extension's connection, answers its auth with a forged proof and sends
+/// calls at once, as a malicious local program would. Records everything.
+// tungstenite's handshake callback has its error type.
+#[allow(clippy::result_large_err)]
+async fn squat(port: u16) -> (tokio::sync::oneshot::Receiver<Squatted>, tokio::task::JoinHandle<()>) {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("the port is free");
+    let (done, seen) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut squatted = Squatted::default();
+        let mut offered = Vec::new();
+        let socket = tokio_tungstenite::accept_hdr_async(tcp, |request: &Request, mut response: Response| {
+            offered = request
+                .headers()
+                .get_all("sec-websocket-protocol")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_string)
+                .collect();
+            response.headers_mut().insert("sec-websocket-protocol", "browser-relay.v2".parse().unwrap());
+            Ok(response)
+        })
+        .await
+        .unwrap();
+        squatted.protocols = offered;
+        let (mut sink, mut stream) = socket.split();
+        while let Some(Ok(frame)) = stream.next().await {
+            let Message::Text(text) = frame else { continue };
+            squatted.frames.push(text.to_string());
+            if text.contains("\"auth\"") {
+                // Calls first, then a forged proof (it does not know the token).
+                for call in [
+                    r#"{"tabs.create":{"id":1,"url":"http://127.0.0.1:9/squatter","active":true}}"#,
+                    r#"{"tabs.query":{"id":2,"query":{}}}"#,
+                    r#"{"debugger.attach":{"id":3,"tabId":1}}"#,
+                ] {
+                    let _ = sink.send(Message::Text(call.into())).await;
+                }
+                let forged =
+                    format!(r#"{{"challenge":{{"nonce":"{}","proof":"{}"}}}}"#, "a".repeat(64), "b".repeat(64));
+                let _ = sink.send(Message::Text(forged.into())).await;
+                let _ =
+                    sink.send(Message::Text(r#"{"welcome":{"protocolVersion":2,"relayVersion":"9"}}"#.into())).await;
+            }
+        }
+        let _ = done.send(squatted);
+    });
+    (seen, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_squatting_the_relays_port_learns_nothing_and_is_obeyed_in_nothing() {
+    let (mut env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let tabs_before = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    env.stop_relay().await;
+    // The extension keeps the tab and reconnects: to whatever holds the port.
+    let (seen, squatter) = squat(env.port).await;
+    let squatted = tokio::time::timeout(Duration::from_secs(30), seen)
+        .await
+        .expect("the extension came to the port and left it")
+        .unwrap();
+    squatter.await.unwrap();
+    let token = env.token.as_str();
+    assert!(!squatted.protocols.iter().any(|p| p.contains(token)), "no token in the upgrade: {:?}", squatted.protocols);
+    assert!(squatted.frames.iter().all(|f| !f.contains(token)), "no token in any frame: {:?}", squatted.frames);
+    assert_eq!(squatted.frames.len(), 1, "only the auth, not even a reply or a hello: {:?}", squatted.frames);
+    assert!(squatted.frames[0].starts_with(r#"{"auth":"#), "{:?}", squatted.frames);
+    // Nothing it asked for was done.
+    let tabs_after = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    assert!(!tabs_after.to_string().contains("squatter"), "no tab opened for it: {tabs_after}");
+    assert_eq!(
+        tabs_before["targetInfos"].as_array().unwrap().iter().filter(|t| t["type"] == "page").count(),
+        tabs_after["targetInfos"].as_array().unwrap().iter().filter(|t| t["type"] == "page").count()
+    );
+    let title = env.badge_title(&index).await.unwrap();
+    assert!(title.contains("not your paired relay"), "the user is told: {title}");
+    // The real relay comes back on the port: the tab is shared again.
+    env.restart_relay().await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+}

@@ -299,12 +299,19 @@ async fn one_extension_at_a_time_and_handshake_rules() {
     assert_eq!(code, shared_protocol::close_code::PROTOCOL_MISMATCH);
     assert!(reason.contains("99"), "{reason}");
 
-    // CDP clients are held until the hello arrives, then admitted.
-    let late = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), None, Mode::Echo).await.unwrap();
+    // An extension that cannot prove the pairing is refused, and says why.
+    let unpaired = FakeExtension::connect(setup.server.addr, None, Some(hello(vec![])), Mode::Echo).await.unwrap();
+    let (code, reason) = tokio::time::timeout(Duration::from_secs(5), unpaired.close).await.unwrap().unwrap().unwrap();
+    assert_eq!(code, shared_protocol::close_code::NOT_PAIRED);
+    assert!(reason.contains("browser-relay pair"), "{reason}");
+    assert!(!setup.server.relay.stats().extension_connected);
+
+    // CDP clients are held until an extension is welcomed, then admitted.
     let held_url = url.clone();
     let client = tokio::spawn(async move { CdpClient::connect(&held_url).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    late.send(&ExtensionMessage::Hello(hello(vec![])));
+    let _late =
+        FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), Some(hello(vec![])), Mode::Echo).await;
     let client = client.await.unwrap().expect("admitted once the hello arrived");
     client.call("Browser.getVersion", json!({}), None).await.unwrap();
 

@@ -17,6 +17,14 @@
 //! Test names are in `tests.rs` unless marked e2e (`tests/tests/e2e_extension.rs`,
 //! the real extension in Chromium).
 //!
+//! - **Nothing before the relay proves the pairing**: the token is never
+//!   sent; the first frame is `auth` (a nonce), no call is obeyed or
+//!   answered and no tab is named until the relay's `challenge` carries a
+//!   good proof (`shared_protocol::auth`); a wrong one closes the socket and
+//!   the badge says the program on the port is not the paired relay:
+//!   `a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing`,
+//!   `the_relay_refusing_our_proof_says_to_pair_again`; e2e
+//!   `a_program_squatting_the_relays_port_learns_nothing_and_is_obeyed_in_nothing`.
 //! - **A toolbar click toggles attach/detach** and tells the relay
 //!   (`user.toggledAttach`); a click while that tab's attach or detach runs
 //!   is ignored: `click_attaches_connects_and_says_hello_with_the_tab`,
@@ -71,9 +79,10 @@ mod tests;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
+use shared_protocol::auth::{self, Prover};
 use shared_protocol::{
-    CallError, CallId, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, SUBPROTOCOL,
-    TOKEN_SUBPROTOCOL_PREFIX, TabId, TabInfo, TabQuery, WindowId, close_code, encode, layout,
+    CallError, CallId, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, SUBPROTOCOL, TabId, TabInfo,
+    TabQuery, WindowId, close_code, encode, layout,
 };
 
 pub use policy::Badge;
@@ -147,6 +156,10 @@ pub trait Host {
     fn cancel_timer(&mut self, timer: Timer);
     /// A number in [0, 1), for jitter.
     fn random(&mut self) -> f64;
+    /// 32 bytes from a secure random source (`crypto.getRandomValues`),
+    /// for the nonce of the pairing proof; `None` if there is none (then no
+    /// connection: a predictable nonce would let a recorded proof replay).
+    fn random_bytes(&mut self) -> Option<[u8; 32]>;
 }
 
 /// The relay connection.
@@ -154,7 +167,11 @@ pub trait Host {
 pub enum Link {
     Idle,
     Connecting,
-    /// Open, hello sent, waiting for the welcome.
+    /// Open, `auth` sent: waiting for the relay to prove the pairing.
+    /// Nothing the other end sends is obeyed yet.
+    Authenticating,
+    /// The relay proved the pairing; hello (with ours) sent, waiting for
+    /// the welcome.
     Open,
     /// Welcomed: the relay is listening.
     Ready,
@@ -256,6 +273,8 @@ pub struct Core<H: Host> {
     /// The relay refused us for good (protocol mismatch): no reconnecting
     /// until the settings change.
     refused: bool,
+    /// Our nonce of the current connection's pairing proof.
+    auth_nonce: String,
     next_nonce: u64,
     grace_running: bool,
 }
@@ -276,6 +295,7 @@ impl<H: Host> Core<H> {
             next_op: 1,
             link_generation: 0,
             refused: false,
+            auth_nonce: String::new(),
             next_nonce: 1,
             grace_running: false,
         }
@@ -292,7 +312,9 @@ impl<H: Host> Core<H> {
     pub fn status(&self) -> Status {
         let (state, default) = match self.link {
             Link::Ready => ("connected", format!("connected to the relay on 127.0.0.1:{}", self.settings.port)),
-            Link::Connecting | Link::Open => ("connecting", format!("connecting to 127.0.0.1:{}…", self.settings.port)),
+            Link::Connecting | Link::Authenticating | Link::Open => {
+                ("connecting", format!("connecting to 127.0.0.1:{}…", self.settings.port))
+            }
             Link::Idle if self.attached.is_empty() => {
                 ("idle", "no tab is shared: click the toolbar icon on a tab".into())
             }
@@ -571,20 +593,21 @@ impl<H: Host> Core<H> {
 
     // ---- the relay socket -------------------------------------------------
 
+    /// The socket opened: our nonce, nothing else, until the relay proves
+    /// the pairing.
     pub fn on_socket_open(&mut self) {
         if self.link != Link::Connecting {
             return;
         }
-        self.link = Link::Open;
+        self.link = Link::Authenticating;
         self.opened = true;
-        let hello = ExtensionMessage::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            extension_version: self.env.extension_version.clone(),
-            user_agent: self.env.user_agent.clone(),
-            browser_version: self.env.browser_version.clone(),
-            attached_tabs: self.attached.values().cloned().collect(),
-        });
-        self.send(&hello);
+        let Some(random) = self.host.random_bytes() else {
+            self.host.disconnect();
+            return self.on_socket_closed(close_code::BAD_MESSAGE, "no secure random source for the pairing proof");
+        };
+        self.auth_nonce = auth::nonce_hex(&random);
+        let auth = ExtensionMessage::Auth { protocol_version: PROTOCOL_VERSION, nonce: self.auth_nonce.clone() };
+        self.send(&auth);
     }
 
     pub fn on_socket_message(&mut self, text: &str) {
@@ -594,8 +617,9 @@ impl<H: Host> Core<H> {
             // the link up (the relay answers unknown calls' timeouts itself).
             Err(_) => return,
         };
-        match message {
-            RelayMessage::Welcome { .. } => {
+        match (self.link, message) {
+            (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
+            (Link::Open, RelayMessage::Welcome { .. }) => {
                 self.link = Link::Ready;
                 self.attempt = 0;
                 self.last_error = None;
@@ -605,10 +629,43 @@ impl<H: Host> Core<H> {
                 self.host.set_timer(Timer::Keepalive, policy::KEEPALIVE_MS);
                 self.refresh_badges();
             }
-            RelayMessage::Ping { nonce } => self.send(&ExtensionMessage::Pong { nonce }),
-            RelayMessage::Pong { .. } => {}
-            call => self.on_relay_call(call),
+            (Link::Ready, RelayMessage::Ping { nonce }) => self.send(&ExtensionMessage::Pong { nonce }),
+            (Link::Ready, RelayMessage::Pong { .. }) => {}
+            (Link::Ready, call) => self.on_relay_call(call),
+            // Before the relay has proved the pairing (or before its
+            // welcome), nothing is obeyed or answered: the other end may be
+            // any program that took the port.
+            _ => {}
         }
+    }
+
+    /// The relay's proof: right, and we prove ours in the hello; wrong, and
+    /// the other end is not our relay: close and say so.
+    fn on_challenge(&mut self, relay_nonce: &str, proof: &str) {
+        let Some(token) = self.settings.token.clone() else { return };
+        let proved =
+            auth::is_nonce(relay_nonce) && auth::verify(&token, Prover::Relay, &self.auth_nonce, relay_nonce, proof);
+        if !proved {
+            let port = self.settings.port;
+            self.host.disconnect();
+            self.on_socket_closed(
+                close_code::NOT_PAIRED,
+                &format!(
+                    "the program on 127.0.0.1:{port} is not your paired relay: it could not prove the pairing (another program on the port, or the relay's token changed: run `browser-relay pair` again)"
+                ),
+            );
+            return;
+        }
+        self.link = Link::Open;
+        let hello = ExtensionMessage::Hello(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, relay_nonce),
+            extension_version: self.env.extension_version.clone(),
+            user_agent: self.env.user_agent.clone(),
+            browser_version: self.env.browser_version.clone(),
+            attached_tabs: self.attached.values().cloned().collect(),
+        });
+        self.send(&hello);
     }
 
     /// The socket closed (or failed to open), with the close code and reason.
@@ -626,8 +683,11 @@ impl<H: Host> Core<H> {
             close_code::HELLO_TIMEOUT | close_code::BAD_MESSAGE => {
                 Some(format!("the relay dropped the connection: {reason}"))
             }
+            // Our own verdict on the relay's proof, or the relay's on ours.
+            close_code::NOT_PAIRED if reason.starts_with("the program on") => Some(reason.to_string()),
+            close_code::NOT_PAIRED => Some(format!("the relay refused the pairing: {reason}")),
             _ if !was_open => Some(format!(
-                "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` running, and is the pairing token right?"
+                "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` (0.2 or newer) running?"
             )),
             _ => Some(format!("the relay on 127.0.0.1:{port} went away")),
         };
@@ -740,14 +800,17 @@ impl<H: Host> Core<H> {
             RelayMessage::WindowsUpdate { id, window_id, focused } => {
                 self.start_call(Purpose::Relay(id), ChromeCall::WindowsUpdate { window: window_id, focused });
             }
-            RelayMessage::Welcome { .. } | RelayMessage::Ping { .. } | RelayMessage::Pong { .. } => {}
+            RelayMessage::Challenge { .. }
+            | RelayMessage::Welcome { .. }
+            | RelayMessage::Ping { .. }
+            | RelayMessage::Pong { .. } => {}
         }
     }
 
     /// Answers a relay call. Chrome's debugger errors arrive as the JSON of
     /// the CDP error; they are passed on with their code.
     fn reply(&mut self, current: bool, call: CallId, outcome: Result<String, String>) {
-        if !current || !matches!(self.link, Link::Open | Link::Ready) {
+        if !current || self.link != Link::Ready {
             return;
         }
         let frame = match outcome {
@@ -785,13 +848,14 @@ impl<H: Host> Core<H> {
         if self.link != Link::Idle || self.refused {
             return;
         }
-        let Some(token) = self.settings.token.clone() else {
+        if self.settings.token.is_none() {
             self.last_error = Some(NOT_PAIRED.into());
             self.refresh_badges();
             return;
-        };
+        }
         let url = format!("ws://127.0.0.1:{}/extension", self.settings.port);
-        let protocols = [SUBPROTOCOL.to_string(), format!("{TOKEN_SUBPROTOCOL_PREFIX}{token}")];
+        // The token is proved inside the socket, never sent.
+        let protocols = [SUBPROTOCOL.to_string()];
         self.link = Link::Connecting;
         self.opened = false;
         self.link_generation += 1;

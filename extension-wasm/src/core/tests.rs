@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use shared_protocol::{TabId, TabInfo, close_code};
 
 use super::*;
+use shared_protocol::auth::{self, Prover};
 
 #[derive(Debug, Default)]
 struct FakeHost {
@@ -17,6 +18,7 @@ struct FakeHost {
     sent: Vec<String>,
     disconnects: usize,
     timers: BTreeMap<Timer, u64>,
+    nonces: u8,
 }
 
 impl Host for FakeHost {
@@ -47,6 +49,11 @@ impl Host for FakeHost {
     }
     fn random(&mut self) -> f64 {
         0.5
+    }
+    fn random_bytes(&mut self) -> Option<[u8; 32]> {
+        // Distinct per connection, as a real source.
+        self.nonces += 1;
+        Some([self.nonces; 32])
     }
 }
 
@@ -103,8 +110,26 @@ impl Core<FakeHost> {
         self.on_op_done(op, Ok("null".into()));
         if self.link() == Link::Connecting {
             self.on_socket_open();
-            self.on_socket_message(r#"{"welcome":{"protocolVersion":1,"relayVersion":"0.1.0"}}"#);
+            self.relay_proves();
+            self.welcome();
         }
+    }
+
+    /// The real relay's `challenge` to the `auth` just sent: its proof with
+    /// the pairing token. Returns the hello the extension answers with.
+    fn relay_proves(&mut self) -> Value {
+        let extension_nonce = self.last_sent()["auth"]["nonce"].as_str().expect("auth was sent").to_string();
+        let relay_nonce = auth::nonce_hex(&[0xee; 32]);
+        let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &relay_nonce);
+        self.relay(json!({"challenge": {"nonce": relay_nonce, "proof": proof}}));
+        let hello = self.last_sent();
+        let presented = hello["hello"]["proof"].as_str().expect("hello with a proof");
+        assert!(auth::verify(TOKEN, Prover::Extension, &extension_nonce, &relay_nonce, presented));
+        hello
+    }
+
+    fn welcome(&mut self) {
+        self.relay(json!({"welcome": {"protocolVersion": 2, "relayVersion": "0.2.0"}}));
     }
 
     fn relay(&mut self, frame: Value) {
@@ -124,12 +149,16 @@ fn click_attaches_connects_and_says_hello_with_the_tab() {
 
     let (url, protocols) = core.host.connects.last().cloned().expect("connects to the relay");
     assert_eq!(url, "ws://127.0.0.1:18792/extension");
-    assert_eq!(protocols, vec!["browser-relay.v1".to_string(), format!("token.{TOKEN}")]);
+    assert_eq!(protocols, vec!["browser-relay.v2".to_string()], "no token on the wire");
     core.on_socket_open();
-    let hello = core.last_sent();
+    let auth = core.last_sent();
+    assert_eq!(auth["auth"]["protocolVersion"], 2);
+    let fields: Vec<&String> = auth["auth"].as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["nonce", "protocolVersion"], "the auth says nothing else: {auth}");
+    let hello = core.relay_proves();
     assert_eq!(hello["hello"]["attachedTabs"][0]["tabId"], 5);
     assert_eq!(hello["hello"]["browserVersion"], "Chrome/156.0.8078.73");
-    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    core.welcome();
     assert_eq!(core.host.badges[&5], Badge::On);
     assert_eq!(core.status().state, "connected");
     assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS));
@@ -422,7 +451,7 @@ fn restart_rehydrates_reconnects_and_reannounces() {
     );
     assert_eq!(core.host.connects[0].0, "ws://127.0.0.1:4000/extension");
     core.on_socket_open();
-    let tabs: Vec<i64> = core.last_sent()["hello"]["attachedTabs"]
+    let tabs: Vec<i64> = core.relay_proves()["hello"]["attachedTabs"]
         .as_array()
         .unwrap()
         .iter()
@@ -463,8 +492,8 @@ fn the_relay_coming_back_within_the_grace_keeps_everything() {
     core.on_socket_closed(1006, "");
     core.on_timer(Timer::Reconnect);
     core.on_socket_open();
-    assert_eq!(core.last_sent()["hello"]["attachedTabs"][0]["tabId"], 5, "re-announced without a new click");
-    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    assert_eq!(core.relay_proves()["hello"]["attachedTabs"][0]["tabId"], 5, "re-announced without a new click");
+    core.welcome();
     assert!(!core.host.timers.contains_key(&Timer::DetachGrace));
     assert_eq!(core.host.badges[&5], Badge::On);
     // The next outage starts from a 1 s backoff again.
@@ -522,7 +551,8 @@ fn answers_never_reach_a_later_relay_connection() {
     core.on_socket_closed(1006, "");
     core.on_timer(Timer::Reconnect);
     core.on_socket_open();
-    core.relay(json!({"welcome": {"protocolVersion": 1, "relayVersion": "0.1.0"}}));
+    core.relay_proves();
+    core.welcome();
     let sent = core.host.sent.len();
     core.on_op_done(evaluate, Ok("{}".into()));
     core.on_op_done(count, Ok(format!("[{},{}]", chrome_tab(5, "a"), chrome_tab(6, "b"))));
@@ -549,4 +579,53 @@ fn unknown_relay_messages_are_ignored() {
     core.on_socket_message("not json");
     assert_eq!(core.host.sent.len(), sent);
     assert_eq!(core.link(), Link::Ready);
+}
+
+#[test]
+fn a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing() {
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    let auth = core.last_sent();
+    let calls_before = core.host.calls.len();
+    // A squatter on the port: calls before any proof are ignored, unanswered.
+    core.relay(json!({"debugger.attach": {"id": 1, "tabId": 9}}));
+    core.relay(json!({"tabs.query": {"id": 2, "query": {}}}));
+    core.relay(json!({"welcome": {"protocolVersion": 2, "relayVersion": "0.2.0"}}));
+    assert_eq!(core.host.calls.len(), calls_before, "no chrome.* call for it");
+    assert_eq!(core.last_sent(), auth, "nothing sent but the auth");
+    // Its proof is wrong (it does not know the token): closed, and said.
+    let nonce = auth::nonce_hex(&[7; 32]);
+    let extension_nonce = auth["auth"]["nonce"].as_str().unwrap();
+    let forged = auth::proof(&"f".repeat(64), Prover::Relay, extension_nonce, &nonce);
+    core.relay(json!({"challenge": {"nonce": nonce, "proof": forged}}));
+    assert_eq!(core.host.disconnects, 1);
+    assert_eq!(core.last_sent(), auth, "no hello: not even which tabs are shared");
+    assert!(!core.host.sent.iter().any(|f| f.contains(TOKEN)), "the token never left");
+    assert!(
+        matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("not your paired relay")),
+        "{:?}",
+        core.host.badges[&5]
+    );
+    assert!(core.host.timers.contains_key(&Timer::Reconnect), "the real relay may come back");
+    // A proof replayed from another connection (its nonce) fails too.
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    let second = core.last_sent()["auth"]["nonce"].as_str().unwrap().to_string();
+    assert_ne!(second, extension_nonce, "a fresh nonce per connection");
+    let old_proof = auth::proof(TOKEN, Prover::Relay, extension_nonce, &nonce);
+    core.relay(json!({"challenge": {"nonce": nonce, "proof": old_proof}}));
+    assert_eq!(core.host.disconnects, 2, "a recorded proof does not replay");
+}
+
+#[test]
+fn the_relay_refusing_our_proof_says_to_pair_again() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(close_code::NOT_PAIRED, "the extension could not prove the pairing token: pair it again");
+    assert!(
+        matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("refused the pairing") && why.contains("pair it again"))
+    );
 }

@@ -45,6 +45,16 @@ impl ExtensionLink {
     }
 }
 
+/// The next text frame within `within`: a close code and reason when there
+/// is none.
+async fn next_text(socket: &mut WebSocket, within: std::time::Duration, what: &str) -> Result<String, (u16, String)> {
+    match tokio::time::timeout(within, socket.recv()).await {
+        Err(_) => Err((close_code::HELLO_TIMEOUT, format!("no {what} within {within:?}"))),
+        Ok(Some(Ok(Message::Text(text)))) => Ok(text.to_string()),
+        Ok(_) => Err((close_code::BAD_MESSAGE, format!("the connection ended before the {what}"))),
+    }
+}
+
 /// Holds the single extension slot; released when dropped.
 #[derive(Debug)]
 pub struct ExtensionClaim(pub(super) Relay);
@@ -57,38 +67,30 @@ impl Drop for ExtensionClaim {
 
 async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
     tracing::warn!(code, "closing extension connection: {reason}");
-    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason.to_string()) };
+    // A close frame's reason has room for 123 bytes.
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason[..end].to_string()) };
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
 impl Relay {
-    /// Runs one extension connection to its end.
-    pub async fn serve_extension(&self, mut socket: WebSocket, claim: ExtensionClaim) {
-        let config = self.config().clone();
-        let first = tokio::time::timeout(config.hello_timeout, socket.recv()).await;
-        let hello = match first {
-            Err(_) => {
-                let reason = format!("no hello within {:?}", config.hello_timeout);
-                return close_with(socket, close_code::HELLO_TIMEOUT, &reason).await;
-            }
-            Ok(Some(Ok(Message::Text(text)))) => match ExtensionMessage::parse(&text) {
-                Ok(ExtensionMessage::Hello(hello)) => hello,
-                Ok(other) => {
-                    let reason = format!("the first message must be hello, got {}", other.name());
-                    return close_with(socket, close_code::BAD_MESSAGE, &reason).await;
-                }
-                Err(e) => return close_with(socket, close_code::BAD_MESSAGE, &format!("bad hello: {e}")).await,
-            },
-            Ok(_) => return,
-        };
-        if hello.protocol_version != PROTOCOL_VERSION {
+    /// Runs one extension connection to its end. `legacy`: the extension
+    /// offered only protocol 1's subprotocol: it is told to update.
+    pub async fn serve_extension(&self, mut socket: WebSocket, claim: ExtensionClaim, legacy: bool) {
+        if legacy {
             let reason = format!(
-                "extension speaks protocol {}, this relay speaks {PROTOCOL_VERSION}: update the one that is older",
-                hello.protocol_version
+                "extension protocol 1, relay protocol {PROTOCOL_VERSION}: update the extension (load it again from this relay's folder)"
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-
+        let hello = match self.handshake(&mut socket).await {
+            Ok(hello) => hello,
+            Err((code, reason)) => return close_with(socket, code, &reason).await,
+        };
+        let config = self.config().clone();
         let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(1024);
@@ -172,6 +174,58 @@ impl Relay {
         tracing::info!("extension disconnected");
     }
 
+    /// Both sides prove the pairing (shared-protocol's PROTOCOL.md): the
+    /// extension's `auth`, our `challenge` with our proof, its `hello` with
+    /// its proof. Nothing it says is trusted before its proof checks out.
+    async fn handshake(&self, socket: &mut WebSocket) -> Result<Hello, (u16, String)> {
+        use shared_protocol::auth::{self, Prover};
+        let within = self.config().hello_timeout;
+        let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
+        let text = next_text(socket, within, "auth").await?;
+        let extension_nonce = match ExtensionMessage::parse(&text).map_err(bad)? {
+            ExtensionMessage::Auth { protocol_version, nonce } if protocol_version == PROTOCOL_VERSION => nonce,
+            ExtensionMessage::Auth { protocol_version, .. }
+            | ExtensionMessage::Hello(Hello { protocol_version, .. }) => {
+                let reason = format!(
+                    "extension speaks protocol {protocol_version}, this relay speaks {PROTOCOL_VERSION}: update the one that is older"
+                );
+                return Err((close_code::PROTOCOL_MISMATCH, reason));
+            }
+            other => {
+                return Err((close_code::BAD_MESSAGE, format!("the first message must be auth, got {}", other.name())));
+            }
+        };
+        if !auth::is_nonce(&extension_nonce) {
+            return Err((close_code::BAD_MESSAGE, "the auth nonce is not 32 bytes of hex".into()));
+        }
+        let Some(key) = &self.0.pairing else {
+            return Err((close_code::NOT_PAIRED, "this relay has no pairing token".into()));
+        };
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
+        let relay_nonce = auth::nonce_hex(&random);
+        let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &relay_nonce);
+        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
+        socket
+            .send(Message::Text(challenge.into()))
+            .await
+            .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
+        let text = next_text(socket, within, "hello").await?;
+        let hello = match ExtensionMessage::parse(&text).map_err(bad)? {
+            ExtensionMessage::Hello(hello) => hello,
+            other => {
+                return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
+            }
+        };
+        if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &relay_nonce, &hello.proof) {
+            return Err((
+                close_code::NOT_PAIRED,
+                "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
+            ));
+        }
+        Ok(hello)
+    }
+
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
         // Hot path: replies and events in the canonical layout, payload untouched.
         if let Some(reply) = layout::reply(text) {
@@ -239,7 +293,9 @@ impl Relay {
                 let _ = link.tx.try_send(Message::Text(encode(&RelayMessage::Pong { nonce }).into()));
             }
             ExtensionMessage::Pong { .. } => {}
-            ExtensionMessage::Hello(_) => tracing::warn!("second hello on one connection ignored"),
+            ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } => {
+                tracing::warn!("handshake message after the handshake ignored");
+            }
         }
     }
 

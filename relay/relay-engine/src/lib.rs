@@ -212,6 +212,9 @@ pub(crate) struct Inner {
     /// Synthetic id of the one browser context (the user's profile).
     context_id: Arc<str>,
     base: OnceLock<PublicBase>,
+    /// The pairing token, which the extension and the relay prove to each
+    /// other ([`shared_protocol::auth`]); `None`: no extension can pair.
+    pairing: Option<state_dir::Token>,
     /// Set once the extension's hello is accepted.
     link: watch::Sender<Option<Arc<ExtensionLink>>>,
     /// Taken from the `/extension` upgrade until that socket is gone, so a
@@ -242,12 +245,15 @@ impl Drop for ClientSlot {
 }
 
 impl Relay {
-    pub fn new(config: RelayConfig) -> Self {
+    /// `pairing`: the token the extension was paired with (kept even when
+    /// CDP clients need none, `--no-auth`).
+    pub fn new(config: RelayConfig, pairing: Option<state_dir::Token>) -> Self {
         Self(Arc::new(Inner {
             config,
             browser_id: targets::new_id(),
             context_id: targets::new_id(),
             base: OnceLock::new(),
+            pairing,
             link: watch::Sender::new(None),
             extension_claimed: AtomicBool::new(false),
             generation: AtomicU64::new(0),

@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use shared_protocol::TOKEN_SUBPROTOCOL_PREFIX;
 use state_dir::Token;
 
 /// The extension id pinned by the `"key"` in the extension's manifest.
@@ -36,7 +35,9 @@ pub enum RouteClass {
     Public,
     /// `/json*`, `/cdp`, `/devtools/*`: CDP clients; token required.
     Client,
-    /// `/extension`: only the pinned extension; token required.
+    /// `/extension`: only the pinned extension (its `Origin`). No token on
+    /// the upgrade: the pairing is proved inside the socket, both ways
+    /// (`shared_protocol::auth`), so it never travels.
     Extension,
 }
 
@@ -141,12 +142,11 @@ impl Guard {
             (_, Some(origin)) => return Err(Rejection::WebOrigin(origin)),
             (_, None) => {}
         }
-        if class == RouteClass::Public {
+        if matches!(class, RouteClass::Public | RouteClass::Extension) {
             return Ok(());
         }
         let Some(token) = &self.token else { return Ok(()) };
-        let presented =
-            presented_token(query, headers, class == RouteClass::Extension).ok_or(Rejection::MissingToken)?;
+        let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
         if token.matches(&presented) { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
@@ -184,29 +184,16 @@ fn valid_port(with_colon: &str) -> bool {
     !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The token a client presented: `Authorization: Bearer`, `?token=`, or (for
-/// the extension, which cannot set headers and whose subprotocol the relay
-/// negotiates) a `token.<value>` WebSocket subprotocol.
-fn presented_token(query: Option<&str>, headers: &HeaderMap, subprotocol: bool) -> Option<String> {
+/// The token a client presented: `Authorization: Bearer` or `?token=`.
+fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
     if let Some(bearer) =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
     {
         return Some(bearer.trim().to_string());
     }
-    if let Some((_, value)) =
-        query.and_then(|query| url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token"))
-    {
-        return Some(value.into_owned());
-    }
-    if !subprotocol {
-        return None;
-    }
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .find_map(|p| p.trim().strip_prefix(TOKEN_SUBPROTOCOL_PREFIX).map(str::to_string))
+    query
+        .and_then(|query| url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token"))
+        .map(|(_, value)| value.into_owned())
 }
 
 /// axum middleware: applies [`Guard::check`] to every request before routing.
@@ -260,20 +247,28 @@ mod tests {
     #[test]
     fn token_sources() {
         let t = "a".repeat(64);
-        assert_eq!(
-            presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))]), false),
-            Some(t.clone())
-        );
-        assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new(), false), Some(t.clone()));
+        assert_eq!(presented_token(None, &headers(&[("authorization", &format!("Bearer {t}"))])), Some(t.clone()));
+        assert_eq!(presented_token(Some(&format!("x=1&token={t}")), &HeaderMap::new()), Some(t.clone()));
         let protocols = format!("browser-relay.v1, token.{t}");
-        assert_eq!(presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)]), true), Some(t));
         assert_eq!(
-            presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)]), false),
+            presented_token(None, &headers(&[("sec-websocket-protocol", &protocols)])),
             None,
-            "only the extension's upgrade negotiates the subprotocol"
+            "a subprotocol never carries a token (protocol 1's extensions did)"
         );
-        assert_eq!(presented_token(Some("token"), &HeaderMap::new(), false), Some(String::new()));
-        assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")]), false), None);
+        assert_eq!(presented_token(Some("token"), &HeaderMap::new()), Some(String::new()));
+        assert_eq!(presented_token(None, &headers(&[("authorization", "Basic abc")])), None);
+    }
+
+    #[test]
+    fn the_extension_route_needs_the_pinned_origin_and_no_token() {
+        let guard = Guard::new(Some(Token::generate()), vec![DEFAULT_EXTENSION_ID.into()]);
+        let ours = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
+        assert_eq!(guard.check("/extension", None, &headers(&[("host", "127.0.0.1"), ("origin", &ours)])), Ok(()));
+        for origin in [None, Some("chrome-extension://abcdefghijklmnop"), Some("http://evil.example")] {
+            let mut pairs = vec![("host", "127.0.0.1")];
+            pairs.extend(origin.map(|o| ("origin", o)));
+            assert!(guard.check("/extension", None, &headers(&pairs)).is_err(), "{origin:?}");
+        }
     }
 
     #[test]

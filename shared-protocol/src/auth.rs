@@ -1,0 +1,121 @@
+//! The pairing proof. The relay and the extension share a secret (the
+//! pairing token, given to the extension once by `browser-relay pair`) and
+//! never send it: each proves it knows it with an HMAC over two fresh
+//! nonces, one from each side, so a proof is good for that one connection
+//! only. The relay proves first; the extension obeys nothing before, and
+//! the relay trusts nothing before the extension's proof. A program that
+//! squats the relay's port (the relay not running yet, restarting) can
+//! neither prove itself nor learn anything it could replay.
+//!
+//! Also used by the CLI and the MCP server with the control API (same
+//! scheme, other labels).
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// Length of a nonce on the wire: 32 random bytes as lowercase hex.
+pub const NONCE_HEX_LEN: usize = 64;
+
+/// What a proof is for. Each label makes a proof good for one purpose
+/// only: a relay's proof is never an extension's, nor a control API's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prover {
+    /// The relay, to the extension (`challenge`).
+    Relay,
+    /// The extension, to the relay (`hello`).
+    Extension,
+    /// The control API, to the CLI or the MCP server.
+    ControlServer,
+    /// The CLI or the MCP server, to the control API (its session).
+    ControlClient,
+}
+
+impl Prover {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Self::Relay => b"browser-relay/2 relay",
+            Self::Extension => b"browser-relay/2 extension",
+            Self::ControlServer => b"browser-relay/2 control server",
+            Self::ControlClient => b"browser-relay/2 control client",
+        }
+    }
+}
+
+/// Hex of 32 bytes the caller drew from a secure random source.
+pub fn nonce_hex(bytes: &[u8; 32]) -> String {
+    hex(bytes)
+}
+
+/// Whether `nonce` has the shape of a nonce (a peer's malformed one is
+/// refused before any work).
+pub fn is_nonce(nonce: &str) -> bool {
+    nonce.len() == NONCE_HEX_LEN && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn mac(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(prover.label());
+    mac.update(b"\n");
+    mac.update(first_nonce.as_bytes());
+    mac.update(b"\n");
+    mac.update(second_nonce.as_bytes());
+    mac
+}
+
+/// `prover`'s proof of `key` for the connection whose nonces are
+/// `first_nonce` (the connecting side's) and `second_nonce` (the other's).
+pub fn proof(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str) -> String {
+    hex(&mac(key, prover, first_nonce, second_nonce).finalize().into_bytes())
+}
+
+/// Whether `presented` is `prover`'s proof of `key` for these nonces, in
+/// constant time.
+pub fn verify(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str, presented: &str) -> bool {
+    let Some(bytes) = unhex(presented) else { return false };
+    mac(key, prover, first_nonce, second_nonce).verify_slice(&bytes).is_ok()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "4f0c6b1e0f2a0d5c8e9b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d";
+
+    fn nonce(fill: u8) -> String {
+        nonce_hex(&[fill; 32])
+    }
+
+    #[test]
+    fn a_proof_verifies_only_for_its_key_side_and_nonces() {
+        let (ours, theirs) = (nonce(1), nonce(2));
+        let relay = proof(KEY, Prover::Relay, &ours, &theirs);
+        assert_eq!(relay.len(), 64);
+        assert!(verify(KEY, Prover::Relay, &ours, &theirs, &relay));
+        assert!(!verify(&KEY.replace('4', "5"), Prover::Relay, &ours, &theirs, &relay), "another key");
+        assert!(!verify(KEY, Prover::Extension, &ours, &theirs, &relay), "a relay proof is not the extension's");
+        assert!(!verify(KEY, Prover::ControlServer, &ours, &theirs, &relay), "nor a control server's");
+        assert!(!verify(KEY, Prover::Relay, &nonce(3), &theirs, &relay), "another connection");
+        assert!(!verify(KEY, Prover::Relay, &theirs, &ours, &relay), "nonces in their order");
+        assert!(!verify(KEY, Prover::Relay, &ours, &theirs, &relay[..62]), "cut");
+        assert!(!verify(KEY, Prover::Relay, &ours, &theirs, "zz"), "not hex");
+        assert!(!verify(KEY, Prover::Relay, &ours, &theirs, ""), "empty");
+    }
+
+    #[test]
+    fn nonces_have_one_shape() {
+        assert!(is_nonce(&nonce(0xab)));
+        assert!(!is_nonce("abc"));
+        assert!(!is_nonce(&"g".repeat(64)));
+    }
+}

@@ -1,0 +1,39 @@
+//! The extension's side of the pairing proof, for the test peers that
+//! speak the relay ⇄ extension protocol (`FakeExtension`, `SimExtension`):
+//! the same `shared_protocol::auth` the real extension uses.
+
+use shared_protocol::auth::{self, Prover};
+use shared_protocol::{ExtensionMessage, Hello, encode};
+
+/// One connection's proof: our nonce and the key we prove (none: the
+/// hello carries no proof, as an unpaired or wrong extension's).
+#[derive(Debug, Clone)]
+pub struct ExtensionProof {
+    nonce: String,
+    key: Option<String>,
+}
+
+impl ExtensionProof {
+    pub fn new(key: Option<&str>) -> Self {
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).expect("random");
+        Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string) }
+    }
+
+    /// The first frame: `auth` with our nonce.
+    pub fn auth_frame(&self, protocol_version: u32) -> String {
+        encode(&ExtensionMessage::Auth { protocol_version, nonce: self.nonce.clone() })
+    }
+
+    /// The hello answering the relay's `challenge`, with our proof; an error
+    /// when the relay did not prove the pairing.
+    pub fn hello_frame(&self, relay_nonce: &str, relay_proof: &str, mut hello: Hello) -> Result<String, String> {
+        if let Some(key) = &self.key {
+            if !auth::verify(key, Prover::Relay, &self.nonce, relay_nonce, relay_proof) {
+                return Err("the relay did not prove the pairing".into());
+            }
+            hello.proof = auth::proof(key, Prover::Extension, &self.nonce, relay_nonce);
+        }
+        Ok(encode(&ExtensionMessage::Hello(hello)))
+    }
+}
