@@ -93,7 +93,10 @@ impl RunningServer {
                 http_base: format!("http://{addr}"),
             };
             let engine = Engine::new(root, Some(link));
-            let router = crate::control::http::router(engine.clone(), Guard::control(options.token));
+            // The control API proves itself with the pairing token, which
+            // serve has even when clients need none (--no-auth-control).
+            let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()));
+            let router = crate::control::http::router(engine.clone(), Guard::control(options.token, sessions));
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));
         }

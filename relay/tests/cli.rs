@@ -421,3 +421,61 @@ fn no_auth_leaves_the_control_api_closed_unless_asked_twice() {
     let (code, _, stderr) = browser_relay(home.path(), &["serve", "--no-auth-control"]);
     assert_eq!(code, 2, "--no-auth-control alone is refused by the parser: {stderr}");
 }
+
+/// A program on the control port that is not `serve`: it records every
+/// request and answers `/session` with a forged proof, anything else with
+/// a screenshot pointing at the token file.
+fn squat_control_port(home: &std::path::Path) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let token_file = home.join("token").display().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut buffer = vec![0u8; 65536];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]).to_string();
+            let body = if request.starts_with("POST /session") {
+                format!(r#"{{"nonce":"{}","proof":"{}"}}"#, "a".repeat(64), "b".repeat(64))
+            } else {
+                format!(r#"{{"targetId":"T","path":"{token_file}","mime":"image/png","width":1,"height":1,"bytes":1}}"#)
+            };
+            record.lock().unwrap().push(request);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn the_cli_and_mcp_tell_a_squatter_on_the_control_port_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let token = token_of(home.path());
+    let (port, seen) = squat_control_port(home.path());
+    let (code, _, stderr) = browser_relay(home.path(), &["tabs", "--control-port", &port]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("is not this install's `browser-relay serve`"), "{stderr}");
+
+    let mut host = McpHost::spawn(home.path(), &port);
+    host.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let (is_error, text, image) = host.call("browser_screenshot", serde_json::json!({}));
+    assert!(is_error && text.contains("could not prove the pairing token"), "{text}");
+    assert!(image.is_none(), "no file read for it");
+
+    let requests = seen.lock().unwrap().clone();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        assert!(request.starts_with("POST /session"), "nothing but the session was asked: {request}");
+        assert!(!request.contains(&token), "the token never went out: {request}");
+    }
+}

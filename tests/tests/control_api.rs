@@ -221,3 +221,33 @@ async fn evaluate_can_be_switched_off_in_config() {
     assert_eq!(status, 400, "{error}");
     assert!(error["error"]["message"].as_str().unwrap().contains("unknown variant `fly`"), "{error}");
 }
+
+#[tokio::test]
+async fn the_session_route_proves_the_server_and_opens_nothing_without_the_token() {
+    let env = ControlEnv::start().await.unwrap();
+    let url = format!("{}/session", env.base);
+    let nonce = shared_protocol::auth::nonce_hex(&[9; 32]);
+    let body = json!({"nonce": nonce}).to_string();
+    let opened = http_client::request("POST", &url, &[], Some(body.as_bytes())).await.unwrap();
+    assert_eq!(opened.status, 200, "public: {}", opened.text());
+    let opened = opened.json();
+    let (server_nonce, proof) = (opened["nonce"].as_str().unwrap(), opened["proof"].as_str().unwrap());
+    // Only a holder of the token derives the session's secret...
+    let secret = browser_relay::net::sessions::client_secret(&env.token, &nonce, server_nonce, proof)
+        .expect("the server proved this install's token");
+    let with = |secret: &str| format!("Bearer {secret}");
+    let tabs = format!("{}/profiles", env.base);
+    let ok = http_client::request("GET", &tabs, &[("Authorization", &with(&secret))], None).await.unwrap();
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    // ...and the proof itself, or a guess, opens nothing.
+    for guess in [proof.to_string(), "c".repeat(64)] {
+        let refused = http_client::request("GET", &tabs, &[("Authorization", &with(&guess))], None).await.unwrap();
+        assert_eq!(refused.status, 401, "{guess}");
+    }
+    // The usual rules still hold on it.
+    let from_page =
+        http_client::request("POST", &url, &[("Origin", "http://evil.example")], Some(body.as_bytes())).await.unwrap();
+    assert_eq!(from_page.status, 403);
+    let bad = http_client::request("POST", &url, &[], Some(b"{\"nonce\":\"short\"}")).await.unwrap();
+    assert_eq!(bad.status, 400);
+}

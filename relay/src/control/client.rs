@@ -2,6 +2,11 @@
 //! commands, the MCP server and the tests, which all talk to a running
 //! `browser-relay serve` (the process that owns the relay and the
 //! browsers). Requests are the route types of [`control_engine::api`].
+//!
+//! It never sends the token: it first has the server prove the pairing
+//! (`POST /session`, see `net::sessions`), so a program squatting the port
+//! is found out before it is asked anything, and then sends the session's
+//! secret.
 
 use cdp_client::http::{self as http_client, HttpResponse};
 use control_engine::api::{Method, Route, Selected, path_of, query_pairs};
@@ -16,22 +21,30 @@ pub enum ClientError {
     /// (what agents and people read; the code and status add nothing here).
     #[error("{message}{}", hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default())]
     Api { message: String, hint: Option<String> },
+    /// The program on the port could not prove this install's pairing.
+    #[error(
+        "the program on 127.0.0.1:{port} is not this install's `browser-relay serve`: it could not prove the pairing token ({why}); nothing was sent to it"
+    )]
+    NotOurServer { port: u16, why: String },
     /// A 200 whose body is not the route's answer: a control API of another
     /// version.
     #[error("the control API answered {path} with something unexpected ({reason}): is `serve` the same version?")]
     Unexpected { path: String, reason: String },
 }
 
-/// A control API on a loopback port, with this install's token.
+/// A control API on a loopback port, with this install's token (which
+/// never leaves: see the module doc).
 #[derive(Debug, Clone)]
 pub struct ControlClient {
     port: u16,
     token: Token,
+    /// The session secret, once the server proved itself.
+    session: std::sync::Arc<tokio::sync::Mutex<Option<String>>>,
 }
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token }
+        Self { port, token, session: Default::default() }
     }
 
     pub fn port(&self) -> u16 {
@@ -73,7 +86,9 @@ impl ControlClient {
     }
 
     /// One request as it goes over the wire (`path` with its query), with
-    /// the token and any extra headers; the response as it came.
+    /// the session's secret and any extra headers; the response as it came.
+    /// A 401 (the server restarted and forgot the session) opens a new
+    /// session and tries once more.
     pub async fn raw(
         &self,
         method: &str,
@@ -81,12 +96,55 @@ impl ControlClient {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<HttpResponse, ClientError> {
-        let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let auth = format!("Bearer {}", self.token.as_str());
-        let mut all = vec![("Authorization", auth.as_str())];
-        all.extend_from_slice(headers);
         let body = body.map(Value::to_string);
-        http_client::request(method, &url, &all, body.as_deref().map(str::as_bytes))
+        for fresh in [false, true] {
+            let secret = self.session(fresh).await?;
+            let auth = format!("Bearer {secret}");
+            let mut all = vec![("Authorization", auth.as_str())];
+            all.extend_from_slice(headers);
+            let response = self.http(method, path, &all, body.as_deref().map(str::as_bytes)).await?;
+            if response.status != 401 || fresh {
+                return Ok(response);
+            }
+        }
+        unreachable!("the second try returns")
+    }
+
+    /// The session's secret: the one held, or (`fresh`, or none yet) a new
+    /// one from a server that proved the pairing.
+    async fn session(&self, fresh: bool) -> Result<String, ClientError> {
+        let mut held = self.session.lock().await;
+        if let (Some(secret), false) = (held.as_ref(), fresh) {
+            return Ok(secret.clone());
+        }
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| ClientError::NotOurServer { port: self.port, why: e.to_string() })?;
+        let nonce = shared_protocol::auth::nonce_hex(&random);
+        let body = serde_json::json!({"nonce": nonce}).to_string();
+        let response = self.http("POST", "/session", &[], Some(body.as_bytes())).await?;
+        let not_ours = |why: &str| ClientError::NotOurServer { port: self.port, why: why.to_string() };
+        if response.status != 200 {
+            return Err(not_ours(&format!("POST /session answered {}", response.status)));
+        }
+        let opened = response.json();
+        let (Some(server_nonce), Some(proof)) = (opened["nonce"].as_str(), opened["proof"].as_str()) else {
+            return Err(not_ours("no nonce and proof"));
+        };
+        let secret = crate::net::sessions::client_secret(&self.token, &nonce, server_nonce, proof)
+            .ok_or_else(|| not_ours("its proof is wrong"))?;
+        *held = Some(secret.clone());
+        Ok(secret)
+    }
+
+    async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Result<HttpResponse, ClientError> {
+        let url = format!("http://127.0.0.1:{}{path}", self.port);
+        http_client::request(method, &url, headers, body)
             .await
             .map_err(|source| ClientError::Unreachable { port: self.port, source })
     }

@@ -21,7 +21,10 @@ use control_engine::api::{
 use control_engine::error::{ControlError, ErrorKind};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::net::guard::Guard;
+use crate::net::sessions::Sessions;
 
 /// Request bodies are small JSON documents.
 pub const MAX_BODY: usize = 1 << 20;
@@ -77,11 +80,35 @@ pub fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
         router = router.route(path, handler);
     }
     let hint = format!("routes: {}", listed.join(" · "));
+    let sessions = guard.sessions().cloned().unwrap_or_else(|| Arc::new(Sessions::new(None)));
+    let session = Router::new().route("/session", post(open_session)).with_state(sessions);
     router
         .fallback(move |request: Request| not_found(request, hint.clone()))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(engine)
+        .merge(session)
         .layer(axum::middleware::from_fn_with_state(guard, control_guard))
+}
+
+/// `POST /session {"nonce"}`: this server's nonce and proof of the pairing
+/// token (see `net::sessions`); the client derives its session secret.
+async fn open_session(State(sessions): State<Arc<Sessions>>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    struct Open {
+        nonce: String,
+    }
+    let Ok(Open { nonce }) = serde_json::from_slice(&body) else {
+        return error_body(StatusCode::BAD_REQUEST, "bad_request", "expected {\"nonce\": \"<64 hex>\"}", None);
+    };
+    match sessions.open(&nonce) {
+        Some(opened) => axum::Json(opened).into_response(),
+        None => error_body(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "no session: the nonce must be 64 hex characters (and this serve must have its token)",
+            None,
+        ),
+    }
 }
 
 fn method_name(method: Method) -> &'static str {

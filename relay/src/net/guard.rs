@@ -21,9 +21,12 @@ pub struct Guard {
     token: Option<Token>,
     /// Extension ids whose `chrome-extension://<id>` origin may open `/extension`.
     extension_ids: Arc<[String]>,
-    /// The control API has no public routes and no extension route: every
-    /// path needs the token and no `Origin` is welcome.
+    /// The control API has no extension route and one public route
+    /// (`POST /session`): every other path needs the token (or a session
+    /// secret) and no `Origin` is welcome.
     control: bool,
+    /// The control API's sessions, whose secrets stand for the token.
+    sessions: Option<Arc<super::sessions::Sessions>>,
 }
 
 /// Which rules apply to a path.
@@ -108,13 +111,18 @@ impl IntoResponse for Rejection {
 
 impl Guard {
     pub fn new(token: Option<Token>, extension_ids: Vec<String>) -> Self {
-        Self { token, extension_ids: extension_ids.into(), control: false }
+        Self { token, extension_ids: extension_ids.into(), control: false, sessions: None }
     }
 
-    /// The guard of the control API: Host and token on every route, no
-    /// public routes, and no `Origin` accepted (not even the extension's).
-    pub fn control(token: Option<Token>) -> Self {
-        Self { token, extension_ids: Arc::from([]), control: true }
+    /// The guard of the control API: Host and the token (or a session's
+    /// secret) on every route but `POST /session`, and no `Origin` accepted
+    /// (not even the extension's).
+    pub fn control(token: Option<Token>, sessions: Arc<super::sessions::Sessions>) -> Self {
+        Self { token, extension_ids: Arc::from([]), control: true, sessions: Some(sessions) }
+    }
+
+    pub fn sessions(&self) -> Option<&Arc<super::sessions::Sessions>> {
+        self.sessions.as_ref()
     }
 
     pub fn token(&self) -> Option<&Token> {
@@ -128,7 +136,13 @@ impl Guard {
         if !is_loopback_host(host) {
             return Err(Rejection::NonLoopbackHost(host.to_string()));
         }
-        let class = if self.control { RouteClass::Client } else { RouteClass::of(path) };
+        let class = match self.control {
+            // Opening a session proves the server; it gives nothing to a
+            // caller without the token (sessions.rs).
+            true if path == "/session" => RouteClass::Public,
+            true => RouteClass::Client,
+            false => RouteClass::of(path),
+        };
         let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("<non-ascii>").to_string());
         match (class, origin) {
             (RouteClass::Extension, Some(origin)) if self.is_allowed_extension(&origin) => {}
@@ -147,7 +161,8 @@ impl Guard {
         }
         let Some(token) = &self.token else { return Ok(()) };
         let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
-        if token.matches(&presented) { Ok(()) } else { Err(Rejection::WrongToken) }
+        let session = self.sessions.as_ref().is_some_and(|s| s.accepts(&presented));
+        if token.matches(&presented) || session { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
     fn is_allowed_extension(&self, origin: &str) -> bool {

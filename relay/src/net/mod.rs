@@ -3,6 +3,7 @@
 //! cap) that axum's own `serve` does not offer.
 
 pub mod guard;
+pub mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -223,7 +223,8 @@ impl Reply {
 /// One request as an agent sends it (loopback Host, the token), answered
 /// by the router over `engine`.
 async fn send(engine: &FakeEngine, method: &str, uri: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
-    let app = router(engine.clone(), Guard::control(Token::parse(TOKEN)));
+    let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(Token::parse(TOKEN)));
+    let app = router(engine.clone(), Guard::control(Token::parse(TOKEN), sessions));
     let mut request = Request::builder()
         .method(method)
         .uri(uri)

@@ -1,0 +1,130 @@
+//! Sessions of the control API's own clients (the CLI, the MCP server),
+//! which never send the token: `POST /session` with the client's nonce is
+//! answered with the server's nonce and its proof of the pairing token
+//! ([`shared_protocol::auth`]), so the client knows it talks to this
+//! install's `serve` and not to a program squatting the port. Both sides
+//! then derive the session secret (the client's proof over both nonces);
+//! the client sends it as its bearer, and the guard accepts it like the
+//! token. A squatter learns a nonce, nothing it could use.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use shared_protocol::auth::{self, Prover};
+use state_dir::Token;
+use subtle::ConstantTimeEq as _;
+
+/// Sessions kept at once; the oldest goes first (its client opens a new one
+/// on its next 401).
+const MAX_SESSIONS: usize = 256;
+/// A session unused this long is forgotten.
+const IDLE: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug)]
+pub struct Sessions {
+    /// The pairing token the proofs are made with (`None`: no sessions).
+    key: Option<Token>,
+    open: Mutex<VecDeque<(String, Instant)>>,
+}
+
+/// The server's half of a session: its nonce and proof.
+#[derive(Debug, serde::Serialize)]
+pub struct Opened {
+    pub nonce: String,
+    pub proof: String,
+}
+
+impl Sessions {
+    pub fn new(key: Option<Token>) -> Self {
+        Self { key, open: Mutex::new(VecDeque::new()) }
+    }
+
+    /// Opens a session for a client's nonce: `None` when there is no key or
+    /// the nonce is malformed.
+    pub fn open(&self, client_nonce: &str) -> Option<Opened> {
+        let key = self.key.as_ref()?;
+        if !auth::is_nonce(client_nonce) {
+            return None;
+        }
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).ok()?;
+        let nonce = auth::nonce_hex(&random);
+        let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &nonce);
+        let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &nonce);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(_, used)| used.elapsed() < IDLE);
+        if open.len() >= MAX_SESSIONS {
+            open.pop_front();
+        }
+        open.push_back((secret, Instant::now()));
+        Some(Opened { nonce, proof })
+    }
+
+    /// Whether `presented` is an open session's secret (constant time per
+    /// comparison); using it keeps it open.
+    pub fn accepts(&self, presented: &str) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let mut found = false;
+        for (secret, used) in open.iter_mut() {
+            if bool::from(secret.as_bytes().ct_eq(presented.as_bytes())) && now.duration_since(*used) < IDLE {
+                *used = now;
+                found = true;
+            }
+        }
+        found
+    }
+}
+
+/// The client's side: checks the server's proof for `client_nonce` and
+/// derives the session secret; `None` when the proof is wrong.
+pub fn client_secret(key: &Token, client_nonce: &str, opened_nonce: &str, opened_proof: &str) -> Option<String> {
+    let proved = auth::is_nonce(opened_nonce)
+        && auth::verify(key.as_str(), Prover::ControlServer, client_nonce, opened_nonce, opened_proof);
+    proved.then(|| auth::proof(key.as_str(), Prover::ControlClient, client_nonce, opened_nonce))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nonce(fill: u8) -> String {
+        auth::nonce_hex(&[fill; 32])
+    }
+
+    #[test]
+    fn a_client_with_the_token_gets_a_session_the_guard_accepts() {
+        let key = Token::generate();
+        let sessions = Sessions::new(Some(key.clone()));
+        let client_nonce = nonce(1);
+        let opened = sessions.open(&client_nonce).expect("opened");
+        let secret = client_secret(&key, &client_nonce, &opened.nonce, &opened.proof).expect("the server proved it");
+        assert!(sessions.accepts(&secret));
+        assert!(!sessions.accepts(key.as_str()), "the token is not a session");
+        assert!(!sessions.accepts(&secret[..63]));
+        // Another install's token proves nothing, and derives nothing.
+        assert!(client_secret(&Token::generate(), &client_nonce, &opened.nonce, &opened.proof).is_none());
+        // A proof for another nonce (a replay) does not pass.
+        assert!(client_secret(&key, &nonce(2), &opened.nonce, &opened.proof).is_none());
+    }
+
+    #[test]
+    fn no_key_no_sessions_and_malformed_nonces_are_refused() {
+        assert!(Sessions::new(None).open(&nonce(1)).is_none());
+        assert!(Sessions::new(Some(Token::generate())).open("short").is_none());
+    }
+
+    #[test]
+    fn the_oldest_session_makes_room() {
+        let key = Token::generate();
+        let sessions = Sessions::new(Some(key.clone()));
+        let first_nonce = nonce(1);
+        let first = sessions.open(&first_nonce).unwrap();
+        let first = client_secret(&key, &first_nonce, &first.nonce, &first.proof).unwrap();
+        for i in 0..MAX_SESSIONS {
+            sessions.open(&auth::nonce_hex(&[(i % 250) as u8 + 2; 32])).unwrap();
+        }
+        assert!(!sessions.accepts(&first), "evicted");
+    }
+}
