@@ -10,12 +10,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use serde_json::json;
+use serde_json::{Value, json};
 use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
 use crate::net::guard::{Guard, guard_layer};
+use cdp_client::{CdpError, Channels};
 use managed_driver::ManagedBrowsers;
 use managed_driver::config::Config;
+use managed_driver::pipe::{Endpoint, Pipe};
 use relay_engine::Relay;
 
 /// What the handlers share: the relay, and the state directory whose managed
@@ -210,8 +212,8 @@ fn too_many_clients(relay: &Relay) -> Response {
     text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
 }
 
-/// The loopback port of a running managed profile, or why not.
-fn managed_port(state: &AppState, name: &str) -> Result<u16, (StatusCode, String)> {
+/// The pipe of a running managed profile, or why not.
+fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, String)> {
     let Some(root) = &state.state_root else {
         return Err((StatusCode::NOT_FOUND, "this relay serves no profiles".into()));
     };
@@ -220,188 +222,196 @@ fn managed_port(state: &AppState, name: &str) -> Result<u16, (StatusCode, String
     if !profile.launches() {
         return Err((StatusCode::NOT_FOUND, format!("profile '{name}' is not a managed browser this relay launches")));
     }
-    ManagedBrowsers::new(root).running_port(name).ok_or_else(|| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("profile '{name}' is not running: `browser-relay start --profile {name}`"),
-        )
+    ManagedBrowsers::new(root).usable_pipe(name).map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+}
+
+/// A browser-level call of the relay's own over the profile's pipe.
+async fn managed_call(pipe: &Pipe, name: &str, method: &str, params: Value) -> Result<Value, (StatusCode, String)> {
+    pipe.call(method, params, std::time::Duration::from_secs(10)).await.map_err(|e| match e {
+        CdpError::Protocol { message, .. } => (StatusCode::NOT_FOUND, message),
+        other => (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}': {other}")),
     })
 }
 
-/// Chrome's `ws://127.0.0.1:<port>/devtools/...` → ours, with the token.
-fn rewrite_ws_url(relay: &Relay, name: &str, url: &str) -> Option<String> {
-    let path = url.strip_prefix("ws://")?.split_once('/').map(|(_, p)| p)?;
-    relay.public_base().map(|b| b.ws_url(&format!("/profiles/{name}/{path}")))
+/// `ws://<relay>/profiles/<name>/devtools/<path>`, with the token.
+fn profile_ws_url(relay: &Relay, name: &str, path: &str) -> Option<String> {
+    relay.public_base().map(|b| b.ws_url(&format!("/profiles/{name}/devtools/{path}")))
 }
 
-/// Fetches one of the managed browser's `/json/*` documents.
-async fn managed_json(state: &AppState, name: &str, path: &str) -> Result<serde_json::Value, (StatusCode, String)> {
-    let port = managed_port(state, name)?;
-    let unreadable =
-        || (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer {path}"));
-    cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{port}{path}")).await.map_err(|_| unreadable())
+/// One target as Chrome's `/json/list` shows it, with the relay's socket.
+fn list_entry(relay: &Relay, name: &str, info: &Value) -> Value {
+    let id = info["targetId"].as_str().unwrap_or_default();
+    json!({
+        "description": "",
+        "devtoolsFrontendUrl": "",
+        "id": id,
+        "title": info["title"],
+        "type": info["type"],
+        "url": info["url"],
+        "webSocketDebuggerUrl": profile_ws_url(relay, name, &format!("page/{id}")),
+    })
 }
 
-/// A managed profile's protocol description: the browser's own (its exact
-/// version), else (not running yet) the relay's copy. A profile this relay
-/// does not serve is a 404, as for the other `/profiles/<name>/json/*` routes.
+fn respond(result: Result<Value, (StatusCode, String)>) -> Response {
+    match result {
+        Ok(value) => axum::Json(value).into_response(),
+        Err((status, why)) => text(status, why),
+    }
+}
+
+/// A managed profile's protocol description: the relay's copy (its
+/// browser has no HTTP endpoint to ask). A profile this relay does not
+/// serve is a 404, as for the other `/profiles/<name>/json/*` routes.
 async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    match managed_json(&state, &name, "/json/protocol").await {
-        Ok(doc) => axum::Json(doc).into_response(),
+    match managed_pipe(&state, &name) {
         Err((StatusCode::NOT_FOUND, why)) => text(StatusCode::NOT_FOUND, why),
-        Err(_) => json_protocol().await,
+        _ => json_protocol().await,
     }
 }
 
-/// `PUT /profiles/<name>/json/new?<url>`: the browser's own, with the
-/// relay's WebSocket URL.
+/// `PUT /profiles/<name>/json/new?<url>`: a new tab, as Chrome's own
+/// `/json/new` makes it.
 async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, RawQuery(query): RawQuery) -> Response {
-    let port = match managed_port(&state, &name) {
-        Ok(port) => port,
-        Err((status, why)) => return text(status, why),
-    };
-    let url = query.map(|q| percent_decode(&q)).unwrap_or_default();
-    let encoded: String = url::form_urlencoded::byte_serialize(url.as_bytes()).collect();
-    let target = format!("http://127.0.0.1:{port}/json/new?{encoded}");
-    match cdp_client::http::request("PUT", &target, &[], None).await {
-        Ok(response) if response.status == 200 => {
-            let mut entry = response.json();
-            let ws = entry["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
-            entry["webSocketDebuggerUrl"] = json!(ws);
-            entry["devtoolsFrontendUrl"] = json!("");
-            axum::Json(entry).into_response()
+    let url = query.map(|q| percent_decode(&q)).filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
+    respond(
+        async {
+            let pipe = managed_pipe(&state, &name)?;
+            let created = managed_call(&pipe, &name, "Target.createTarget", json!({"url": url})).await?;
+            let params = json!({"targetId": created["targetId"]});
+            let info = managed_call(&pipe, &name, "Target.getTargetInfo", params).await?;
+            Ok(list_entry(&state.relay, &name, &info["targetInfo"]))
         }
-        Ok(response) => text(StatusCode::BAD_GATEWAY, response.text()),
-        Err(_) => {
-            text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}' does not answer /json/new"))
-        }
-    }
+        .await,
+    )
 }
 
+/// `/profiles/<name>/json/version`, as Chrome's, from `Browser.getVersion`.
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    match managed_json(&state, &name, "/json/version").await {
-        Ok(mut version) => {
-            let url = version["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
-            version["webSocketDebuggerUrl"] = json!(url);
-            axum::Json(version).into_response()
+    respond(
+        async {
+            let pipe = managed_pipe(&state, &name)?;
+            let version = managed_call(&pipe, &name, "Browser.getVersion", json!({})).await?;
+            let browser_id = ManagedBrowsers::new(state.state_root.as_deref().expect("checked"))
+                .record(&name)
+                .map(|r| r.browser_id)
+                .unwrap_or_default();
+            Ok(json!({
+                "Browser": version["product"],
+                "Protocol-Version": version["protocolVersion"],
+                "User-Agent": version["userAgent"],
+                "V8-Version": version["jsVersion"],
+                "WebKit-Version": format!("537.36 ({})", version["revision"].as_str().unwrap_or_default()),
+                "webSocketDebuggerUrl": profile_ws_url(&state.relay, &name, &format!("browser/{browser_id}")),
+            }))
         }
-        Err((status, why)) => text(status, why),
-    }
+        .await,
+    )
 }
 
+/// `/profiles/<name>/json/list`, as Chrome's, from `Target.getTargets`.
 async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    match managed_json(&state, &name, "/json/list").await {
-        Ok(mut list) => {
-            for entry in list.as_array_mut().into_iter().flatten() {
-                let url = entry["webSocketDebuggerUrl"].as_str().and_then(|u| rewrite_ws_url(&state.relay, &name, u));
-                entry["webSocketDebuggerUrl"] = json!(url);
-                // It would point clients at the bare port.
-                entry["devtoolsFrontendUrl"] = json!("");
-            }
-            axum::Json(list).into_response()
+    respond(
+        async {
+            let pipe = managed_pipe(&state, &name)?;
+            let targets = managed_call(&pipe, &name, "Target.getTargets", json!({})).await?;
+            let entries = targets["targetInfos"].as_array().into_iter().flatten();
+            Ok(Value::Array(entries.map(|info| list_entry(&state.relay, &name, info)).collect()))
         }
-        Err((status, why)) => text(status, why),
-    }
+        .await,
+    )
 }
 
 async fn profile_activate(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    profile_target_action(state, &name, "activate", &id).await
+    profile_target_action(state, &name, "Target.activateTarget", &id, "Target activated").await
 }
 
 async fn profile_close(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    profile_target_action(state, &name, "close", &id).await
+    profile_target_action(state, &name, "Target.closeTarget", &id, "Target is closing").await
 }
 
-/// `/profiles/<name>/json/{activate,close}/<id>`: the browser's own answer.
-async fn profile_target_action(State(state): State<AppState>, name: &str, action: &str, id: &str) -> Response {
-    let port = match managed_port(&state, name) {
-        Ok(port) => port,
+/// `/profiles/<name>/json/{activate,close}/<id>`: Chrome's answers.
+async fn profile_target_action(
+    State(state): State<AppState>,
+    name: &str,
+    method: &str,
+    id: &str,
+    done: &str,
+) -> Response {
+    let pipe = match managed_pipe(&state, name) {
+        Ok(pipe) => pipe,
         Err((status, why)) => return text(status, why),
     };
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-        return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
-    }
-    match cdp_client::http::get(&format!("http://127.0.0.1:{port}/json/{action}/{id}")).await {
-        Ok((status, body)) => text(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), body),
-        Err(_) => text(
-            StatusCode::BAD_GATEWAY,
-            format!("the managed browser of profile '{name}' does not answer /json/{action}"),
-        ),
+    match managed_call(&pipe, name, method, json!({"targetId": id})).await {
+        Ok(_) => text(StatusCode::OK, done),
+        Err((StatusCode::NOT_FOUND, _)) => text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
+        Err((status, why)) => text(status, why),
     }
 }
 
-/// A client's CDP socket, relayed frame for frame to the managed browser.
+/// A client's CDP socket on a managed browser: a session of its own over
+/// the browser's pipe, frames relayed as they are.
 async fn profile_ws(
     State(state): State<AppState>,
     Path((name, kind, id)): Path<(String, String, String)>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let port = match managed_port(&state, &name) {
-        Ok(port) => port,
-        Err((status, why)) => return text(status, why),
-    };
-    let plain_id = !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if !matches!(kind.as_str(), "browser" | "page") || !plain_id {
-        return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>");
-    }
     if !state.relay.has_room_for_client() {
         return too_many_clients(&state.relay);
     }
-    let upstream = format!("ws://127.0.0.1:{port}/devtools/{kind}/{id}");
+    let endpoint = match kind.as_str() {
+        "browser" => Endpoint::Browser,
+        "page" => Endpoint::Page(id.clone()),
+        _ => return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>"),
+    };
+    let channels = match managed_pipe(&state, &name) {
+        Ok(pipe) => pipe.connect(endpoint).await,
+        Err((status, why)) => return text(status, why),
+    };
+    let channels = match channels {
+        Ok(channels) => channels,
+        Err(CdpError::Protocol { .. }) => return text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
+        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}': {e}")),
+    };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();
-    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| proxy(relay, socket, upstream))
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| pump(relay, socket, channels))
 }
 
-/// Relays frames between a client and the managed browser; counts as one of
-/// the relay's clients and ends when the server stops.
-async fn proxy(relay: Relay, client: axum::extract::ws::WebSocket, upstream: String) {
+/// Relays frames between a client's socket and its session on the pipe;
+/// counts as one of the relay's clients and ends when the server stops.
+async fn pump(relay: Relay, socket: axum::extract::ws::WebSocket, channels: Channels) {
     let _slot = relay.hold_client_slot();
-    use axum::extract::ws::Message as Axum;
+    use axum::extract::ws::Message;
     use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message as Tung;
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(256 << 20))
-        .max_frame_size(Some(256 << 20));
-    let Ok((browser, _)) = tokio_tungstenite::connect_async_with_config(upstream.as_str(), Some(config), true).await
-    else {
-        tracing::warn!(%upstream, "cannot reach the managed browser");
-        return;
-    };
-    let (mut client_tx, mut client_rx) = client.split();
-    let (mut browser_tx, mut browser_rx) = browser.split();
-    let to_browser = async {
-        while let Some(Ok(message)) = client_rx.next().await {
-            let message = match message {
-                Axum::Text(t) => Tung::Text(t.as_str().into()),
-                Axum::Binary(b) => Tung::Binary(b),
-                Axum::Close(_) => break,
+    let Channels { outgoing, mut incoming } = channels;
+    let (mut to_client, mut from_client) = socket.split();
+    let up = async {
+        while let Some(Ok(message)) = from_client.next().await {
+            let text = match message {
+                Message::Text(text) => text.as_str().to_string(),
+                Message::Binary(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Message::Close(_) => break,
                 _ => continue,
             };
-            if browser_tx.send(message).await.is_err() {
+            if outgoing.send(text).is_err() {
                 break;
             }
         }
-        let _ = browser_tx.close().await;
     };
-    let to_client = async {
-        while let Some(Ok(message)) = browser_rx.next().await {
-            let message = match message {
-                Tung::Text(t) => Axum::Text(t.as_str().into()),
-                Tung::Binary(b) => Axum::Binary(b),
-                Tung::Close(_) => break,
-                _ => continue,
-            };
-            if client_tx.send(message).await.is_err() {
+    let down = async {
+        while let Some(text) = incoming.recv().await {
+            if to_client.send(Message::Text(text.into())).await.is_err() {
                 break;
             }
         }
-        let _ = client_tx.close().await;
+        // The session ended (the page closed, the browser exited).
+        let _ = to_client.close().await;
     };
-    // Either side closing (or the server stopping) ends both.
+    // Either side ending (or the server stopping) ends both; dropping
+    // `outgoing` detaches the session.
     tokio::select! {
-        () = to_browser => {}
-        () = to_client => {}
+        () = up => {}
+        () = down => {}
         () = relay.shutting_down().cancelled() => {}
     }
 }

@@ -9,6 +9,7 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
+use managed_driver::ManagedBrowsers;
 use managed_driver::config::{Config, Driver};
 use state_dir::StateDir;
 
@@ -240,6 +241,11 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
     options.extension_ids = extension_ids;
     options.state_root = Some(state.root().to_path_buf());
     options.control_addr = control;
+    // From here on Ctrl-C and SIGTERM end serve cleanly (also while
+    // `--start` is launching browsers).
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("listening for Ctrl-C")?;
+    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
     let server = RunningServer::start(options).await?;
     if let Some(url) = server.control_url() {
         tracing::info!(
@@ -262,8 +268,16 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
             }
         }
     }
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
     tracing::info!("shutting down");
     server.stop().await;
+    // The browsers this serve launched speak only over its pipes: stop them
+    // now (were serve killed instead, its pipes close and they quit).
+    if let Ok(config) = Config::load(state.root()) {
+        ManagedBrowsers::new(state.root()).stop_owned(config.profiles.values()).await;
+    }
     Ok(())
 }

@@ -486,3 +486,57 @@ fn the_cli_and_mcp_tell_a_squatter_on_the_control_port_nothing() {
         assert!(!request.contains(&token), "the token never went out: {request}");
     }
 }
+
+/// Whether a live process (not a zombie) is left in process group `pgid`.
+fn group_has_live_process(pgid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        fields.first() != Some(&"Z") && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+    })
+}
+
+/// Polls (a process that is not our child gives no event) until `done`.
+fn within(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
+    for signal in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+        let home = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+        let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+            .args(["serve", "--port", "0", "--control-port", &free_port().to_string(), "--start", "managed"])
+            .env("BROWSER_RELAY_HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("serve starts");
+        let mut running = Running { serve, home: home.path().to_path_buf() };
+        let record = home.path().join("profiles/managed/run.json");
+        let mut pid = 0;
+        within("serve launches the managed browser", 30, || {
+            let value =
+                std::fs::read_to_string(&record).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+            pid = value.and_then(|v| v["pid"].as_u64()).unwrap_or(0) as u32;
+            pid != 0
+        });
+        assert!(group_has_live_process(pid));
+        let serve_pid = nix::unistd::Pid::from_raw(running.serve.id() as i32);
+        nix::sys::signal::kill(serve_pid, signal).unwrap();
+        running.serve.wait().unwrap();
+        // Stopped by serve on SIGTERM; on SIGKILL its pipe closes and the
+        // browser quits by itself: no orphan either way.
+        within(&format!("the browser's processes end after serve's {signal}"), 15, || !group_has_live_process(pid));
+        if signal == nix::sys::signal::Signal::SIGTERM {
+            let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+            assert!(log.contains("stopped the managed browser"), "serve stopped it: {log}");
+        }
+        drop(running);
+    }
+}

@@ -119,9 +119,12 @@ impl ControlEnv {
     /// connection of the test's own (its hands, not the path under test).
     pub async fn eval(&self, target_id: &str, expression: &str) -> Value {
         use cdp_client::CdpClient;
-        let record = ManagedBrowsers::new(self.state.path()).record("managed").expect("the managed browser runs");
-        let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
-        let client = CdpClient::connect(&url).await.expect("connects").with_timeout(Duration::from_secs(10));
+        // A session of its own on the browser's pipe (this process launched it).
+        let channels = ManagedBrowsers::new(self.state.path())
+            .connect("managed", managed_driver::pipe::Endpoint::Browser)
+            .await
+            .expect("the managed browser runs");
+        let client = CdpClient::over(channels).with_timeout(Duration::from_secs(10));
         let attached = client
             .call("Target.attachToTarget", serde_json::json!({"targetId": target_id, "flatten": true}), None)
             .await

@@ -44,6 +44,42 @@ fn group_is_empty(pid: u32) -> bool {
     live.count() == 0
 }
 
+/// The TCP sockets some live process of the browser's group listens on
+/// (Linux: the LISTEN entries of /proc/net/tcp{,6}, matched by inode to the
+/// group's open descriptors).
+fn listening_sockets_of_group(pgid: u32) -> Vec<String> {
+    let mut listening = std::collections::HashSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address rem_address st ... inode (the 10th field)
+            if fields.get(3) == Some(&"0A") {
+                listening.insert((fields[9].to_string(), fields[1].to_string()));
+            }
+        }
+    }
+    assert!(!listening.is_empty() || cfg!(not(target_os = "linux")), "no listening socket at all: the check is blind");
+    let mut found = Vec::new();
+    let mut processes = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(pgid) {
+            continue;
+        }
+        processes += 1;
+        for fd in std::fs::read_dir(entry.path().join("fd")).into_iter().flatten().filter_map(Result::ok) {
+            let Ok(link) = std::fs::read_link(fd.path()) else { continue };
+            let link = link.to_string_lossy().to_string();
+            if let Some(inode) = link.strip_prefix("socket:[").and_then(|l| l.strip_suffix(']')) {
+                found.extend(listening.iter().filter(|(i, _)| i == inode).map(|(_, addr)| addr.clone()));
+            }
+        }
+    }
+    assert!(processes > 1, "the browser's group has its processes ({processes})");
+    found
+}
+
 fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -61,6 +97,8 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
     let pid = started.pid.unwrap();
     assert!(started.browser_version.as_deref().is_some_and(|v| v.starts_with("Chrome/")), "{started:?}");
     assert_eq!(browsers.start(&profile).await.unwrap().pid, Some(pid), "a second start is a no-op");
+    // No debugging port: no process of the browser listens on TCP at all.
+    assert_eq!(listening_sockets_of_group(pid), Vec::<String>::new(), "the managed browser listens on TCP");
 
     // Playwright through the relay's guarded endpoint, like any CDP client.
     let token = Token::generate();

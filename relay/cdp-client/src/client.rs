@@ -11,8 +11,8 @@ use dashmap::DashMap;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::Command;
@@ -44,9 +44,24 @@ pub struct CdpEvent {
 /// Completes one call; runs in the reader task, in the order replies arrive.
 type Waiter = Box<dyn FnOnce(Result<Value, (i64, String)>) + Send + Sync>;
 
+/// An in-process CDP connection: text frames to the browser and from it.
+/// The connection ends when either side drops its end.
+#[derive(Debug)]
+pub struct Channels {
+    pub outgoing: mpsc::UnboundedSender<String>,
+    pub incoming: mpsc::UnboundedReceiver<String>,
+}
+
+/// What the writer task sends.
+#[derive(Debug)]
+enum Outgoing {
+    Text(String),
+    Close,
+}
+
 /// A connected CDP client. Dropping it closes the connection.
 pub struct CdpClient {
-    out: mpsc::UnboundedSender<Message>,
+    out: mpsc::UnboundedSender<Outgoing>,
     pending: Arc<DashMap<u64, Waiter>>,
     next_id: AtomicU64,
     events: std::sync::Mutex<Option<mpsc::UnboundedReceiver<CdpEvent>>>,
@@ -64,8 +79,40 @@ impl CdpClient {
         let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true)
             .await
             .map_err(|e| connect_error(e.to_string()))?;
-        let (mut sink, mut stream) = socket.split();
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Message>();
+        let (sink, stream) = socket.split();
+        let sink = sink.with(|text: String| std::future::ready(Ok::<_, WsError>(Message::Text(text.into()))));
+        let stream = stream.take_while(|m| std::future::ready(m.is_ok())).filter_map(|m| {
+            std::future::ready(match m {
+                Ok(Message::Text(text)) => Some(text.as_str().to_string()),
+                _ => None,
+            })
+        });
+        Ok(Self::run(Box::pin(sink), Box::pin(stream)))
+    }
+
+    /// A client over an in-process connection (a managed browser's pipe):
+    /// the same calls and events as over a WebSocket. Dropping the client
+    /// (or [`Self::close`]) drops `channels.outgoing`, which ends it.
+    pub fn over(channels: Channels) -> Self {
+        let Channels { outgoing, incoming } = channels;
+        let sink = futures_util::sink::unfold(outgoing, |outgoing, text: String| async move {
+            outgoing.send(text).map(|()| outgoing).map_err(|_| ())
+        });
+        let stream = futures_util::stream::unfold(incoming, |mut incoming| async move {
+            incoming.recv().await.map(|text| (text, incoming))
+        });
+        Self::run(Box::pin(sink), Box::pin(stream))
+    }
+
+    /// Starts the writer and reader tasks over one connection's text frames.
+    fn run<E>(
+        mut sink: std::pin::Pin<Box<dyn futures_util::Sink<String, Error = E> + Send>>,
+        mut stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>,
+    ) -> Self
+    where
+        E: Send + 'static,
+    {
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let pending: Arc<DashMap<u64, Waiter>> = Arc::new(DashMap::new());
         let closed = CancellationToken::new();
@@ -76,8 +123,8 @@ impl CdpClient {
                 tokio::select! {
                     () = writer_closed.cancelled() => break,
                     message = out_rx.recv() => match message {
-                        Some(message) => if sink.send(message).await.is_err() { break },
-                        None => break,
+                        Some(Outgoing::Text(text)) => if sink.send(text).await.is_err() { break },
+                        Some(Outgoing::Close) | None => break,
                     },
                 }
             }
@@ -89,11 +136,10 @@ impl CdpClient {
         let events_sent = Arc::new(AtomicU64::new(0));
         let reader_sent = events_sent.clone();
         tokio::spawn(async move {
-            while let Some(Ok(message)) = tokio::select! {
+            while let Some(text) = tokio::select! {
                 () = reader_closed.cancelled() => None,
-                message = stream.next() => message,
+                text = stream.next() => text,
             } {
-                let Message::Text(text) = message else { continue };
                 let Ok(mut value) = serde_json::from_str::<Value>(&text) else { continue };
                 if let Some(id) = value.get("id").and_then(Value::as_u64) {
                     if let Some((_, waiter)) = reader_pending.remove(&id) {
@@ -120,7 +166,7 @@ impl CdpClient {
             reader_pending.clear();
         });
 
-        Ok(Self {
+        Self {
             out,
             pending,
             next_id: AtomicU64::new(1),
@@ -128,7 +174,7 @@ impl CdpClient {
             closed,
             timeout: Duration::from_secs(30),
             events_sent,
-        })
+        }
     }
 
     /// Sets the deadline for each call (default 30 s).
@@ -236,7 +282,7 @@ impl CdpClient {
             message["sessionId"] = json!(session);
         }
         self.pending.insert(id, waiter);
-        if self.closed.is_cancelled() || self.out.send(Message::Text(message.to_string().into())).is_err() {
+        if self.closed.is_cancelled() || self.out.send(Outgoing::Text(message.to_string())).is_err() {
             self.pending.remove(&id);
             return Err(());
         }
@@ -245,12 +291,12 @@ impl CdpClient {
 
     /// Sends a raw text frame (tests use this to send malformed input).
     pub fn send_raw(&self, text: &str) -> bool {
-        self.out.send(Message::Text(text.to_string().into())).is_ok()
+        self.out.send(Outgoing::Text(text.to_string())).is_ok()
     }
 
     /// Closes the connection.
     pub fn close(&self) {
-        let _ = self.out.send(Message::Close(None));
+        let _ = self.out.send(Outgoing::Close);
     }
 }
 

@@ -2,7 +2,7 @@
 //! a browser's endpoint.
 //!
 //! - [`client`]: [`CdpClient`], one WebSocket to a browser- or page-level
-//!   endpoint: numbered calls matched by id, events in order on a channel.
+//!   endpoint (or an in-process [`Channels`] pair, a managed browser's pipe): numbered calls matched by id, events in order on a channel.
 //! - [`http`]: a small HTTP/1.1 client (a browser's `/json/*`, the CLI and
 //!   the tests talking to the control API).
 //! - [`protocol`]: typed CDP commands and events, the ones the engines use.
@@ -16,4 +16,4 @@ pub mod endpoint;
 pub mod http;
 pub mod protocol;
 
-pub use client::{CdpClient, CdpError, CdpEvent, redact};
+pub use client::{CdpClient, CdpError, CdpEvent, Channels, redact};

@@ -95,7 +95,12 @@ impl Conn {
     /// Connects to a browser-level CDP endpoint, discovers its tabs and
     /// attaches to each of them before returning.
     pub async fn connect(profile: &str, ws_url: &str) -> Result<Arc<Self>, CdpError> {
-        let client = CdpClient::connect(ws_url).await?.with_timeout(Duration::from_secs(30));
+        Self::over(profile, CdpClient::connect(ws_url).await?).await
+    }
+
+    /// The same over a connected client (a managed browser's pipe).
+    pub async fn over(profile: &str, client: CdpClient) -> Result<Arc<Self>, CdpError> {
+        let client = client.with_timeout(Duration::from_secs(30));
         let mut events = client.take_events().expect("a fresh client has its events");
         let conn = Arc::new(Self {
             profile: profile.to_string(),

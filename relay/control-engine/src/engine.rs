@@ -8,8 +8,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use managed_driver::ManagedBrowsers;
+use cdp_client::CdpClient;
 use managed_driver::config::{Config, Driver, Profile};
+use managed_driver::pipe::Endpoint;
+use managed_driver::{ManagedBrowsers, ManagedError};
 
 use crate::conn::Conn;
 use crate::error::ControlError;
@@ -41,6 +43,13 @@ impl RelayLink {
     pub(crate) fn shared_tabs(&self) -> Option<usize> {
         self.extension.shared_tabs()
     }
+}
+
+/// How the engine reaches a browser.
+#[derive(Debug)]
+enum BrowserEndpoint {
+    Url(String),
+    Pipe(cdp_client::Channels),
 }
 
 /// The control engine. Cheap to clone.
@@ -102,32 +111,37 @@ impl Engine {
         if let Some(conn) = conns.get(&profile.name).filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
         }
-        let url = self.browser_ws_url(profile).await?;
-        let conn = Conn::connect(&profile.name, &url).await.map_err(ControlError::cdp(&profile.name))?;
+        let client = match self.browser_endpoint(profile).await? {
+            BrowserEndpoint::Url(url) => CdpClient::connect(&url).await,
+            BrowserEndpoint::Pipe(channels) => Ok(CdpClient::over(channels)),
+        };
+        let conn = match client {
+            Ok(client) => Conn::over(&profile.name, client).await,
+            Err(error) => Err(error),
+        };
+        let conn = conn.map_err(ControlError::cdp(&profile.name))?;
         conns.insert(profile.name.clone(), conn.clone());
         Ok(conn)
     }
 
-    /// The browser-level CDP endpoint of a profile: the relay's own `/cdp`
-    /// (extension), the launched browser's port (managed), or the profile's
-    /// `cdpUrl`/`cdpPort` (attach-only, remote).
-    async fn browser_ws_url(&self, profile: &Profile) -> Result<String, ControlError> {
+    /// Where a profile's browser-level CDP is: the relay's own `/cdp`
+    /// (extension), a session on the launched browser's pipe (managed), or
+    /// the profile's `cdpUrl`/`cdpPort` (attach-only, remote).
+    async fn browser_endpoint(&self, profile: &Profile) -> Result<BrowserEndpoint, ControlError> {
         match profile.driver {
             Driver::Extension => {
                 let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
                 if link.shared_tabs().is_none() {
                     return Err(ControlError::NoExtension);
                 }
-                Ok(link.cdp_ws_url.clone())
+                Ok(BrowserEndpoint::Url(link.cdp_ws_url.clone()))
             }
             Driver::Managed if profile.launches() => {
-                let record = self
-                    .0
-                    .browsers
-                    .record(&profile.name)
-                    .filter(|_| self.0.browsers.running_port(&profile.name).is_some())
-                    .ok_or_else(|| ControlError::NotRunning(profile.name.clone()))?;
-                Ok(format!("ws://127.0.0.1:{}{}", record.port, record.ws_path))
+                match self.0.browsers.connect(&profile.name, Endpoint::Browser).await {
+                    Ok(channels) => Ok(BrowserEndpoint::Pipe(channels)),
+                    Err(ManagedError::NotRunning(_)) => Err(ControlError::NotRunning(profile.name.clone())),
+                    Err(other) => Err(other.into()),
+                }
             }
             Driver::Managed => {
                 let url = profile
@@ -136,6 +150,7 @@ impl Engine {
                     .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or_default()));
                 cdp_client::endpoint::browser_ws_url(&url)
                     .await
+                    .map(BrowserEndpoint::Url)
                     .map_err(|_| ControlError::NotRunning(profile.name.clone()))
             }
         }

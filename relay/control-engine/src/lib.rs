@@ -7,9 +7,9 @@
 //! [`api`] is the contract: one request type per route, and [`Handle`],
 //! which [`Engine`] implements once per route in the module of its concern.
 //!
-//! **One engine, two drivers.** A profile's endpoint is the managed
-//! browser's own, an attach-only profile's `cdpUrl`, or the relay's `/cdp`
-//! for the extension driver; [`conn::Conn::connect`] then does the same
+//! **One engine, two drivers.** A profile's endpoint is a session on the
+//! managed browser's pipe, an attach-only profile's `cdpUrl`, or the
+//! relay's `/cdp` for the extension driver; [`conn::Conn::over`] then does the same
 //! thing everywhere: discover the tabs, attach to each (flat sessions),
 //! enable Runtime, Page and lifecycle events, and auto-attach iframes.
 //!

@@ -126,8 +126,9 @@ impl Engine {
                 status.detail = browser.detail;
                 status.cdp_endpoint = match &self.0.relay {
                     Some(link) => cdp_endpoint(&link.http_base, profile),
-                    // No relay in this process to proxy through: the browser's own port.
-                    None if profile.launches() => browser.cdp_port.map(|p| format!("http://127.0.0.1:{p}")),
+                    // No relay in this process: a launched browser has no
+                    // endpoint of its own (it speaks over a pipe).
+                    None if profile.launches() => None,
                     None => profile.cdp_url.as_deref().map(managed_driver::config::redacted_url),
                 };
                 if self.0.relay.is_some() && profile.launches() {

@@ -72,7 +72,8 @@ pub struct Profile {
     /// Never launch; connect to `cdp_url`/`cdp_port` only.
     pub attach_only: bool,
     pub executable_path: Option<PathBuf>,
-    /// A fixed debugging port (default: an ephemeral one).
+    /// The debugging port of a browser started by someone else
+    /// (`attachOnly`); a launched browser has none (it speaks over a pipe).
     pub cdp_port: Option<u16>,
     /// A browser started by someone else (any address): never launched.
     /// Shown (serialized) without credentials or query: [`redacted_url`].
@@ -191,6 +192,11 @@ impl Config {
             {
                 return Err(invalid(format!(
                     "profiles.{name}: executablePath, cdpPort and cdpUrl apply to managed profiles only"
+                )));
+            }
+            if entry.cdp_port.is_some() && entry.attach_only != Some(true) {
+                return Err(invalid(format!(
+                    "profiles.{name}.cdpPort: a browser Browser Relay launches has no debugging port (it speaks CDP over a pipe, which no other process can reach); cdpPort is for attachOnly profiles"
                 )));
             }
             if entry.attach_only == Some(true) && entry.cdp_port.is_none() && entry.cdp_url.is_none() {
@@ -342,6 +348,7 @@ mod tests {
             ("[profiles.\"a b\"]\ndriver = \"managed\"", "profile name"),
             ("[profiles.managed]\nheadless = \"yes\"", "headless"),
             ("[profiles.a]\ndriver = \"managed\"\nattachOnly = true", "needs cdpPort or cdpUrl"),
+            ("[profiles.a]\ndriver = \"managed\"\ncdpPort = 9333", "has no debugging port"),
             ("[profiles.managed]\nargs = [\"--user-data-dir=/home/me/.config/google-chrome\"]", "set by Browser Relay"),
             ("[profiles.managed]\nargs = [\"--remote-debugging-port=9222\"]", "set by Browser Relay"),
         ] {

@@ -1,12 +1,20 @@
 //! The managed driver: an isolated Chrome that Browser Relay launches and
 //! owns, with its own profile under the state directory.
 //!
-//! **State lives on disk.** What runs is recorded in
-//! `profiles/<name>/run.json` ([`RunRecord`]), written once the browser
-//! answers CDP and removed by `stop`, so any process on the same state
-//! directory (the CLI, `serve`, a test) sees the same browser. `start` and
-//! `stop` hold an exclusive lock on `profiles/<name>/lock` from their check
-//! to their last write: two starts at once launch one browser.
+//! **No port: a pipe.** The browser speaks CDP only over
+//! `--remote-debugging-pipe` (its fds 3 and 4), to the process that
+//! launched it ([`pipe`]): no other local user or process can reach it,
+//! and when that process exits the pipe closes and the browser quits. Every
+//! client (the relay's `/profiles/<name>/` sockets, the control engine)
+//! gets its own session over that one pipe ([`ManagedBrowsers::connect`]).
+//!
+//! **State.** The pipes of this process are kept in memory, per profile
+//! folder, so every [`ManagedBrowsers`] of the process sees the same
+//! browsers. What runs is also recorded in `profiles/<name>/run.json`
+//! ([`RunRecord`], with the owning process), so other processes on the same
+//! state directory see it running (and can stop it by signal, not use it).
+//! `start` and `stop` hold an exclusive lock on `profiles/<name>/lock` from
+//! their check to their last write: two starts at once launch one browser.
 //!
 //! **Start.** An extension profile is refused; a profile that does not
 //! [`Profile::launches`] (attach-only, a `cdpUrl`) is never launched, only
@@ -18,24 +26,23 @@
 //! own process group (so `stop` reaches every helper and a Ctrl-C aimed at
 //! the terminal does not).
 //!
-//! **Readiness.** Every 200 ms: read `DevToolsActivePort`, connect, ask
-//! `Browser.getVersion`, within [`READY_WITHIN`]. A browser that exits or
-//! stays silent is killed and [`ManagedError::NotReady`] carries the last
-//! 20 lines of its stderr.
+//! **Readiness.** `Browser.getVersion` answered over the pipe within
+//! [`READY_WITHIN`]. A browser that exits or stays silent is killed and
+//! [`ManagedError::NotReady`] carries the last 20 lines of its stderr.
 //!
 //! **Stop.** `Browser.close`; after 3 s SIGTERM to the group; after 2.5 s
 //! SIGKILL; then a last SIGKILL for helpers that outlived the browser, and
 //! a wait until no live process of the group is left (zombies do not count),
 //! so nothing is orphaned when `stop` returns.
 //!
-//! **Crash detection.** `status` says `crashed` when `run.json` names a pid
-//! that is gone, or that is no longer a browser on this profile's folder
-//! (after a reboot the pid may be anything and must never be signalled);
-//! the next `start` relaunches it.
+//! **Crash detection.** `status` says `crashed` when the pipe closed
+//! without `stop`, when `run.json` names a pid that is gone or that is no
+//! longer a browser on this profile's folder (after a reboot the pid may be
+//! anything and must never be signalled), or when the process that owned it
+//! is gone; the next `start` relaunches it.
 //!
-//! **Launch flags** ([`launch_args`]): the profile's `--user-data-dir`, a
-//! debugging port (0: Chrome picks one and writes it to
-//! `DevToolsActivePort`; never 9222), `--no-first-run`,
+//! **Launch flags** ([`launch_args`]): the profile's `--user-data-dir`,
+//! `--remote-debugging-pipe` (never a port), `--no-first-run`,
 //! `--no-default-browser-check`, `--disable-sync`,
 //! `--disable-background-networking`, `--disable-component-update`,
 //! `--disable-features=Translate,MediaRouter`,
@@ -47,23 +54,24 @@
 
 pub mod config;
 pub mod discovery;
+pub mod pipe;
 pub mod profile_files;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use cdp_client::CdpClient;
-use cdp_client::protocol::browser;
+use cdp_client::{CdpError, Channels};
 use config::Profile;
+use pipe::{Endpoint, Pipe};
 
 /// How long a launched browser has to answer `Browser.getVersion`.
 pub const READY_WITHIN: Duration = Duration::from_secs(15);
-const POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManagedError {
@@ -83,6 +91,14 @@ pub enum ManagedError {
     Spawn { executable: PathBuf, source: std::io::Error },
     #[error("the browser did not become ready within {secs} s ({why}); its last output:\n{stderr}")]
     NotReady { secs: u64, why: String, stderr: String },
+    #[error("profile '{0}' is not running: `browser-relay start --profile {0}`")]
+    NotRunning(String),
+    #[error(
+        "profile '{profile}' runs under another Browser Relay process (pid {owner}): use that one, or stop it first"
+    )]
+    OwnedElsewhere { profile: String, owner: u32 },
+    #[error("the managed browser of profile '{profile}': {source}")]
+    Cdp { profile: String, source: CdpError },
 }
 
 /// What runs, as recorded in `run.json`.
@@ -90,9 +106,10 @@ pub enum ManagedError {
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub pid: u32,
-    pub port: u16,
-    /// e.g. `/devtools/browser/<id>`.
-    pub ws_path: String,
+    /// The process that launched it and holds its pipe.
+    pub owner: u32,
+    /// The browser target's id (for `/devtools/browser/<id>`).
+    pub browser_id: String,
     pub executable: PathBuf,
     pub browser_version: String,
     pub started_at: u64,
@@ -118,15 +135,19 @@ pub struct BrowserStatus {
     pub browser_version: Option<String>,
     pub executable: Option<PathBuf>,
     pub user_data_dir: Option<PathBuf>,
-    /// The browser's own debugging port (loopback); clients should use the
-    /// relay's endpoint instead, which checks the token.
-    pub cdp_port: Option<u16>,
     pub detail: String,
 }
 
 /// Children this process launched, so their exit is reaped (a zombie still
 /// answers `kill(pid, 0)`).
 static CHILDREN: Mutex<Option<HashMap<u32, std::process::Child>>> = Mutex::new(None);
+
+/// The pipes of the browsers this process launched, by profile folder.
+static PIPES: Mutex<Option<HashMap<PathBuf, Arc<Pipe>>>> = Mutex::new(None);
+
+fn pipes() -> std::sync::MutexGuard<'static, Option<HashMap<PathBuf, Arc<Pipe>>>> {
+    PIPES.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn is_alive(pid: u32) -> bool {
     let mut children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
@@ -189,7 +210,7 @@ async fn wait_exit(pid: u32, within: Duration) -> bool {
 pub fn launch_args(profile: &Profile, user_data_dir: &Path, headless: bool, no_sandbox: bool) -> Vec<String> {
     let mut args = vec![
         format!("--user-data-dir={}", user_data_dir.display()),
-        format!("--remote-debugging-port={}", profile.cdp_port.unwrap_or(0)),
+        "--remote-debugging-pipe".into(),
         "--no-first-run".into(),
         "--no-default-browser-check".into(),
         "--disable-sync".into(),
@@ -226,7 +247,8 @@ fn resolve_no_sandbox(profile: &Profile) -> bool {
     profile.no_sandbox || nix::unistd::geteuid().is_root()
 }
 
-/// The managed browsers of one state directory.
+/// The managed browsers of one state directory. Every value on the same
+/// directory in one process shares the same browsers.
 #[derive(Debug, Clone)]
 pub struct ManagedBrowsers {
     root: PathBuf,
@@ -253,27 +275,39 @@ impl ManagedBrowsers {
         serde_json::from_slice(&std::fs::read(self.record_path(name)).ok()?).ok()
     }
 
-    /// The running browser's loopback port, for the relay's proxy.
-    pub fn running_port(&self, name: &str) -> Option<u16> {
-        self.record(name).filter(|r| self.is_running(name, r)).map(|r| r.port)
+    /// The pipe of the profile's browser, while it runs under this process.
+    pub fn pipe(&self, name: &str) -> Option<Arc<Pipe>> {
+        pipes().as_ref()?.get(&self.profile_dir(name)).filter(|p| !p.is_closed()).cloned()
+    }
+
+    /// A new client of the profile's browser (its own session, as a
+    /// WebSocket of its own would be): browser-level or one target.
+    pub async fn connect(&self, name: &str, endpoint: Endpoint) -> Result<Channels, ManagedError> {
+        let pipe = self.usable_pipe(name)?;
+        pipe.connect(endpoint).await.map_err(|source| ManagedError::Cdp { profile: name.into(), source })
+    }
+
+    /// The pipe, or why the browser cannot be used from this process.
+    pub fn usable_pipe(&self, name: &str) -> Result<Arc<Pipe>, ManagedError> {
+        if let Some(pipe) = self.pipe(name) {
+            return Ok(pipe);
+        }
+        match self.record(name) {
+            Some(record) if record.owner != std::process::id() && self.is_running(name, &record) => {
+                Err(ManagedError::OwnedElsewhere { profile: name.into(), owner: record.owner })
+            }
+            _ => Err(ManagedError::NotRunning(name.into())),
+        }
     }
 
     /// The recorded browser still runs: its pid is alive and, where the
     /// process table can be read, it is still a browser on this profile's
     /// folder (after a reboot the pid may belong to anything; it must never
-    /// be signalled).
+    /// be signalled); its pipe is open (ours) or its owner lives (another
+    /// process's).
     fn is_running(&self, name: &str, record: &RunRecord) -> bool {
-        if !is_alive(record.pid) {
-            return false;
-        }
-        #[cfg(target_os = "linux")]
-        {
-            let marker = format!("--user-data-dir={}", self.user_data_dir(name).display());
-            if let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", record.pid)) {
-                return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
-            }
-        }
-        true
+        let piped = if record.owner == std::process::id() { self.pipe(name).is_some() } else { is_alive(record.owner) };
+        piped && self.is_ours_on_disk(name, record.pid)
     }
 
     /// Holds the profile's lock (start/stop) until the returned file drops.
@@ -298,7 +332,6 @@ impl ManagedBrowsers {
             browser_version: None,
             executable: None,
             user_data_dir,
-            cdp_port: None,
             detail: "not running: `browser-relay start --profile NAME` launches it".replace("NAME", &profile.name),
         };
         if !profile.launches() {
@@ -317,8 +350,11 @@ impl ManagedBrowsers {
             status.browser_version = Some(record.browser_version.clone());
             if self.is_running(&profile.name, &record) {
                 status.state = State::Running;
-                status.cdp_port = Some(record.port);
-                status.detail = format!("running (pid {})", record.pid);
+                status.detail = if record.owner == std::process::id() {
+                    format!("running (pid {})", record.pid)
+                } else {
+                    format!("running (pid {}) under another Browser Relay process (pid {})", record.pid, record.owner)
+                };
             } else {
                 status.state = State::Crashed;
                 status.detail = format!(
@@ -350,7 +386,18 @@ impl ManagedBrowsers {
         }
         let _lock = self.lock(&profile.name).await?;
         if self.status(profile).state == State::Running {
-            return Ok(self.status(profile));
+            return match self.record(&profile.name) {
+                Some(record) if record.owner != std::process::id() => {
+                    Err(ManagedError::OwnedElsewhere { profile: profile.name.clone(), owner: record.owner })
+                }
+                _ => Ok(self.status(profile)),
+            };
+        }
+        // A browser left on this profile's folder (its owner died and it has
+        // not quit yet) would take the new launch over: end it first.
+        if let Some(record) = self.record(&profile.name).filter(|r| self.is_ours_on_disk(&profile.name, r.pid)) {
+            signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+            wait_exit(record.pid, Duration::from_secs(2)).await;
         }
         let executable = discovery::discover(
             profile.executable_path.as_deref(),
@@ -362,38 +409,63 @@ impl ManagedBrowsers {
         let user_data_dir = self.user_data_dir(&profile.name);
         let profile_io = |source| ManagedError::Profile { path: user_data_dir.clone(), source };
         profile_files::decorate(&user_data_dir, &profile.name, &profile.color).map_err(profile_io)?;
-        let port_file = user_data_dir.join("DevToolsActivePort");
-        let _ = std::fs::remove_file(&port_file);
         let stderr_path = self.profile_dir(&profile.name).join("chrome-stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(profile_io)?;
 
         let args = launch_args(profile, &user_data_dir, resolve_headless(profile), resolve_no_sandbox(profile));
-        let mut command = std::process::Command::new(&executable);
-        command.args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            // Its own process group: stop can end every helper process, and
-            // a Ctrl-C aimed at our terminal does not reach it.
-            command.process_group(0);
-        }
-        let child = command.spawn().map_err(|source| ManagedError::Spawn { executable: executable.clone(), source })?;
+        let spawn_error = |source| ManagedError::Spawn { executable: executable.clone(), source };
+        let (browser_reads, to_browser) = std::io::pipe().map_err(spawn_error)?;
+        let (from_browser, browser_writes) = std::io::pipe().map_err(spawn_error)?;
+        let child = {
+            use command_fds::{CommandFdExt, FdMapping};
+            let mut command = std::process::Command::new(&executable);
+            command.args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+            // The browser reads CDP on its fd 3 and writes on its fd 4.
+            command
+                .fd_mappings(vec![
+                    FdMapping { parent_fd: browser_reads.into(), child_fd: 3 },
+                    FdMapping { parent_fd: browser_writes.into(), child_fd: 4 },
+                ])
+                .expect("two distinct descriptors");
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::CommandExt;
+                // Its own process group: stop can end every helper process,
+                // and a Ctrl-C aimed at our terminal does not reach it.
+                command.process_group(0);
+            }
+            command.spawn().map_err(spawn_error)?
+            // The command, and with it the browser's ends of the pipes,
+            // drops here: the browser's exit is then our end-of-file.
+        };
         let pid = child.id();
         CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(pid, child);
         tracing::info!(profile = %profile.name, pid, executable = %executable.display(), "launched the managed browser");
+        let pipe = match (
+            tokio::net::unix::pipe::Sender::from_owned_fd(to_browser.into()),
+            tokio::net::unix::pipe::Receiver::from_owned_fd(from_browser.into()),
+        ) {
+            (Ok(to_browser), Ok(from_browser)) => Ok(Pipe::start(to_browser, from_browser)),
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        };
 
-        match self.wait_ready(pid, &port_file).await {
-            Ok((port, ws_path, browser_version)) => {
+        let ready = match &pipe {
+            Ok(pipe) => Self::wait_ready(pipe, pid).await,
+            Err(why) => Err(why.clone()),
+        };
+        match (pipe, ready) {
+            (Ok(pipe), Ok((browser_id, browser_version))) => {
                 let record = RunRecord {
                     pid,
-                    port,
-                    ws_path,
+                    owner: std::process::id(),
+                    browser_id,
                     executable,
                     browser_version,
                     started_at: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_secs()),
                 };
+                pipes().get_or_insert_with(HashMap::new).insert(self.profile_dir(&profile.name), pipe);
                 // Readers do not take the lock: write whole or not at all.
                 let text = serde_json::to_vec_pretty(&record).expect("serialises");
                 let path = self.record_path(&profile.name);
@@ -401,7 +473,7 @@ impl ManagedBrowsers {
                 std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).map_err(profile_io)?;
                 Ok(self.status(profile))
             }
-            Err(why) => {
+            (_, Err(why)) => {
                 signal_group(pid, nix::sys::signal::Signal::SIGKILL);
                 wait_exit(pid, Duration::from_secs(2)).await;
                 let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
@@ -409,62 +481,66 @@ impl ManagedBrowsers {
                 let stderr = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
                 Err(ManagedError::NotReady { secs: READY_WITHIN.as_secs(), why, stderr })
             }
+            (Err(why), Ok(_)) => unreachable!("no readiness without a pipe: {why}"),
         }
     }
 
-    /// Readiness: the port file exists and CDP answers `Browser.getVersion`.
-    async fn wait_ready(&self, pid: u32, port_file: &Path) -> Result<(u16, String, String), String> {
-        let deadline = Instant::now() + READY_WITHIN;
-        loop {
-            if !is_alive(pid) {
-                return Err("it exited".into());
-            }
-            if let Some((port, path)) = std::fs::read_to_string(port_file).ok().and_then(|text| {
-                let mut lines = text.lines();
-                Some((lines.next()?.parse::<u16>().ok()?, lines.next()?.to_string()))
-            }) {
-                let url = format!("ws://127.0.0.1:{port}{path}");
-                if let Ok(client) = CdpClient::connect(&url).await {
-                    let client = client.with_timeout(Duration::from_secs(2));
-                    if let Ok(version) = client.send(&browser::GetVersion {}, None).await {
-                        return Ok((port, path, version.product));
-                    }
-                }
-            }
-            if Instant::now() > deadline {
-                return Err("no answer to Browser.getVersion".into());
-            }
-            // Chrome writes the port file when it listens; there is no event
-            // to await from outside.
-            tokio::time::sleep(POLL).await;
-        }
+    /// Readiness: `Browser.getVersion` answers over the pipe. The browser
+    /// target's id and the browser's version.
+    async fn wait_ready(pipe: &Pipe, pid: u32) -> Result<(String, String), String> {
+        let version = pipe.call("Browser.getVersion", json!({}), READY_WITHIN).await.map_err(|e| match e {
+            CdpError::Closed(_) => "it exited".to_string(),
+            CdpError::Timeout(..) => "no answer to Browser.getVersion".to_string(),
+            other => other.to_string(),
+        })?;
+        let info = pipe.call("Target.getTargetInfo", json!({}), Duration::from_secs(5)).await.ok();
+        let browser_id = info
+            .as_ref()
+            .and_then(|i| i["targetInfo"]["targetId"].as_str())
+            .map_or_else(|| format!("browser-{pid}"), str::to_string);
+        Ok((browser_id, version["product"].as_str().unwrap_or_default().to_string()))
     }
 
-    /// Stops the browser: `Browser.close`, then SIGTERM, then SIGKILL to its
-    /// whole process group. A no-op when it is not running.
+    /// A process is a browser on this profile's folder (Linux reads its
+    /// command line; elsewhere a live pid is taken as one).
+    fn is_ours_on_disk(&self, name: &str, pid: u32) -> bool {
+        if !is_alive(pid) {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let marker = format!("--user-data-dir={}", self.user_data_dir(name).display());
+            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+                return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
+            }
+        }
+        true
+    }
+
+    /// Stops the browser: `Browser.close` (over its pipe, when this process
+    /// owns it), then SIGTERM, then SIGKILL to its whole process group. A
+    /// no-op when it is not running.
     pub async fn stop(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
         if !profile.launches() {
             return Ok(self.status(profile));
         }
         let _lock = self.lock(&profile.name).await?;
+        let pipe = pipes().as_mut().and_then(|p| p.remove(&self.profile_dir(&profile.name)));
         let Some(record) = self.record(&profile.name) else { return Ok(self.status(profile)) };
-        if !self.is_running(&profile.name, &record) {
+        if !self.is_ours_on_disk(&profile.name, record.pid) {
             // Crashed, or the pid now belongs to another process: signal
             // nothing, forget the record.
             let _ = std::fs::remove_file(self.record_path(&profile.name));
             return Ok(self.status(profile));
         }
-        {
-            let url = format!("ws://127.0.0.1:{}{}", record.port, record.ws_path);
-            if let Ok(client) = CdpClient::connect(&url).await {
-                let _ = client.with_timeout(Duration::from_secs(2)).send(&browser::Close {}, None).await;
-            }
-            if !wait_exit(record.pid, Duration::from_secs(3)).await {
-                signal_group(record.pid, nix::sys::signal::Signal::SIGTERM);
-                if !wait_exit(record.pid, Duration::from_millis(2500)).await {
-                    signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
-                    wait_exit(record.pid, Duration::from_secs(2)).await;
-                }
+        if let Some(pipe) = pipe.filter(|p| !p.is_closed()) {
+            let _ = pipe.call("Browser.close", json!({}), Duration::from_secs(2)).await;
+        }
+        if !wait_exit(record.pid, Duration::from_secs(3)).await {
+            signal_group(record.pid, nix::sys::signal::Signal::SIGTERM);
+            if !wait_exit(record.pid, Duration::from_millis(2500)).await {
+                signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+                wait_exit(record.pid, Duration::from_secs(2)).await;
             }
         }
         // Helpers that outlived the browser: none may be left when stop
@@ -477,6 +553,19 @@ impl ManagedBrowsers {
         let _ = std::fs::remove_file(self.record_path(&profile.name));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
         Ok(self.status(profile))
+    }
+
+    /// Stops every browser of `profiles` this process owns (when `serve`
+    /// ends: its pipes would close anyway, and the browsers quit; this
+    /// waits until they have).
+    pub async fn stop_owned<'a>(&self, profiles: impl IntoIterator<Item = &'a Profile>) {
+        for profile in profiles {
+            if self.pipe(&profile.name).is_some()
+                && let Err(error) = self.stop(profile).await
+            {
+                tracing::warn!(profile = %profile.name, "stopping the managed browser: {error}");
+            }
+        }
     }
 }
 
@@ -505,7 +594,7 @@ mod tests {
         let args = launch_args(&profile, Path::new("/state/profiles/managed/user-data"), true, true);
         for flag in [
             "--user-data-dir=/state/profiles/managed/user-data",
-            "--remote-debugging-port=0",
+            "--remote-debugging-pipe",
             "--no-first-run",
             "--no-default-browser-check",
             "--disable-sync",
@@ -522,6 +611,7 @@ mod tests {
             assert!(args.iter().any(|a| a == flag), "{flag} missing from {args:?}");
         }
         assert_eq!(args.last().map(String::as_str), Some("about:blank"));
+        assert!(!args.iter().any(|a| a.starts_with("--remote-debugging-port")), "no port: {args:?}");
         let headed = launch_args(&profile, Path::new("/p"), false, false);
         assert!(!headed.iter().any(|a| a.starts_with("--headless") || a == "--no-sandbox"));
     }
@@ -536,14 +626,14 @@ mod tests {
         // This test process is alive, but it is no browser on this profile.
         let record = RunRecord {
             pid: std::process::id(),
-            port: 1,
-            ws_path: "/devtools/browser/x".into(),
+            owner: std::process::id(),
+            browser_id: "x".into(),
             executable: "/usr/bin/true".into(),
             browser_version: "Chrome/1".into(),
             started_at: 0,
         };
         std::fs::write(browsers.record_path("managed"), serde_json::to_vec(&record).unwrap()).unwrap();
         assert_eq!(browsers.status(&profile).state, State::Crashed, "a reused pid is not our browser");
-        assert_eq!(browsers.running_port("managed"), None);
+        assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::NotRunning(_))));
     }
 }
