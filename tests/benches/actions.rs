@@ -28,8 +28,7 @@ async fn main() -> anyhow::Result<()> {
     let fill_runs: usize = std::env::var("FILL_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
     let env = ControlEnv::start().await?;
     env.start_browser().await;
-    let status = env.api.ok("GET", "/?profile=managed", None).await;
-    let cdp_http = status["cdpEndpoint"].as_str().unwrap_or_default().to_string();
+    let cdp_http = env.cdp_url("managed").await;
     let url = env.fixture("act/bench.html");
     let tab = env.open("act/bench.html").await;
     let snapshot = env.snapshot_text("").await;

@@ -21,8 +21,7 @@ async fn main() -> anyhow::Result<()> {
     let runs: usize = std::env::var("RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
     let env = ControlEnv::start().await?;
     env.start_browser().await;
-    let cdp_http =
-        env.api.ok("GET", "/?profile=managed", None).await["cdpEndpoint"].as_str().unwrap_or_default().to_string();
+    let cdp_http = env.cdp_url("managed").await;
     println!("snapshot benchmark: {runs} runs after a warm-up; medians; ours = GET /snapshot over HTTP");
     println!(
         "{:<14} {:>12} {:>16} {:>8} {:>10} {:>10}",

@@ -97,6 +97,14 @@ impl ControlEnv {
         self.api.ok("POST", "/start", None).await
     }
 
+    /// A profile's CDP endpoint with the token, as `browser-relay cdp-url`
+    /// prints it (the control API shows it without).
+    pub async fn cdp_url(&self, profile: &str) -> String {
+        let status = self.api.ok("GET", &format!("/?profile={profile}"), None).await;
+        let endpoint = status["cdpEndpoint"].as_str().expect("a CDP endpoint").to_string();
+        format!("{endpoint}?token={}", self.token.as_str())
+    }
+
     pub fn fixture(&self, path: &str) -> String {
         format!("{}/{path}", self.fixtures.url())
     }
