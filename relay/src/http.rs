@@ -18,7 +18,7 @@ use cdp_client::{CdpError, Channels};
 use managed_driver::ManagedBrowsers;
 use managed_driver::config::Config;
 use managed_driver::pipe::{Endpoint, Pipe};
-use relay_engine::Relay;
+use relay_engine::{ClientSlot, Relay};
 
 /// What the handlers share: the relay, and the state directory whose managed
 /// profiles the relay exposes (`None` in tests that need no profiles).
@@ -159,13 +159,11 @@ async fn browser_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Respons
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
-    if !relay.has_room_for_client() {
-        return too_many_clients(&relay);
-    }
+    let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, None).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, None, slot).await })
 }
 
 async fn browser_ws_with_id(state: State<Relay>, Path(_id): Path<String>, ws: WebSocketUpgrade) -> Response {
@@ -180,14 +178,12 @@ async fn page_ws(State(relay): State<Relay>, Path(id): Path<String>, ws: WebSock
     if relay.tab_of_target(&id).is_none() {
         return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
     }
-    if !relay.has_room_for_client() {
-        return too_many_clients(&relay);
-    }
+    let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
     let target: Arc<str> = id.into();
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target)).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target), slot).await })
 }
 
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.
@@ -355,9 +351,7 @@ async fn profile_ws(
     Path((name, kind, id)): Path<(String, String, String)>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if !state.relay.has_room_for_client() {
-        return too_many_clients(&state.relay);
-    }
+    let Some(slot) = state.relay.try_client_slot() else { return too_many_clients(&state.relay) };
     let endpoint = match kind.as_str() {
         "browser" => Endpoint::Browser,
         "page" => Endpoint::Page(id.clone()),
@@ -374,13 +368,12 @@ async fn profile_ws(
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();
-    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| pump(relay, socket, channels))
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| pump(relay, socket, channels, slot))
 }
 
 /// Relays frames between a client's socket and its session on the pipe;
 /// counts as one of the relay's clients and ends when the server stops.
-async fn pump(relay: Relay, socket: axum::extract::ws::WebSocket, channels: Channels) {
-    let _slot = relay.hold_client_slot();
+async fn pump(relay: Relay, socket: axum::extract::ws::WebSocket, channels: Channels, _slot: ClientSlot) {
     use axum::extract::ws::Message;
     use futures_util::{SinkExt, StreamExt};
     let Channels { outgoing, mut incoming } = channels;

@@ -267,6 +267,49 @@ async fn in_flight_commands_are_capped_per_client() {
 }
 
 #[tokio::test]
+async fn sessions_are_capped_per_client_and_free_again_when_detached() {
+    let setup = relay_with(RelayConfig {
+        max_sessions_per_client: 4,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let _ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    let (client, _events) = setup.client().await;
+    let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
+    let page = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["type"] == "page")
+        .and_then(|t| t["targetId"].as_str())
+        .unwrap()
+        .to_string();
+    let attach = json!({"targetId": page, "flatten": true});
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let attached = client.call("Target.attachToTarget", attach.clone(), None).await.unwrap();
+        sessions.push(attached["sessionId"].as_str().unwrap().to_string());
+    }
+    client.call("Target.attachToBrowserTarget", json!({}), None).await.unwrap();
+    // The fifth session of this connection is refused, both ways.
+    let (code, message) = protocol_error(client.call("Target.attachToTarget", attach.clone(), None).await);
+    assert_eq!(code, -32000);
+    assert!(message.contains("too many sessions on this connection (4)"), "{message}");
+    let (_, message) = protocol_error(client.call("Target.attachToBrowserTarget", json!({}), None).await);
+    assert!(message.contains("too many sessions"), "{message}");
+    // Another client has its own allowance, and a detach frees one.
+    let (other, _other_events) = setup.client().await;
+    other.call("Target.attachToTarget", attach.clone(), None).await.unwrap();
+    client.call("Target.detachFromTarget", json!({"sessionId": sessions[0]}), None).await.unwrap();
+    let again = client.call("Target.attachToTarget", attach, None).await.unwrap();
+    // The sessions still work.
+    let evaluated = client.call("Runtime.evaluate", json!({"expression": "1"}), again["sessionId"].as_str()).await;
+    assert!(evaluated.is_ok(), "{evaluated:?}");
+}
+
+#[tokio::test]
 async fn one_extension_at_a_time_and_handshake_rules() {
     let setup = relay_with(RelayConfig {
         hello_timeout: Duration::from_millis(300),
@@ -473,6 +516,35 @@ async fn client_count_is_capped_and_stopping_the_server_closes_sockets() {
 }
 
 #[tokio::test]
+async fn a_burst_of_handshakes_never_overshoots_the_client_cap() {
+    let setup = relay_with(RelayConfig {
+        max_clients: 3,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let _ext = setup.extension(&[1], Mode::Echo).await;
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let burst = (0..12).map(|_| tokio_tungstenite::connect_async(url.clone()));
+    let results = futures_util::future::join_all(burst).await;
+    let mut refused = 0;
+    let mut sockets = Vec::new();
+    for result in results {
+        match result {
+            Ok((socket, _)) => sockets.push(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) if response.status() == 503 => refused += 1,
+            Err(other) => panic!("unexpected: {other:?}"),
+        }
+    }
+    assert_eq!((sockets.len(), refused), (3, 9), "exactly the cap is let in");
+    // A place frees when a client leaves.
+    drop(sockets.pop());
+    e2e::wait_for_stats(&setup.server.relay, "2 clients", Duration::from_secs(5), |s| s.clients == 2).await.unwrap();
+    let again = tokio_tungstenite::connect_async(url.clone()).await;
+    assert!(again.is_ok(), "{again:?}");
+}
+
+#[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
     let setup = relay_with(RelayConfig {
         client_queue: 8,
@@ -553,4 +625,41 @@ async fn restricted_child_targets_are_resumed_and_dropped_never_announced() {
     let announced = next_event(&mut events, "Target.attachedToTarget").await;
     assert_eq!(announced.params["sessionId"], "CHILD2", "the restricted child was never announced");
     assert_eq!(setup.server.relay.stats().child_sessions, 1);
+}
+
+/// Not a test: how long one page event takes to reach a client when the
+/// tab has `SESSIONS` sessions (the fan-out's cost). Run with
+/// `SESSIONS=20000 cargo test --release -p e2e --test relay_reliability fan_out_cost -- --ignored --nocapture`
+/// (the figures go to stderr).
+#[tokio::test]
+#[ignore = "a measurement, printed"]
+async fn fan_out_cost() {
+    let sessions: usize = std::env::var("SESSIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    let setup = relay_with(RelayConfig {
+        max_sessions_per_client: sessions + 10,
+        client_queue: sessions * 4,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    let (client, mut events) = setup.client().await;
+    let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
+    let page = targets["targetInfos"][0]["targetId"].as_str().unwrap().to_string();
+    let attach = json!({"targetId": page, "flatten": true});
+    let calls: Vec<_> =
+        (0..sessions).map(|_| client.start_call("Target.attachToTarget", attach.clone(), None)).collect();
+    for call in calls {
+        call.await.unwrap();
+    }
+    while events.try_recv().is_ok() {}
+    for round in 0..3 {
+        let started = std::time::Instant::now();
+        ext.event(1, None, "Page.domContentEventFired", json!({"timestamp": round}));
+        for _ in 0..sessions {
+            next_event(&mut events, "Page.domContentEventFired").await;
+        }
+        eprintln!("{sessions} sessions: one event to all of them in {:?}", started.elapsed());
+    }
 }

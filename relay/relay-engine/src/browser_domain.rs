@@ -258,6 +258,9 @@ impl Relay {
             }
             "Target.attachToTarget" => self.attach_to_target(client, command, session),
             "Target.attachToBrowserTarget" => {
+                if let Some(refusal) = self.session_cap(client) {
+                    return reply.err(code::SERVER_ERROR, &refusal);
+                }
                 let browser_session = new_id();
                 client.state().sessions.insert(browser_session.clone(), SessionKind::Browser);
                 client.send(attached_event(&browser_session, self.browser_info(), session));
@@ -503,6 +506,9 @@ impl Relay {
         let Some(target_id) = params.target_id else {
             return reply.err(code::INVALID_PARAMS, "Invalid parameters: targetId is required");
         };
+        if let Some(refusal) = self.session_cap(client) {
+            return reply.err(code::SERVER_ERROR, &refusal);
+        }
         let mut registry = self.registry();
         let Some(target) = registry.by_target_id_mut(&target_id) else {
             return reply.err(code::INVALID_PARAMS, NO_TARGET);
@@ -518,6 +524,14 @@ impl Relay {
         client.subscribe(&mut client.state(), target, kind, new_session.clone(), session.map(Arc::from));
         client.send(attached_event(&new_session, info, session));
         reply.ok(&json!({"sessionId": &*new_session}));
+    }
+
+    /// Why `client` may not attach one more session, if it may not.
+    fn session_cap(&self, client: &ClientHandle) -> Option<String> {
+        let max = self.config().max_sessions_per_client;
+        (client.state().sessions.len() >= max).then(|| {
+            format!("too many sessions on this connection ({max}): detach some first (Target.detachFromTarget)")
+        })
     }
 
     fn detach_from_target(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {

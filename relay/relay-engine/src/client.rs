@@ -186,7 +186,7 @@ impl Replier<'_> {
 impl Relay {
     /// Runs one CDP client connection to its end. `page_target` makes it a
     /// page-level endpoint bound to that target.
-    pub async fn serve_client(&self, socket: WebSocket, page_target: Option<Arc<str>>) {
+    pub async fn serve_client(&self, socket: WebSocket, page_target: Option<Arc<str>>, _slot: crate::ClientSlot) {
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(self.config().client_queue);
         let kill = CancellationToken::new();

@@ -1,6 +1,7 @@
 //! The one extension connection: handshake, replies, events, keepalive, and
 //! what happens to clients when the extension comes and goes.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -423,18 +424,13 @@ impl Relay {
         match event.session_id {
             None => {
                 // One frame per distinct session id; clients sharing a session
-                // share the bytes.
-                let mut built: Vec<(Option<&str>, Utf8Bytes)> = Vec::with_capacity(2);
+                // share the bytes. A map, so that the work stays linear in
+                // the number of sessions.
+                let mut built: HashMap<Option<&str>, Utf8Bytes> = HashMap::new();
                 for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     let key = (!sub.bare).then_some(&*sub.session);
-                    let frame = match built.iter().find(|(k, _)| *k == key) {
-                        Some((_, frame)) => frame.clone(),
-                        None => {
-                            let frame = Utf8Bytes::from(cdp::event(method, params, key));
-                            built.push((key, frame.clone()));
-                            frame
-                        }
-                    };
+                    let frame =
+                        built.entry(key).or_insert_with(|| Utf8Bytes::from(cdp::event(method, params, key))).clone();
                     sub.client.send(frame);
                 }
                 if let Some(browser_method) = download_event(method) {
@@ -663,11 +659,6 @@ fn distinct_clients(
     target: &Target,
     keep: impl Fn(&super::targets::Subscription) -> bool,
 ) -> Vec<Arc<super::client::ClientHandle>> {
-    let mut out: Vec<Arc<super::client::ClientHandle>> = Vec::new();
-    for sub in target.subs.iter().filter(|s| keep(s)) {
-        if !out.iter().any(|c| c.id == sub.client.id) {
-            out.push(sub.client.clone());
-        }
-    }
-    out
+    let mut seen = std::collections::HashSet::new();
+    target.subs.iter().filter(|s| keep(s) && seen.insert(s.client.id)).map(|s| s.client.clone()).collect()
 }

@@ -65,6 +65,10 @@ pub struct RelayConfig {
     pub client_queue: usize,
     /// Commands one client may have waiting on the extension.
     pub max_in_flight: usize,
+    /// Sessions one client may hold (`Target.attachToTarget`,
+    /// `attachToBrowserTarget`): each is fanned out to on every event of
+    /// its tab, so they are bounded like the commands in flight.
+    pub max_sessions_per_client: usize,
     /// CDP client connections at once; more get 503.
     pub max_clients: usize,
     /// Largest message a CDP client may send.
@@ -89,6 +93,7 @@ impl Default for RelayConfig {
             extension_silence: Duration::from_secs(60),
             client_queue: 4096,
             max_in_flight: 512,
+            max_sessions_per_client: 1024,
             max_clients: 64,
             client_max_message: 32 << 20,
             extension_max_message: 256 << 20,
@@ -230,17 +235,19 @@ pub(crate) struct Inner {
     clients: DashMap<u64, Arc<ClientHandle>>,
     /// Fired when the server stops: every socket loop ends.
     shutdown: tokio_util::sync::CancellationToken,
-    /// Proxied client connections (managed profiles), for the client cap.
-    proxied: AtomicUsize,
+    /// Client connections holding a [`ClientSlot`] (every CDP socket, the
+    /// managed profiles' included), for the client cap.
+    slots: AtomicUsize,
 }
 
-/// One proxied connection's place under the client cap.
+/// One client connection's place under the client cap, claimed before the
+/// upgrade and held for the connection's life.
 #[derive(Debug)]
 pub struct ClientSlot(Relay);
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.0.0.proxied.fetch_sub(1, Ordering::Relaxed);
+        self.0.0.slots.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -264,7 +271,7 @@ impl Relay {
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
-            proxied: AtomicUsize::new(0),
+            slots: AtomicUsize::new(0),
         }))
     }
 
@@ -277,16 +284,13 @@ impl Relay {
         &self.0.shutdown
     }
 
-    /// Whether another CDP client may connect.
-    pub fn has_room_for_client(&self) -> bool {
-        self.0.clients.len() + self.0.proxied.load(Ordering::Relaxed) < self.0.config.max_clients
-    }
-
-    /// Counts a proxied connection (a managed profile's client) against
-    /// `max_clients` until the returned slot drops.
-    pub fn hold_client_slot(&self) -> ClientSlot {
-        self.0.proxied.fetch_add(1, Ordering::Relaxed);
-        ClientSlot(self.clone())
+    /// A place under `max_clients` for one more client connection, or
+    /// `None` when they are all taken. Claimed in one atomic step before the
+    /// upgrade, so a burst of handshakes cannot overshoot the cap.
+    pub fn try_client_slot(&self) -> Option<ClientSlot> {
+        let max = self.0.config.max_clients;
+        self.0.slots.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).ok()?;
+        Some(ClientSlot(self.clone()))
     }
 
     pub fn config(&self) -> &RelayConfig {
