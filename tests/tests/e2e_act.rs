@@ -69,6 +69,15 @@ async fn a_form_is_filled_and_submitted() {
     act_ok(&env, json!({"kind": "type", "ref": field("textbox \"Bio\""), "text": "!?", "slowly": true})).await;
     let bio = env.eval(&tab, "document.querySelector('textarea').value").await;
     assert!(bio.as_str().unwrap().ends_with("!?"), "{bio}");
+    // What cannot be typed slowly within the deadline is refused before a
+    // key is pressed (it would hold the tab's lock for as long).
+    let long = "x".repeat(100);
+    let slow =
+        json!({"kind": "type", "ref": field("textbox \"Bio\""), "text": long, "slowly": true, "timeoutMs": 1000});
+    let (status, refused) = act(&env, slow).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("raise timeoutMs"), "{refused}");
+    assert_eq!(env.eval(&tab, "document.querySelector('textarea').value").await, bio, "nothing was typed");
 
     // select: by label or value; several at once in a <select multiple>.
     act_ok(&env, json!({"kind": "select", "ref": field("combobox \"Country\""), "values": ["United States"]})).await;

@@ -289,11 +289,30 @@ impl Engine {
                 mouse(page, "mouseMoved", (x, y), MouseButton::Left, 0).await?;
             }
             Action::Type(TypeText { element, text, submit, slowly }) => {
+                if slowly {
+                    // One key every SLOW_TYPING: refuse at once what cannot
+                    // finish within the action's deadline (it holds the tab).
+                    let needed = SLOW_TYPING * u32::try_from(text.chars().count()).unwrap_or(u32::MAX);
+                    if needed > budget.timeout {
+                        return Err(ControlError::BadRequest(format!(
+                            "typing {} characters slowly takes {} s, more than timeoutMs ({} ms): raise timeoutMs (at most {ACT_TIMEOUT_MAX_MS}) or type without slowly",
+                            text.chars().count(),
+                            needed.as_secs_f64().ceil(),
+                            budget.timeout.as_millis()
+                        )));
+                    }
+                }
                 let target = self.ref_target(page, &element).await?;
                 if slowly {
                     let point = self.ready_box(page, &target, EDITABLE, budget).await?.center();
                     click_at(page, point, MouseButton::Left, 1, 0).await?;
                     for c in text.chars() {
+                        if Instant::now() > budget.deadline {
+                            return Err(ControlError::Timeout {
+                                what: "typing slowly".into(),
+                                ms: u64::try_from(budget.timeout.as_millis()).unwrap_or(u64::MAX),
+                            });
+                        }
                         press(page, &Chord { modifiers: Vec::new(), key: keys::char_key(c) }).await?;
                         tokio::time::sleep(SLOW_TYPING).await;
                     }
