@@ -38,6 +38,11 @@ pub async fn get(url: &str) -> std::io::Result<(u16, String)> {
     Ok((response.status, response.text()))
 }
 
+/// The largest response read (Chrome's `/json/protocol` is about 1.5 MiB).
+const MAX_RESPONSE: usize = 32 << 20;
+/// Where the end of the head must be found.
+const MAX_HEAD: usize = 64 << 10;
+
 /// Sends one request to an `http://host:port/path` URL. A JSON `body` is
 /// sent with `Content-Type: application/json`.
 pub async fn request(
@@ -69,10 +74,16 @@ pub async fn request(
         loop {
             let n = stream.read(&mut chunk).await?;
             raw.extend_from_slice(&chunk[..n]);
-            match parse_response(&raw) {
-                Ok(response) if n == 0 || is_complete(&raw) => return Ok(response),
-                Err(error) if n == 0 => return Err(error),
-                _ => {}
+            if n == 0 {
+                return parse_response(&raw);
+            }
+            if is_complete(&raw)
+                && let Ok(response) = parse_response(&raw)
+            {
+                return Ok(response);
+            }
+            if raw.len() > MAX_RESPONSE {
+                return Err(std::io::Error::other(format!("response larger than {} MiB", MAX_RESPONSE >> 20)));
             }
         }
     };
@@ -106,13 +117,23 @@ fn parse_response(raw: &[u8]) -> std::io::Result<HttpResponse> {
     Ok(HttpResponse { status, headers, body })
 }
 
-/// The response has its whole body (by length, or the last chunk).
+/// The response has its whole body (by length, or the last chunk). Looks
+/// at the head and the length only, never re-reads the body, so that
+/// reading stays linear in the response's size.
 fn is_complete(raw: &[u8]) -> bool {
-    let Ok(response) = parse_response(raw) else { return false };
-    if response.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        return true; // dechunk succeeded, so the terminating chunk is there
+    let Some(split) = raw.windows(4).take(MAX_HEAD).position(|w| w == b"\r\n\r\n") else { return false };
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|line| {
+            line.split_once(':').filter(|(n, _)| n.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
+        })
+    };
+    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        return raw.ends_with(b"\r\n0\r\n\r\n") || raw[split + 4..].starts_with(b"0\r\n\r\n");
     }
-    response.header("content-length").is_some()
+    header("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|length| raw.len() - (split + 4) >= length)
 }
 
 fn dechunk(mut data: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -126,7 +147,8 @@ fn dechunk(mut data: &[u8]) -> std::io::Result<Vec<u8>> {
         if size == 0 {
             return Ok(out);
         }
-        if data.len() < size + 2 {
+        // A size from the peer: never trusted to fit (ffffffffffffffff).
+        if data.len().saturating_sub(2) < size {
             return Err(bad());
         }
         out.extend_from_slice(&data[..size]);
@@ -148,5 +170,27 @@ mod tests {
         assert_eq!(chunked.text(), "abcde");
         assert!(parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nshort").is_err());
         assert!(parse_response(b"HTTP/1.1 200").is_err());
+    }
+
+    #[test]
+    fn a_hostile_chunk_size_is_an_error_not_a_panic() {
+        let huge = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nabc\r\n0\r\n\r\n";
+        assert!(parse_response(huge).is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
+    }
+
+    #[tokio::test]
+    async fn an_endless_response_is_cut_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n").await;
+            let block = vec![b'x'; 1 << 20];
+            while socket.write_all(&block).await.is_ok() {}
+        });
+        let error = request("GET", &format!("http://{addr}/json/version"), &[], None).await.unwrap_err();
+        assert!(error.to_string().contains("larger than 32 MiB"), "{error}");
+        server.abort();
     }
 }
