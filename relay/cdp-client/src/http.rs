@@ -90,50 +90,64 @@ pub async fn request(
     tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
 }
 
+/// A response's status line and headers, and where its body starts.
+struct Head {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body_at: usize,
+}
+
+impl Head {
+    /// The head, once its end is within the first [`MAX_HEAD`] bytes.
+    fn parse(raw: &[u8]) -> Option<Self> {
+        let split = raw.windows(4).take(MAX_HEAD).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&raw[..split]);
+        let mut lines = head.lines();
+        let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let headers = lines
+            .filter_map(|line| line.split_once(':').map(|(n, v)| (n.trim().to_string(), v.trim().to_string())))
+            .collect();
+        Some(Self { status, headers, body_at: split + 4 })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn chunked(&self) -> bool {
+        self.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    }
+
+    fn content_length(&self) -> Option<usize> {
+        self.header("content-length").and_then(|v| v.parse().ok())
+    }
+}
+
 fn parse_response(raw: &[u8]) -> std::io::Result<HttpResponse> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("connection closed before a full response"))?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let mut lines = head.lines();
-    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':').map(|(n, v)| (n.trim().to_string(), v.trim().to_string())))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    let chunked =
-        headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked"));
-    if chunked {
+    let truncated = || std::io::Error::other("connection closed before a full response");
+    let head = Head::parse(raw).ok_or_else(truncated)?;
+    let mut body = raw[head.body_at..].to_vec();
+    if head.chunked() {
         body = dechunk(&body)?;
-    } else if let Some(length) =
-        headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok())
-    {
+    } else if let Some(length) = head.content_length() {
         if body.len() < length {
-            return Err(std::io::Error::other("connection closed before a full response"));
+            return Err(truncated());
         }
         body.truncate(length);
     }
-    Ok(HttpResponse { status, headers, body })
+    Ok(HttpResponse { status: head.status, headers: head.headers, body })
 }
 
 /// The response has its whole body (by length, or the last chunk). Looks
 /// at the head and the length only, never re-reads the body, so that
 /// reading stays linear in the response's size.
 fn is_complete(raw: &[u8]) -> bool {
-    let Some(split) = raw.windows(4).take(MAX_HEAD).position(|w| w == b"\r\n\r\n") else { return false };
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let header = |name: &str| {
-        head.lines().skip(1).find_map(|line| {
-            line.split_once(':').filter(|(n, _)| n.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
-        })
-    };
-    if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        return raw.ends_with(b"\r\n0\r\n\r\n") || raw[split + 4..].starts_with(b"0\r\n\r\n");
+    let Some(head) = Head::parse(raw) else { return false };
+    let body = &raw[head.body_at..];
+    if head.chunked() {
+        return raw.ends_with(b"\r\n0\r\n\r\n") || body.starts_with(b"0\r\n\r\n");
     }
-    header("content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|length| raw.len() - (split + 4) >= length)
+    head.content_length().is_some_and(|length| body.len() >= length)
 }
 
 fn dechunk(mut data: &[u8]) -> std::io::Result<Vec<u8>> {
