@@ -45,6 +45,8 @@ pub struct FakeExtension {
     pub other: mpsc::UnboundedReceiver<String>,
     pub close: tokio::sync::oneshot::Receiver<Option<(u16, String)>>,
     /// Dropping the fake drops its socket abruptly (no close frame).
+    /// Stops reading the socket (see [`Self::stop_reading`]).
+    deaf: tokio_util::sync::CancellationToken,
     _gone: tokio_util::sync::DropGuard,
 }
 
@@ -102,6 +104,8 @@ impl FakeExtension {
         }
         let stop = tokio_util::sync::CancellationToken::new();
         let (writer_stop, reader_stop) = (stop.clone(), stop.clone());
+        let deaf = tokio_util::sync::CancellationToken::new();
+        let deafened = deaf.clone();
         tokio::spawn(async move {
             loop {
                 let message = tokio::select! {
@@ -118,7 +122,13 @@ impl FakeExtension {
         tokio::spawn(async move {
             let mut close_tx = Some(close_tx);
             while let Some(frame) = tokio::select! {
+                biased;
                 () = reader_stop.cancelled() => None,
+                // Deaf: the socket stays open and unread until the fake goes.
+                () = deafened.cancelled() => {
+                    reader_stop.cancelled().await;
+                    None
+                }
                 frame = stream.next() => frame,
             } {
                 match frame {
@@ -165,7 +175,7 @@ impl FakeExtension {
                 let _ = tx.send(None);
             }
         });
-        Ok(Self { tx, calls, other, close, _gone: stop.drop_guard() })
+        Ok(Self { tx, calls, other, close, deaf, _gone: stop.drop_guard() })
     }
 
     /// Sends an extension message.
@@ -191,6 +201,12 @@ impl FakeExtension {
             method: method.into(),
             params: Some(&raw),
         }));
+    }
+
+    /// Stops reading the socket, which stays open: an extension whose worker
+    /// is stalled. The relay's frames pile up in the socket, then its queue.
+    pub fn stop_reading(&self) {
+        self.deaf.cancel();
     }
 
     /// Closes the socket with a close frame.

@@ -586,6 +586,150 @@ async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
     drop(stalled);
 }
 
+/// Reads a raw socket until the relay closes it; the close frame, if any.
+async fn close_frame_of(
+    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+) -> Option<(u16, String)> {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let read = async {
+        while let Some(frame) = socket.next().await {
+            match frame {
+                Ok(Message::Close(frame)) => return frame.map(|f| (u16::from(f.code), f.reason.to_string())),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    };
+    tokio::time::timeout(Duration::from_secs(10), read).await.expect("the relay ends the connection")
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget() {
+    const BUDGET: usize = 8 << 20;
+    const SCREENSHOT: usize = 1 << 20;
+    let setup = relay_with(RelayConfig {
+        client_queue_bytes: BUDGET,
+        capture_check: Duration::from_secs(600),
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let mut ext = setup.extension(&[1], Mode::Manual).await;
+    setup.wait_targets(1).await;
+    // A page-level client asks for 512 screenshots and reads none of them.
+    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
+    let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use futures_util::SinkExt;
+    for id in 1..=512 {
+        let command = format!(r#"{{"id":{id},"method":"Page.captureScreenshot","params":{{}}}}"#);
+        stalled.feed(tokio_tungstenite::tungstenite::Message::Text(command.into())).await.unwrap();
+    }
+    stalled.flush().await.unwrap();
+
+    let data = "A".repeat(SCREENSHOT);
+    let mut peak = 0;
+    for _ in 0..512 {
+        let call = tokio::time::timeout(Duration::from_secs(10), ext.calls.recv()).await.unwrap().unwrap();
+        assert_eq!(call.method.as_deref(), Some("Page.captureScreenshot"));
+        ext.reply(call.id, Ok(json!({"data": data})));
+        peak = peak.max(setup.server.relay.stats().client_queue_bytes);
+    }
+    e2e::wait_for_stats(&setup.server.relay, "the stalled client dropped", Duration::from_secs(10), |s| s.clients == 0)
+        .await
+        .unwrap();
+    // Once it reads again, the reason is the last thing it gets.
+    let (code, reason) = close_frame_of(&mut stalled).await.expect("a close frame with the reason");
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("did not read its messages") && reason.contains("limit is 8 MiB"), "{reason}");
+    // Held at most: the budget and the one frame that took it over.
+    assert!(peak <= BUDGET + SCREENSHOT + 4096, "peak {peak} bytes queued to one client");
+    e2e::wait_for_stats(&setup.server.relay, "nothing held", Duration::from_secs(5), |s| {
+        s.client_queue_bytes == 0 && s.pending == 0
+    })
+    .await
+    .unwrap();
+    // The relay serves the next client as before.
+    let (client, _events) = setup.client().await;
+    client.call("Browser.getVersion", json!({}), None).await.expect("the next client is served");
+}
+
+#[tokio::test]
+async fn a_client_whose_commands_pile_up_for_the_extension_is_dropped_at_its_byte_budget() {
+    const MIB: usize = 1 << 20;
+    let setup = relay_with(RelayConfig {
+        client_command_bytes: 4 * MIB,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    ext.stop_reading();
+    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
+    let big = format!(r#"{{"expression":"'{}'"}}"#, "x".repeat(MIB));
+    // 1 MiB commands at an extension that takes none: the socket fills,
+    // then this client's share of the queue, and it is dropped.
+    let (mut flooder, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use futures_util::SinkExt;
+    for id in 1..=200 {
+        let command = format!(r#"{{"id":{id},"method":"Runtime.evaluate","params":{big}}}"#);
+        let sent = flooder.send(tokio_tungstenite::tungstenite::Message::Text(command.into())).await;
+        if sent.is_err() || setup.server.relay.stats().clients == 0 {
+            break;
+        }
+    }
+    let (code, reason) = close_frame_of(&mut flooder).await.expect("a close frame with the reason");
+    assert_eq!(code, 1008);
+    assert!(reason.contains("faster than the extension takes them") && reason.contains("limit is 4 MiB"), "{reason}");
+    let stats = setup.server.relay.stats();
+    assert_eq!(stats.clients, 0, "{stats:?}");
+    assert!(stats.extension_queue_bytes <= 5 * MIB, "{stats:?}");
+}
+
+#[tokio::test]
+async fn commands_for_a_stalled_extension_are_refused_past_the_total_and_all_answered() {
+    const MIB: usize = 1 << 20;
+    let setup = relay_with(RelayConfig {
+        extension_queue_bytes: 4 * MIB,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    ext.stop_reading();
+    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
+    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let params = json!({"expression": format!("'{}'", "x".repeat(MIB))});
+    let calls: Vec<_> = (0..64).map(|_| client.start_call("Runtime.evaluate", params.clone(), None)).collect();
+    // The refusals come back while the rest wait for the extension.
+    let mut answers = Vec::new();
+    let mut waiting = Vec::new();
+    for call in calls {
+        let mut call = Box::pin(call);
+        match tokio::time::timeout(Duration::from_millis(200), &mut call).await {
+            Ok(answer) => answers.push(answer),
+            Err(_) => waiting.push(call),
+        }
+    }
+    let stats = setup.server.relay.stats();
+    assert!(stats.extension_queue_bytes <= 5 * MIB, "{stats:?}");
+    assert_eq!(stats.clients, 1, "the client is refused, not dropped: the extension being behind is not its doing");
+    let refused = answers
+        .iter()
+        .filter(|a| matches!(a, Err(CdpError::Protocol { message, .. }) if message.contains("extension is behind")))
+        .count();
+    assert!(refused > 0 && refused == answers.len(), "{answers:?}");
+    // The extension goes: everything still waiting is answered.
+    drop(ext);
+    for call in waiting {
+        let (code, message) = protocol_error(call.await);
+        assert_eq!(code, -32000, "{message}");
+    }
+}
+
 #[tokio::test]
 async fn restricted_child_targets_are_resumed_and_dropped_never_announced() {
     let setup = relay().await;

@@ -6,9 +6,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use shared_protocol::{RawValue, RelayMessage, SendCommand, TabId, encode};
 use tokio::sync::mpsc;
@@ -17,8 +16,13 @@ use tokio_util::sync::CancellationToken;
 use super::browser_domain::{NO_SESSION, Scope, is_browser_domain};
 use super::cdp::{self, Command, code};
 use super::ledger::Decision;
+use super::queue::{self, Charge, Farewell, Meter, Outgoing, SharedFrame, write_loop};
 use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
 use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
+
+/// What `debugger.sendCommand` adds around a command's method and params
+/// (type, ids, keys), for the charge taken before the frame is built.
+const FRAME_ENVELOPE: usize = 96;
 
 /// What a session id a client holds stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +46,15 @@ pub struct ClientState {
 #[derive(Debug)]
 pub struct ClientHandle {
     pub id: u64,
-    tx: mpsc::Sender<Message>,
+    tx: mpsc::Sender<Outgoing>,
+    /// Bytes queued to this client, and to all clients.
+    queued: Arc<Meter>,
+    all_clients: Arc<Meter>,
+    /// Bytes of this client's commands queued to the extension.
+    pub(crate) commands: Arc<Meter>,
     kill: CancellationToken,
+    /// The close frame it gets when the relay ends the connection.
+    farewell: Farewell,
     in_flight: InFlight,
     /// For page-level endpoints: the session commands without a `sessionId` use.
     default_session: Option<Arc<str>>,
@@ -55,23 +66,59 @@ impl ClientHandle {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Queues a frame. A client that lets its queue fill up is too slow to
-    /// keep: it is disconnected rather than allowed to stall everyone else.
+    /// Queues a frame. A client that lets its queue fill up (in frames or
+    /// bytes) is too slow to keep: it is disconnected rather than allowed to
+    /// stall everyone else or hold the relay's memory.
     pub fn send(&self, frame: impl Into<Utf8Bytes>) {
-        match self.tx.try_send(Message::Text(frame.into())) {
+        let frame = frame.into();
+        let charge = match Meter::charge(&self.queued, &self.all_clients, frame.len()) {
+            Ok(charge) => charge,
+            Err(over) => return self.drop_unread(&over.describe()),
+        };
+        match self.tx.try_send(Outgoing { message: Message::Text(frame), charge }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(client = self.id, "client is not reading its messages; disconnecting it");
-                self.kill.cancel();
+                self.drop_unread(&format!("{} messages queued", self.tx.max_capacity()));
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
     }
 
+    /// Queues a frame built once for many clients (see [`SharedFrame`]).
+    pub(crate) fn send_shared(&self, frame: &SharedFrame) {
+        let charge = match frame.charge(&self.queued) {
+            Ok(charge) => charge,
+            Err(over) => return self.drop_unread(&over.describe()),
+        };
+        match self.tx.try_send(Outgoing { message: Message::Text(frame.text.clone()), charge }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.drop_unread(&format!("{} messages queued", self.tx.max_capacity()));
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    fn drop_unread(&self, why: &str) {
+        tracing::warn!(client = self.id, "client is not reading its messages ({why}); disconnecting it");
+        self.disconnect(
+            queue::POLICY_VIOLATION,
+            &format!("Browser Relay: this client did not read its messages: {why}"),
+        );
+    }
+
+    /// Ends the connection now, dropping what is queued; the peer gets
+    /// `reason` in the close frame if it still takes one.
+    pub(crate) fn disconnect(&self, code: u16, reason: &str) {
+        let _ = self.farewell.set(queue::close_frame(code, reason));
+        self.kill.cancel();
+    }
+
     /// Sends a close frame after everything already queued, then ends.
     pub fn close(&self, code: u16, reason: &str) {
-        let frame = CloseFrame { code, reason: Utf8Bytes::from(reason.to_string()) };
-        if self.tx.try_send(Message::Close(Some(frame))).is_err() {
+        let close =
+            Outgoing { message: Message::Close(Some(queue::close_frame(code, reason))), charge: Charge::none() };
+        if self.tx.try_send(close).is_err() {
             self.kill.cancel();
         }
     }
@@ -127,45 +174,6 @@ pub(crate) fn attached_event(session: &str, target_info: Value, on: Option<&str>
     cdp::event("Target.attachedToTarget", &params.to_string(), on)
 }
 
-/// Writes queued frames to a socket, batching what is ready before flushing.
-/// Ends on a close frame, when the queue closes, or when `stop` fires.
-pub(crate) async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<Message>,
-    stop: CancellationToken,
-) {
-    'outer: loop {
-        let first = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            message = rx.recv() => match message {
-                Some(message) => message,
-                None => break,
-            },
-        };
-        let mut closing = matches!(first, Message::Close(_));
-        if sink.feed(first).await.is_err() {
-            break;
-        }
-        while !closing {
-            match rx.try_recv() {
-                Ok(message) => {
-                    closing = matches!(message, Message::Close(_));
-                    if sink.feed(message).await.is_err() {
-                        break 'outer;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        if sink.flush().await.is_err() || closing {
-            break;
-        }
-    }
-    rx.close();
-    let _ = sink.close().await;
-}
-
 /// A reply addressed to the session a command came on.
 pub(crate) struct Replier<'a> {
     pub(crate) client: &'a Arc<ClientHandle>,
@@ -190,15 +198,21 @@ impl Relay {
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(self.config().client_queue);
         let kill = CancellationToken::new();
+        let farewell = Farewell::default();
+        let config = self.config();
         let client = Arc::new(ClientHandle {
             id: self.next_client_id(),
             tx,
+            queued: Meter::new(config.client_queue_bytes),
+            all_clients: self.client_bytes().clone(),
+            commands: Meter::new(config.client_command_bytes),
             kill: kill.clone(),
+            farewell: farewell.clone(),
             in_flight: InFlight::default(),
             default_session: page_target.as_ref().map(|_| new_id()),
             state: Mutex::new(ClientState::default()),
         });
-        let writer = tokio::spawn(write_loop(sink, rx, kill.clone()));
+        let mut writer = tokio::spawn(write_loop(sink, rx, kill.clone(), farewell));
         if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
             let subscribed = {
                 let mut registry = self.registry();
@@ -249,9 +263,13 @@ impl Relay {
             }
         }
         self.forget_client(&client);
-        // Let a queued close frame go out, but never wait on a dead peer.
-        if tokio::time::timeout(std::time::Duration::from_secs(1), writer).await.is_err() {
+        // Let a queued close frame go out, but never wait on a dead peer: the
+        // writer gives up on its own after its grace; this is the backstop.
+        if tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await.is_err() {
             kill.cancel();
+            if tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer).await.is_err() {
+                writer.abort();
+            }
         }
         tracing::debug!(client = client.id, "CDP client gone");
     }
@@ -345,6 +363,31 @@ impl Relay {
             client.finish_command();
             return reply.err(code::SERVER_ERROR, &CallError::NoExtension.to_string());
         };
+        // Room in the extension's queue is taken before anything is booked,
+        // so a refused command leaves no trace. The frame is the command
+        // re-wrapped: its size is the params' plus a small envelope.
+        let size = command.params.map_or(0, |p| p.get().len())
+            + command.method.len()
+            + child.map_or(0, str::len)
+            + FRAME_ENVELOPE;
+        let charge = match link.charge_command(&client.commands, size) {
+            Ok(charge) => charge,
+            Err(over) if over.shared => {
+                client.finish_command();
+                let message = format!(
+                    "the Browser Relay extension is behind ({} of commands wait for it): retry when replies come",
+                    over.describe()
+                );
+                return reply.err(code::SERVER_ERROR, &message);
+            }
+            Err(over) => {
+                client.finish_command();
+                tracing::warn!(client = client.id, "client sends commands faster than the extension takes them");
+                let reason =
+                    format!("Browser Relay: commands sent faster than the extension takes them: {}", over.describe());
+                return client.disconnect(queue::POLICY_VIOLATION, &reason);
+            }
+        };
         // The books are kept before the command is queued, so that a client
         // leaving meanwhile sees this one's state (see `forget_client`).
         let (decision, hook) = {
@@ -401,7 +444,7 @@ impl Relay {
                 hook,
             },
         );
-        if !link.send(frame).await && self.0.pending.remove(&id).is_some() {
+        if !link.send_charged(frame, charge).await && self.0.pending.remove(&id).is_some() {
             client.finish_command();
             return reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
         }

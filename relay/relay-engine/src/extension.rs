@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cdp;
-use super::client::write_loop;
+use super::queue::{self, Charge, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
 
@@ -28,21 +28,41 @@ pub struct ExtensionLink {
     /// Distinguishes this connection from earlier ones, so pending calls of a
     /// dead connection can be failed without touching a new one's.
     pub generation: u64,
-    tx: mpsc::Sender<Message>,
+    tx: mpsc::Sender<Outgoing>,
+    /// Bytes queued to the extension ([`crate::RelayConfig::extension_queue_bytes`]).
+    queued: Arc<Meter>,
     pub hello: Hello,
 }
 
 impl ExtensionLink {
-    /// Queues a frame for the extension; `false` once the connection is gone.
+    /// Queues one of the relay's own frames for the extension (counted,
+    /// never refused); `false` once the connection is gone.
     pub async fn send(&self, text: String) -> bool {
-        self.tx.send(Message::Text(text.into())).await.is_ok()
+        let charge = self.queued.charge_always(text.len());
+        self.send_charged(text, charge).await
+    }
+
+    /// Takes room for `bytes` of a client's command, against the client's
+    /// own budget (`commands`) and the link's.
+    pub(crate) fn charge_command(&self, commands: &Arc<Meter>, bytes: usize) -> Result<Charge, OverBudget> {
+        Meter::charge(commands, &self.queued, bytes)
+    }
+
+    /// Queues a frame whose room was taken with [`Self::charge_command`].
+    pub(crate) async fn send_charged(&self, text: String, charge: Charge) -> bool {
+        self.tx.send(Outgoing { message: Message::Text(text.into()), charge }).await.is_ok()
     }
 
     /// Queues a frame now, behind everything queued so far (for frames that
     /// must keep their place: undo commands sent under the registry lock).
     /// `false` when the queue is full or the connection gone.
     pub fn send_now(&self, text: String) -> bool {
-        self.tx.try_send(Message::Text(text.into())).is_ok()
+        let charge = self.queued.charge_always(text.len());
+        self.tx.try_send(Outgoing { message: Message::Text(text.into()), charge }).is_ok()
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.used()
     }
 }
 
@@ -68,13 +88,7 @@ impl Drop for ExtensionClaim {
 
 async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
     tracing::warn!(code, "closing extension connection: {reason}");
-    // A close frame's reason has room for 123 bytes.
-    let mut end = reason.len().min(123);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    let frame = CloseFrame { code, reason: Utf8Bytes::from(reason[..end].to_string()) };
-    let _ = socket.send(Message::Close(Some(frame))).await;
+    let _ = socket.send(Message::Close(Some(queue::close_frame(code, reason)))).await;
 }
 
 impl Relay {
@@ -96,8 +110,9 @@ impl Relay {
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(1024);
         let stop_writer = CancellationToken::new();
-        let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone()));
-        let link = Arc::new(ExtensionLink { generation, tx, hello: hello.clone() });
+        let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone(), queue::Farewell::default()));
+        let queued = Meter::new(config.extension_queue_bytes);
+        let link = Arc::new(ExtensionLink { generation, tx, queued, hello: hello.clone() });
         link.send(encode(&RelayMessage::Welcome {
             protocol_version: PROTOCOL_VERSION,
             relay_version: env!("CARGO_PKG_VERSION").into(),
@@ -291,7 +306,7 @@ impl Relay {
             ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
             ExtensionMessage::Ping { nonce } => {
                 // Best effort: a full queue means the extension is not reading.
-                let _ = link.tx.try_send(Message::Text(encode(&RelayMessage::Pong { nonce }).into()));
+                let _ = link.send_now(encode(&RelayMessage::Pong { nonce }));
             }
             ExtensionMessage::Pong { .. } => {}
             ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } => {
@@ -426,26 +441,27 @@ impl Relay {
                 // One frame per distinct session id; clients sharing a session
                 // share the bytes. A map, so that the work stays linear in
                 // the number of sessions.
-                let mut built: HashMap<Option<&str>, Utf8Bytes> = HashMap::new();
+                let mut built: HashMap<Option<&str>, SharedFrame> = HashMap::new();
                 for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     let key = (!sub.bare).then_some(&*sub.session);
-                    let frame =
-                        built.entry(key).or_insert_with(|| Utf8Bytes::from(cdp::event(method, params, key))).clone();
-                    sub.client.send(frame);
+                    let frame = built
+                        .entry(key)
+                        .or_insert_with(|| SharedFrame::new(cdp::event(method, params, key), self.client_bytes()));
+                    sub.client.send_shared(frame);
                 }
                 if let Some(browser_method) = download_event(method) {
                     // Playwright listens for downloads at the browser level.
-                    let frame = Utf8Bytes::from(cdp::event(browser_method, params, None));
+                    let frame = SharedFrame::new(cdp::event(browser_method, params, None), self.client_bytes());
                     for client in distinct_clients(target, |s| s.kind == SubKind::Page && !s.bare && s.parent.is_none())
                     {
-                        client.send(frame.clone());
+                        client.send_shared(&frame);
                     }
                 }
             }
             Some(child) => {
-                let frame = Utf8Bytes::from(cdp::event(method, params, Some(child)));
+                let frame = SharedFrame::new(cdp::event(method, params, Some(child)), self.client_bytes());
                 for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(s.client.id)) {
-                    client.send(frame.clone());
+                    client.send_shared(&frame);
                 }
             }
         }

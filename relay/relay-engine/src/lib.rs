@@ -32,6 +32,7 @@ pub mod cdp;
 pub mod client;
 pub mod extension;
 pub mod ledger;
+pub mod queue;
 pub mod targets;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -63,6 +64,19 @@ pub struct RelayConfig {
     pub extension_silence: Duration,
     /// Messages queued to one client before it is dropped as too slow.
     pub client_queue: usize,
+    /// Bytes queued to one client before it is dropped as too slow (one
+    /// frame of any size always fits an empty queue; see [`queue`]).
+    pub client_queue_bytes: usize,
+    /// Bytes queued to all clients together; a client with something
+    /// queued is dropped when it would take the total over.
+    pub total_client_queue_bytes: usize,
+    /// Bytes of one client's commands waiting to go to the extension; a
+    /// client over it is dropped.
+    pub client_command_bytes: usize,
+    /// Bytes of all clients' commands waiting to go to the extension; a
+    /// command over it is refused with an error (the extension is behind,
+    /// which is not that client's doing).
+    pub extension_queue_bytes: usize,
     /// Commands one client may have waiting on the extension.
     pub max_in_flight: usize,
     /// Sessions one client may hold (`Target.attachToTarget`,
@@ -92,6 +106,10 @@ impl Default for RelayConfig {
             ping_interval: Duration::from_secs(20),
             extension_silence: Duration::from_secs(60),
             client_queue: 4096,
+            client_queue_bytes: 128 << 20,
+            total_client_queue_bytes: 512 << 20,
+            client_command_bytes: 64 << 20,
+            extension_queue_bytes: 256 << 20,
             max_in_flight: 512,
             max_sessions_per_client: 1024,
             max_clients: 64,
@@ -201,6 +219,10 @@ pub struct RelayStats {
     /// Client sessions on targets, over all targets.
     pub subscriptions: usize,
     pub extension_connected: bool,
+    /// Bytes queued to clients, all together.
+    pub client_queue_bytes: usize,
+    /// Bytes queued to the extension.
+    pub extension_queue_bytes: usize,
     /// Extension connections accepted so far (a reconnect increments it).
     pub extension_connections: u64,
 }
@@ -238,6 +260,8 @@ pub(crate) struct Inner {
     /// Client connections holding a [`ClientSlot`] (every CDP socket, the
     /// managed profiles' included), for the client cap.
     slots: AtomicUsize,
+    /// Bytes queued to all clients ([`RelayConfig::total_client_queue_bytes`]).
+    client_bytes: Arc<queue::Meter>,
 }
 
 /// One client connection's place under the client cap, claimed before the
@@ -256,7 +280,6 @@ impl Relay {
     /// CDP clients need none, `--no-auth`).
     pub fn new(config: RelayConfig, pairing: Option<state_dir::Token>) -> Self {
         Self(Arc::new(Inner {
-            config,
             browser_id: targets::new_id(),
             context_id: targets::new_id(),
             base: OnceLock::new(),
@@ -272,6 +295,8 @@ impl Relay {
             clients: DashMap::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             slots: AtomicUsize::new(0),
+            client_bytes: queue::Meter::new(config.total_client_queue_bytes),
+            config,
         }))
     }
 
@@ -328,6 +353,8 @@ impl Relay {
             subscriptions,
             child_sessions: self.0.children.len(),
             extension_connected: self.link().is_some(),
+            client_queue_bytes: self.0.client_bytes.used(),
+            extension_queue_bytes: self.link().map_or(0, |link| link.queued_bytes()),
             extension_connections: self.0.generation.load(Ordering::Relaxed),
         }
     }
@@ -566,6 +593,10 @@ impl Relay {
 
     pub(crate) fn next_client_id(&self) -> u64 {
         self.0.next_client.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn client_bytes(&self) -> &Arc<queue::Meter> {
+        &self.0.client_bytes
     }
 
     pub(crate) fn context_id(&self) -> &Arc<str> {
