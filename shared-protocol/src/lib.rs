@@ -371,9 +371,11 @@ pub mod layout {
         pub params: Option<&'a str>,
     }
 
+    /// An integer as JSON writes it: `01` is not JSON (the full parser
+    /// refuses it), so a leading zero is the whole number.
     fn number(text: &str) -> Option<(u64, &str)> {
         let end = text.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(text.len());
-        if end == 0 || end > 18 {
+        if end == 0 || end > 18 || (end > 1 && text.starts_with('0')) {
             return None;
         }
         Some((text[..end].parse().ok()?, &text[end..]))
@@ -385,6 +387,10 @@ pub mod layout {
             None => (false, text),
         };
         let (n, rest) = number(digits)?;
+        // serde_json reads `-0` as a float, which no tab id is.
+        if negative && n == 0 {
+            return None;
+        }
         let n = i64::try_from(n).ok()?;
         Some((if negative { -n } else { n }, rest))
     }
@@ -394,6 +400,12 @@ pub mod layout {
         let body = text.strip_prefix('"')?;
         let end = body.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
         (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
+    }
+
+    /// A payload as the full parser reads it: `null` is none (an
+    /// `Option<&RawValue>`), so `"result":null` is a reply without result.
+    fn present(raw: &str) -> Option<&str> {
+        (raw != "null").then_some(raw)
     }
 
     /// The value before the closing `}}`; it must look like one at both ends.
@@ -446,7 +458,7 @@ pub mod layout {
         if rest == "}}" {
             return Some(RawReply { id, result: None });
         }
-        Some(RawReply { id, result: Some(payload(rest.strip_prefix(r#","result":"#)?)?) })
+        Some(RawReply { id, result: present(payload(rest.strip_prefix(r#","result":"#)?)?) })
     }
 
     pub fn debugger_event(text: &str) -> Option<RawEvent<'_>> {
@@ -460,7 +472,7 @@ pub mod layout {
             None => (None, rest),
         };
         let (method, rest) = plain_string(rest.strip_prefix(r#","method":"#)?)?;
-        let params = if rest == "}}" { None } else { Some(payload(rest.strip_prefix(r#","params":"#)?)?) };
+        let params = if rest == "}}" { None } else { present(payload(rest.strip_prefix(r#","params":"#)?)?) };
         Some(RawEvent { tab_id, session_id, method, params })
     }
 }
@@ -594,6 +606,30 @@ mod tests {
         ] {
             assert!(layout::reply(odd).is_none() && layout::debugger_event(odd).is_none(), "{odd}");
         }
+    }
+
+    /// Found by `tests/tests/fuzz.rs`: the layout split frames the full
+    /// parser refuses (leading zeros, `-0`), and read a `null` payload as
+    /// the text `null` where the full parser reads none.
+    #[test]
+    fn layout_numbers_and_null_payloads_read_as_the_full_parser_reads_them() {
+        for refused in [
+            r#"{"reply":{"id":00}}"#,
+            r#"{"reply":{"id":07,"result":{}}}"#,
+            r#"{"debugger.onEvent":{"tabId":-0,"method":"A.b"}}"#,
+            r#"{"debugger.onEvent":{"tabId":012,"method":"A.b","params":{}}}"#,
+        ] {
+            assert!(ExtensionMessage::parse(refused).is_err(), "{refused}");
+            assert!(layout::reply(refused).is_none() && layout::debugger_event(refused).is_none(), "{refused}");
+        }
+        assert_eq!(layout::reply(r#"{"reply":{"id":0}}"#), Some(layout::RawReply { id: 0, result: None }));
+        // What the extension sends for a call without a result.
+        let frame = layout::encode_reply(3, "null");
+        let ExtensionMessage::Reply(full) = ExtensionMessage::parse(&frame).unwrap() else { panic!("a reply") };
+        assert_eq!(full.result.map(RawValue::get), None);
+        assert_eq!(layout::reply(&frame), Some(layout::RawReply { id: 3, result: None }));
+        let event = layout::encode_event(0, None, "A.b", Some("null"));
+        assert_eq!(layout::debugger_event(&event).map(|e| (e.tab_id, e.params)), Some((0, None)));
     }
 
     #[test]

@@ -319,11 +319,23 @@ fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
         .max_frame_size(Some(256 << 20))
 }
 
-/// A URL without its query (which may hold a token), for error messages.
+/// A URL without its query or fragment (which may hold a token) and
+/// without the credentials of its authority (`user:pass@`: a remote
+/// browser farm's), for error messages.
 pub fn redact(url: &str) -> String {
-    match url.split_once('?') {
-        Some((base, _)) => format!("{base}?…"),
-        None => url.to_string(),
+    let (base, rest) = url.split_once(['?', '#']).map_or((url, ""), |(base, _)| (base, "?…"));
+    // Only a scheme ends at `://`: in `user:pass@host/a://b` it is the path's.
+    let authority_at = base
+        .split_once("://")
+        .filter(|(scheme, _)| {
+            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        })
+        .map_or(0, |(scheme, _)| scheme.len() + 3);
+    let authority = base[authority_at..].split('/').next().unwrap_or("");
+    match authority.rfind('@') {
+        Some(at) => format!("{}***{}{rest}", &base[..authority_at], &base[authority_at + at..]),
+        None => format!("{base}{rest}"),
     }
 }
 
@@ -336,6 +348,16 @@ mod tests {
         let url = "ws://127.0.0.1:1/devtools/browser/X?token=0123456789abcdef";
         assert_eq!(redact(url), "ws://127.0.0.1:1/devtools/browser/X?…");
         assert_eq!(redact("ws://127.0.0.1:1/cdp"), "ws://127.0.0.1:1/cdp");
+    }
+
+    /// Found by `tests/tests/fuzz.rs`: a remote profile's `cdpUrl` with
+    /// credentials was shown with them in connection errors.
+    #[test]
+    fn redact_drops_credentials_and_fragments() {
+        assert_eq!(redact("wss://user:pass@farm.example/chrome?token=abc"), "wss://***@farm.example/chrome?…");
+        assert_eq!(redact("ws://u:p@h"), "ws://***@h");
+        assert_eq!(redact("u:p@h/a://b"), "***@h/a://b");
+        assert_eq!(redact("ws://h/p@x#access_token=abc"), "ws://h/p@x?…");
     }
 
     #[tokio::test]

@@ -240,7 +240,9 @@ impl Config {
             config.media_keep = keep;
         }
         if let Some(hours) = file.media_max_age_hours {
-            config.media_max_age = std::time::Duration::from_secs(hours.max(1) * 3600);
+            // Saturating: a huge number of hours means "keep", not an
+            // overflow (a panic, or a wrapped, tiny age in release).
+            config.media_max_age = std::time::Duration::from_secs(hours.max(1).saturating_mul(3600));
         }
         if let Some(default) = file.default_profile {
             if !config.profiles.contains_key(&default) {
@@ -264,7 +266,11 @@ impl Config {
 /// A `cdpUrl` as it may be shown (status, errors, logs): credentials and
 /// the query (farms put their keys there) replaced by `***`.
 pub fn redacted_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    // Only a scheme ends at `://`: in `user:pass@host/a://b` it is the path's.
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) if is_scheme(scheme) => (scheme, rest),
+        _ => ("", url),
+    };
     let (authority_and_path, query) = match rest.split_once(['?', '#']) {
         Some((before, _)) => (before, true),
         None => (rest, false),
@@ -277,6 +283,12 @@ pub fn redacted_url(url: &str) -> String {
     let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
     let slash = if path.is_empty() && !authority_and_path.ends_with('/') { "" } else { "/" };
     format!("{prefix}{host}{slash}{path}{}", if query { "?***" } else { "" })
+}
+
+/// RFC 3986: a letter, then letters, digits, `+`, `-` and `.`.
+fn is_scheme(text: &str) -> bool {
+    text.starts_with(|c: char| c.is_ascii_alphabetic())
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 fn is_hex_color(color: &str) -> bool {
@@ -375,6 +387,14 @@ mod tests {
         assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
     }
 
+    /// Found by `tests/tests/fuzz.rs`: `hours * 3600` overflowed.
+    #[test]
+    fn a_huge_media_age_saturates_instead_of_overflowing() {
+        let config = parse("mediaMaxAgeHours = 9223372036854775807").unwrap();
+        assert_eq!(config.media_max_age.as_secs(), u64::MAX);
+        assert_eq!(parse("mediaMaxAgeHours = 5124095576030432").unwrap().media_max_age.as_secs(), u64::MAX);
+    }
+
     #[test]
     fn urls_are_shown_without_their_secrets() {
         for (url, shown) in [
@@ -385,6 +405,9 @@ mod tests {
         ] {
             assert_eq!(redacted_url(url), shown);
         }
+        // Found by `tests/tests/fuzz.rs`: a `://` after the credentials was
+        // taken for the scheme's, and everything before it shown.
+        assert_eq!(redacted_url("u:secret@host/a://b"), "***@host/a://b");
         let config =
             parse("[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"ws://u:p@farm.example/?token=abc\"").unwrap();
         let shown = serde_json::to_string(config.profile(Some("farm")).unwrap()).unwrap();

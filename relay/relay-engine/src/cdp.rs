@@ -3,7 +3,8 @@
 //! relay only passes through are never re-serialised).
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::fmt::{Display, Write as _};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -43,27 +44,40 @@ pub struct BadCommand {
 
 impl<'a> Command<'a> {
     pub fn parse(text: &'a str) -> Result<Self, BadCommand> {
-        serde_json::from_str(text).map_err(|e| {
-            // Recover the id if the frame is JSON at all, so the client can
-            // match the error to its request.
-            #[derive(Deserialize)]
-            struct IdOnly {
-                id: Option<i64>,
+        match serde_json::from_str(text) {
+            // serde also reads a struct from an array (`[7,"A.b"]`); Chrome
+            // takes objects only. Valid JSON starts with its first byte or
+            // JSON whitespace.
+            Ok(command) if text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') => Ok(command),
+            Ok(_) => Err(Self::explain(text, "not an object")),
+            Err(e) => Err(Self::explain(text, e)),
+        }
+    }
+
+    /// What Chrome answers a frame that is not a command: a parse error for
+    /// text that is not JSON, else an invalid request, with the id whenever
+    /// the frame is an object with an integer one (so the client can match
+    /// the error to its request).
+    fn explain(text: &str, error: impl Display) -> BadCommand {
+        // The members as raw text: any depth (no recursion), and a repeated
+        // key keeps its last value, as JSON parsers do.
+        let Ok(members) = serde_json::from_str::<BTreeMap<String, &RawValue>>(text) else {
+            return if serde_json::from_str::<&RawValue>(text).is_ok() {
+                BadCommand { id: None, code: code::INVALID_REQUEST, message: "Message must be an object".into() }
+            } else {
+                BadCommand { id: None, code: code::PARSE_ERROR, message: format!("Message is not valid JSON: {error}") }
+            };
+        };
+        match members.get("id").and_then(|id| serde_json::from_str::<i64>(id.get()).ok()) {
+            Some(id) => {
+                BadCommand { id: Some(id), code: code::INVALID_REQUEST, message: format!("Invalid command: {error}") }
             }
-            match serde_json::from_str::<IdOnly>(text) {
-                Ok(IdOnly { id: Some(id) }) => {
-                    BadCommand { id: Some(id), code: code::INVALID_REQUEST, message: format!("Invalid command: {e}") }
-                }
-                Ok(IdOnly { id: None }) => BadCommand {
-                    id: None,
-                    code: code::INVALID_REQUEST,
-                    message: "Message must have integer 'id' property".into(),
-                },
-                Err(_) => {
-                    BadCommand { id: None, code: code::PARSE_ERROR, message: format!("Message is not valid JSON: {e}") }
-                }
-            }
-        })
+            None => BadCommand {
+                id: None,
+                code: code::INVALID_REQUEST,
+                message: "Message must have integer 'id' property".into(),
+            },
+        }
     }
 
     /// Parses `params` into `T`; absent params parse as `{}`.
@@ -165,5 +179,26 @@ mod tests {
         assert_eq!((bad.id, bad.message.as_str()), (None, "Message must have integer 'id' property"));
         let bad = Command::parse("{not json").unwrap_err();
         assert_eq!((bad.id, bad.code), (None, code::PARSE_ERROR));
+    }
+
+    /// Found by `tests/tests/fuzz.rs`: an array was read as a command, and
+    /// JSON whose id is not an integer (or is repeated) was answered as if
+    /// it were not JSON at all.
+    #[test]
+    fn json_that_is_not_a_command_is_an_invalid_request_never_a_parse_error() {
+        for (text, id, message) in [
+            (r#"[7,"Runtime.evaluate"]"#, None, "Message must be an object"),
+            (r#" "Runtime.evaluate""#, None, "Message must be an object"),
+            (r#"{"id":"7","method":"A.b"}"#, None, "Message must have integer 'id' property"),
+            (r#"{"id":7.5,"method":"A.b"}"#, None, "Message must have integer 'id' property"),
+            (r#"{"id":18446744073709551615,"method":"A.b"}"#, None, "Message must have integer 'id' property"),
+            (r#"{"id":1,"id":2,"method":"A.b"}"#, Some(2), "Invalid command: duplicate field `id`"),
+        ] {
+            let bad = Command::parse(text).unwrap_err();
+            assert_eq!((bad.code, bad.id), (code::INVALID_REQUEST, id), "{text}");
+            assert!(bad.message.starts_with(message), "{text}: {}", bad.message);
+        }
+        let deep = format!(r#"{{"id":3,"method":5,"params":{}{}}}"#, "[".repeat(5000), "]".repeat(5000));
+        assert_eq!(Command::parse(&deep).unwrap_err().id, Some(3), "the id is found at any depth");
     }
 }
