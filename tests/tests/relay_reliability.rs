@@ -545,6 +545,28 @@ async fn a_burst_of_handshakes_never_overshoots_the_client_cap() {
 }
 
 #[tokio::test]
+async fn a_script_reconnecting_in_a_loop_never_finds_the_cap_full_of_clients_that_left() {
+    let setup = relay_with(RelayConfig {
+        max_clients: 2,
+        extension_grace: Duration::from_millis(300),
+        ..RelayConfig::default()
+    })
+    .await;
+    let _ext = setup.extension(&[1], Mode::Echo).await;
+    setup.wait_targets(1).await;
+    // Each run of the script: connect, one command, leave; the next run at
+    // once. A client that left must not hold its place under the cap.
+    for run in 0..20 {
+        let (client, _events) = setup.client().await;
+        client.call("Browser.getVersion", json!({}), None).await.unwrap_or_else(|e| panic!("run {run}: {e}"));
+        client.close();
+        e2e::wait_for_stats(&setup.server.relay, "the client gone", Duration::from_secs(5), |s| s.clients == 0)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
     let setup = relay_with(RelayConfig {
         client_queue: 8,

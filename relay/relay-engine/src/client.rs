@@ -251,7 +251,14 @@ impl Relay {
                         "binary frames are not CDP: send JSON text frames",
                         None,
                     )),
-                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Ok(Message::Close(_))) | None => {
+                        // The peer is gone: nothing more goes out, and its
+                        // slot under the client cap is free at once (a
+                        // script reconnecting in a loop must not find the
+                        // cap full of clients that already left).
+                        kill.cancel();
+                        break;
+                    }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => {
                         tracing::info!(client = client.id, "CDP client connection failed: {e}");
