@@ -46,6 +46,11 @@ impl Setup {
             .unwrap();
     }
 
+    /// The page-level endpoint of the fake tab `tab`.
+    fn page_url(&self, tab: i64) -> String {
+        format!("ws://{}/devtools/page/{}?token={}", self.server.addr, fake_target_id(tab), self.token.as_str())
+    }
+
     async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>) {
         let url = format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str());
         let client = CdpClient::connect(&url).await.expect("client connects").with_timeout(Duration::from_secs(5));
@@ -641,8 +646,7 @@ async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget
     let mut ext = setup.extension(&[1], Mode::Manual).await;
     setup.wait_targets(1).await;
     // A page-level client asks for 512 screenshots and reads none of them.
-    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
-    let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let (mut stalled, _) = tokio_tungstenite::connect_async(setup.page_url(1)).await.unwrap();
     use futures_util::SinkExt;
     for id in 1..=512 {
         let command = format!(r#"{{"id":{id},"method":"Page.captureScreenshot","params":{{}}}}"#);
@@ -677,19 +681,22 @@ async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget
     client.call("Browser.getVersion", json!({}), None).await.expect("the next client is served");
 }
 
-#[tokio::test]
-async fn a_client_whose_commands_pile_up_for_the_extension_is_dropped_at_its_byte_budget() {
-    const MIB: usize = 1 << 20;
-    let setup = relay_with(RelayConfig {
-        client_command_bytes: 4 * MIB,
-        extension_grace: Duration::from_millis(300),
-        ..RelayConfig::default()
-    })
-    .await;
+/// A relay with `config` and an extension sharing tab 1 that has stopped
+/// reading its socket (a stalled worker).
+async fn stalled_extension(config: RelayConfig) -> (Setup, FakeExtension) {
+    let setup = relay_with(RelayConfig { extension_grace: Duration::from_millis(300), ..config }).await;
     let ext = setup.extension(&[1], Mode::Echo).await;
     setup.wait_targets(1).await;
     ext.stop_reading();
-    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
+    (setup, ext)
+}
+
+#[tokio::test]
+async fn a_client_whose_commands_pile_up_for_the_extension_is_dropped_at_its_byte_budget() {
+    const MIB: usize = 1 << 20;
+    let (setup, _ext) =
+        stalled_extension(RelayConfig { client_command_bytes: 4 * MIB, ..RelayConfig::default() }).await;
+    let url = setup.page_url(1);
     let big = format!(r#"{{"expression":"'{}'"}}"#, "x".repeat(MIB));
     // 1 MiB commands at an extension that takes none: the socket fills,
     // then this client's share of the queue, and it is dropped.
@@ -713,16 +720,9 @@ async fn a_client_whose_commands_pile_up_for_the_extension_is_dropped_at_its_byt
 #[tokio::test]
 async fn commands_for_a_stalled_extension_are_refused_past_the_total_and_all_answered() {
     const MIB: usize = 1 << 20;
-    let setup = relay_with(RelayConfig {
-        extension_queue_bytes: 4 * MIB,
-        extension_grace: Duration::from_millis(300),
-        ..RelayConfig::default()
-    })
-    .await;
-    let ext = setup.extension(&[1], Mode::Echo).await;
-    setup.wait_targets(1).await;
-    ext.stop_reading();
-    let url = format!("ws://{}/devtools/page/{}?token={}", setup.server.addr, fake_target_id(1), setup.token.as_str());
+    let (setup, ext) =
+        stalled_extension(RelayConfig { extension_queue_bytes: 4 * MIB, ..RelayConfig::default() }).await;
+    let url = setup.page_url(1);
     let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
     let params = json!({"expression": format!("'{}'", "x".repeat(MIB))});
     let calls: Vec<_> = (0..64).map(|_| client.start_call("Runtime.evaluate", params.clone(), None)).collect();
