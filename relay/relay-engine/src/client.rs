@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::browser_domain::{NO_SESSION, Scope, is_browser_domain};
 use super::cdp::{self, Command, code};
 use super::ledger::Decision;
-use super::queue::{self, Charge, Farewell, Meter, Outgoing, SharedFrame, write_loop};
+use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
 use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
 
@@ -71,26 +71,21 @@ impl ClientHandle {
     /// stall everyone else or hold the relay's memory.
     pub fn send(&self, frame: impl Into<Utf8Bytes>) {
         let frame = frame.into();
-        let charge = match Meter::charge(&self.queued, &self.all_clients, frame.len()) {
-            Ok(charge) => charge,
-            Err(over) => return self.drop_unread(&over.describe()),
-        };
-        match self.tx.try_send(Outgoing { message: Message::Text(frame), charge }) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.drop_unread(&format!("{} messages queued", self.tx.max_capacity()));
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
-        }
+        let charge = Meter::charge(&self.queued, &self.all_clients, frame.len());
+        self.enqueue(frame, charge);
     }
 
     /// Queues a frame built once for many clients (see [`SharedFrame`]).
     pub(crate) fn send_shared(&self, frame: &SharedFrame) {
-        let charge = match frame.charge(&self.queued) {
+        self.enqueue(frame.text.clone(), frame.charge(&self.queued));
+    }
+
+    fn enqueue(&self, frame: Utf8Bytes, charge: Result<Charge, OverBudget>) {
+        let charge = match charge {
             Ok(charge) => charge,
             Err(over) => return self.drop_unread(&over.describe()),
         };
-        match self.tx.try_send(Outgoing { message: Message::Text(frame.text.clone()), charge }) {
+        match self.tx.try_send(Outgoing { message: Message::Text(frame), charge }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.drop_unread(&format!("{} messages queued", self.tx.max_capacity()));

@@ -87,18 +87,26 @@ impl Meter {
     /// connections'), or neither. A connection with nothing queued is always
     /// admitted; otherwise both must have room.
     pub fn charge(own: &Arc<Self>, total: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
-        let before = own.add(bytes);
-        if before != 0 && before + bytes > own.limit {
-            own.sub(bytes);
-            return Err(OverBudget { used: before, limit: own.limit, shared: false });
-        }
+        let (own_held, had_some) = own.take(bytes)?;
         let total_before = total.add(bytes);
-        if before != 0 && total_before + bytes > total.limit {
-            own.sub(bytes);
-            total.sub(bytes);
+        let total_held = Held::new(total, bytes);
+        if had_some && total_before + bytes > total.limit {
             return Err(OverBudget { used: total_before, limit: total.limit, shared: true });
         }
-        Ok(Charge { _own: Some(Held::new(own, bytes)), _total: Some(Arc::new(Held::new(total, bytes))) })
+        Ok(Charge { _own: Some(own_held), _total: Some(Arc::new(total_held)) })
+    }
+
+    /// Takes `bytes` on this connection's own meter, unless it holds some
+    /// already and they do not fit; with whether it held any before. The
+    /// bytes are given back when the `Held` is dropped (also on a refusal
+    /// further on).
+    fn take(self: &Arc<Self>, bytes: usize) -> Result<(Held, bool), OverBudget> {
+        let before = self.add(bytes);
+        let held = Held::new(self, bytes);
+        if before != 0 && before + bytes > self.limit {
+            return Err(OverBudget { used: before, limit: self.limit, shared: false });
+        }
+        Ok((held, before != 0))
     }
 
     /// Charges `bytes` whatever the meter holds: for the relay's own small
@@ -165,21 +173,12 @@ impl SharedFrame {
     /// the total only in that the total must not already be over (it was
     /// charged once, when the frame was built).
     pub fn charge(&self, own: &Arc<Meter>) -> Result<Charge, OverBudget> {
-        let bytes = self.text.len();
-        let before = own.add(bytes);
+        let (own_held, had_some) = own.take(self.text.len())?;
         let total = &self.total.meter;
-        let over = if before != 0 && before + bytes > own.limit {
-            Some(OverBudget { used: before, limit: own.limit, shared: false })
-        } else if before != 0 && total.used() > total.limit {
-            Some(OverBudget { used: total.used(), limit: total.limit, shared: true })
-        } else {
-            None
-        };
-        if let Some(over) = over {
-            own.sub(bytes);
-            return Err(over);
+        if had_some && total.used() > total.limit {
+            return Err(OverBudget { used: total.used(), limit: total.limit, shared: true });
         }
-        Ok(Charge { _own: Some(Held::new(own, bytes)), _total: Some(self.total.clone()) })
+        Ok(Charge { _own: Some(own_held), _total: Some(self.total.clone()) })
     }
 }
 
