@@ -125,13 +125,8 @@ async fn console_throughput(path: &mut Path, count: usize) -> Duration {
 async fn main() {
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(1000);
     let (env, index) = ExtensionEnv::sharing_index().await.expect("Chromium with the extension sharing a tab");
-    let relay_list = cdp_client::endpoint::json_document(&format!(
-        "http://127.0.0.1:{}/json/list?token={}",
-        env.port,
-        env.token.as_str()
-    ))
-    .await
-    .unwrap();
+    // The relay's /json/list document, as its route serves it.
+    let relay_list = env.server().relay.list_json();
     let chrome_list =
         cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{}/json/list", env.chrome.port)).await.unwrap();
     let socket_of = |list: &Value| {
