@@ -8,9 +8,10 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Route, Selected, StartBrowser, Status,
-    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, ArmDialog, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Profiled, Route, Selected,
+    StartBrowser, Status, StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
 };
+use control_engine::error::{Step, Surface};
 use serde::Serialize;
 use state_dir::StateDir;
 
@@ -78,6 +79,15 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// Answer the tab's open JavaScript dialog (or arm the answer to its next one).
+    Dialog {
+        answer: DialogAnswer,
+        /// The text to answer a prompt with.
+        #[arg(long)]
+        text: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
     /// Any /act action as JSON, e.g. '{"kind":"fill","fields":[…]}'.
     Act {
         action: String,
@@ -99,6 +109,14 @@ pub enum AgentCommand {
     },
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum DialogAnswer {
+    /// OK.
+    Accept,
+    /// Cancel.
+    Dismiss,
+}
+
 /// What the profile commands take: no tab.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProfileArgs {
@@ -106,7 +124,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     profile: Option<String>,
     /// Port of the control API.
-    #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+    #[arg(long, env = "BROWSER_RELAY_CONTROL_PORT", default_value_t = DEFAULT_CONTROL_PORT)]
     control_port: u16,
     /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
     #[arg(long)]
@@ -122,7 +140,7 @@ pub struct AgentArgs {
     #[arg(long = "target")]
     target_id: Option<String>,
     /// Port of the control API.
-    #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+    #[arg(long, env = "BROWSER_RELAY_CONTROL_PORT", default_value_t = DEFAULT_CONTROL_PORT)]
     control_port: u16,
     /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
     #[arg(long)]
@@ -153,6 +171,7 @@ impl AgentCommand {
             | Self::Type { args, .. }
             | Self::Press { args, .. }
             | Self::Act { args, .. }
+            | Self::Dialog { args, .. }
             | Self::Screenshot { args, .. } => args.clone(),
         }
     }
@@ -198,18 +217,41 @@ fn tab_line(tab: &TabInfo) -> String {
     format!("{}  {}  {}", tab.target_id, tab.title, tab.url)
 }
 
-fn act_line(outcome: &ActOutcome) -> String {
-    match (outcome.navigated, &outcome.url, &outcome.result) {
-        (true, Some(url), _) => format!("ok, navigated to {url}"),
-        (_, _, Some(result)) => result.to_string(),
-        _ => "ok".into(),
+/// What an action did and the page after it: the first line says where the
+/// page is (or `evaluate`'s value); the next lines what needs attention.
+fn act_text(outcome: &Profiled<ActOutcome>) -> String {
+    let page = outcome.page.clone().unwrap_or_default();
+    let mut lines = vec![match (&outcome.result, outcome.navigated) {
+        (Some(result), _) => result.to_string(),
+        (None, true) => format!("ok, navigated to {}  {}  [{}]", page.url, page.title, outcome.profile),
+        (None, false) => format!("ok  {}  {}  [{}]", page.url, page.title, outcome.profile),
+    }];
+    if let Some(dialog) = &page.dialog {
+        let answer = Step::AcceptDialog.named(Surface::Cli);
+        lines.push(format!(
+            "dialog: {} \"{}\" is open: {answer} (or `dismiss`) answers it",
+            dialog.kind, dialog.message
+        ));
     }
+    for error in &page.console_errors {
+        lines.push(format!("console error: {error}"));
+    }
+    if page.more_console_errors > 0 {
+        lines.push(format!("… {} more console errors (`browser-relay console`)", page.more_console_errors));
+    }
+    for tab in &page.new_tabs {
+        lines.push(format!("new tab: {}  {}", tab.target_id, tab.url));
+    }
+    if let Some(snapshot) = &outcome.snapshot {
+        lines.push(snapshot.clone());
+    }
+    lines.join("\n")
 }
 
 /// Runs one agent command against the control API of a running relay.
 pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
     let args = command.args();
-    let client = ControlClient::new(args.control_port, state.load_or_create_token()?);
+    let client = ControlClient::new(args.control_port, state.load_or_create_token()?).on(Surface::Cli);
     let tab = args.tab();
     let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
@@ -234,7 +276,10 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
             .await
         }
         AgentCommand::Open { url, .. } => {
-            run(&client, &args, Selected::new(profile_only, OpenTab { url }), tab_line).await
+            run(&client, &args, Selected::new(profile_only, OpenTab { url }), |tab| {
+                format!("{}  [{}]", tab_line(tab), tab.profile)
+            })
+            .await
         }
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
@@ -254,14 +299,23 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         }
         AgentCommand::Click { element, double, .. } => {
             let click = Click { element, double_click: double, ..Click::default() };
-            run(&client, &args, Selected::new(tab, Act::new(click)), act_line).await
+            run(&client, &args, Selected::new(tab, Act::new(click)), act_text).await
         }
         AgentCommand::Type { element, text, submit, .. } => {
             let typed = TypeText { element, text, submit, slowly: false };
-            run(&client, &args, Selected::new(tab, Act::new(typed)), act_line).await
+            run(&client, &args, Selected::new(tab, Act::new(typed)), act_text).await
         }
         AgentCommand::Press { key, .. } => {
-            run(&client, &args, Selected::new(tab, Act::new(Press { key })), act_line).await
+            run(&client, &args, Selected::new(tab, Act::new(Press { key })), act_text).await
+        }
+        AgentCommand::Dialog { answer, text, .. } => {
+            let accept = matches!(answer, DialogAnswer::Accept);
+            let request = ArmDialog { accept, prompt_text: text, timeout_ms: None };
+            run(&client, &args, Selected::new(tab, request), |armed| match &armed.answered {
+                Some(dialog) => format!("answered the {} \"{}\"", dialog.kind, dialog.message),
+                None => "no dialog is open: the next one will be answered (for 2 minutes)".into(),
+            })
+            .await
         }
         AgentCommand::Act { action, .. } => {
             let value: serde_json::Value = serde_json::from_str(&action).context("the action is not JSON")?;
@@ -269,7 +323,7 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
             // --profile and --target win over the JSON's own.
             act.tab.profile = tab.profile.or(act.tab.profile);
             act.tab.target_id = tab.target_id.or(act.tab.target_id);
-            run(&client, &args, act, act_line).await
+            run(&client, &args, act, act_text).await
         }
         AgentCommand::Screenshot { full_page, element, labels, .. } => {
             let request = TakeScreenshot { full_page, element_ref: element, labels, ..TakeScreenshot::default() };

@@ -9,6 +9,7 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
+use control_engine::error::Surface;
 use managed_driver::ManagedBrowsers;
 use managed_driver::config::{Config, Driver};
 use state_dir::StateDir;
@@ -20,6 +21,11 @@ use agent::AgentCommand;
 use clap::{Parser, Subcommand};
 
 use shared_protocol::DEFAULT_RELAY_PORT;
+
+/// Environment variables for the ports, read by every command that takes
+/// them (so that scripts and tests can move them without flags).
+const PORT_ENV: &str = "BROWSER_RELAY_PORT";
+const CONTROL_PORT_ENV: &str = "BROWSER_RELAY_CONTROL_PORT";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,13 +46,13 @@ enum Command {
     /// Run the relay: /extension for the extension, /cdp and /json/* for CDP clients.
     Serve {
         /// Port of the extension relay (0 picks a free one).
-        #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+        #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
         /// Loopback address to listen on (127.0.0.1 or ::1; nothing else is accepted).
         #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
         host: IpAddr,
         /// Port of the control API for agents (0 picks a free one).
-        #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+        #[arg(long, env = CONTROL_PORT_ENV, default_value_t = DEFAULT_CONTROL_PORT)]
         control_port: u16,
         /// Do not run the control API (the relay only).
         #[arg(long)]
@@ -72,7 +78,7 @@ enum Command {
     /// Print the endpoint to paste into connectOverCDP / puppeteer.connect,
     /// with the token (the only place, with `token` and `pair`, it is shown).
     CdpUrl {
-        #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+        #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
         /// The profile whose endpoint (default: config.toml's defaultProfile).
         #[arg(long)]
@@ -86,17 +92,22 @@ enum Command {
     /// Agent commands: talk to a running `browser-relay serve`'s control API.
     #[command(flatten)]
     Agent(AgentCommand),
-    /// Serve the control API as MCP tools on stdin/stdout (for agent hosts);
-    /// each tool call goes to the running `browser-relay serve`.
+    /// Serve the control API as MCP tools on stdin/stdout (for agent hosts).
+    /// Tool calls go to the running `browser-relay serve`; with none running,
+    /// this process runs the relay and the control API itself (on the same
+    /// ports) and stops the browsers it launched when the host ends it.
     Mcp {
-        /// Port of the control API.
-        #[arg(long, default_value_t = DEFAULT_CONTROL_PORT)]
+        /// Port of the control API (of the running serve, or of this one).
+        #[arg(long, env = CONTROL_PORT_ENV, default_value_t = DEFAULT_CONTROL_PORT)]
         control_port: u16,
+        /// Port of the extension relay, when this process runs it.
+        #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
+        port: u16,
     },
     /// Print the link that pairs the extension with this relay in one step
     /// (open it in the Chrome that has the extension).
     Pair {
-        #[arg(long, default_value_t = DEFAULT_RELAY_PORT)]
+        #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
         /// The extension's id, if you loaded it with another key.
         #[arg(long, default_value = DEFAULT_EXTENSION_ID)]
@@ -136,6 +147,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let data = serde_json::json!({"defaultProfile": config.default_profile, "profiles": profiles});
                 println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
             } else {
+                if config.default_is_auto() {
+                    println_stdout(
+                        "default: auto (your shared tabs when a tab is shared, else the managed Chrome, launched on first use)",
+                    );
+                }
                 for profile in config.profiles.values() {
                     let default = if profile.name == config.default_profile { " (default)" } else { "" };
                     let driver = match profile.driver {
@@ -155,10 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let options = Serve { addr: SocketAddr::new(host, port), control, extension_ids, no_auth, start };
             serve(&state, options).await
         }
-        Command::Mcp { control_port } => {
-            let client = ControlClient::new(control_port, state.load_or_create_token()?);
-            mcp::McpServer::new(client, state.media()).serve_stdio().await
-        }
+        Command::Mcp { control_port, port } => mcp(&state, port, control_port).await,
         Command::Token => {
             let token = state.load_or_create_token()?;
             println_stdout(token.as_str());
@@ -206,19 +219,94 @@ struct Serve {
     start: Vec<String>,
 }
 
-async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, start }: Serve) -> anyhow::Result<()> {
-    if control.is_none() && !start.is_empty() {
-        anyhow::bail!(
-            "--start needs the control API, which is off (--no-control, or --no-auth without --no-auth-control)"
-        );
-    }
+/// The relay (and the control API, at `control`) as `serve` and a
+/// standalone `mcp` run them.
+fn server_options(
+    state: &StateDir,
+    addr: SocketAddr,
+    control: Option<SocketAddr>,
+    extension_ids: Vec<String>,
+    no_auth: bool,
+) -> anyhow::Result<ServerOptions> {
+    let pairing = state.load_or_create_token().context("loading the token")?;
+    let mut options = ServerOptions::new(addr, (!no_auth).then(|| pairing.clone()));
+    // The extension proves its pairing even when CDP clients need no token.
+    options.pairing = Some(pairing);
+    options.extension_ids = extension_ids;
+    options.state_root = Some(state.root().to_path_buf());
+    options.control_addr = control;
+    Ok(options)
+}
+
+/// Logs to stderr (stdout is the CLI's answer, or MCP's channel).
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let token = if no_auth {
+}
+
+/// Stops the server, then the browsers this process launched: they speak
+/// only over its pipes (were it killed instead, its pipes close and they
+/// quit).
+async fn stop_server(state: &StateDir, server: RunningServer) {
+    server.stop().await;
+    if let Ok(config) = Config::load(state.root()) {
+        ManagedBrowsers::new(state.root()).stop_owned(config.profiles.values()).await;
+    }
+}
+
+/// `browser-relay mcp`: the tools over the running serve's control API
+/// when one listens on `control_port`; else over a relay and control API
+/// this process runs itself, on the usual ports (the extension and CDP
+/// clients reach it as they reach serve), until the host ends it.
+async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<()> {
+    let token = state.load_or_create_token()?;
+    let control = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), control_port);
+    // Whether the port is taken, found without connecting: a program on it
+    // that is not ours must learn nothing, not even that we looked.
+    let taken = |control| std::net::TcpListener::bind(control).is_err();
+    let mut own = None;
+    if !taken(control) {
+        init_logging();
+        let addr = SocketAddr::new(control.ip(), port);
+        let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
+        match RunningServer::start(options).await {
+            Ok(server) => {
+                tracing::info!(
+                    "no `browser-relay serve` was running: this MCP server runs the relay on {} and the control API on {} until its host ends it",
+                    server.addr,
+                    server.control_url().unwrap_or_default()
+                );
+                own = Some(server);
+            }
+            // Another process (a second MCP server, a serve starting)
+            // took the port meanwhile: use it.
+            Err(_) if taken(control) => {}
+            Err(error) => {
+                return Err(error).context("no `browser-relay serve` answers, and this MCP server cannot run its own");
+            }
+        }
+    }
+    let control_port = own.as_ref().and_then(|s| s.control.as_ref()).map_or(control_port, |(addr, _)| addr.port());
+    let client = ControlClient::new(control_port, token).on(Surface::Mcp);
+    let served = mcp::McpServer::new(client, state.media()).serve_stdio().await;
+    if let Some(server) = own {
+        stop_server(state, server).await;
+    }
+    served
+}
+
+async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, start }: Serve) -> anyhow::Result<()> {
+    if control.is_none() && !start.is_empty() {
+        anyhow::bail!(
+            "--start needs the control API, which is off (--no-control, or --no-auth without --no-auth-control)"
+        );
+    }
+    init_logging();
+    if no_auth {
         tracing::warn!(
             "--no-auth: ANY local process can read and drive every shared tab and managed browser through the relay \
              (/cdp, /devtools/*, /json/*, /profiles/*). Use only in a throwaway sandbox."
@@ -231,16 +319,8 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
                 tracing::warn!("the control API is not started (add --no-auth-control to run it without the token too)")
             }
         }
-        None
-    } else {
-        Some(state.load_or_create_token().context("loading the token")?)
-    };
-    let mut options = ServerOptions::new(addr, token);
-    // The extension proves its pairing even when CDP clients need no token.
-    options.pairing = Some(state.load_or_create_token().context("loading the token")?);
-    options.extension_ids = extension_ids;
-    options.state_root = Some(state.root().to_path_buf());
-    options.control_addr = control;
+    }
+    let options = server_options(state, addr, control, extension_ids, no_auth)?;
     // From here on Ctrl-C and SIGTERM end serve cleanly (also while
     // `--start` is launching browsers).
     use tokio::signal::unix::{SignalKind, signal};
@@ -273,11 +353,6 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         _ = terminate.recv() => {}
     }
     tracing::info!("shutting down");
-    server.stop().await;
-    // The browsers this serve launched speak only over its pipes: stop them
-    // now (were serve killed instead, its pipes close and they quit).
-    if let Ok(config) = Config::load(state.root()) {
-        ManagedBrowsers::new(state.root()).stop_owned(config.profiles.values()).await;
-    }
+    stop_server(state, server).await;
     Ok(())
 }

@@ -16,9 +16,9 @@ use control_engine::act::{
 };
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FocusTab, GetStatus,
-    ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, ReadConsole, Route, Scope, Screenshot,
-    Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
-    add_selector,
+    ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, Profiled, ReadConsole, Route, Scope,
+    Screenshot, Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot,
+    TakeSnapshot, add_selector,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{
@@ -222,50 +222,95 @@ fn call_action<K: ActKind>(surface: &Surface, mut arguments: Map<String, Value>)
 /// What the model reads of an answer: JSON, unless said otherwise.
 trait Shown: serde::Serialize {
     fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(serde_json::to_string(self).unwrap_or_default())]
+        vec![json_block(self)]
     }
+}
+
+fn json_block(value: &(impl serde::Serialize + ?Sized)) -> ContentBlock {
+    ContentBlock::text(serde_json::to_string(value).unwrap_or_default())
 }
 
 impl Shown for Status {}
 impl Shown for ProfileStatus {}
-impl Shown for TabList {}
-impl Shown for TabInfo {}
-impl Shown for TabDone {}
-impl Shown for Navigated {}
-impl Shown for ConsoleReport {}
-impl Shown for ActOutcome {}
-impl Shown for DialogArmed {}
-impl Shown for FilesArmed {}
-impl Shown for Pdf {}
 
-/// A snapshot reads as its text, under a line that says which tab.
-impl Shown for Snapshot {
-    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        let mut text = match &self.snapshot {
-            Some(snapshot) => snapshot.clone(),
-            None => serde_json::to_string(&self.nodes).unwrap_or_default(),
+/// An answer about a profile's tab, read with the profile it is about: its
+/// JSON (`profile` beside the fields), unless said otherwise.
+trait ShownInProfile: serde::Serialize + Sized {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        vec![json_block(answer)]
+    }
+}
+
+impl<A: ShownInProfile> Shown for Profiled<A> {
+    fn content(&self, media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        A::content_in(self, media)
+    }
+}
+
+impl ShownInProfile for TabList {}
+impl ShownInProfile for TabInfo {}
+impl ShownInProfile for TabDone {}
+impl ShownInProfile for Navigated {}
+impl ShownInProfile for ConsoleReport {}
+impl ShownInProfile for DialogArmed {}
+impl ShownInProfile for FilesArmed {}
+impl ShownInProfile for Pdf {}
+
+/// A snapshot reads as its text, under a line that says which profile and
+/// tab.
+impl ShownInProfile for Snapshot {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(snapshot_text(&answer.profile, answer))]
+    }
+}
+
+fn snapshot_text(profile: &str, snapshot: &Snapshot) -> String {
+    let mut text = match &snapshot.snapshot {
+        Some(text) => text.clone(),
+        None => serde_json::to_string(&snapshot.nodes).unwrap_or_default(),
+    };
+    for note in &snapshot.notes {
+        text.push_str(&format!("\n# {note}"));
+    }
+    format!("{profile} · tab {} · {} · {}\n{text}", snapshot.target_id, snapshot.title, snapshot.url)
+}
+
+/// An action's outcome reads as its JSON (the page's state included), and
+/// a snapshot asked for with it as text of its own, as `browser_snapshot`
+/// shows it.
+impl ShownInProfile for ActOutcome {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let Some(snapshot) = &answer.snapshot else {
+            return vec![json_block(answer)];
         };
-        for note in &self.notes {
-            text.push_str(&format!("\n# {note}"));
-        }
-        vec![ContentBlock::text(format!("tab {} · {} · {}\n{text}", self.target_id, self.title, self.url))]
+        let mut facts = answer.clone();
+        facts.answer.snapshot = None;
+        let page = facts.page.clone().unwrap_or_default();
+        let shown = Snapshot {
+            target_id: facts.target_id.clone(),
+            url: page.url,
+            title: page.title,
+            snapshot: Some(snapshot.clone()),
+            ..Snapshot::default()
+        };
+        vec![json_block(&facts), ContentBlock::text(snapshot_text(&answer.profile, &shown))]
     }
 }
 
 /// A screenshot is an image the model sees, after its facts. The file is
 /// read only from the media folder: the answer names a path, and a server
 /// that is not ours must not make this process read any other file.
-impl Shown for Screenshot {
-    fn content(&self, media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        let mut content = vec![ContentBlock::text(serde_json::to_string(self).unwrap_or_default())];
-        if !media.contains(&self.path) {
+impl ShownInProfile for Screenshot {
+    fn content_in(answer: &Profiled<Self>, media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let mut content = vec![json_block(answer)];
+        if !media.contains(&answer.path) {
             content.push(ContentBlock::text(format!(
                 "(not shown: {} is not in {})",
-                self.path.display(),
+                answer.path.display(),
                 media.path().display()
             )));
-        } else if let Ok(bytes) = std::fs::read(&self.path) {
-            content.push(ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), &self.mime));
+        } else if let Ok(bytes) = std::fs::read(&answer.path) {
+            content.push(ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(bytes), &answer.mime));
         }
         content
     }
@@ -423,9 +468,10 @@ mod tests {
             ..Snapshot::default()
         };
         let state = tempfile::tempdir().unwrap();
+        let answer = Profiled { profile: "managed".into(), answer };
         let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
-        assert_eq!(text, "tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+        assert_eq!(text, "managed · tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
     }
 
     #[test]
@@ -436,7 +482,10 @@ mod tests {
         let saved = media.save("screenshot", "png", b"\x89PNG", retention).unwrap();
         let secret = state.path().join("token");
         std::fs::write(&secret, "the token").unwrap();
-        let shot = |path: std::path::PathBuf| Screenshot { path, mime: "image/png".into(), ..Screenshot::default() };
+        let shot = |path: std::path::PathBuf| Profiled {
+            profile: "managed".into(),
+            answer: Screenshot { path, mime: "image/png".into(), ..Screenshot::default() },
+        };
         let kinds = |content: Vec<ContentBlock>| -> Vec<String> {
             content.iter().map(|c| serde_json::to_value(c).unwrap()["type"].as_str().unwrap().to_string()).collect()
         };

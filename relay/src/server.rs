@@ -75,6 +75,12 @@ impl RunningServer {
     pub async fn start(options: ServerOptions) -> Result<Self, BindError> {
         let listener = net::bind_loopback(options.addr).await?;
         let addr = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
+        // Both listeners before anything serves: a port that is taken
+        // leaves nothing running behind the error.
+        let control_listener = match options.control_addr {
+            Some(control_addr) if options.state_root.is_some() => Some(net::bind_loopback(control_addr).await?),
+            _ => None,
+        };
         let relay = Relay::new(options.relay, options.pairing.clone());
         relay.set_public_base(PublicBase { addr, token: options.token.clone() });
         let guard = Guard::new(options.token.clone(), options.extension_ids);
@@ -83,9 +89,8 @@ impl RunningServer {
         let mut tasks = vec![tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone()))];
 
         let mut control = None;
-        if let (Some(control_addr), Some(root)) = (options.control_addr, options.state_root.as_deref()) {
-            let listener = net::bind_loopback(control_addr).await?;
-            let bound = listener.local_addr().map_err(|source| BindError::Io { addr: control_addr, source })?;
+        if let (Some(listener), Some(root)) = (control_listener, options.state_root.as_deref()) {
+            let bound = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
             let query = options.token.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
                 extension: std::sync::Arc::new(RelayTabs(relay.clone())),

@@ -41,7 +41,7 @@ fn profiles_and_pairing_and_endpoints() {
     let (code, stdout, _) = browser_relay(home.path(), &["profiles"]);
     assert_eq!(code, 0);
     assert!(
-        stdout.contains("chrome (default)") && stdout.contains("managed") && stdout.contains("#FF4500"),
+        stdout.starts_with("default: auto") && stdout.contains("chrome\t") && stdout.contains("#FF4500"),
         "{stdout}"
     );
     let (_, token, _) = browser_relay(home.path(), &["token"]);
@@ -65,6 +65,22 @@ fn profiles_and_pairing_and_endpoints() {
 struct Running {
     serve: std::process::Child,
     home: std::path::PathBuf,
+}
+
+impl Running {
+    /// No serve of its own: only the browsers launched for `home` are
+    /// stopped on drop (an MCP server that runs its own relay).
+    fn for_browsers_of(home: &std::path::Path) -> Self {
+        let serve = Command::new("true").spawn().expect("true runs");
+        Self { serve, home: home.to_path_buf() }
+    }
+
+    /// The pid (and process group) of the managed Chrome, from its run.json.
+    fn browser_pid(&self) -> Option<u32> {
+        let run = std::fs::read_to_string(self.home.join("profiles/managed/run.json")).ok()?;
+        let run: serde_json::Value = serde_json::from_str(&run).ok()?;
+        run["pid"].as_u64().map(|pid| pid as u32)
+    }
 }
 
 impl Drop for Running {
@@ -142,7 +158,10 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
         let (_, _, stderr) = run(&["tabs"]);
         if !stderr.contains("is `browser-relay serve` running") {
             assert!(stderr.contains("profile 'managed' is not running"), "{stderr}");
-            assert!(stderr.contains("hint: POST /start"), "the hint is shown: {stderr}");
+            assert!(
+                stderr.contains("hint: `browser-relay start --profile managed` launches it"),
+                "the hint names the CLI's command: {stderr}"
+            );
             break;
         }
         assert!(std::time::Instant::now() < deadline, "serve did not come up: {stderr}");
@@ -181,8 +200,10 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     let (code, snapshot, stderr) = run(&["snapshot", "--interactive"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(snapshot.trim(), "- textbox \"Name\" [ref=e1]\n- button \"Go\" [ref=e2]");
-    assert_eq!(run(&["type", "e1", "Ada"]).1.trim(), "ok");
-    assert_eq!(run(&["click", "e2"]).1.trim(), "ok");
+    let (_, typed, _) = run(&["type", "e1", "Ada"]);
+    assert!(typed.starts_with("ok  data:text/html") && typed.trim().ends_with("CLI  [managed]"), "{typed}");
+    let (_, clicked, _) = run(&["click", "e2"]);
+    assert!(clicked.trim().ends_with("clicked  [managed]"), "the page's new title: {clicked}");
     let (_, title, _) =
         run(&["act", r#"{"kind":"evaluate","fn":"() => [document.title, document.querySelector('input').value]"}"#]);
     assert_eq!(title.trim(), r#"["clicked","Ada"]"#);
@@ -221,13 +242,19 @@ struct McpHost {
 
 impl McpHost {
     fn spawn(home: &std::path::Path, control_port: &str) -> Self {
+        Self::spawn_with(home, &["mcp", "--control-port", control_port], std::process::Stdio::null())
+    }
+
+    /// `browser-relay ARGS` as an MCP host runs it (the host keeps its
+    /// stderr where `stderr` says).
+    fn spawn_with(home: &std::path::Path, args: &[&str], stderr: impl Into<std::process::Stdio>) -> Self {
         use std::io::BufRead as _;
         let mut child = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
-            .args(["mcp", "--control-port", control_port])
+            .args(args)
             .env("BROWSER_RELAY_HOME", home)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("mcp starts");
         let stdin = child.stdin.take().unwrap();
@@ -300,10 +327,20 @@ impl Drop for McpHost {
     }
 }
 
+/// Waits until serve's control API listens (its log says so).
+fn wait_for_control_api(home: &std::path::Path) {
+    within("serve's control API to listen", 10, || {
+        std::fs::read_to_string(home.join("serve.log")).unwrap_or_default().contains("control API on")
+    });
+}
+
 #[test]
 fn an_mcp_host_drives_the_managed_browser_with_tools() {
     let home = tempfile::tempdir().unwrap();
     let (_running, control) = serve_managed(home.path());
+    // With serve running, the MCP server uses it (without, it would run
+    // its own relay: see the standalone test).
+    wait_for_control_api(home.path());
     let mut host = McpHost::spawn(home.path(), &control);
 
     let init = host.request(
@@ -320,19 +357,14 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
 
-    // The API's errors reach the model as tool errors it can act on; first
-    // the one before serve listens, then the one before the browser runs.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let (is_error, text, _) = host.call("browser_tabs", serde_json::json!({}));
-        assert!(is_error, "{text}");
-        if !text.contains("is `browser-relay serve` running") {
-            assert!(text.contains("profile 'managed' is not running") && text.contains("hint: POST /start"), "{text}");
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "serve did not come up: {text}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // The API's errors reach the model as tool errors it can act on, the
+    // next step named as a tool.
+    let (is_error, text, _) = host.call("browser_tabs", serde_json::json!({}));
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("profile 'managed' is not running") && text.contains("hint: browser_start "),
+        "the hint names the tool: {text}"
+    );
     let (is_error, text, _) = host.call("browser_start", serde_json::json!({}));
     assert!(!is_error, "{text}");
 
@@ -380,6 +412,47 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     // The host closing stdin ends the server.
     let status = host.close();
     assert!(status.success(), "{status:?}");
+}
+
+/// The one thing an MCP host needs: `browser-relay mcp` in its config. In a
+/// fresh state directory with nothing else running, it runs the relay
+/// itself, the agent's first tool call launches the managed Chrome (no tab
+/// is shared), and the browser goes when the host ends the server.
+#[test]
+fn mcp_alone_is_enough_in_a_fresh_state_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let control = free_port().to_string();
+    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+    let mut host = McpHost::spawn_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
+    let guard = Running::for_browsers_of(home.path());
+    host.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let page = "data:text/html,<title>Alone</title><button onclick=\"document.title='clicked'\">Go</button>";
+    let (is_error, opened, _) = host.call("browser_open", serde_json::json!({"url": page}));
+    assert!(!is_error, "{opened}");
+    let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
+    assert_eq!((opened["profile"].as_str(), opened["title"].as_str()), (Some("managed"), Some("Alone")), "{opened}");
+    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({}));
+    assert!(snapshot.starts_with("managed · tab ") && snapshot.contains("button \"Go\" [ref=e1]"), "{snapshot}");
+    let (is_error, clicked, _) = host.call("browser_click", serde_json::json!({"ref": "e1"}));
+    assert!(!is_error, "{clicked}");
+    let clicked: serde_json::Value = serde_json::from_str(&clicked).expect(&clicked);
+    assert_eq!(clicked["page"]["title"], "clicked", "the answer carries the page's state: {clicked}");
+
+    // The relay this process runs is the one the extension and CDP
+    // clients reach: the control API answers the CLI on the same port.
+    let (code, tabs, stderr) = browser_relay(home.path(), &["tabs", "--control-port", &control]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(tabs.contains("clicked"), "{tabs}");
+
+    let pid = guard.browser_pid().expect("the managed Chrome was launched and recorded");
+    assert!(host.close().success());
+    within("the managed Chrome to go with the MCP server", 10, || !group_has_live_process(pid));
+    assert_no_token(home.path(), "the MCP server's log", "");
 }
 
 /// `serve` with `args` on a free relay port: the guard, its log, and the

@@ -223,7 +223,7 @@ async fn clicks_keys_drags_waits_and_what_goes_wrong() {
     let link = ref_of(&snap, "link \"Go to the form\"");
     let navigated = act_ok(&env, json!({"kind": "click", "ref": link})).await;
     assert_eq!(navigated["navigated"], true, "{navigated}");
-    assert!(navigated["url"].as_str().unwrap().ends_with("/act/form.html"), "{navigated}");
+    assert!(navigated["page"]["url"].as_str().unwrap().ends_with("/act/form.html"), "{navigated}");
     let (status, error) = act(&env, json!({"kind": "click", "ref": keys})).await;
     assert_eq!((status, error["error"]["code"].as_str()), (409, Some("stale_ref")), "{error}");
 
@@ -236,6 +236,39 @@ async fn clicks_keys_drags_waits_and_what_goes_wrong() {
     .await;
 }
 
+/// What an agent checks after acting comes with the action's answer: where
+/// the page is, what went wrong since the last action (once), the tabs it
+/// opened, and on request the new snapshot, whose refs are the tab's then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_answer_carries_the_page_state_an_agent_checks_next() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    env.open("act/news.html").await;
+    let snap = env.snapshot_text("").await;
+
+    let failed = act_ok(&env, json!({"kind": "click", "ref": ref_of(&snap, "button \"Fail\"")})).await;
+    assert_eq!((failed["profile"].as_str(), failed["page"]["title"].as_str()), (Some("managed"), Some("News")));
+    let errors: Vec<&str> =
+        failed["page"]["consoleErrors"].as_array().expect("errors").iter().filter_map(Value::as_str).collect();
+    assert_eq!(errors.len(), 2, "{failed}");
+    assert_eq!(errors[0], "bad thing happened");
+    assert!(errors[1].contains("Error: boom") && !errors[1].contains('\n'), "one line: {failed}");
+
+    // Reported once: the next answer has nothing new, and carries the
+    // snapshot asked for.
+    let quiet =
+        act_ok(&env, json!({"kind": "click", "ref": ref_of(&snap, "button \"Quiet\""), "snapshot": true})).await;
+    assert!(quiet["page"].get("consoleErrors").is_none(), "{quiet}");
+    let fresh = quiet["snapshot"].as_str().expect("the snapshot asked for");
+    assert!(fresh.contains("button \"Popup\" [ref="), "{fresh}");
+
+    let popup = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Popup\"")})).await;
+    let new_tabs = popup["page"]["newTabs"].as_array().expect("the popup is reported");
+    assert_eq!(new_tabs.len(), 1, "{popup}");
+    let tabs = env.api.ok("GET", "/tabs", None).await;
+    assert!(tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == new_tabs[0]["targetId"]), "{tabs}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dialogs_never_deadlock_and_files_upload() {
     let env = ControlEnv::start().await.unwrap();
@@ -244,20 +277,27 @@ async fn dialogs_never_deadlock_and_files_upload() {
     let snap = env.snapshot_text("").await;
     let r = |needle: &str| ref_of(&snap, needle);
 
-    // Nothing armed: the action answers at once, and the tab shows the dialog.
+    // Nothing armed: the click happened, and its answer (at once) says the
+    // page now shows a dialog; so does the tab list.
     let started = std::time::Instant::now();
-    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Alert\"")})).await;
+    let clicked = act_ok(&env, json!({"kind": "click", "ref": r("button \"Alert\"")})).await;
     assert!(started.elapsed() < Duration::from_secs(5), "no deadlock: {:?}", started.elapsed());
-    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("dialog_open")), "{error}");
-    assert_eq!(error["error"]["message"], "a dialog 'Hello!' is open (alert); arm /hooks/dialog and retry");
+    assert_eq!(clicked["page"]["dialog"], json!({"type": "alert", "message": "Hello!"}), "{clicked}");
+    assert!(clicked["page"]["url"].as_str().unwrap().ends_with("/act/page.html"), "{clicked}");
     let tabs = env.api.ok("GET", "/tabs", None).await;
     let me = tabs["tabs"].as_array().unwrap().iter().find(|t| t["targetId"] == tab.as_str()).unwrap().clone();
     assert_eq!(me["dialog"]["message"], "Hello!", "{tabs}");
-    // Another action while it is open: the same answer, at once; and the
-    // page reads (whose scripts the dialog stops) answer the same.
-    let (status, _) = act(&env, json!({"kind": "click", "ref": r("button \"Count\"")})).await;
-    assert_eq!(status, 409);
-    for (method, path) in [("GET", "/snapshot"), ("POST", "/screenshot"), ("POST", "/pdf")] {
+    // Another action while it is open cannot happen: refused at once, with
+    // the way out; a snapshot shows the dialog (and keeps the page's refs);
+    // the other page reads (whose scripts the dialog stops) are refused.
+    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Count\"")})).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("dialog_open")), "{error}");
+    assert_eq!(error["error"]["message"], "a dialog 'Hello!' is open (alert): the page is paused until it is answered");
+    assert!(error["error"]["hint"].as_str().unwrap().contains("POST /hooks/dialog"), "{error}");
+    let paused = env.api.ok("GET", "/snapshot", None).await;
+    assert_eq!(paused["snapshot"], "- dialog \"Hello!\" (alert)", "{paused}");
+    assert_eq!(paused["dialog"]["message"], "Hello!", "{paused}");
+    for (method, path) in [("POST", "/screenshot"), ("POST", "/pdf")] {
         let started = std::time::Instant::now();
         let (status, error) = env.api.call(method, path, None).await;
         assert_eq!((status, error["error"]["code"].as_str()), (409, Some("dialog_open")), "{path}: {error}");
@@ -273,16 +313,15 @@ async fn dialogs_never_deadlock_and_files_upload() {
     })
     .await;
 
-    // confirm and prompt with nothing armed: answered once the agent arms.
-    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Confirm\"")})).await;
-    assert_eq!(status, 409, "{error}");
-    assert_eq!(error["error"]["message"], "a dialog 'Are you sure?' is open (confirm); arm /hooks/dialog and retry");
+    // confirm and prompt with nothing armed: answered once the agent arms;
+    // the refs of the page's snapshot still work after the dialog.
+    let clicked = act_ok(&env, json!({"kind": "click", "ref": r("button \"Confirm\"")})).await;
+    assert_eq!(clicked["page"]["dialog"]["type"], "confirm", "{clicked}");
+    assert_eq!(clicked["page"]["dialog"]["message"], "Are you sure?", "{clicked}");
     env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true}))).await;
-    let (status, error) = act(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
-    assert_eq!(
-        (status, error["error"]["message"].as_str()),
-        (409, Some("a dialog 'Your name?' is open (prompt); arm /hooks/dialog and retry"))
-    );
+    let clicked = act_ok(&env, json!({"kind": "click", "ref": r("button \"Prompt\"")})).await;
+    assert_eq!(clicked["page"]["dialog"]["type"], "prompt", "{clicked}");
+    assert_eq!(clicked["page"]["dialog"]["message"], "Your name?", "{clicked}");
     env.api.ok("POST", "/hooks/dialog", Some(json!({"accept": true, "promptText": "Grace"}))).await;
     eventually("confirm and prompt to be answered", Duration::from_secs(5), || async {
         log(&env, &tab).await.ends_with(&["confirm true".to_string(), "prompt Grace".to_string()]).then_some(())

@@ -52,7 +52,8 @@ pub trait Route: Serialize + DeserializeOwned + JsonSchema + Debug + Send + Sync
 }
 
 /// Which profile and tab a request is about. Both default: the profile to
-/// config.toml's `defaultProfile`, the tab to the profile's current one.
+/// config.toml's `defaultProfile` (`auto`: the shared tabs, else the
+/// managed Chrome), the tab to the profile's current one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TabSelector {
@@ -250,6 +251,31 @@ macro_rules! route {
     };
 }
 
+/// An answer about a profile's tabs, with the profile it is about: a
+/// request may leave the profile out (`auto` chooses), and the agent must
+/// know whether it drove the user's own Chrome or an isolated one. Reads as
+/// the answer itself (`Deref`); in JSON, `profile` sits beside its fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profiled<A> {
+    pub profile: String,
+    #[serde(flatten)]
+    pub answer: A,
+}
+
+impl<A> Profiled<A> {
+    pub fn new(profile: &Profile, answer: A) -> Self {
+        Self { profile: profile.name.clone(), answer }
+    }
+}
+
+impl<A> std::ops::Deref for Profiled<A> {
+    type Target = A;
+
+    fn deref(&self) -> &A {
+        &self.answer
+    }
+}
+
 // ---- profiles and browsers -------------------------------------------------
 
 /// `GET /`: every profile's state, or one profile's (with `profile`).
@@ -329,7 +355,7 @@ pub struct ProfileList {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTabs {}
-route!(ListTabs, Get "/tabs", Profile => TabList);
+route!(ListTabs, Get "/tabs", Profile => Profiled<TabList>);
 
 /// `POST /tabs/open`: a new tab, loaded, which becomes the current one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -338,19 +364,19 @@ pub struct OpenTab {
     /// The address to open.
     pub url: String,
 }
-route!(OpenTab, Post "/tabs/open", Profile => TabInfo);
+route!(OpenTab, Post "/tabs/open", Profile => Profiled<TabInfo>);
 
 /// `POST /tabs/focus`: brings the tab to the front and makes it current.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FocusTab {}
-route!(FocusTab, Post "/tabs/focus", RequiredTab => TabDone);
+route!(FocusTab, Post "/tabs/focus", RequiredTab => Profiled<TabDone>);
 
 /// `DELETE /tabs/{targetId}`: closes the tab.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CloseTab {}
-route!(CloseTab, Delete "/tabs/{targetId}", RequiredTab => TabDone);
+route!(CloseTab, Delete "/tabs/{targetId}", RequiredTab => Profiled<TabDone>);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TabList {
@@ -406,7 +432,7 @@ pub struct Navigate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
-route!(Navigate, Post "/navigate", Tab => Navigated);
+route!(Navigate, Post "/navigate", Tab => Profiled<Navigated>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -461,7 +487,7 @@ pub struct TakeSnapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frame: Option<String>,
 }
-route!(TakeSnapshot, Get "/snapshot", Tab => Snapshot);
+route!(TakeSnapshot, Get "/snapshot", Tab => Profiled<Snapshot>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -491,6 +517,9 @@ pub struct Snapshot {
     pub truncated: bool,
     /// What was cut and how to see it.
     pub notes: Vec<String>,
+    /// A dialog that pauses the page: the snapshot shows only it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogInfo>,
 }
 
 /// `POST /screenshot`: the viewport, the full page, or one element.
@@ -515,7 +544,7 @@ pub struct TakeScreenshot {
     #[serde(default)]
     pub labels: bool,
 }
-route!(TakeScreenshot, Post "/screenshot", Tab => Screenshot);
+route!(TakeScreenshot, Post "/screenshot", Tab => Profiled<Screenshot>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -582,7 +611,7 @@ pub struct ReadConsole {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
-route!(ReadConsole, Get "/console", Tab => ConsoleReport);
+route!(ReadConsole, Get "/console", Tab => Profiled<ConsoleReport>);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -620,7 +649,7 @@ pub struct PageError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrintPdf {}
-route!(PrintPdf, Post "/pdf", Tab => Pdf);
+route!(PrintPdf, Post "/pdf", Tab => Profiled<Pdf>);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -640,18 +669,21 @@ pub struct Act {
     /// How long to wait for the element (default 8000, 500–60000).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
     pub timeout_ms: Option<u64>,
+    /// Answer with the page's new snapshot too (its refs replace the tab's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot: bool,
     #[serde(flatten)]
     pub action: Action,
 }
-route!(Act, Post "/act", Tab => ActOutcome);
+route!(Act, Post "/act", Tab => Profiled<ActOutcome>);
 
 impl Act {
     pub fn new(action: impl Into<Action>) -> Self {
-        Self { timeout_ms: None, action: action.into() }
+        Self { timeout_ms: None, snapshot: false, action: action.into() }
     }
 }
 
-/// What an action did.
+/// What an action did, and the page after it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActOutcome {
@@ -660,11 +692,49 @@ pub struct ActOutcome {
     pub target_id: String,
     /// The action started a navigation that committed: refs are stale now.
     pub navigated: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
     /// `evaluate`'s value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// The tab after the action (none after `close`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageState>,
+    /// With `snapshot: true`: the tab's new snapshot, in the `ai` format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+}
+
+/// A tab as an agent checks it after acting: where it is, whether a dialog
+/// waits, and what went wrong since the last action's answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageState {
+    pub url: String,
+    pub title: String,
+    /// A dialog the action opened (or one still open): the action happened;
+    /// answer the dialog before the next one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<DialogInfo>,
+    /// Console errors and uncaught exceptions since the last action (the
+    /// newest few, one line each).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub console_errors: Vec<String>,
+    /// Errors beyond those shown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_console_errors: usize,
+    /// Tabs the action opened (popups, `target=_blank`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_tabs: Vec<NewTab>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewTab {
+    pub target_id: String,
+    pub url: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `POST /hooks/dialog`: answers the tab's open dialog now, or its next one.
@@ -680,7 +750,7 @@ pub struct ArmDialog {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
     pub timeout_ms: Option<u64>,
 }
-route!(ArmDialog, Post "/hooks/dialog", Tab => DialogArmed);
+route!(ArmDialog, Post "/hooks/dialog", Tab => Profiled<DialogArmed>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -707,7 +777,7 @@ pub struct ArmFileChooser {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
     pub timeout_ms: Option<u64>,
 }
-route!(ArmFileChooser, Post "/hooks/file-chooser", Tab => FilesArmed);
+route!(ArmFileChooser, Post "/hooks/file-chooser", Tab => Profiled<FilesArmed>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -842,7 +912,11 @@ mod tests {
     fn actions_round_trip_with_their_kind() {
         let act = Selected::new(
             TabSelector { profile: Some("work".into()), target_id: None },
-            Act { timeout_ms: Some(900), action: Click { element: "e3".into(), ..Click::default() }.into() },
+            Act {
+                timeout_ms: Some(900),
+                snapshot: false,
+                action: Click { element: "e3".into(), ..Click::default() }.into(),
+            },
         );
         let json = Value::Object(act.to_json());
         assert_eq!(json["kind"], "click");

@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::api::{
-    ConsoleReport, Handle, ImageType, Pdf, PrintPdf, ReadConsole, Screenshot, Selected, Snapshot, TabSelector,
-    TakeScreenshot, TakeSnapshot,
+    ConsoleReport, Handle, ImageType, Pdf, PrintPdf, Profiled, ReadConsole, Screenshot, Selected, Snapshot,
+    TabSelector, TakeScreenshot, TakeSnapshot,
 };
 use crate::conn::Conn;
 use crate::engine::Engine;
@@ -40,34 +40,85 @@ impl ElementBox {
 }
 
 impl Handle<TakeSnapshot> for Engine {
-    async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Snapshot, ControlError> {
-        let page = self.page_target(&request.tab).await?;
-        let (mut result, table) = page.unless_dialog(snapshot::take(&page.conn, &page.id, &request.request)).await?;
-        let PageTarget { profile, conn, id, session, _guard } = page;
-        if let Some(table) = table {
-            self.refs().put(&profile.name, &id, table);
+    /// The tab's snapshot; while a dialog pauses the page, the dialog (the
+    /// one thing an agent can act on then), with the refs left as they were.
+    async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Profiled<Snapshot>, ControlError> {
+        let page = match self.page_target(&request.tab).await {
+            Err(ControlError::DialogOpen { .. }) => return self.dialog_snapshot(&request.tab).await,
+            page => page?,
+        };
+        match page.unless_dialog(self.snapshot_of(&page, &request.request)).await {
+            Err(ControlError::DialogOpen { .. }) => {
+                drop(page);
+                self.dialog_snapshot(&request.tab).await
+            }
+            snapshot => Ok(Profiled::new(&page.profile, snapshot?)),
         }
-        if let Some((url, title)) = self.location(&conn, &session).await.or_else(|| conn.tab_url(&id)) {
+    }
+}
+
+impl Engine {
+    /// Snapshots the page, makes its refs the tab's, and says where the
+    /// page is.
+    pub(crate) async fn snapshot_of(
+        &self,
+        page: &PageTarget,
+        request: &TakeSnapshot,
+    ) -> Result<Snapshot, ControlError> {
+        let (mut result, table) = snapshot::take(&page.conn, &page.id, request).await?;
+        if let Some(table) = table {
+            self.refs().put(&page.profile.name, &page.id, table);
+        }
+        if let Some((url, title)) =
+            self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id))
+        {
             result.url = url;
             result.title = title;
         }
-        result.target_id = id;
+        result.target_id = page.id.clone();
         Ok(result)
+    }
+
+    /// What a snapshot shows while a dialog pauses the page: the dialog.
+    async fn dialog_snapshot(&self, selector: &TabSelector) -> Result<Profiled<Snapshot>, ControlError> {
+        let (profile, conn, id) = self.tab(selector).await?;
+        let Some(dialog) = conn.open_dialog(&id) else {
+            return Err(ControlError::Page("a dialog opened and closed during the snapshot: take it again".into()));
+        };
+        let (url, title) = conn.tab_url(&id).unwrap_or_default();
+        let mut line = format!("- dialog \"{}\" ({})", dialog.message, dialog.kind);
+        if let Some(default) = &dialog.default_prompt {
+            line.push_str(&format!(": prompt default \"{default}\""));
+        }
+        let snapshot = Snapshot {
+            target_id: id,
+            url,
+            title,
+            snapshot: Some(line),
+            notes: vec![format!(
+                "a {} dialog pauses the page: answer it (accept or dismiss) to see the page and use its refs",
+                dialog.kind
+            )],
+            dialog: Some(dialog),
+            ..Snapshot::default()
+        };
+        Ok(Profiled::new(&profile, snapshot))
     }
 }
 
 impl Handle<TakeScreenshot> for Engine {
     /// The viewport, the full page, or one element (`ref` or `selector`);
     /// saved under the media folder.
-    async fn handle(&self, request: Selected<TakeScreenshot>) -> Result<Screenshot, ControlError> {
+    async fn handle(&self, request: Selected<TakeScreenshot>) -> Result<Profiled<Screenshot>, ControlError> {
         let page = self.page_target(&request.tab).await?;
-        page.unless_dialog(self.capture(&page, &request.request)).await
+        let shot = page.unless_dialog(self.capture(&page, &request.request)).await?;
+        Ok(Profiled::new(&page.profile, shot))
     }
 }
 
 impl Handle<PrintPdf> for Engine {
     /// The tab printed to PDF, saved under the media folder.
-    async fn handle(&self, request: Selected<PrintPdf>) -> Result<Pdf, ControlError> {
+    async fn handle(&self, request: Selected<PrintPdf>) -> Result<Profiled<Pdf>, ControlError> {
         let page = self.page_target(&request.tab).await?;
         let print = page.conn.client().start(&cdp_page::PrintToPdf { print_background: true }, Some(&page.session));
         let printed = page.unless_dialog(async { print.await.map_err(ControlError::pdf(&page.profile.name)) }).await?;
@@ -75,13 +126,13 @@ impl Handle<PrintPdf> for Engine {
             .decode(printed.data)
             .map_err(|e| ControlError::Page(format!("the PDF is not base64: {e}")))?;
         let path = self.save_media("page", "pdf", &data)?;
-        Ok(Pdf { target_id: page.id, path, pages: pdf_pages(&data), bytes: data.len() })
+        Ok(Profiled::new(&page.profile, Pdf { target_id: page.id, path, pages: pdf_pages(&data), bytes: data.len() }))
     }
 }
 
 impl Handle<ReadConsole> for Engine {
     /// The tab's newest messages at or above `level`, and its page errors.
-    async fn handle(&self, request: Selected<ReadConsole>) -> Result<ConsoleReport, ControlError> {
+    async fn handle(&self, request: Selected<ReadConsole>) -> Result<Profiled<ConsoleReport>, ControlError> {
         let ReadConsole { level, limit } = request.request;
         let min = match level.as_deref() {
             None => 0,
@@ -89,18 +140,21 @@ impl Handle<ReadConsole> for Engine {
                 ControlError::BadRequest(format!("unknown level '{level}': use debug, log, info, warning or error"))
             })?,
         };
-        let (_, conn, id) = self.tab(&request.tab).await?;
+        let (profile, conn, id) = self.tab(&request.tab).await?;
         self.session(&conn, &id).await?;
         let (messages, errors) = conn.console(&id).unwrap_or_default();
         let keep = limit.unwrap_or(usize::MAX);
         let messages: Vec<_> = messages.into_iter().filter(|m| level_rank(&m.level).unwrap_or(0) >= min).collect();
         let skip = messages.len().saturating_sub(keep);
         let error_skip = errors.len().saturating_sub(keep);
-        Ok(ConsoleReport {
-            target_id: id,
-            messages: messages.into_iter().skip(skip).collect(),
-            page_errors: errors.into_iter().skip(error_skip).collect(),
-        })
+        Ok(Profiled::new(
+            &profile,
+            ConsoleReport {
+                target_id: id,
+                messages: messages.into_iter().skip(skip).collect(),
+                page_errors: errors.into_iter().skip(error_skip).collect(),
+            },
+        ))
     }
 }
 

@@ -22,6 +22,10 @@ pub const WORLD_NAME: &str = "browser-relay";
 pub const CONSOLE_KEPT: usize = 500;
 /// Page errors kept per tab.
 pub const PAGE_ERRORS_KEPT: usize = 200;
+/// Console errors (and page errors) kept for the next action's answer.
+pub const NEWS_KEPT: usize = 5;
+/// Characters of one such error kept.
+const NEWS_CHARS: usize = 300;
 /// How long a new tab may take to be attached and set up.
 const ATTACH_WITHIN: Duration = Duration::from_secs(10);
 
@@ -59,6 +63,35 @@ struct Tab {
     /// main frame's current document has reached; a new document starts
     /// over with `init`.
     lifecycle: Vec<String>,
+    /// What went wrong since an answer last reported it.
+    news: TabNews,
+}
+
+/// What went wrong on a tab since the last action's answer said so: the
+/// newest few console errors and uncaught exceptions, and how many more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TabNews {
+    pub console_errors: VecDeque<String>,
+    /// Errors beyond the ones kept.
+    pub more_console_errors: usize,
+}
+
+impl TabNews {
+    fn console_error(&mut self, text: &str) {
+        // One line, bounded: a stack trace or a logged document would crowd
+        // out the answer it rides on (GET /console has the whole text).
+        let mut text = text.lines().next().unwrap_or_default().to_string();
+        if text.len() > NEWS_CHARS {
+            let end = (0..=NEWS_CHARS).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            text.truncate(end);
+            text.push('…');
+        }
+        if self.console_errors.len() == NEWS_KEPT {
+            self.console_errors.pop_front();
+            self.more_console_errors += 1;
+        }
+        self.console_errors.push_back(text);
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +232,12 @@ impl Conn {
         Some((tab.console.iter().cloned().collect(), tab.errors.iter().cloned().collect()))
     }
 
+    /// What went wrong on the tab since the last call, which starts the
+    /// count over.
+    pub fn take_news(&self, target_id: &str) -> TabNews {
+        self.state().tabs.get_mut(target_id).map(|tab| std::mem::take(&mut tab.news)).unwrap_or_default()
+    }
+
     /// The session of a target: a tab, or an out-of-process iframe of one.
     pub fn session_of(&self, target_id: &str) -> Option<String> {
         let state = self.state();
@@ -321,6 +360,7 @@ impl Conn {
             dialog_hook: None,
             file_hook: None,
             lifecycle: Vec::new(),
+            news: TabNews::default(),
         });
         tab.title.clone_from(&info.title);
         tab.url.clone_from(&info.url);
@@ -439,11 +479,10 @@ impl Conn {
         } else if event.parse::<runtime::ExecutionContextsCleared>().is_some() {
             self.state().worlds.retain(|(s, _), _| s != session);
         } else if let Some(opening) = event.parse::<page::JavascriptDialogOpening>() {
-            let info = DialogInfo {
-                kind: if opening.kind.is_empty() { "alert".into() } else { opening.kind },
-                message: opening.message,
-                default_prompt: opening.default_prompt,
-            };
+            let kind = if opening.kind.is_empty() { "alert".to_string() } else { opening.kind };
+            // Chrome sends an empty default with every kind; only a prompt has one.
+            let default_prompt = opening.default_prompt.filter(|_| kind == "prompt");
+            let info = DialogInfo { kind, message: opening.message, default_prompt };
             let mut hook = None;
             self.with_tab_of(session, |tab| {
                 hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
@@ -488,10 +527,18 @@ impl Conn {
             });
         } else if let Some(called) = event.parse::<runtime::ConsoleApiCalled>() {
             let message = console_message(called);
-            self.with_tab_of(session, |tab| push_bounded(&mut tab.console, message, CONSOLE_KEPT));
+            self.with_tab_of(session, |tab| {
+                if message.level == "error" {
+                    tab.news.console_error(&message.text);
+                }
+                push_bounded(&mut tab.console, message, CONSOLE_KEPT);
+            });
         } else if let Some(thrown) = event.parse::<runtime::ExceptionThrown>() {
             let error = page_error(thrown);
-            self.with_tab_of(session, |tab| push_bounded(&mut tab.errors, error, PAGE_ERRORS_KEPT));
+            self.with_tab_of(session, |tab| {
+                tab.news.console_error(&error.message);
+                push_bounded(&mut tab.errors, error, PAGE_ERRORS_KEPT);
+            });
         }
     }
 
@@ -703,6 +750,20 @@ mod tests {
             assert_eq!(queue.len(), kept);
             assert_eq!(queue.front(), Some(&10));
         }
+    }
+
+    #[test]
+    fn news_keeps_the_newest_errors_and_counts_the_rest() {
+        let mut news = TabNews::default();
+        for i in 0..NEWS_KEPT + 3 {
+            news.console_error(&format!("error {i}\n    at x.js:1"));
+        }
+        assert_eq!(news.console_errors.len(), NEWS_KEPT);
+        assert_eq!(news.console_errors.back().map(String::as_str), Some("error 7"));
+        assert_eq!(news.more_console_errors, 3);
+        news.console_error(&"é".repeat(400));
+        let long = news.console_errors.back().unwrap();
+        assert!(long.ends_with('…') && long.len() <= NEWS_CHARS + '…'.len_utf8(), "{long}");
     }
 
     #[test]

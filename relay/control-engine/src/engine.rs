@@ -96,8 +96,35 @@ impl Engine {
         Ok(Config::load(&self.0.state_root)?)
     }
 
-    pub fn profile(&self, name: Option<&str>) -> Result<Profile, ControlError> {
-        Ok(self.config()?.profile(name)?.clone())
+    /// The profile a request is about: the one it names, else config.toml's
+    /// `defaultProfile`. The default, `auto`, is the user's shared tabs when
+    /// the extension shares one, else the managed Chrome, launched here on
+    /// first use (so that an agent's first command just works).
+    pub async fn profile(&self, name: Option<&str>) -> Result<Profile, ControlError> {
+        let config = self.config()?;
+        if name.is_some() || !config.default_is_auto() {
+            return Ok(config.profile(name)?.clone());
+        }
+        let profile = self.auto_profile(&config)?;
+        if profile.launches() && self.0.browsers.status(&profile).state != managed_driver::State::Running {
+            tracing::info!(profile = %profile.name, "no tab is shared: launching the managed Chrome for this request");
+            self.0.browsers.start(&profile).await?;
+        }
+        Ok(profile)
+    }
+
+    /// What `auto` means now, without launching anything.
+    pub(crate) fn auto_profile(&self, config: &Config) -> Result<Profile, ControlError> {
+        let shares_tabs = self.0.relay.as_ref().and_then(RelayLink::shared_tabs).is_some_and(|tabs| tabs > 0);
+        Ok(config.auto_profile(shares_tabs)?.clone())
+    }
+
+    /// The name of the profile a request without one goes to now.
+    pub(crate) fn default_name(&self, config: &Config) -> String {
+        match config.default_is_auto() {
+            true => self.auto_profile(config).map(|p| p.name).unwrap_or_default(),
+            false => config.default_profile.clone(),
+        }
     }
 
     pub(crate) fn allow_evaluate(&self) -> Result<bool, ControlError> {

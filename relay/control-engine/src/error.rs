@@ -1,6 +1,8 @@
 //! The control engine's one error type. Every variant carries what an agent
-//! needs to act: a stable `code`, a message, and a hint for the next step.
-//! The HTTP layer only maps [`ErrorKind`] to a status.
+//! needs to act: a stable `code`, a message, and a hint for the next step,
+//! named in the words of the surface the agent uses ([`Surface`]: a route
+//! over HTTP, a command in the CLI, a tool in MCP). The HTTP layer only maps
+//! [`ErrorKind`] to a status.
 
 use crate::api::DialogInfo;
 use cdp_client::CdpError;
@@ -23,6 +25,83 @@ pub enum ErrorKind {
     Upstream,
     /// The user's configuration does not allow it.
     Forbidden,
+}
+
+/// Where an agent reads an answer, so that a hint names a step it can take
+/// there. Clients say which (the `Browser-Relay-Surface` header); HTTP is
+/// the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Surface {
+    #[default]
+    Http,
+    Cli,
+    Mcp,
+}
+
+impl Surface {
+    /// The header a client names its surface in.
+    pub const HEADER: &'static str = "browser-relay-surface";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Cli => "cli",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    /// From the header's value; anything else is HTTP.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "cli" => Self::Cli,
+            "mcp" => Self::Mcp,
+            _ => Self::Http,
+        }
+    }
+}
+
+/// A next step an answer can point to; each surface names it its own way.
+/// The one place a hint's wording per surface lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Launch a profile's browser.
+    Start(&'a str),
+    /// Whether a profile's browser runs.
+    Status(&'a str),
+    OpenTab,
+    ListTabs,
+    ListProfiles,
+    Snapshot,
+    /// Answer the open dialog (OK).
+    AcceptDialog,
+}
+
+impl Step<'_> {
+    pub fn named(self, surface: Surface) -> String {
+        match (self, surface) {
+            (Self::Start(profile), Surface::Http) => format!("POST /start {{\"profile\":\"{profile}\"}}"),
+            (Self::Start(profile), Surface::Cli) => format!("`browser-relay start --profile {profile}`"),
+            (Self::Start(profile), Surface::Mcp) => format!("browser_start {{\"profile\":\"{profile}\"}}"),
+            (Self::Status(profile), Surface::Http) => format!("GET /?profile={profile}"),
+            (Self::Status(profile), Surface::Cli) => format!("`browser-relay status --profile {profile}`"),
+            (Self::Status(profile), Surface::Mcp) => format!("browser_status {{\"profile\":\"{profile}\"}}"),
+            (Self::OpenTab, Surface::Http) => "POST /tabs/open {\"url\": \"…\"}".into(),
+            (Self::OpenTab, Surface::Cli) => "`browser-relay open URL`".into(),
+            (Self::OpenTab, Surface::Mcp) => "browser_open".into(),
+            (Self::ListTabs, Surface::Http) => "GET /tabs".into(),
+            (Self::ListTabs, Surface::Cli) => "`browser-relay tabs`".into(),
+            (Self::ListTabs, Surface::Mcp) => "browser_tabs".into(),
+            (Self::ListProfiles, Surface::Http) => "GET /profiles".into(),
+            (Self::ListProfiles, Surface::Cli) => "`browser-relay profiles`".into(),
+            (Self::ListProfiles, Surface::Mcp) => "browser_status".into(),
+            (Self::Snapshot, Surface::Http) => "GET /snapshot".into(),
+            (Self::Snapshot, Surface::Cli) => "`browser-relay snapshot`".into(),
+            (Self::Snapshot, Surface::Mcp) => "browser_snapshot".into(),
+            (Self::AcceptDialog, Surface::Http) => "POST /hooks/dialog {\"accept\": true}".into(),
+            (Self::AcceptDialog, Surface::Cli) => "`browser-relay dialog accept`".into(),
+            (Self::AcceptDialog, Surface::Mcp) => "browser_handle_dialog {\"accept\": true}".into(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +140,7 @@ pub enum ControlError {
     Covered { element: String, by: String },
     #[error("{0} is disabled")]
     Disabled(String),
-    #[error("a dialog '{message}' is open ({kind}); arm /hooks/dialog and retry")]
+    #[error("a dialog '{message}' is open ({kind}): the page is paused until it is answered")]
     DialogOpen { kind: String, message: String },
     #[error("evaluate is switched off in config.toml (allowEvaluate = false)")]
     EvaluateDisabled,
@@ -151,21 +230,25 @@ impl ControlError {
         }
     }
 
-    /// What to do next, when there is something to say.
-    pub fn hint(&self) -> Option<String> {
+    /// What to do next, when there is something to say, in the words of
+    /// `surface`.
+    pub fn hint(&self, surface: Surface) -> Option<String> {
+        let step = |step: Step<'_>| step.named(surface);
         Some(match self {
-            Self::NotRunning(profile) => format!("POST /start {{\"profile\":\"{profile}\"}} launches it"),
+            Self::NotRunning(profile) => format!("{} launches it", step(Step::Start(profile))),
             Self::NoExtension => "click the Browser Relay icon on a tab to share it (no icon? load the extension and pair it: `browser-relay pair`)".into(),
             Self::NoSharedTab => "click the Browser Relay icon on a tab to share it".into(),
-            Self::NoTab(_) => "POST /tabs/open {\"url\": \"…\"} opens one".into(),
-            Self::AmbiguousTab(_) | Self::UnknownTab { .. } => "GET /tabs lists the tabs with their targetId".into(),
-            Self::UnknownRef(_) | Self::StaleRef(_) => "GET /snapshot gives fresh refs".into(),
-            Self::Config(ConfigError::UnknownProfile { .. }) => "GET /profiles lists the profiles".into(),
-            Self::Cdp { profile, .. } => format!("GET /?profile={profile} shows whether the browser still runs"),
-            Self::DialogOpen { .. } => {
-                "POST /hooks/dialog {\"accept\": true} answers it (and the next one); GET /tabs shows it".into()
+            Self::NoTab(_) => format!("{} opens one", step(Step::OpenTab)),
+            Self::AmbiguousTab(_) | Self::UnknownTab { .. } => {
+                format!("{} lists the tabs with their targetId", step(Step::ListTabs))
             }
-            Self::Covered { .. } => "GET /snapshot shows what is on the page now".into(),
+            Self::UnknownRef(_) | Self::StaleRef(_) => format!("{} gives fresh refs", step(Step::Snapshot)),
+            Self::Config(ConfigError::UnknownProfile { .. }) => {
+                format!("{} lists the profiles", step(Step::ListProfiles))
+            }
+            Self::Cdp { profile, .. } => format!("{} shows whether the browser still runs", step(Step::Status(profile))),
+            Self::DialogOpen { .. } => format!("{} answers it (and the next one)", step(Step::AcceptDialog)),
+            Self::Covered { .. } => format!("{} shows what is on the page now", step(Step::Snapshot)),
             Self::NotAllowed { key, .. } => {
                 format!("only the user can allow it: `{key}` in config.toml in the state directory (~/.browser-relay)")
             }
@@ -214,7 +297,9 @@ mod tests {
                 error.kind(),
                 if matches!(error, ControlError::UnknownRef(_)) { ErrorKind::NotFound } else { ErrorKind::Conflict }
             );
-            assert!(error.hint().is_some(), "{error} has no hint");
+            for surface in [Surface::Http, Surface::Cli, Surface::Mcp] {
+                assert!(error.hint(surface).is_some(), "{error} has no hint");
+            }
         }
         assert_eq!(ControlError::StaleRef("e7".into()).to_string(), "ref e7 is stale: take a new snapshot");
         assert_eq!(ControlError::UnknownRef("e99".into()).to_string(), "no ref e99 in the last snapshot of this tab");
@@ -222,6 +307,33 @@ mod tests {
         assert_eq!(timeout.to_string(), "timed out after 8 s waiting for e5 to become visible");
         let covered = ControlError::Covered { element: "e5".into(), by: "<div class=\"modal\">".into() };
         assert_eq!(covered.to_string(), "e5 is covered by <div class=\"modal\">: close it or take a new snapshot");
+    }
+
+    #[test]
+    fn hints_name_steps_in_the_surfaces_own_words() {
+        let errors = [
+            ControlError::NotRunning("managed".into()),
+            ControlError::NoTab("managed".into()),
+            ControlError::AmbiguousTab("T1, T2".into()),
+            ControlError::StaleRef("e7".into()),
+            ControlError::DialogOpen { kind: "alert".into(), message: "hi".into() },
+            ControlError::Covered { element: "e1".into(), by: "<div>".into() },
+            ControlError::Config(ConfigError::UnknownProfile { name: "x".into(), known: "managed".into() }),
+        ];
+        for error in &errors {
+            let http = error.hint(Surface::Http).unwrap();
+            let cli = error.hint(Surface::Cli).unwrap();
+            let mcp = error.hint(Surface::Mcp).unwrap();
+            assert!(http.contains("GET /") || http.contains("POST /"), "{http}");
+            assert!(cli.contains("`browser-relay ") && !cli.contains("GET /") && !cli.contains("POST /"), "{cli}");
+            assert!(mcp.contains("browser_") && !mcp.contains("GET /") && !mcp.contains("POST /"), "{mcp}");
+        }
+        assert_eq!(
+            ControlError::StaleRef("e7".into()).hint(Surface::Mcp).as_deref(),
+            Some("browser_snapshot gives fresh refs")
+        );
+        assert_eq!(Surface::from_name(Surface::Mcp.name()), Surface::Mcp);
+        assert_eq!(Surface::from_name("teletype"), Surface::Http);
     }
 
     #[test]

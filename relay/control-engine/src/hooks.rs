@@ -7,7 +7,7 @@ use std::time::Duration;
 use cdp_client::protocol::dom;
 use tokio::time::Instant;
 
-use crate::api::{ArmDialog, ArmFileChooser, DialogArmed, FilesArmed, Handle, Selected};
+use crate::api::{ArmDialog, ArmFileChooser, DialogArmed, FilesArmed, Handle, Profiled, Selected};
 use crate::conn::{DialogHook, FileHook};
 use crate::engine::Engine;
 use crate::error::ControlError;
@@ -28,12 +28,12 @@ fn hook_deadline(ms: Option<u64>) -> Instant {
 impl Handle<ArmDialog> for Engine {
     /// Arms the answer to the tab's next dialog; one already open is
     /// answered now.
-    async fn handle(&self, request: Selected<ArmDialog>) -> Result<DialogArmed, ControlError> {
+    async fn handle(&self, request: Selected<ArmDialog>) -> Result<Profiled<DialogArmed>, ControlError> {
         let ArmDialog { accept, prompt_text, timeout_ms } = request.request;
-        let (_, conn, id) = self.tab(&request.tab).await?;
+        let (profile, conn, id) = self.tab(&request.tab).await?;
         let hook = DialogHook { accept, prompt_text, until: hook_deadline(timeout_ms) };
         let answered = conn.arm_dialog(&id, hook);
-        Ok(DialogArmed { ok: true, target_id: id, armed: answered.is_none(), answered })
+        Ok(Profiled::new(&profile, DialogArmed { ok: true, target_id: id, armed: answered.is_none(), answered }))
     }
 }
 
@@ -60,7 +60,7 @@ impl Engine {
 impl Handle<ArmFileChooser> for Engine {
     /// With `ref`, sets the files on that file input now; otherwise arms
     /// them for the tab's next file chooser.
-    async fn handle(&self, request: Selected<ArmFileChooser>) -> Result<FilesArmed, ControlError> {
+    async fn handle(&self, request: Selected<ArmFileChooser>) -> Result<Profiled<FilesArmed>, ControlError> {
         let ArmFileChooser { paths, element_ref, timeout_ms } = request.request;
         if paths.is_empty() {
             return Err(ControlError::BadRequest("paths is empty".into()));
@@ -102,13 +102,19 @@ impl Handle<ArmFileChooser> for Engine {
                     set.map(drop).map_err(|e| ControlError::Action(format!("{}: {e}", target.name)))
                 };
                 page.unless_dialog(set).await?;
-                Ok(FilesArmed { ok: true, target_id: page.id.clone(), armed: None, set: Some(files) })
+                Ok(Profiled::new(
+                    &page.profile,
+                    FilesArmed { ok: true, target_id: page.id.clone(), armed: None, set: Some(files) },
+                ))
             }
             None => {
                 let hook = FileHook { paths: files.clone(), until: hook_deadline(timeout_ms) };
                 let armed = page.conn.arm_file_chooser(&page.id, &page.session, hook).await;
                 armed.map_err(ControlError::cdp(&page.profile.name))?;
-                Ok(FilesArmed { ok: true, target_id: page.id.clone(), armed: Some(files), set: None })
+                Ok(Profiled::new(
+                    &page.profile,
+                    FilesArmed { ok: true, target_id: page.id.clone(), armed: Some(files), set: None },
+                ))
             }
         }
     }

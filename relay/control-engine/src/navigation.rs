@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cdp_client::protocol::{Command as _, Event as _, page, runtime};
 
-use crate::api::{Handle, Navigate, Navigated, Selected, WaitUntil};
+use crate::api::{Handle, Navigate, Navigated, Profiled, Selected, WaitUntil};
 use crate::conn::Conn;
 use crate::engine::Engine;
 use crate::error::ControlError;
@@ -27,7 +27,7 @@ fn lifecycle_event(wait_until: WaitUntil) -> Option<&'static str> {
 
 impl Handle<Navigate> for Engine {
     /// Loads `url` in the tab and waits for `waitUntil`.
-    async fn handle(&self, request: Selected<Navigate>) -> Result<Navigated, ControlError> {
+    async fn handle(&self, request: Selected<Navigate>) -> Result<Profiled<Navigated>, ControlError> {
         let Navigate { url, wait_until, timeout_ms } = request.request;
         let url = self.allowed_url(&url)?;
         let timeout = clamp_timeout(timeout_ms, NAVIGATE_TIMEOUT);
@@ -73,7 +73,7 @@ impl Handle<Navigate> for Engine {
         }
         self.set_current(&profile.name, &id);
         let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
-        Ok(Navigated { target_id: id, url, title })
+        Ok(Profiled::new(&profile, Navigated { target_id: id, url, title }))
     }
 }
 

@@ -20,13 +20,14 @@ impl Handle<GetStatus> for Engine {
     /// Every profile, or the one named.
     async fn handle(&self, request: Selected<GetStatus>) -> Result<Status, ControlError> {
         let config = self.config()?;
+        let default = self.default_name(&config);
         if let Some(name) = request.tab.profile() {
             let profile = config.profile(Some(name))?;
-            return Ok(Status::One(self.profile_status(profile, profile.name == config.default_profile).await));
+            return Ok(Status::One(self.profile_status(profile, profile.name == default).await));
         }
         let mut profiles = Vec::new();
         for profile in config.profiles.values() {
-            profiles.push(self.profile_status(profile, profile.name == config.default_profile).await);
+            profiles.push(self.profile_status(profile, profile.name == default).await);
         }
         Ok(Status::All(ServiceStatus {
             service: "browser-relay control API".into(),
@@ -48,7 +49,7 @@ impl Handle<StartBrowser> for Engine {
     /// extension shares a tab.
     async fn handle(&self, request: Selected<StartBrowser>) -> Result<ProfileStatus, ControlError> {
         let config = self.config()?;
-        let profile = config.profile(request.tab.profile())?.clone();
+        let profile = self.profile(request.tab.profile()).await?;
         match profile.driver {
             Driver::Extension => {
                 self.extension_ready()?;
@@ -59,7 +60,7 @@ impl Handle<StartBrowser> for Engine {
                 self.conn(&profile).await?;
             }
         }
-        Ok(self.profile_status(&profile, profile.name == config.default_profile).await)
+        Ok(self.profile_status(&profile, profile.name == self.default_name(&config)).await)
     }
 }
 
@@ -67,7 +68,11 @@ impl Handle<StopBrowser> for Engine {
     /// Stops a managed browser (the user's own Chrome is never stopped).
     async fn handle(&self, request: Selected<StopBrowser>) -> Result<ProfileStatus, ControlError> {
         let config = self.config()?;
-        let profile = config.profile(request.tab.profile())?.clone();
+        // Under `auto`, the one browser `stop` can mean is the managed one.
+        let profile = match request.tab.profile() {
+            None if config.default_is_auto() => config.auto_profile(false)?.clone(),
+            name => config.profile(name)?.clone(),
+        };
         if profile.driver == Driver::Extension {
             return Err(ControlError::BadRequest(format!(
                 "profile '{}' is your own Chrome: Browser Relay never stops it (click the Browser Relay icon on a tab to stop sharing it)",
@@ -76,7 +81,7 @@ impl Handle<StopBrowser> for Engine {
         }
         self.disconnect(&profile.name).await;
         self.0.browsers.stop(&profile).await?;
-        Ok(self.profile_status(&profile, profile.name == config.default_profile).await)
+        Ok(self.profile_status(&profile, profile.name == self.default_name(&config)).await)
     }
 }
 

@@ -12,7 +12,8 @@ use cdp_client::protocol::{Event as _, page, target};
 use managed_driver::config::{Driver, Profile};
 
 use crate::api::{
-    CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Selected, TabDone, TabInfo, TabList, TabSelector,
+    CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Profiled, Selected, TabDone, TabInfo, TabList,
+    TabSelector,
 };
 use crate::conn::Conn;
 use crate::engine::Engine;
@@ -70,7 +71,7 @@ impl Engine {
     /// `targetId`, else the profile's current tab (last opened or focused),
     /// else the only tab.
     pub(crate) async fn tab(&self, selector: &TabSelector) -> Result<(Profile, Arc<Conn>, String), ControlError> {
-        let profile = self.profile(selector.profile())?;
+        let profile = self.profile(selector.profile()).await?;
         let conn = self.conn(&profile).await?;
         let current = self.current(&profile.name).filter(|id| conn.has_tab(id));
         let tabs = conn.tabs(current.as_deref());
@@ -122,20 +123,20 @@ impl Engine {
 }
 
 impl Handle<ListTabs> for Engine {
-    async fn handle(&self, request: Selected<ListTabs>) -> Result<TabList, ControlError> {
-        let profile = self.profile(request.tab.profile())?;
+    async fn handle(&self, request: Selected<ListTabs>) -> Result<Profiled<TabList>, ControlError> {
+        let profile = self.profile(request.tab.profile()).await?;
         let current = self.current(&profile.name);
         let conn = self.conn(&profile).await?;
         let tabs = conn.refreshed_tabs(current.as_deref()).await.map_err(ControlError::cdp(&profile.name))?;
-        Ok(TabList { tabs })
+        Ok(Profiled::new(&profile, TabList { tabs }))
     }
 }
 
 impl Handle<OpenTab> for Engine {
     /// A new tab, which becomes the current one, answered once loaded.
-    async fn handle(&self, request: Selected<OpenTab>) -> Result<TabInfo, ControlError> {
+    async fn handle(&self, request: Selected<OpenTab>) -> Result<Profiled<TabInfo>, ControlError> {
         let url = self.allowed_url(&request.request.url)?;
-        let profile = self.profile(request.tab.profile())?;
+        let profile = self.profile(request.tab.profile()).await?;
         let conn = self.conn(&profile).await?;
         let create = target::CreateTarget { url: url.clone() };
         let target_id = conn.client().send(&create, None).await.map_err(ControlError::cdp(&profile.name))?.target_id;
@@ -147,28 +148,28 @@ impl Handle<OpenTab> for Engine {
         // a slow page is still opened).
         self.wait_loaded(&conn, &session, &url, NAVIGATE_TIMEOUT).await;
         let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
-        Ok(TabInfo { target_id, title, url, kind: "page".into(), active: true, dialog: None })
+        Ok(Profiled::new(&profile, TabInfo { target_id, title, url, kind: "page".into(), active: true, dialog: None }))
     }
 }
 
 impl Handle<FocusTab> for Engine {
     /// Brings the tab to the front and makes it current.
-    async fn handle(&self, request: Selected<FocusTab>) -> Result<TabDone, ControlError> {
+    async fn handle(&self, request: Selected<FocusTab>) -> Result<Profiled<TabDone>, ControlError> {
         let (profile, conn, id) = self.tab(&request.tab).await?;
         let activate = target::ActivateTarget { target_id: id.clone() };
         conn.client().send(&activate, None).await.map_err(ControlError::cdp(&profile.name))?;
         self.set_current(&profile.name, &id);
-        Ok(TabDone { ok: true, target_id: id })
+        Ok(Profiled::new(&profile, TabDone { ok: true, target_id: id }))
     }
 }
 
 impl Handle<CloseTab> for Engine {
-    async fn handle(&self, request: Selected<CloseTab>) -> Result<TabDone, ControlError> {
+    async fn handle(&self, request: Selected<CloseTab>) -> Result<Profiled<TabDone>, ControlError> {
         let (profile, conn, id) = self.tab(&request.tab).await?;
         let close = target::CloseTarget { target_id: id.clone() };
         conn.client().send(&close, None).await.map_err(ControlError::cdp(&profile.name))?;
         self.forget_refs(&profile.name, &id);
-        Ok(TabDone { ok: true, target_id: id })
+        Ok(Profiled::new(&profile, TabDone { ok: true, target_id: id }))
     }
 }
 

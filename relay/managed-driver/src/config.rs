@@ -1,6 +1,8 @@
 //! Profiles: `<state>/config.toml`. Two profiles exist without any file:
-//! `chrome` (the user's own Chrome through the extension, the default) and
-//! `managed` (an isolated Chrome that Browser Relay launches, orange).
+//! `chrome` (the user's own Chrome through the extension) and `managed` (an
+//! isolated Chrome that Browser Relay launches, orange). Without a
+//! `defaultProfile` the default is [`AUTO_PROFILE`]: the user's shared tabs
+//! when the extension shares one, else the managed Chrome.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,10 @@ use serde::{Deserialize, Serialize};
 pub const CONFIG_FILE: &str = "config.toml";
 /// The managed profile's colour: recognisable at a glance.
 pub const MANAGED_COLOR: &str = "#FF4500";
+/// `defaultProfile = "auto"` (the default): requests that name no profile
+/// go to the user's shared tabs when the extension shares one, else to the
+/// managed Chrome. Not a profile name.
+pub const AUTO_PROFILE: &str = "auto";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -145,7 +151,7 @@ impl Config {
         profiles.insert("chrome".into(), Profile::default_named("chrome", Driver::Extension));
         profiles.insert("managed".into(), Profile::default_named("managed", Driver::Managed));
         Self {
-            default_profile: "chrome".into(),
+            default_profile: AUTO_PROFILE.into(),
             allow_evaluate: true,
             allow_file_urls: false,
             upload_roots: Vec::new(),
@@ -164,6 +170,11 @@ impl Config {
         for (name, entry) in file.profiles {
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
                 return Err(invalid(format!("profile name '{name}': use letters, digits, '-' and '_'")));
+            }
+            if name == AUTO_PROFILE {
+                return Err(invalid(format!(
+                    "profile name '{AUTO_PROFILE}' is taken: defaultProfile = \"{AUTO_PROFILE}\" means \"the shared tabs, else the managed Chrome\""
+                )));
             }
             let base = config.profiles.get(&name).cloned();
             let driver = entry
@@ -245,7 +256,7 @@ impl Config {
             config.media_max_age = std::time::Duration::from_secs(hours.max(1).saturating_mul(3600));
         }
         if let Some(default) = file.default_profile {
-            if !config.profiles.contains_key(&default) {
+            if default != AUTO_PROFILE && !config.profiles.contains_key(&default) {
                 return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));
             }
             config.default_profile = default;
@@ -253,8 +264,37 @@ impl Config {
         Ok(config)
     }
 
-    /// The named profile, or the default one.
+    /// Whether requests without a profile choose one by what runs
+    /// ([`AUTO_PROFILE`]).
+    pub fn default_is_auto(&self) -> bool {
+        self.default_profile == AUTO_PROFILE
+    }
+
+    /// What `auto` chooses between: the extension's profile (`chrome`, else
+    /// the first extension profile) and the managed one (`managed`, else the
+    /// first managed profile). `shares_tabs`: whether the extension shares a
+    /// tab now.
+    pub fn auto_profile(&self, shares_tabs: bool) -> Result<&Profile, ConfigError> {
+        let first = |driver: Driver, preferred: &str| {
+            self.profiles
+                .get(preferred)
+                .filter(|p| p.driver == driver)
+                .or_else(|| self.profiles.values().find(|p| p.driver == driver))
+        };
+        let extension = first(Driver::Extension, "chrome");
+        let managed = first(Driver::Managed, "managed");
+        let chosen = if shares_tabs { extension.or(managed) } else { managed.or(extension) };
+        chosen.ok_or_else(|| ConfigError::UnknownProfile { name: AUTO_PROFILE.into(), known: String::new() })
+    }
+
+    /// The named profile, or the configured default; `auto` without knowing
+    /// what the extension shares means the extension's profile (what the
+    /// relay's own root endpoint serves). The control engine resolves `auto`
+    /// by what runs instead.
     pub fn profile(&self, name: Option<&str>) -> Result<&Profile, ConfigError> {
+        if name.is_none() && self.default_is_auto() {
+            return self.auto_profile(true);
+        }
         let name = name.unwrap_or(&self.default_profile);
         self.profiles.get(name).ok_or_else(|| ConfigError::UnknownProfile {
             name: name.to_string(),
@@ -313,7 +353,7 @@ mod tests {
     #[test]
     fn defaults_have_chrome_and_an_orange_managed_profile() {
         let config = parse("").unwrap();
-        assert_eq!(config.default_profile, "chrome");
+        assert_eq!(config.default_profile, "auto");
         assert_eq!(config.profile(None).unwrap().driver, Driver::Extension);
         let managed = config.profile(Some("managed")).unwrap();
         assert_eq!((managed.driver, managed.color.as_str()), (Driver::Managed, "#FF4500"));
@@ -348,6 +388,21 @@ mod tests {
     }
 
     #[test]
+    fn auto_chooses_the_shared_tabs_else_the_managed_chrome() {
+        let config = parse("").unwrap();
+        assert!(config.default_is_auto());
+        assert_eq!(config.auto_profile(true).unwrap().name, "chrome");
+        assert_eq!(config.auto_profile(false).unwrap().name, "managed");
+        // Written out, auto is the same; a named default is not auto.
+        assert!(parse("defaultProfile = \"auto\"").unwrap().default_is_auto());
+        assert!(!parse("defaultProfile = \"managed\"").unwrap().default_is_auto());
+        // A `chrome` turned into a managed profile is not the extension's.
+        let config = parse("[profiles.chrome]\ndriver = \"managed\"\n[profiles.mine]\ndriver = \"extension\"").unwrap();
+        assert_eq!(config.auto_profile(true).unwrap().name, "mine");
+        assert_eq!(config.auto_profile(false).unwrap().name, "managed");
+    }
+
+    #[test]
     fn bad_files_are_clear_errors_naming_file_and_key() {
         for (text, expected) in [
             ("[profiles.managed]\nheadles = true", "headles"),
@@ -357,6 +412,7 @@ mod tests {
             ("[profiles.managed]\ncdpPort = 9222", "9222"),
             ("[profiles.chrome]\nexecutablePath = \"/x\"", "managed profiles only"),
             ("defaultProfile = \"nope\"", "no such profile"),
+            ("[profiles.auto]\ndriver = \"managed\"", "'auto' is taken"),
             ("[profiles.\"a b\"]\ndriver = \"managed\"", "profile name"),
             ("[profiles.managed]\nheadless = \"yes\"", "headless"),
             ("[profiles.a]\ndriver = \"managed\"\nattachOnly = true", "needs cdpPort or cdpUrl"),

@@ -10,6 +10,7 @@
 
 use cdp_client::http::{self as http_client, HttpResponse};
 use control_engine::api::{Method, Route, Selected, path_of, query_pairs};
+use control_engine::error::Surface;
 use serde_json::Value;
 use state_dir::Token;
 
@@ -38,13 +39,22 @@ pub enum ClientError {
 pub struct ControlClient {
     port: u16,
     token: Token,
+    /// Where the answers are read, so hints name steps taken there.
+    surface: Surface,
     /// The session secret, once the server proved itself.
     session: std::sync::Arc<tokio::sync::Mutex<Option<String>>>,
 }
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token, session: Default::default() }
+        Self { port, token, surface: Surface::Http, session: Default::default() }
+    }
+
+    /// A client whose answers are read on `surface` (the CLI, MCP): the
+    /// API's hints then name that surface's commands or tools.
+    pub fn on(mut self, surface: Surface) -> Self {
+        self.surface = surface;
+        self
     }
 
     pub fn port(&self) -> u16 {
@@ -100,7 +110,7 @@ impl ControlClient {
         for fresh in [false, true] {
             let secret = self.session(fresh).await?;
             let auth = format!("Bearer {secret}");
-            let mut all = vec![("Authorization", auth.as_str())];
+            let mut all = vec![("Authorization", auth.as_str()), (Surface::HEADER, self.surface.name())];
             all.extend_from_slice(headers);
             let response = self.http(method, path, &all, body.as_deref().map(str::as_bytes)).await?;
             if response.status != 401 || fresh {

@@ -18,7 +18,7 @@ use control_engine::api::{
     ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole, Route, Selected, StartBrowser, StopBrowser,
     TakeScreenshot, TakeSnapshot, query_object,
 };
-use control_engine::error::{ControlError, ErrorKind};
+use control_engine::error::{ControlError, ErrorKind, Surface};
 use serde_json::{Value, json};
 
 use std::sync::Arc;
@@ -140,13 +140,19 @@ fn error_body(status: StatusCode, code: &str, message: &str, hint: Option<String
     (status, axum::Json(json!({"error": error}))).into_response()
 }
 
-/// An engine error as a response.
-struct ApiError(ControlError);
+/// An engine error as a response, its hint in the words of the surface
+/// that asked.
+struct ApiError(ControlError, Surface);
 
 impl From<ControlError> for ApiError {
     fn from(error: ControlError) -> Self {
-        Self(error)
+        Self(error, Surface::Http)
     }
+}
+
+/// The surface a client reads answers on (`Browser-Relay-Surface`).
+fn surface(headers: &HeaderMap) -> Surface {
+    headers.get(Surface::HEADER).and_then(|v| v.to_str().ok()).map_or(Surface::Http, Surface::from_name)
 }
 
 impl IntoResponse for ApiError {
@@ -159,7 +165,7 @@ impl IntoResponse for ApiError {
             ErrorKind::Upstream => StatusCode::BAD_GATEWAY,
             ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         };
-        error_body(status, self.0.code(), &self.0.to_string(), self.0.hint())
+        error_body(status, self.0.code(), &self.0.to_string(), self.0.hint(self.1))
     }
 }
 
@@ -192,10 +198,13 @@ async fn answer<E: Handle<R>, R: Route>(
     State(engine): State<E>,
     RawQuery(raw): RawQuery,
     path: RawPathParams,
+    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let request = read::<R>(raw.as_deref(), &path, &body)?;
-    Ok(axum::Json(engine.handle(request).await?).into_response())
+    let surface = surface(&headers);
+    let request = read::<R>(raw.as_deref(), &path, &body).map_err(|e| ApiError(e, surface))?;
+    let answer = engine.handle(request).await.map_err(|e| ApiError(e, surface))?;
+    Ok(axum::Json(answer).into_response())
 }
 
 async fn screenshot<E: Handle<TakeScreenshot>>(
@@ -205,7 +214,8 @@ async fn screenshot<E: Handle<TakeScreenshot>>(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult {
-    let mut request = read::<TakeScreenshot>(raw.as_deref(), &path, &body)?;
+    let surface = surface(&headers);
+    let mut request = read::<TakeScreenshot>(raw.as_deref(), &path, &body).map_err(|e| ApiError(e, surface))?;
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let raw_image = ["image/png", "image/jpeg"].iter().find_map(|mime| accept.contains(mime).then_some(*mime));
     // `Accept: image/jpeg` alone picks the format; an explicit type must agree.
@@ -218,12 +228,12 @@ async fn screenshot<E: Handle<TakeScreenshot>>(
         }
         request.request.image_type = wanted;
     }
-    let shot = engine.handle(request).await?;
+    let shot = engine.handle(request).await.map_err(|e| ApiError(e, surface))?;
     if raw_image.is_some() {
         let path = shot.path.display().to_string();
         let headers =
             [(header::CONTENT_TYPE, shot.mime.clone()), (header::HeaderName::from_static("x-screenshot-path"), path)];
-        return Ok((headers, shot.data).into_response());
+        return Ok((headers, shot.answer.data).into_response());
     }
     Ok(axum::Json(&shot).into_response())
 }

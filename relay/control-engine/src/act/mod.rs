@@ -13,6 +13,7 @@ mod input;
 pub(crate) mod ready;
 mod wait;
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use cdp_client::protocol::{Command, dom, emulation, page as cdp_page, runtime, target};
@@ -27,7 +28,7 @@ pub(crate) use fields::element_object;
 pub use input::MouseButton;
 pub use wait::WaitFor;
 
-use crate::api::{Act, ActOutcome, Handle, Selected};
+use crate::api::{Act, ActOutcome, Handle, NewTab, PageState, Profiled, Selected, TakeSnapshot};
 use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::keys::{self, Chord};
@@ -227,8 +228,8 @@ pub fn clamp_act_timeout(ms: Option<u64>) -> Duration {
 }
 
 impl Handle<Act> for Engine {
-    async fn handle(&self, request: Selected<Act>) -> Result<ActOutcome, ControlError> {
-        let Act { timeout_ms, action } = request.request;
+    async fn handle(&self, request: Selected<Act>) -> Result<Profiled<ActOutcome>, ControlError> {
+        let Act { timeout_ms, snapshot, action } = request.request;
         let timeout = clamp_act_timeout(timeout_ms);
         let evaluates = match &action {
             Action::Evaluate(_) => true,
@@ -238,28 +239,71 @@ impl Handle<Act> for Engine {
         if evaluates && !self.allow_evaluate()? {
             return Err(ControlError::EvaluateDisabled);
         }
+        // A dialog open before the action stops it here (page_target).
         let page = self.page_target(&request.tab).await?;
+        let tabs_before: HashSet<String> = page.conn.tabs(None).into_iter().map(|t| t.target_id).collect();
         let mut navigations = page.conn.subscribe();
         let kind = action.kind();
-        // A dialog the action opens blocks the page (and our input events)
-        // until it is answered: answer the agent at once instead.
-        let result = page.unless_dialog(self.run_action(&page, action, timeout)).await?;
-        let mut outcome =
-            ActOutcome { ok: true, kind: kind.into(), target_id: page.id.clone(), navigated: false, url: None, result };
-        if kind != "close" {
+        // A dialog the action opens pauses the page (and our input events)
+        // until it is answered: the action happened, and the dialog is the
+        // page's state now, which the answer reports at once.
+        let result = match page.unless_dialog(self.run_action(&page, action, timeout)).await {
+            Err(ControlError::DialogOpen { .. }) => None,
+            result => result?,
+        };
+        let mut outcome = ActOutcome {
+            ok: true,
+            kind: kind.into(),
+            target_id: page.id.clone(),
+            navigated: false,
+            result,
+            page: None,
+            snapshot: None,
+        };
+        if kind == "close" {
+            return Ok(Profiled::new(&page.profile, outcome));
+        }
+        let dialog = page.conn.open_dialog(&page.id);
+        if dialog.is_none() {
             // A link's navigation starts in a task after the click is
             // acknowledged: one round trip through the page's task queue
             // lets it begin, then every event up to that reply is handled.
             let _ = cdp(&page, &runtime::Evaluate::value("0")).await;
-            page.conn.catch_up().await;
         }
-        let navigation = if kind == "close" { Navigation::None } else { navigation_seen(&mut navigations, &page) };
+        page.conn.catch_up().await;
+        let navigation = navigation_seen(&mut navigations, &page);
         if navigation != Navigation::None {
             outcome.navigated = navigation == Navigation::Committed
                 || wait_commit(&mut navigations, &page, timeout.min(COMMIT_WITHIN)).await;
-            outcome.url = self.location(&page.conn, &page.session).await.map(|(url, _)| url);
         }
-        Ok(outcome)
+        let dialog = page.conn.open_dialog(&page.id);
+        let location = match dialog {
+            // A paused page answers no script: what the browser last said.
+            Some(_) => page.conn.tab_url(&page.id),
+            None => self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id)),
+        };
+        let (url, title) = location.unwrap_or_default();
+        let news = page.conn.take_news(&page.id);
+        let new_tabs = page
+            .conn
+            .tabs(None)
+            .into_iter()
+            .filter(|tab| !tabs_before.contains(&tab.target_id))
+            .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
+            .collect();
+        if snapshot && dialog.is_none() {
+            let taken = self.snapshot_of(&page, &TakeSnapshot::default()).await?;
+            outcome.snapshot = taken.snapshot;
+        }
+        outcome.page = Some(PageState {
+            url,
+            title,
+            dialog,
+            console_errors: news.console_errors.into(),
+            more_console_errors: news.more_console_errors,
+            new_tabs,
+        });
+        Ok(Profiled::new(&page.profile, outcome))
     }
 }
 

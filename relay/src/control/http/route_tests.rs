@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use control_engine::act::{Action, Click, Press, WaitFor};
 use control_engine::api::*;
-use control_engine::error::ControlError;
+use control_engine::error::{ControlError, Surface};
 use managed_driver::config::Driver;
 use serde_json::{Value, json};
 use state_dir::Token;
@@ -85,6 +85,12 @@ fn profile_status(name: &str) -> ProfileStatus {
     }
 }
 
+/// An answer about the profile the request named (the fake's default:
+/// managed).
+fn profiled<A>(request: &Selected<impl Route>, answer: A) -> Profiled<A> {
+    Profiled { profile: request.tab.profile.clone().unwrap_or_else(|| "managed".into()), answer }
+}
+
 fn target(request: &Selected<impl Route>) -> String {
     request.tab.target_id.clone().unwrap_or_else(|| "T1".into())
 }
@@ -117,91 +123,108 @@ impl Canned for StopBrowser {
     }
 }
 impl Canned for ListTabs {
-    fn canned(_: &Selected<Self>) -> TabList {
-        TabList { tabs: vec![tab("T1", "about:blank")] }
+    fn canned(request: &Selected<Self>) -> Profiled<TabList> {
+        profiled(request, TabList { tabs: vec![tab("T1", "about:blank")] })
     }
 }
 impl Canned for OpenTab {
-    fn canned(request: &Selected<Self>) -> TabInfo {
-        tab("T2", &request.request.url)
+    fn canned(request: &Selected<Self>) -> Profiled<TabInfo> {
+        profiled(request, tab("T2", &request.request.url))
     }
 }
 impl Canned for FocusTab {
-    fn canned(request: &Selected<Self>) -> TabDone {
-        TabDone { ok: true, target_id: target(request) }
+    fn canned(request: &Selected<Self>) -> Profiled<TabDone> {
+        profiled(request, TabDone { ok: true, target_id: target(request) })
     }
 }
 impl Canned for CloseTab {
-    fn canned(request: &Selected<Self>) -> TabDone {
-        TabDone { ok: true, target_id: target(request) }
+    fn canned(request: &Selected<Self>) -> Profiled<TabDone> {
+        profiled(request, TabDone { ok: true, target_id: target(request) })
     }
 }
 impl Canned for Navigate {
-    fn canned(request: &Selected<Self>) -> Navigated {
-        Navigated { target_id: target(request), url: request.request.url.clone(), title: "Fake".into() }
+    fn canned(request: &Selected<Self>) -> Profiled<Navigated> {
+        profiled(
+            request,
+            Navigated { target_id: target(request), url: request.request.url.clone(), title: "Fake".into() },
+        )
     }
 }
 impl Canned for TakeSnapshot {
-    fn canned(request: &Selected<Self>) -> Snapshot {
-        Snapshot {
-            target_id: target(request),
-            url: "about:blank".into(),
-            title: "Fake".into(),
-            format: request.request.format,
-            snapshot: Some("- button \"Go\" [ref=e1]".into()),
-            nodes: None,
-            refs: 1,
-            node_count: 1,
-            truncated: false,
-            notes: vec![],
-        }
+    fn canned(request: &Selected<Self>) -> Profiled<Snapshot> {
+        profiled(
+            request,
+            Snapshot {
+                target_id: target(request),
+                url: "about:blank".into(),
+                title: "Fake".into(),
+                format: request.request.format,
+                snapshot: Some("- button \"Go\" [ref=e1]".into()),
+                nodes: None,
+                refs: 1,
+                node_count: 1,
+                truncated: false,
+                notes: vec![],
+                dialog: None,
+            },
+        )
     }
 }
 impl Canned for TakeScreenshot {
-    fn canned(request: &Selected<Self>) -> Screenshot {
-        Screenshot {
-            target_id: target(request),
-            path: "/media/shot".into(),
-            width: 2,
-            height: 1,
-            bytes: 4,
-            mime: request.request.image_type.mime().into(),
-            labels: None,
-            skipped: None,
-            data: b"IMG!".to_vec(),
-        }
+    fn canned(request: &Selected<Self>) -> Profiled<Screenshot> {
+        profiled(
+            request,
+            Screenshot {
+                target_id: target(request),
+                path: "/media/shot".into(),
+                width: 2,
+                height: 1,
+                bytes: 4,
+                mime: request.request.image_type.mime().into(),
+                labels: None,
+                skipped: None,
+                data: b"IMG!".to_vec(),
+            },
+        )
     }
 }
 impl Canned for ReadConsole {
-    fn canned(request: &Selected<Self>) -> ConsoleReport {
-        ConsoleReport { target_id: target(request), messages: vec![], page_errors: vec![] }
+    fn canned(request: &Selected<Self>) -> Profiled<ConsoleReport> {
+        profiled(request, ConsoleReport { target_id: target(request), messages: vec![], page_errors: vec![] })
     }
 }
 impl Canned for Act {
-    fn canned(request: &Selected<Self>) -> ActOutcome {
-        ActOutcome {
-            ok: true,
-            kind: request.request.action.kind().into(),
-            target_id: target(request),
-            navigated: false,
-            url: None,
-            result: None,
-        }
+    fn canned(request: &Selected<Self>) -> Profiled<ActOutcome> {
+        profiled(
+            request,
+            ActOutcome {
+                ok: true,
+                kind: request.request.action.kind().into(),
+                target_id: target(request),
+                navigated: false,
+                result: None,
+                page: None,
+                snapshot: None,
+            },
+        )
     }
 }
 impl Canned for ArmDialog {
-    fn canned(request: &Selected<Self>) -> DialogArmed {
-        DialogArmed { ok: true, target_id: target(request), armed: true, answered: None }
+    fn canned(request: &Selected<Self>) -> Profiled<DialogArmed> {
+        profiled(request, DialogArmed { ok: true, target_id: target(request), armed: true, answered: None })
     }
 }
 impl Canned for ArmFileChooser {
-    fn canned(request: &Selected<Self>) -> FilesArmed {
-        FilesArmed { ok: true, target_id: target(request), armed: Some(request.request.paths.clone()), set: None }
+    fn canned(request: &Selected<Self>) -> Profiled<FilesArmed> {
+        profiled(
+            request,
+            FilesArmed { ok: true, target_id: target(request), armed: Some(request.request.paths.clone()), set: None },
+        )
     }
 }
 impl Canned for PrintPdf {
-    fn canned(request: &Selected<Self>) -> Pdf {
-        Pdf { target_id: target(request), path: "/media/page.pdf".into(), pages: 2, bytes: 900 }
+    fn canned(request: &Selected<Self>) -> Profiled<Pdf> {
+        profiled(request, Pdf { target_id: target(request), path: "/media/page.pdf".into(), pages: 2, bytes: 900 })
     }
 }
 
@@ -386,11 +409,12 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
         (
             "POST",
             "/act",
-            r#"{"kind":"click","ref":"e1","profile":"work","targetId":"T1","timeoutMs":900,"doubleClick":true}"#,
+            r#"{"kind":"click","ref":"e1","profile":"work","targetId":"T1","timeoutMs":900,"doubleClick":true,"snapshot":true}"#,
             handed(
                 on(Some("work"), Some("T1")),
                 Act {
                     timeout_ms: Some(900),
+                    snapshot: true,
                     action: Click { element: "e1".into(), double_click: true, ..Click::default() }.into(),
                 },
             ),
@@ -411,6 +435,7 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
                 none(),
                 Act {
                     timeout_ms: None,
+                    snapshot: false,
                     action: Action::Wait(WaitFor { text: Some("Done".into()), ..WaitFor::default() }),
                 },
             ),
@@ -471,8 +496,12 @@ async fn engine_errors_reach_the_agent_as_status_code_message_and_hint() {
         let body = reply.json();
         assert_eq!(body["error"]["code"], code);
         assert_eq!(body["error"]["message"], error().to_string());
-        assert_eq!(body["error"].get("hint").and_then(Value::as_str), error().hint().as_deref(), "{code}");
+        assert_eq!(body["error"].get("hint").and_then(Value::as_str), error().hint(Surface::Http).as_deref(), "{code}");
     }
+    // A client that reads answers in MCP gets the hint in tool names.
+    engine.fail_next(|| ControlError::StaleRef("e5".into()));
+    let reply = send(&engine, "POST", "/act", r#"{"kind":"click","ref":"e5"}"#, &[(Surface::HEADER, "mcp")]).await;
+    assert_eq!(reply.json()["error"]["hint"], "browser_snapshot gives fresh refs");
     engine.calls();
     engine.fail_next(|| ControlError::NoSharedTab);
     let reply = send(&engine, "GET", "/snapshot", "", &[]).await;
