@@ -455,6 +455,55 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     assert_no_token(home.path(), "the MCP server's log", "");
 }
 
+/// The README's main command, then the agent commands as a new user types
+/// them, without a flag: they reach the managed Chrome run.sh started (no
+/// tab is shared, so `auto` means it). The ports are moved through the
+/// environment, as every command reads them, so that nothing here touches
+/// a user's own ports.
+#[test]
+fn run_sh_then_agent_commands_with_no_flags() {
+    use std::os::unix::process::CommandExt as _;
+    let home = tempfile::tempdir().unwrap();
+    let control = free_port().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/run.sh");
+    let log_path = home.path().join("serve.log");
+    let serve = Command::new("bash")
+        .arg(&script)
+        .env("BROWSER_RELAY_HOME", home.path())
+        .env("BROWSER_RELAY_BIN", env!("CARGO_BIN_EXE_browser-relay"))
+        .env("BROWSER_RELAY_PORT", "0")
+        .env("BROWSER_RELAY_CONTROL_PORT", &control)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("run.sh starts");
+    let _running = Running { serve, home: home.path().to_path_buf() };
+    within("run.sh to start the managed Chrome", 120, || {
+        std::fs::read_to_string(&log_path).unwrap_or_default().contains("profile managed: running")
+    });
+    let agent = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+            .args(args)
+            .env("BROWSER_RELAY_HOME", home.path())
+            .env("BROWSER_RELAY_CONTROL_PORT", &control)
+            .output()
+            .expect("the binary runs");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "`browser-relay {}`: {stderr}", args.join(" "));
+        stdout
+    };
+    let page = "data:text/html,<title>Plain</title><button onclick=\"document.title='pressed'\">Press me</button>";
+    let opened = agent(&["open", page]);
+    assert!(opened.contains("  Plain  ") && opened.trim().ends_with("[managed]"), "{opened}");
+    let snapshot = agent(&["snapshot"]);
+    assert!(snapshot.contains("button \"Press me\" [ref=e1]"), "{snapshot}");
+    let clicked = agent(&["click", "e1"]);
+    assert!(clicked.trim().ends_with("pressed  [managed]"), "{clicked}");
+    let tabs = agent(&["tabs"]);
+    assert!(tabs.lines().any(|l| l.starts_with('*') && l.contains("pressed")), "{tabs}");
+}
+
 /// `serve` with `args` on a free relay port: the guard, its log, and the
 /// control port it was given; returns once the relay says it listens.
 fn serve_until_listening(home: &std::path::Path, args: &[&str]) -> (Running, String, String) {
