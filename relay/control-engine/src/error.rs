@@ -55,6 +55,13 @@ pub enum ControlError {
     NoSuchElement(String),
     #[error("navigation to {url} failed: {reason}")]
     Navigation { url: String, reason: String },
+    /// `back` or `forward`: the tab's history has no entry that way.
+    #[error("there is no page to go {0} to in this tab's history")]
+    NoHistory(&'static str),
+    #[error("no request {0} in this tab's network log")]
+    UnknownRequest(String),
+    #[error("no body for request {request_id}: {reason}")]
+    NoResponseBody { request_id: String, reason: String },
     #[error("timed out after {} waiting for {what}", human_ms(*.ms))]
     Timeout { what: String, ms: u64 },
     #[error("{element} is covered by {by}: close it or take a new snapshot")]
@@ -97,10 +104,13 @@ impl ControlError {
             | Self::Disabled(_)
             | Self::DialogOpen { .. }
             | Self::EvaluateDisabled
+            | Self::NoHistory(_)
+            | Self::NoResponseBody { .. }
             | Self::Pdf(_) => ErrorKind::Conflict,
             Self::Config(ConfigError::UnknownProfile { .. })
             | Self::UnknownTab { .. }
             | Self::UnknownRef(_)
+            | Self::UnknownRequest(_)
             | Self::NoSuchElement(_) => ErrorKind::NotFound,
             Self::Config(_)
             | Self::NotRunning(_)
@@ -136,6 +146,9 @@ impl ControlError {
             Self::StaleRef(_) => "stale_ref",
             Self::NoSuchElement(_) => "no_such_element",
             Self::Navigation { .. } => "navigation_failed",
+            Self::NoHistory(_) => "no_history",
+            Self::UnknownRequest(_) => "unknown_request",
+            Self::NoResponseBody { .. } => "no_response_body",
             Self::Timeout { .. } => "timeout",
             Self::Cdp { source: CdpError::Timeout(..), .. } => "timeout",
             Self::Cdp { .. } => "browser_error",
@@ -166,6 +179,13 @@ impl ControlError {
                 "POST /hooks/dialog {\"accept\": true} answers it (and the next one); GET /tabs shows it".into()
             }
             Self::Covered { .. } => "GET /snapshot shows what is on the page now".into(),
+            Self::NoHistory(_) => "POST /navigate {\"url\": \"…\"} loads a page".into(),
+            Self::UnknownRequest(_) => "GET /requests lists the tab's requests with their requestId (the last 500)".into(),
+            Self::NoResponseBody { .. } => {
+                "Chrome keeps bodies only for a while, and only of the page still open: reload it (POST /navigate), \
+                 then read the new requestId's body from GET /requests"
+                    .into()
+            }
             Self::NotAllowed { key, .. } => {
                 format!("only the user can allow it: `{key}` in config.toml in the state directory (~/.browser-relay)")
             }
@@ -209,10 +229,17 @@ mod tests {
             ControlError::NoTab("managed".into()),
             ControlError::StaleRef("e7".into()),
             ControlError::UnknownRef("e99".into()),
+            ControlError::NoHistory("back"),
+            ControlError::UnknownRequest("1234.5".into()),
+            ControlError::NoResponseBody { request_id: "1234.5".into(), reason: "evicted".into() },
         ] {
             assert_eq!(
                 error.kind(),
-                if matches!(error, ControlError::UnknownRef(_)) { ErrorKind::NotFound } else { ErrorKind::Conflict }
+                if matches!(error, ControlError::UnknownRef(_) | ControlError::UnknownRequest(_)) {
+                    ErrorKind::NotFound
+                } else {
+                    ErrorKind::Conflict
+                }
             );
             assert!(error.hint().is_some(), "{error} has no hint");
         }
