@@ -8,8 +8,9 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Route, Selected, StartBrowser, Status,
-    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, ProfileStatus,
+    ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser, TabInfo, TabSelector,
+    TakeScreenshot, TakeSnapshot,
 };
 use serde::Serialize;
 use state_dir::StateDir;
@@ -41,6 +42,10 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// Go back one page in the tab's history.
+    Back(AgentArgs),
+    /// Go forward one page in the tab's history.
+    Forward(AgentArgs),
     /// The accessibility snapshot with refs (e1, e2, …).
     Snapshot {
         /// Interactive elements only, as a flat list.
@@ -97,6 +102,27 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// The tab's network requests, newest last: id, status, method, type,
+    /// size, time, URL (and why it failed).
+    Requests {
+        /// Only failures and HTTP errors (status 400 and up).
+        #[arg(long)]
+        failed: bool,
+        /// Only URLs containing this text.
+        #[arg(long)]
+        url: Option<String>,
+        /// Only this type: Document, Script, Image, Fetch, XHR, …
+        #[arg(long = "type")]
+        resource_type: Option<String>,
+        /// How many (the newest; default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print this request's response body instead (text up to 256 KiB).
+        #[arg(long, value_name = "REQUEST_ID", conflicts_with_all = ["failed", "url", "resource_type", "limit"])]
+        body: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
 }
 
 /// What the profile commands take: no tab.
@@ -146,6 +172,9 @@ impl AgentCommand {
                 json: args.json,
             },
             Self::Tabs(args)
+            | Self::Back(args)
+            | Self::Forward(args)
+            | Self::Requests { args, .. }
             | Self::Open { args, .. }
             | Self::Navigate { args, .. }
             | Self::Snapshot { args, .. }
@@ -198,6 +227,21 @@ fn tab_line(tab: &TabInfo) -> String {
     format!("{}  {}  {}", tab.target_id, tab.title, tab.url)
 }
 
+fn navigated_line(navigated: &Navigated) -> String {
+    format!("{}  {}  {}", navigated.target_id, navigated.title, navigated.url)
+}
+
+/// One line per request, and how many more matched when `limit` cut them.
+fn requests_text(list: &RequestList) -> String {
+    let mut lines: Vec<String> = list.requests.iter().map(|request| request.line()).collect();
+    if list.total == 0 {
+        lines.push("no requests".into());
+    } else if list.shown < list.total {
+        lines.push(format!("# the newest {} of {} (--limit)", list.shown, list.total));
+    }
+    lines.join("\n")
+}
+
 fn act_line(outcome: &ActOutcome) -> String {
     match (outcome.navigated, &outcome.url, &outcome.result) {
         (true, Some(url), _) => format!("ok, navigated to {url}"),
@@ -238,8 +282,17 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         }
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
-            run(&client, &args, Selected::new(tab, request), |n| format!("{}  {}  {}", n.target_id, n.title, n.url))
-                .await
+            run(&client, &args, Selected::new(tab, request), navigated_line).await
+        }
+        AgentCommand::Back(_) => run(&client, &args, Selected::new(tab, GoBack::default()), navigated_line).await,
+        AgentCommand::Forward(_) => run(&client, &args, Selected::new(tab, GoForward::default()), navigated_line).await,
+        AgentCommand::Requests { body: Some(request_id), .. } => {
+            let request = ReadResponseBody { request_id };
+            run(&client, &args, Selected::new(tab, request), |body| format!("# {}\n{}", body.header(), body.body)).await
+        }
+        AgentCommand::Requests { failed, url, resource_type, limit, body: None, .. } => {
+            let request = ListRequests { url, failed, resource_type, limit };
+            run(&client, &args, Selected::new(tab, request), requests_text).await
         }
         AgentCommand::Snapshot { interactive, compact, selector, .. } => {
             let request = TakeSnapshot { interactive, compact, selector, ..TakeSnapshot::default() };

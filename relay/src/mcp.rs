@@ -16,9 +16,9 @@ use control_engine::act::{
 };
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FocusTab, GetStatus,
-    ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, ReadConsole, Route, Scope, Screenshot,
-    Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
-    add_selector,
+    GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, ReadConsole,
+    ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot, Selected, Snapshot, StartBrowser, Status,
+    StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot, add_selector,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{
@@ -94,6 +94,8 @@ const TOOLS: &[ToolSpec] = &[
         "browser_navigate",
         "Load a URL in the tab and wait for it (default: the load event, at most 20 s).",
     ),
+    route::<GoBack>("browser_back", "Go back one page in the tab's history and wait for it, like browser_navigate."),
+    route::<GoForward>("browser_forward", "Go forward one page in the tab's history and wait for it."),
     route::<TakeSnapshot>(
         "browser_snapshot",
         "The page as an accessibility tree whose interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes: each snapshot replaces the tab's refs.",
@@ -102,7 +104,18 @@ const TOOLS: &[ToolSpec] = &[
         "browser_screenshot",
         "A picture of the viewport, the full page, or one element (ref or selector); labels: true draws the last snapshot's refs on it.",
     ),
-    route::<ReadConsole>("browser_console", "The tab's console messages and uncaught page errors (newest last)."),
+    route::<ReadConsole>(
+        "browser_console",
+        "The tab's console messages (Chrome's own too, such as failed loads) and uncaught page errors (newest last).",
+    ),
+    route::<ListRequests>(
+        "browser_network_requests",
+        "The tab's network requests, newest last: id, status, method, type, size, time, URL, failure. failed: true for failures and HTTP errors only.",
+    ),
+    route::<ReadResponseBody>(
+        "browser_network_request_body",
+        "A response's body by requestId (from browser_network_requests); text up to 256 KiB.",
+    ),
     action::<Click>(
         "browser_click",
         "Click an element by ref, with real mouse events, once it is visible, enabled, still and not covered.",
@@ -238,6 +251,25 @@ impl Shown for DialogArmed {}
 impl Shown for FilesArmed {}
 impl Shown for Pdf {}
 
+/// Requests read as one line each, under a line that says how many.
+impl Shown for RequestList {
+    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let mut text = format!("tab {} · {} of {} requests (newest last)", self.target_id, self.shown, self.total);
+        for request in &self.requests {
+            text.push('\n');
+            text.push_str(&request.line());
+        }
+        vec![ContentBlock::text(text)]
+    }
+}
+
+/// A body reads as itself, under a line with its type and size.
+impl Shown for ResponseBody {
+    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(format!("{}\n{}", self.header(), self.body))]
+    }
+}
+
 /// A snapshot reads as its text, under a line that says which tab.
 impl Shown for Snapshot {
     fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
@@ -371,7 +403,7 @@ mod tests {
             .iter()
             .filter(|t| {
                 properties(t.name).contains_key("timeoutMs")
-                    && t.name != "browser_navigate"
+                    && !["browser_navigate", "browser_back", "browser_forward"].contains(&t.name)
                     && t.name != "browser_handle_dialog"
                     && t.name != "browser_upload_files"
             })
@@ -426,6 +458,31 @@ mod tests {
         let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(text, "tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+    }
+
+    #[test]
+    fn requests_read_as_one_line_each() {
+        let request = control_engine::api::NetworkRequest {
+            request_id: "9.2".into(),
+            method: "GET".into(),
+            url: "http://x/api/missing.json".into(),
+            resource_type: "Fetch".into(),
+            status: Some(404),
+            size: Some(2048),
+            duration_ms: Some(12.4),
+            ..Default::default()
+        };
+        let list = RequestList { target_id: "T1".into(), requests: vec![request], total: 7, shown: 1 };
+        let state = tempfile::tempdir().unwrap();
+        let content = list.content(&state_dir::StateDir::at(state.path()).media());
+        let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
+        assert_eq!(
+            text,
+            "tab T1 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json"
+        );
+        let properties = properties("browser_network_requests");
+        assert!(["url", "failed", "resourceType", "limit", "targetId"].iter().all(|p| properties.contains_key(*p)));
+        assert_eq!((spec("browser_network_request_body").schema)().get("required"), Some(&json!(["requestId"])));
     }
 
     #[test]
