@@ -318,6 +318,36 @@ mod tests {
     }
 
     #[test]
+    fn history_has_an_entry_each_way_except_at_its_ends() {
+        let entry = |id: i64| page::NavigationEntry { id, url: format!("http://x/{id}"), title: String::new() };
+        let at = |current_index: usize| page::NavigationHistory { current_index, entries: vec![entry(1), entry(2)] };
+        assert_eq!(history_entry(&at(1), Direction::Back).map(|e| e.id), Some(1));
+        assert_eq!(history_entry(&at(0), Direction::Forward).map(|e| e.id), Some(2));
+        assert!(history_entry(&at(0), Direction::Back).is_none());
+        assert!(history_entry(&at(1), Direction::Forward).is_none());
+    }
+
+    #[test]
+    fn a_history_navigation_commits_a_document_or_nothing_to_wait_for() {
+        let event = |method: &str, params: serde_json::Value, session: &str| CdpEvent {
+            method: method.into(),
+            params,
+            session_id: Some(session.into()),
+        };
+        let navigated = |kind: &str, parent: Option<&str>| {
+            let frame = serde_json::json!({"id": "T", "parentId": parent, "loaderId": "L2", "url": "http://x/"});
+            event("Page.frameNavigated", serde_json::json!({"frame": frame, "type": kind}), "S")
+        };
+        assert_eq!(commit_of(&navigated("Navigation", None), "S", "T"), Some(Some("L2".into())));
+        assert_eq!(commit_of(&navigated("BackForwardCacheRestore", None), "S", "T"), Some(None), "restored whole");
+        assert_eq!(commit_of(&navigated("Navigation", Some("T")), "S", "T"), None, "an iframe's");
+        assert_eq!(commit_of(&navigated("Navigation", None), "S", "OTHER"), Some(Some("L2".into())), "no parent: main");
+        let fragment = serde_json::json!({"frameId": "T", "url": "http://x/#a"});
+        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment.clone(), "S"), "S", "T"), Some(None));
+        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment, "S2"), "S", "T"), None, "another tab's");
+    }
+
+    #[test]
     fn timeouts_are_clamped() {
         assert_eq!(clamp_timeout(None, NAVIGATE_TIMEOUT), NAVIGATE_TIMEOUT);
         assert_eq!(clamp_timeout(Some(1), NAVIGATE_TIMEOUT), Duration::from_millis(100));
