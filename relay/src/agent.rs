@@ -8,8 +8,9 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Profiled, Route, Selected,
-    StartBrowser, Status, StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, ArmDialog, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab,
+    ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser,
+    TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
 };
 use control_engine::error::{Step, Surface};
 use serde::Serialize;
@@ -42,6 +43,10 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// Go back one page in the tab's history.
+    Back(AgentArgs),
+    /// Go forward one page in the tab's history.
+    Forward(AgentArgs),
     /// The accessibility snapshot with refs (e1, e2, …).
     Snapshot {
         /// Interactive elements only, as a flat list.
@@ -107,6 +112,27 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// The tab's network requests, newest last: id, status, method, type,
+    /// size, time, URL (and why it failed).
+    Requests {
+        /// Only failures and HTTP errors (status 400 and up).
+        #[arg(long)]
+        failed: bool,
+        /// Only URLs containing this text.
+        #[arg(long)]
+        url: Option<String>,
+        /// Only this type: Document, Script, Image, Fetch, XHR, …
+        #[arg(long = "type")]
+        resource_type: Option<String>,
+        /// How many (the newest; default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print this request's response body instead (text up to 256 KiB).
+        #[arg(long, value_name = "REQUEST_ID", conflicts_with_all = ["failed", "url", "resource_type", "limit"])]
+        body: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -164,6 +190,9 @@ impl AgentCommand {
                 json: args.json,
             },
             Self::Tabs(args)
+            | Self::Back(args)
+            | Self::Forward(args)
+            | Self::Requests { args, .. }
             | Self::Open { args, .. }
             | Self::Navigate { args, .. }
             | Self::Snapshot { args, .. }
@@ -217,6 +246,21 @@ fn tab_line(tab: &TabInfo) -> String {
     format!("{}  {}  {}", tab.target_id, tab.title, tab.url)
 }
 
+fn navigated_line(navigated: &Profiled<Navigated>) -> String {
+    format!("{}  {}  {}  [{}]", navigated.target_id, navigated.title, navigated.url, navigated.profile)
+}
+
+/// One line per request, and how many more matched when `limit` cut them.
+fn requests_text(list: &Profiled<RequestList>) -> String {
+    let mut lines: Vec<String> = list.requests.iter().map(|request| request.line()).collect();
+    if list.total == 0 {
+        lines.push("no requests".into());
+    } else if list.shown < list.total {
+        lines.push(format!("# the newest {} of {} (--limit)", list.shown, list.total));
+    }
+    lines.join("\n")
+}
+
 /// What an action did and the page after it: the first line says where the
 /// page is (or `evaluate`'s value); the next lines what needs attention.
 fn act_text(outcome: &Profiled<ActOutcome>) -> String {
@@ -238,6 +282,12 @@ fn act_text(outcome: &Profiled<ActOutcome>) -> String {
     }
     if page.more_console_errors > 0 {
         lines.push(format!("… {} more console errors (`browser-relay console`)", page.more_console_errors));
+    }
+    for request in &page.failed_requests {
+        lines.push(format!("failed request: {request}"));
+    }
+    if page.more_failed_requests > 0 {
+        lines.push(format!("… {} more failed requests (`browser-relay requests --failed`)", page.more_failed_requests));
     }
     for tab in &page.new_tabs {
         lines.push(format!("new tab: {}  {}", tab.target_id, tab.url));
@@ -283,8 +333,17 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         }
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
-            run(&client, &args, Selected::new(tab, request), |n| format!("{}  {}  {}", n.target_id, n.title, n.url))
-                .await
+            run(&client, &args, Selected::new(tab, request), navigated_line).await
+        }
+        AgentCommand::Back(_) => run(&client, &args, Selected::new(tab, GoBack::default()), navigated_line).await,
+        AgentCommand::Forward(_) => run(&client, &args, Selected::new(tab, GoForward::default()), navigated_line).await,
+        AgentCommand::Requests { body: Some(request_id), .. } => {
+            let request = ReadResponseBody { request_id };
+            run(&client, &args, Selected::new(tab, request), |body| format!("# {}\n{}", body.header(), body.body)).await
+        }
+        AgentCommand::Requests { failed, url, resource_type, limit, body: None, .. } => {
+            let request = ListRequests { url, failed, resource_type, limit };
+            run(&client, &args, Selected::new(tab, request), requests_text).await
         }
         AgentCommand::Snapshot { interactive, compact, selector, .. } => {
             let request = TakeSnapshot { interactive, compact, selector, ..TakeSnapshot::default() };

@@ -16,9 +16,9 @@ use control_engine::act::{
 };
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FocusTab, GetStatus,
-    ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, Profiled, ReadConsole, Route, Scope,
-    Screenshot, Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot,
-    TakeSnapshot, add_selector,
+    GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, Profiled,
+    ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot, Selected, Snapshot,
+    StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot, add_selector,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{
@@ -113,6 +113,16 @@ const TOOLS: &[ToolSpec] = &[
         Effect::Destructive,
         "Load a URL in the tab and wait for it (default: the load event, at most 20 s).",
     ),
+    route::<GoBack>(
+        "browser_back",
+        Effect::Destructive,
+        "Go back one page in the tab's history and wait for it, like browser_navigate.",
+    ),
+    route::<GoForward>(
+        "browser_forward",
+        Effect::Destructive,
+        "Go forward one page in the tab's history and wait for it.",
+    ),
     route::<TakeSnapshot>(
         "browser_snapshot",
         Effect::ReadOnly,
@@ -126,7 +136,17 @@ const TOOLS: &[ToolSpec] = &[
     route::<ReadConsole>(
         "browser_console",
         Effect::ReadOnly,
-        "The tab's console messages and uncaught page errors (newest last).",
+        "The tab's console messages (Chrome's own too, such as failed loads) and uncaught page errors (newest last).",
+    ),
+    route::<ListRequests>(
+        "browser_network_requests",
+        Effect::ReadOnly,
+        "The tab's network requests, newest last: id, status, method, type, size, time, URL, failure. failed: true for failures and HTTP errors only.",
+    ),
+    route::<ReadResponseBody>(
+        "browser_network_request_body",
+        Effect::ReadOnly,
+        "A response's body by requestId (from browser_network_requests); text up to 256 KiB.",
     ),
     action::<Click>(
         "browser_click",
@@ -317,6 +337,28 @@ impl ShownInProfile for DialogArmed {}
 impl ShownInProfile for FilesArmed {}
 impl ShownInProfile for Pdf {}
 
+/// Requests read as one line each, under a line that says how many.
+impl ShownInProfile for RequestList {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let mut text = format!(
+            "{} · tab {} · {} of {} requests (newest last)",
+            answer.profile, answer.target_id, answer.shown, answer.total
+        );
+        for request in &answer.requests {
+            text.push('\n');
+            text.push_str(&request.line());
+        }
+        vec![ContentBlock::text(text)]
+    }
+}
+
+/// A body reads as itself, under a line with its type and size.
+impl ShownInProfile for ResponseBody {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(format!("{}\n{}", answer.header(), answer.body))]
+    }
+}
+
 /// A snapshot reads as its text, under a line that says which profile and
 /// tab.
 impl ShownInProfile for Snapshot {
@@ -485,7 +527,7 @@ mod tests {
             .iter()
             .filter(|t| {
                 properties(t.name).contains_key("timeoutMs")
-                    && t.name != "browser_navigate"
+                    && !["browser_navigate", "browser_back", "browser_forward"].contains(&t.name)
                     && t.name != "browser_handle_dialog"
                     && t.name != "browser_upload_files"
             })
@@ -576,6 +618,34 @@ mod tests {
         let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(text, "managed · tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+    }
+
+    #[test]
+    fn requests_read_as_one_line_each() {
+        let request = control_engine::api::NetworkRequest {
+            request_id: "9.2".into(),
+            method: "GET".into(),
+            url: "http://x/api/missing.json".into(),
+            resource_type: "Fetch".into(),
+            status: Some(404),
+            size: Some(2048),
+            duration_ms: Some(12.4),
+            ..Default::default()
+        };
+        let list = Profiled {
+            profile: "managed".into(),
+            answer: RequestList { target_id: "T1".into(), requests: vec![request], total: 7, shown: 1 },
+        };
+        let state = tempfile::tempdir().unwrap();
+        let content = list.content(&state_dir::StateDir::at(state.path()).media());
+        let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
+        assert_eq!(
+            text,
+            "managed · tab T1 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json"
+        );
+        let properties = properties("browser_network_requests");
+        assert!(["url", "failed", "resourceType", "limit", "targetId"].iter().all(|p| properties.contains_key(*p)));
+        assert_eq!((spec("browser_network_request_body").schema)().get("required"), Some(&json!(["requestId"])));
     }
 
     #[test]

@@ -218,6 +218,20 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(code, 0);
     assert!(tabs.lines().any(|l| l.starts_with('*') && l.contains("clicked")), "the current tab is marked: {tabs}");
 
+    // The network log and the history: a second page, back and forward.
+    let second = "data:text/html,<title>Second</title>";
+    assert_eq!(run(&["navigate", second]).0, 0);
+    let (code, requests, stderr) = run(&["requests", "--type", "document"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(requests.lines().any(|l| l.contains(" 200 GET Document ") && l.ends_with(second)), "{requests}");
+    let (code, back, stderr) = run(&["back"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(back.trim().ends_with(page), "{back}");
+    assert!(run(&["forward"]).1.contains("Second"));
+    let (code, _, stderr) = run(&["forward"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no page to go forward") && stderr.contains("hint: POST /navigate"), "{stderr}");
+
     let (code, _, stderr) = run(&["click", "e99"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("no ref e99 in the last snapshot of this tab"), "{stderr}");
@@ -399,6 +413,9 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         ("browser_tabs", serde_json::json!({})),
         ("browser_console", serde_json::json!({})),
         ("browser_navigate", serde_json::json!({"url": "about:blank"})),
+        ("browser_back", serde_json::json!({})),
+        ("browser_forward", serde_json::json!({})),
+        ("browser_network_requests", serde_json::json!({"failed": true})),
         ("browser_pdf", serde_json::json!({})),
         ("browser_handle_dialog", serde_json::json!({"accept": true})),
         ("browser_press", serde_json::json!({"key": "Tab"})),
@@ -406,6 +423,8 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         let (is_error, text, _) = host.call(tool, arguments);
         assert!(!is_error, "{tool}: {text}");
     }
+    let (is_error, text, _) = host.call("browser_network_request_body", serde_json::json!({"requestId": "nope"}));
+    assert!(is_error && text.contains("no request nope") && text.contains("GET /requests"), "{text}");
     assert!(!host.call("browser_stop", serde_json::json!({})).0);
     assert_log_has_no_token(home.path());
 

@@ -67,9 +67,19 @@ fn the_control_engine_speaks_typed_cdp() {
         .into_iter()
         .filter(|(path, _)| path.display().to_string().contains("control-engine"))
         .filter(|(_, text)| {
-            ["\"Page.", "\"Runtime.", "\"Target.", "\"DOM.", "\"Input.", "\"Emulation.", "\"Accessibility."]
-                .iter()
-                .any(|domain| text.contains(domain))
+            [
+                "\"Page.",
+                "\"Runtime.",
+                "\"Target.",
+                "\"DOM.",
+                "\"Input.",
+                "\"Emulation.",
+                "\"Accessibility.",
+                "\"Network.",
+                "\"Log.",
+            ]
+            .iter()
+            .any(|domain| text.contains(domain))
         })
         .map(|(path, _)| relative(&path))
         .collect();

@@ -64,6 +64,7 @@ async fn serve_file(Path(path): Path<String>) -> Response {
         Some("css") => "text/css",
         Some("png") => "image/png",
         Some("txt") => "text/plain; charset=utf-8",
+        Some("json") => "application/json",
         _ => "application/octet-stream",
     };
     ([(header::CONTENT_TYPE, mime)], bytes).into_response()

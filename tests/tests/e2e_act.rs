@@ -267,6 +267,21 @@ async fn an_action_answer_carries_the_page_state_an_agent_checks_next() {
     assert_eq!(new_tabs.len(), 1, "{popup}");
     let tabs = env.api.ok("GET", "/tabs", None).await;
     assert!(tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == new_tabs[0]["targetId"]), "{tabs}");
+
+    // A request that fails is told once: by the click's answer if it was
+    // back by then, else by the next one (the wait for what the page shows
+    // once it has the 404).
+    let news = env.api.ok("POST", "/tabs/focus", Some(json!({"targetId": popup["targetId"]}))).await;
+    assert_eq!(news["ok"], true);
+    let clicked = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Fetch\"")})).await;
+    let waited = act_ok(&env, json!({"kind": "wait", "text": "fetched 404"})).await;
+    let told: Vec<String> = [&clicked, &waited]
+        .iter()
+        .flat_map(|answer| answer["page"]["failedRequests"].as_array().cloned().unwrap_or_default())
+        .filter_map(|line| line.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(told.len(), 1, "told once: {clicked} {waited}");
+    assert!(told[0].starts_with("404 GET ") && told[0].ends_with("/act/missing.json"), "{told:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,13 +37,24 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     assert!(texts.contains(&"hello from the page 42 Object"), "{console}");
     assert!(texts.contains(&"careful") && texts.contains(&"something failed"), "{console}");
     assert!(console["pageErrors"][0]["message"].as_str().unwrap().contains("boom from a timer"), "{console}");
+    // The page's own calls, and Chrome's messages (a missing favicon, say).
     let errors_only = env.api.ok("GET", "/console?level=error", None).await;
-    let levels: Vec<&str> =
-        errors_only["messages"].as_array().unwrap().iter().filter_map(|m| m["level"].as_str()).collect();
-    assert_eq!(levels, ["error"], "{errors_only}");
-    let warnings_up = env.api.ok("GET", "/console?level=warning&limit=1", None).await;
-    assert_eq!(warnings_up["messages"].as_array().unwrap().len(), 1, "limit keeps the newest: {warnings_up}");
-    assert_eq!(warnings_up["messages"][0]["text"], "something failed");
+    let calls: Vec<(&str, &str)> = errors_only["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["type"] != "network")
+        .filter_map(|m| Some((m["level"].as_str()?, m["text"].as_str()?)))
+        .collect();
+    assert_eq!(calls, [("error", "something failed")], "{errors_only}");
+    // (A message may still arrive between the two reads: read again then.)
+    eventually("limit to keep the newest", Duration::from_secs(5), || async {
+        let limited = env.api.ok("GET", "/console?level=warning&limit=1", None).await;
+        let warnings_up = env.api.ok("GET", "/console?level=warning", None).await;
+        let newest = warnings_up["messages"].as_array().unwrap().last().cloned();
+        (limited["messages"] == json!([newest?])).then_some(())
+    })
+    .await;
 
     // Navigate the current tab; the result says where it landed.
     let refs_url = env.fixture("control/refs.html");
@@ -248,4 +259,119 @@ async fn no_answer_of_any_route_holds_the_token() {
     assert_eq!(status["cdpUrlCommand"], "browser-relay cdp-url --profile managed", "{status}");
     let stopped = env.api.request("POST", "/stop", &[], None).await;
     assert!(!stopped.text().contains(&token));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_requests_their_bodies_chromes_own_messages_and_history() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("index.html").await;
+    let index = env.fixture("index.html");
+
+    // A first page has nothing forward of it.
+    let (status, end) = env.api.call("POST", "/forward", None).await;
+    assert_eq!((status, end["error"]["code"].as_str()), (409, Some("no_history")), "{end}");
+    assert!(end["error"]["hint"].as_str().unwrap().contains("POST /navigate"), "{end}");
+
+    // The page loads a script and an image, and fetches one JSON file that
+    // exists and one that does not.
+    let page = env.fixture("network/page.html");
+    env.api.ok("POST", "/navigate", Some(json!({"url": page}))).await;
+    env.api.ok("POST", "/act", Some(json!({"kind": "wait", "text": "fetched 3 items, missing 404"}))).await;
+    let ends_with = |request: &serde_json::Value, suffix: &str| request["url"].as_str().unwrap().ends_with(suffix);
+    let list = eventually("both fetches to finish in the log", Duration::from_secs(10), || async {
+        let list = env.api.ok("GET", "/requests", None).await;
+        let finished = |suffix: &str| {
+            list["requests"].as_array().unwrap().iter().any(|r| ends_with(r, suffix) && r["durationMs"].is_number())
+        };
+        (finished("/api/missing.json") && finished("network/data.json")).then_some(list)
+    })
+    .await;
+    assert_eq!(list["targetId"], tab.as_str());
+    let requests = list["requests"].as_array().unwrap();
+    assert_eq!(
+        (list["total"].as_u64(), list["shown"].as_u64()),
+        (Some(requests.len() as u64), Some(requests.len() as u64))
+    );
+    let find = |suffix: &str| {
+        requests.iter().find(|r| ends_with(r, suffix)).unwrap_or_else(|| panic!("no request for {suffix}: {list}"))
+    };
+    let missing = find("/api/missing.json");
+    assert_eq!(
+        (missing["status"].as_u64(), missing["method"].as_str(), missing["resourceType"].as_str()),
+        (Some(404), Some("GET"), Some("Fetch")),
+        "{missing}"
+    );
+    assert!(missing.get("failure").is_none(), "an HTTP error is an answer, not a network failure: {missing}");
+    for (suffix, kind) in
+        [("network/page.html", "Document"), ("network/app.js", "Script"), ("network/dot.png", "Image")]
+    {
+        let request = find(suffix);
+        assert_eq!(
+            (request["status"].as_u64(), request["resourceType"].as_str()),
+            (Some(200), Some(kind)),
+            "{request}"
+        );
+    }
+    assert!(find("network/dot.png")["size"].as_u64().unwrap() > 73, "the image's bytes and headers: {list}");
+    assert!(find("network/page.html")["startTime"].as_f64().unwrap() > 1.6e12, "ms since the epoch: {list}");
+
+    // Filters: failures, a URL's text, a type, the newest N.
+    let failed = env.api.ok("GET", "/requests?failed=true", None).await;
+    let failed = failed["requests"].as_array().unwrap();
+    assert!(failed.iter().any(|r| ends_with(r, "/api/missing.json")), "{failed:?}");
+    assert!(failed.iter().all(|r| r["status"].as_u64().is_none_or(|s| s >= 400)), "{failed:?}");
+    let data = env.api.ok("GET", "/requests?url=data.json", None).await;
+    assert_eq!(data["shown"], 1, "{data}");
+    let images = env.api.ok("GET", "/requests?resourceType=image", None).await;
+    assert!(images["requests"].as_array().unwrap().iter().all(|r| r["resourceType"] == "Image"), "{images}");
+    let newest = env.api.ok("GET", "/requests?limit=1", None).await;
+    assert_eq!((newest["shown"].as_u64(), newest["total"].as_u64()), (Some(1), Some(requests.len() as u64)));
+
+    // Bodies on demand: the JSON as text, the image in base64.
+    let data_id = data["requests"][0]["requestId"].as_str().unwrap();
+    let body = env.api.ok("GET", &format!("/requests/body?requestId={data_id}"), None).await;
+    let file = std::fs::read_to_string(e2e::fixtures::fixtures_dir().join("network/data.json")).unwrap();
+    assert_eq!(
+        (body["mimeType"].as_str(), body["base64Encoded"].as_bool(), body["truncated"].as_bool()),
+        (Some("application/json"), Some(false), Some(false)),
+        "{body}"
+    );
+    assert_eq!((body["body"].as_str(), body["bytes"].as_u64()), (Some(file.as_str()), Some(file.len() as u64)));
+    let image_id = find("network/dot.png")["requestId"].as_str().unwrap();
+    let image = env.api.ok("GET", &format!("/requests/body?requestId={image_id}"), None).await;
+    assert_eq!((image["base64Encoded"].as_bool(), image["bytes"].as_u64()), (Some(true), Some(73)), "{image}");
+    let (status, unknown) = env.api.call("GET", "/requests/body?requestId=nope", None).await;
+    assert_eq!((status, unknown["error"]["code"].as_str()), (404, Some("unknown_request")), "{unknown}");
+    assert!(unknown["error"]["hint"].as_str().unwrap().contains("GET /requests"), "{unknown}");
+
+    // Chrome's own message about the 404 is in the console.
+    let console = eventually("Chrome's failed-load message", Duration::from_secs(10), || async {
+        let console = env.api.ok("GET", "/console", None).await;
+        let about_missing =
+            |m: &&serde_json::Value| m["location"].as_str().is_some_and(|l| l.ends_with("/api/missing.json"));
+        let found = console["messages"].as_array().unwrap().iter().find(about_missing).cloned();
+        found.map(|message| (message, console))
+    })
+    .await;
+    let (message, console) = console;
+    assert_eq!((message["level"].as_str(), message["type"].as_str()), (Some("error"), Some("network")), "{console}");
+    assert!(message["text"].as_str().unwrap().contains("Failed to load resource"), "{message}");
+    assert!(message["text"].as_str().unwrap().contains("404"), "{message}");
+
+    // History: a same-document entry, the previous page, and back again.
+    let fragment = format!("{page}#details");
+    env.api.ok("POST", "/navigate", Some(json!({"url": fragment}))).await;
+    let back = env.api.ok("POST", "/back", None).await;
+    assert_eq!((back["targetId"].as_str(), back["url"].as_str()), (Some(tab.as_str()), Some(page.as_str())), "{back}");
+    let back = env.api.ok("POST", "/back", None).await;
+    assert_eq!((back["url"].as_str(), back["title"].as_str()), (Some(index.as_str()), Some("Fixture Index")), "{back}");
+    let (status, start) = env.api.call("POST", "/back", None).await;
+    assert_eq!((status, start["error"]["code"].as_str()), (409, Some("no_history")), "{start}");
+    let forward = env.api.ok("POST", "/forward", Some(json!({"waitUntil": "domcontentloaded"}))).await;
+    assert_eq!((forward["url"].as_str(), forward["title"].as_str()), (Some(page.as_str()), Some("Network")));
+    let forward = env.api.ok("POST", "/forward", None).await;
+    assert_eq!(forward["url"].as_str(), Some(fragment.as_str()), "{forward}");
+    let (status, end) = env.api.call("POST", "/forward", None).await;
+    assert_eq!((status, end["error"]["code"].as_str()), (409, Some("no_history")), "{end}");
 }

@@ -151,6 +151,15 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
 
     let navigated = api.ok("POST", "/navigate", Some(json!({"url": page}))).await;
     assert_eq!(navigated["title"], "Refs", "{navigated}");
+    // The network log and history through the tab's shared debugger session.
+    let documents = api.ok("GET", "/requests?resourceType=Document", None).await;
+    let loaded =
+        documents["requests"].as_array().unwrap().iter().any(|r| r["url"] == page.as_str() && r["status"] == 200);
+    assert!(loaded, "{documents}");
+    let back = api.ok("POST", "/back", None).await;
+    assert_eq!(back["title"], "Fixture Index", "{back}");
+    let forward = api.ok("POST", "/forward", None).await;
+    assert_eq!(forward["url"], page.as_str(), "{forward}");
     let snapshot = api.ok("GET", "/snapshot", None).await;
     let text = snapshot["snapshot"].as_str().unwrap();
     assert!(text.contains("- heading \"Refs fixture\" [level=1]"), "{text}");

@@ -1249,10 +1249,18 @@ fn control_requests_round_trip_through_their_query_string_or_body() {
     let files =
         (prop::collection::vec(any_text(12), 0..3), prop::option::of(any_text(6)), prop::option::of(any::<u64>()))
             .prop_map(|(paths, element_ref, timeout_ms)| api::ArmFileChooser { paths, element_ref, timeout_ms });
-    let input = (selector(), snapshot, console, navigate, files);
-    fuzz(config(2), input, |(tab, snapshot, console, navigate, files)| {
+    let requests = (
+        prop::option::of(any_text(12)),
+        any::<bool>(),
+        prop::option::of(any_text(6)),
+        prop::option::of(any::<usize>()),
+    )
+        .prop_map(|(url, failed, resource_type, limit)| api::ListRequests { url, failed, resource_type, limit });
+    let input = (selector(), snapshot, console, requests, navigate, files);
+    fuzz(config(2), input, |(tab, snapshot, console, requests, navigate, files)| {
         query_round_trip(Selected::new(tab.clone(), snapshot))?;
         query_round_trip(Selected::new(tab.clone(), console))?;
+        query_round_trip(Selected::new(tab.clone(), requests))?;
         body_round_trip(Selected::new(tab.clone(), navigate))?;
         body_round_trip(Selected::new(tab, files))
     });

@@ -273,6 +273,9 @@ pub mod page {
         pub parent_id: Option<String>,
         #[serde(default)]
         pub url: String,
+        /// The document's loader (its lifecycle events carry the same id).
+        #[serde(default)]
+        pub loader_id: String,
     }
 
     #[derive(Debug, Clone, Serialize)]
@@ -386,8 +389,49 @@ pub mod page {
     #[serde(rename_all = "camelCase")]
     pub struct FrameNavigated {
         pub frame: Frame,
+        /// `Navigation`, or `BackForwardCacheRestore` (a page restored
+        /// whole: no lifecycle events follow).
+        #[serde(rename = "type", default)]
+        pub kind: String,
     }
     event!(FrameNavigated, "Page.frameNavigated");
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigatedWithinDocument {
+        pub frame_id: String,
+        #[serde(default)]
+        pub url: String,
+    }
+    event!(NavigatedWithinDocument, "Page.navigatedWithinDocument");
+
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct GetNavigationHistory {}
+    command!(GetNavigationHistory, "Page.getNavigationHistory" => NavigationHistory);
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigationHistory {
+        pub current_index: usize,
+        pub entries: Vec<NavigationEntry>,
+    }
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigationEntry {
+        pub id: i64,
+        #[serde(default)]
+        pub url: String,
+        #[serde(default)]
+        pub title: String,
+    }
+
+    #[derive(Debug, Clone, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigateToHistoryEntry {
+        pub entry_id: i64,
+    }
+    command!(NavigateToHistoryEntry, "Page.navigateToHistoryEntry" => Empty);
 
     /// A frame's navigation, from its request to its first load; the
     /// three events that say one has begun.
@@ -639,6 +683,158 @@ pub mod runtime {
     event!(ExceptionThrown, "Runtime.exceptionThrown");
 }
 
+pub mod network {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct Enable {}
+    command!(Enable, "Network.enable" => Empty);
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Request {
+        pub url: String,
+        pub method: String,
+    }
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Response {
+        #[serde(default)]
+        pub url: String,
+        pub status: i64,
+        #[serde(default)]
+        pub mime_type: String,
+        #[serde(default)]
+        pub from_disk_cache: bool,
+        #[serde(default)]
+        pub from_prefetch_cache: bool,
+        #[serde(default)]
+        pub from_service_worker: bool,
+        /// Bytes received so far (headers included).
+        #[serde(default)]
+        pub encoded_data_length: f64,
+    }
+
+    /// A request is about to be sent; with `redirect_response`, the same
+    /// `request_id` is being redirected (the response that redirected it).
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RequestWillBeSent {
+        pub request_id: String,
+        pub request: Request,
+        /// Monotonic seconds (the clock of the other network events).
+        pub timestamp: f64,
+        /// Seconds since the epoch.
+        #[serde(default)]
+        pub wall_time: f64,
+        /// `Document`, `Script`, `Image`, `Fetch`, `XHR`, …
+        #[serde(rename = "type", default)]
+        pub kind: Option<String>,
+        #[serde(default)]
+        pub redirect_response: Option<Response>,
+    }
+    event!(RequestWillBeSent, "Network.requestWillBeSent");
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ResponseReceived {
+        pub request_id: String,
+        #[serde(default)]
+        pub timestamp: f64,
+        #[serde(rename = "type", default)]
+        pub kind: Option<String>,
+        pub response: Response,
+    }
+    event!(ResponseReceived, "Network.responseReceived");
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct LoadingFinished {
+        pub request_id: String,
+        pub timestamp: f64,
+        /// Bytes received over the network (headers included).
+        #[serde(default)]
+        pub encoded_data_length: f64,
+    }
+    event!(LoadingFinished, "Network.loadingFinished");
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct LoadingFailed {
+        pub request_id: String,
+        pub timestamp: f64,
+        #[serde(rename = "type", default)]
+        pub kind: Option<String>,
+        /// `net::ERR_…`
+        #[serde(default)]
+        pub error_text: String,
+        #[serde(default)]
+        pub canceled: bool,
+        #[serde(default)]
+        pub blocked_reason: Option<String>,
+    }
+    event!(LoadingFailed, "Network.loadingFailed");
+
+    /// The request was answered from the memory cache.
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RequestServedFromCache {
+        pub request_id: String,
+    }
+    event!(RequestServedFromCache, "Network.requestServedFromCache");
+
+    #[derive(Debug, Clone, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct GetResponseBody {
+        pub request_id: String,
+    }
+    command!(GetResponseBody, "Network.getResponseBody" => ResponseBody);
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ResponseBody {
+        pub body: String,
+        pub base64_encoded: bool,
+    }
+}
+
+/// Chrome's own messages (a resource that failed to load, interventions,
+/// violations): what DevTools shows beside the page's `console` calls.
+pub mod log {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct Enable {}
+    command!(Enable, "Log.enable" => Empty);
+
+    #[derive(Debug, Clone, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct LogEntry {
+        /// `network`, `javascript`, `security`, `violation`, `worker`, …
+        #[serde(default)]
+        pub source: String,
+        /// `verbose`, `info`, `warning` or `error`.
+        #[serde(default)]
+        pub level: String,
+        #[serde(default)]
+        pub text: String,
+        /// Milliseconds since the epoch.
+        #[serde(default)]
+        pub timestamp: f64,
+        #[serde(default)]
+        pub url: Option<String>,
+        #[serde(default)]
+        pub line_number: Option<i64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    pub struct EntryAdded {
+        pub entry: LogEntry,
+    }
+    event!(EntryAdded, "Log.entryAdded");
+}
+
 pub mod dom {
     use super::*;
 
@@ -849,6 +1045,32 @@ mod tests {
         };
         assert_eq!(event.parse::<page::LifecycleEvent>().unwrap().name, "load");
         assert!(event.parse::<page::FrameNavigated>().is_none());
+    }
+
+    #[test]
+    fn network_and_log_events_read_chromes_fields() {
+        let redirected = CdpEvent {
+            method: "Network.requestWillBeSent".into(),
+            params: json!({"requestId": "R", "loaderId": "L", "timestamp": 2.5, "wallTime": 1.7e9, "type": "Document",
+                "request": {"url": "http://x/new", "method": "GET", "headers": {}},
+                "redirectResponse": {"url": "http://x/old", "status": 302, "statusText": "Found", "headers": {},
+                    "mimeType": "", "encodedDataLength": 180}}),
+            session_id: Some("S".into()),
+        };
+        let sent = redirected.parse::<network::RequestWillBeSent>().unwrap();
+        assert_eq!((sent.kind.as_deref(), sent.redirect_response.map(|r| r.status)), (Some("Document"), Some(302)));
+        let entry = CdpEvent {
+            method: "Log.entryAdded".into(),
+            params: json!({"entry": {"source": "network", "level": "error", "text": "Failed to load resource",
+                "timestamp": 1.7e12, "url": "http://x/missing.json", "networkRequestId": "R"}}),
+            session_id: Some("S".into()),
+        };
+        assert_eq!(entry.parse::<log::EntryAdded>().unwrap().entry.source, "network");
+        let history: page::NavigationHistory = serde_json::from_value(json!({"currentIndex": 1, "entries": [
+            {"id": 3, "url": "http://x/a", "userTypedURL": "", "title": "A", "transitionType": "typed"},
+            {"id": 5, "url": "http://x/b", "userTypedURL": "", "title": "B", "transitionType": "link"}]}))
+        .unwrap();
+        assert_eq!((history.current_index, history.entries[0].id), (1, 3));
     }
 
     #[test]

@@ -219,9 +219,13 @@ macro_rules! for_each_route {
             FocusTab,
             CloseTab,
             Navigate,
+            GoBack,
+            GoForward,
             TakeSnapshot,
             TakeScreenshot,
             ReadConsole,
+            ListRequests,
+            ReadResponseBody,
             Act,
             ArmDialog,
             ArmFileChooser,
@@ -434,6 +438,32 @@ pub struct Navigate {
 }
 route!(Navigate, Post "/navigate", Tab => Profiled<Navigated>);
 
+/// `POST /back`: goes one entry back in the tab's history and waits for
+/// `waitUntil`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GoBack {
+    #[serde(default)]
+    pub wait_until: WaitUntil,
+    /// How long to wait (default 20000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+route!(GoBack, Post "/back", Tab => Profiled<Navigated>);
+
+/// `POST /forward`: goes one entry forward in the tab's history and waits
+/// for `waitUntil`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GoForward {
+    #[serde(default)]
+    pub wait_until: WaitUntil,
+    /// How long to wait (default 20000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+route!(GoForward, Post "/forward", Tab => Profiled<Navigated>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitUntil {
@@ -626,7 +656,8 @@ pub struct ConsoleReport {
 pub struct ConsoleMessage {
     /// `error`, `warning`, `info`, `log` or `debug`.
     pub level: String,
-    /// The console method (`log`, `table`, `assert`, …).
+    /// The console method (`log`, `table`, `assert`, …), or for Chrome's
+    /// own messages their source (`network`, `security`, `violation`, …).
     #[serde(rename = "type")]
     pub kind: String,
     pub text: String,
@@ -643,6 +674,103 @@ pub struct PageError {
     pub timestamp: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+}
+
+// ---- network ---------------------------------------------------------------
+
+/// `GET /requests`: the tab's network requests (the last 500 kept), newest
+/// last.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListRequests {
+    /// Only URLs containing this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Only failed requests and HTTP errors (status 400 and up).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    /// Only this type: Document, Script, Image, Fetch, XHR, Stylesheet, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_type: Option<String>,
+    /// Requests to return (the newest; default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+route!(ListRequests, Get "/requests", Tab => Profiled<RequestList>);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestList {
+    pub target_id: String,
+    pub requests: Vec<NetworkRequest>,
+    /// Requests kept that match the filters.
+    pub total: usize,
+    /// Requests in `requests` (the newest `limit` of `total`).
+    pub shown: usize,
+}
+
+/// One request as the tab made it. A redirect is one entry per hop, all
+/// with the same `requestId`: each hop's `status` is its own (301, 302, …).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkRequest {
+    pub request_id: String,
+    pub method: String,
+    /// At most 2,000 characters (a longer one ends with how much was cut).
+    pub url: String,
+    /// Chrome's type: `Document`, `Script`, `Image`, `Fetch`, `XHR`, …
+    pub resource_type: String,
+    /// The HTTP status (none: no response yet, or none at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Bytes received over the network, headers included (once finished).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// When it was sent, in milliseconds since the epoch.
+    pub start_time: f64,
+    /// From sent to finished or failed (none: still loading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// Why it failed: Chrome's `net::ERR_…`, and whether it was canceled
+    /// or blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Answered from the browser's cache.
+    pub from_cache: bool,
+}
+
+impl NetworkRequest {
+    /// A failure, or an HTTP error status.
+    pub fn failed(&self) -> bool {
+        self.failure.is_some() || self.status.is_some_and(|status| status >= 400)
+    }
+}
+
+/// `GET /requests/body`: a response's body, as Chrome still has it (text
+/// up to 256 KiB; other bodies in base64, up to 256 KiB of bytes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadResponseBody {
+    /// A requestId of GET /requests.
+    pub request_id: String,
+}
+route!(ReadResponseBody, Get "/requests/body", Tab => Profiled<ResponseBody>);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponseBody {
+    pub target_id: String,
+    pub request_id: String,
+    pub mime_type: String,
+    pub body: String,
+    /// `body` is base64 (binary content such as images).
+    pub base64_encoded: bool,
+    /// `body` is the first 256 KiB only.
+    pub truncated: bool,
+    /// The whole body's size in bytes.
+    pub bytes: usize,
 }
 
 /// `POST /pdf`: the tab printed to PDF (headless browsers).
@@ -721,6 +849,12 @@ pub struct PageState {
     /// Errors beyond those shown.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_console_errors: usize,
+    /// Requests that failed or answered 400 or more since the last action
+    /// (the newest few: status or reason, method, URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_requests: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_failed_requests: usize,
     /// Tabs the action opened (popups, `target=_blank`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_tabs: Vec<NewTab>,

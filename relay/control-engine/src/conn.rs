@@ -1,7 +1,8 @@
 //! One persistent CDP connection per profile, and what the engine learns
 //! from its events: the tabs, their sessions (out-of-process iframes
 //! included), the isolated worlds the snapshot script lives in, and each
-//! tab's console. The same code serves both drivers: a managed Chrome's own
+//! tab's console (the page's and Chrome's own messages) and network log.
+//! The same code serves both drivers: a managed Chrome's own
 //! browser endpoint and the relay's `/cdp` for the user's shared tabs.
 
 use std::collections::{HashMap, VecDeque};
@@ -11,10 +12,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-use cdp_client::protocol::{Command as _, dom, page, runtime, target};
+use cdp_client::protocol::{Command as _, dom, log, network, page, runtime, target};
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 
-use crate::api::{ConsoleMessage, DialogInfo, PageError, TabInfo};
+use crate::api::{ConsoleMessage, DialogInfo, NetworkRequest, PageError, TabInfo};
+use crate::network::{NetworkLog, Recorded};
 
 /// The isolated world the snapshot script runs in (invisible to the page).
 pub const WORLD_NAME: &str = "browser-relay";
@@ -53,8 +55,10 @@ struct Tab {
     attaching: bool,
     /// Attached and its domains enabled.
     ready: bool,
+    /// The page's console calls and Chrome's own messages, in time order.
     console: VecDeque<ConsoleMessage>,
     errors: VecDeque<PageError>,
+    network: NetworkLog,
     /// An open dialog nobody has answered yet.
     dialog: Option<DialogInfo>,
     dialog_hook: Option<DialogHook>,
@@ -68,15 +72,26 @@ struct Tab {
 }
 
 /// What went wrong on a tab since the last action's answer said so: the
-/// newest few console errors and uncaught exceptions, and how many more.
+/// newest few console errors and uncaught exceptions, and failed requests
+/// (HTTP errors and loads that failed), each with how many more.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TabNews {
     pub console_errors: VecDeque<String>,
     /// Errors beyond the ones kept.
     pub more_console_errors: usize,
+    pub failed_requests: VecDeque<String>,
+    pub more_failed_requests: usize,
 }
 
 impl TabNews {
+    fn failed_request(&mut self, line: String) {
+        if self.failed_requests.len() == NEWS_KEPT {
+            self.failed_requests.pop_front();
+            self.more_failed_requests += 1;
+        }
+        self.failed_requests.push_back(line);
+    }
+
     fn console_error(&mut self, text: &str) {
         // One line, bounded: a stack trace or a logged document would crowd
         // out the answer it rides on (GET /console has the whole text).
@@ -238,6 +253,16 @@ impl Conn {
         self.state().tabs.get_mut(target_id).map(|tab| std::mem::take(&mut tab.news)).unwrap_or_default()
     }
 
+    /// The tab's requests, oldest first.
+    pub fn requests(&self, target_id: &str) -> Option<Vec<NetworkRequest>> {
+        self.state().tabs.get(target_id).map(|tab| tab.network.requests())
+    }
+
+    /// A request of the tab (its last hop), and the session that saw it.
+    pub fn request(&self, target_id: &str, request_id: &str) -> Option<Recorded> {
+        self.state().tabs.get(target_id)?.network.find(request_id).cloned()
+    }
+
     /// The session of a target: a tab, or an out-of-process iframe of one.
     pub fn session_of(&self, target_id: &str) -> Option<String> {
         let state = self.state();
@@ -320,14 +345,19 @@ impl Conn {
         self.changed.send_modify(|v| *v += 1);
     }
 
-    /// Page, Runtime (console, contexts), lifecycle events, and auto-attach
-    /// so out-of-process iframes get sessions too.
+    /// Page, Runtime (console, contexts), Network and Log (the network log,
+    /// Chrome's own messages), lifecycle events, and auto-attach so
+    /// out-of-process iframes get sessions too.
     async fn enable_domains(&self, session: &str, is_tab: bool) {
         use futures_util::FutureExt as _;
         let s = Some(session);
         let auto_attach = target::SetAutoAttach { auto_attach: true, wait_for_debugger_on_start: false, flatten: true };
-        let mut calls =
-            vec![self.client.start(&runtime::Enable {}, s).boxed(), self.client.start(&auto_attach, s).boxed()];
+        let mut calls = vec![
+            self.client.start(&runtime::Enable {}, s).boxed(),
+            self.client.start(&network::Enable {}, s).boxed(),
+            self.client.start(&log::Enable {}, s).boxed(),
+            self.client.start(&auto_attach, s).boxed(),
+        ];
         if is_tab {
             calls.push(self.client.start(&page::Enable {}, s).boxed());
             calls.push(self.client.start(&page::SetLifecycleEventsEnabled { enabled: true }, s).boxed());
@@ -356,6 +386,7 @@ impl Conn {
             ready: false,
             console: VecDeque::new(),
             errors: VecDeque::new(),
+            network: NetworkLog::default(),
             dialog: None,
             dialog_hook: None,
             file_hook: None,
@@ -531,14 +562,58 @@ impl Conn {
                 if message.level == "error" {
                     tab.news.console_error(&message.text);
                 }
-                push_bounded(&mut tab.console, message, CONSOLE_KEPT);
+                push_in_time(&mut tab.console, message, CONSOLE_KEPT);
             });
+        } else if let Some(added) = event.parse::<log::EntryAdded>() {
+            if let Some(message) = browser_message(added.entry) {
+                self.with_tab_of(session, |tab| {
+                    // A failed load is told as a failed request; other
+                    // errors of Chrome's own (CSP, mixed content) as news.
+                    if message.level == "error" && message.kind != "network" {
+                        tab.news.console_error(&message.text);
+                    }
+                    push_in_time(&mut tab.console, message, CONSOLE_KEPT);
+                });
+            }
         } else if let Some(thrown) = event.parse::<runtime::ExceptionThrown>() {
             let error = page_error(thrown);
             self.with_tab_of(session, |tab| {
                 tab.news.console_error(&error.message);
                 push_bounded(&mut tab.errors, error, PAGE_ERRORS_KEPT);
             });
+        } else {
+            self.on_network_event(session, event);
+        }
+    }
+
+    /// A request's progress, into its tab's network log.
+    fn on_network_event(&self, session: &str, event: &CdpEvent) {
+        if let Some(sent) = event.parse::<network::RequestWillBeSent>() {
+            self.with_tab_of(session, |tab| tab.network.will_be_sent(session, sent));
+        } else if let Some(received) = event.parse::<network::ResponseReceived>() {
+            let (status, id) = (received.response.status, received.request_id.clone());
+            self.with_tab_of(session, |tab| {
+                tab.network.response(session, received);
+                if let Some(recorded) = tab.network.find(&id).filter(|_| status >= 400) {
+                    let request = &recorded.request;
+                    tab.news.failed_request(format!("{status} {} {}", request.method, request.url));
+                }
+            });
+        } else if let Some(finished) = event.parse::<network::LoadingFinished>() {
+            self.with_tab_of(session, |tab| tab.network.finished(finished));
+        } else if let Some(failed) = event.parse::<network::LoadingFailed>() {
+            // A load the page (or a navigation) gave up on is not news.
+            let (canceled, id) = (failed.canceled, failed.request_id.clone());
+            self.with_tab_of(session, |tab| {
+                tab.network.failed(failed);
+                if let Some(recorded) = tab.network.find(&id).filter(|_| !canceled) {
+                    let request = &recorded.request;
+                    let why = request.failure.as_deref().unwrap_or("failed");
+                    tab.news.failed_request(format!("{why} {} {}", request.method, request.url));
+                }
+            });
+        } else if let Some(cached) = event.parse::<network::RequestServedFromCache>() {
+            self.with_tab_of(session, |tab| tab.network.served_from_cache(&cached.request_id));
         }
     }
 
@@ -650,6 +725,48 @@ fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) {
         queue.pop_front();
     }
     queue.push_back(item);
+}
+
+/// Adds a console message in time order (Chrome's own messages come on
+/// another domain than the page's and can arrive out of order); the oldest
+/// goes when the queue is full.
+fn push_in_time(queue: &mut VecDeque<ConsoleMessage>, message: ConsoleMessage, max: usize) {
+    let at = queue.iter().rposition(|m| m.timestamp <= message.timestamp).map_or(0, |i| i + 1);
+    queue.insert(at, message);
+    if queue.len() > max {
+        queue.pop_front();
+    }
+}
+
+/// One of Chrome's own messages (`Log.entryAdded`) as a console message:
+/// its source as the type, its level mapped, its URL as the location.
+/// Workers' entries repeat the console calls their own sessions report.
+fn browser_message(entry: log::LogEntry) -> Option<ConsoleMessage> {
+    if entry.source == "worker" {
+        return None;
+    }
+    let location = entry.url.filter(|url| !url.is_empty()).map(|url| match entry.line_number {
+        Some(line) => format!("{url}:{}", line + 1),
+        None => url,
+    });
+    Some(ConsoleMessage {
+        level: log_level(&entry.level).into(),
+        kind: if entry.source.is_empty() { "other".into() } else { entry.source },
+        text: entry.text,
+        timestamp: entry.timestamp,
+        location,
+    })
+}
+
+/// A `Log` level as a console level.
+fn log_level(level: &str) -> &'static str {
+    match level {
+        "error" => "error",
+        "warning" => "warning",
+        "info" => "info",
+        "verbose" => "debug",
+        _ => "log",
+    }
 }
 
 fn console_message(called: runtime::ConsoleApiCalled) -> ConsoleMessage {
@@ -764,6 +881,38 @@ mod tests {
         news.console_error(&"é".repeat(400));
         let long = news.console_errors.back().unwrap();
         assert!(long.ends_with('…') && long.len() <= NEWS_CHARS + '…'.len_utf8(), "{long}");
+    }
+
+    #[test]
+    fn chromes_own_messages_join_the_console_in_time_order() {
+        let entry = |source: &str, level: &str, timestamp: f64| log::LogEntry {
+            source: source.into(),
+            level: level.into(),
+            text: "Failed to load resource: the server responded with a status of 404 (Not Found)".into(),
+            timestamp,
+            url: Some("http://x/api/missing.json".into()),
+            line_number: None,
+        };
+        let message = browser_message(entry("network", "error", 2.0)).unwrap();
+        assert_eq!((message.level.as_str(), message.kind.as_str()), ("error", "network"));
+        assert_eq!(message.location.as_deref(), Some("http://x/api/missing.json"));
+        assert!(browser_message(entry("worker", "info", 2.0)).is_none(), "the worker's session reports its own");
+        let levels: Vec<&str> = ["verbose", "info", "warning", "error", "?"].into_iter().map(log_level).collect();
+        assert_eq!(levels, ["debug", "info", "warning", "error", "log"]);
+
+        let at = |timestamp: f64| ConsoleMessage {
+            level: "log".into(),
+            kind: "log".into(),
+            text: timestamp.to_string(),
+            timestamp,
+            location: None,
+        };
+        let mut console = VecDeque::new();
+        for timestamp in [1.0, 3.0, 2.0, 4.0, 0.5] {
+            push_in_time(&mut console, at(timestamp), 4);
+        }
+        let order: Vec<f64> = console.iter().map(|m| m.timestamp).collect();
+        assert_eq!(order, [1.0, 2.0, 3.0, 4.0], "in time order; the oldest went when full");
     }
 
     #[test]

@@ -72,6 +72,10 @@ pub enum Step<'a> {
     ListTabs,
     ListProfiles,
     Snapshot,
+    /// Load a page in the tab.
+    Navigate,
+    /// The tab's network log.
+    Requests,
     /// Answer the open dialog (OK).
     AcceptDialog,
 }
@@ -97,6 +101,12 @@ impl Step<'_> {
             (Self::Snapshot, Surface::Http) => "GET /snapshot".into(),
             (Self::Snapshot, Surface::Cli) => "`browser-relay snapshot`".into(),
             (Self::Snapshot, Surface::Mcp) => "browser_snapshot".into(),
+            (Self::Navigate, Surface::Http) => "POST /navigate {\"url\": \"…\"}".into(),
+            (Self::Navigate, Surface::Cli) => "`browser-relay navigate URL`".into(),
+            (Self::Navigate, Surface::Mcp) => "browser_navigate".into(),
+            (Self::Requests, Surface::Http) => "GET /requests".into(),
+            (Self::Requests, Surface::Cli) => "`browser-relay requests`".into(),
+            (Self::Requests, Surface::Mcp) => "browser_network_requests".into(),
             (Self::AcceptDialog, Surface::Http) => "POST /hooks/dialog {\"accept\": true}".into(),
             (Self::AcceptDialog, Surface::Cli) => "`browser-relay dialog accept`".into(),
             (Self::AcceptDialog, Surface::Mcp) => "browser_handle_dialog {\"accept\": true}".into(),
@@ -134,6 +144,13 @@ pub enum ControlError {
     NoSuchElement(String),
     #[error("navigation to {url} failed: {reason}")]
     Navigation { url: String, reason: String },
+    /// `back` or `forward`: the tab's history has no entry that way.
+    #[error("there is no page to go {0} to in this tab's history")]
+    NoHistory(&'static str),
+    #[error("no request {0} in this tab's network log")]
+    UnknownRequest(String),
+    #[error("no body for request {request_id}: {reason}")]
+    NoResponseBody { request_id: String, reason: String },
     #[error("timed out after {} waiting for {what}", human_ms(*.ms))]
     Timeout { what: String, ms: u64 },
     #[error("{element} is covered by {by}: close it or take a new snapshot")]
@@ -176,10 +193,13 @@ impl ControlError {
             | Self::Disabled(_)
             | Self::DialogOpen { .. }
             | Self::EvaluateDisabled
+            | Self::NoHistory(_)
+            | Self::NoResponseBody { .. }
             | Self::Pdf(_) => ErrorKind::Conflict,
             Self::Config(ConfigError::UnknownProfile { .. })
             | Self::UnknownTab { .. }
             | Self::UnknownRef(_)
+            | Self::UnknownRequest(_)
             | Self::NoSuchElement(_) => ErrorKind::NotFound,
             Self::Config(_)
             | Self::NotRunning(_)
@@ -215,6 +235,9 @@ impl ControlError {
             Self::StaleRef(_) => "stale_ref",
             Self::NoSuchElement(_) => "no_such_element",
             Self::Navigation { .. } => "navigation_failed",
+            Self::NoHistory(_) => "no_history",
+            Self::UnknownRequest(_) => "unknown_request",
+            Self::NoResponseBody { .. } => "no_response_body",
             Self::Timeout { .. } => "timeout",
             Self::Cdp { source: CdpError::Timeout(..), .. } => "timeout",
             Self::Cdp { .. } => "browser_error",
@@ -249,6 +272,15 @@ impl ControlError {
             Self::Cdp { profile, .. } => format!("{} shows whether the browser still runs", step(Step::Status(profile))),
             Self::DialogOpen { .. } => format!("{} answers it (and the next one)", step(Step::AcceptDialog)),
             Self::Covered { .. } => format!("{} shows what is on the page now", step(Step::Snapshot)),
+            Self::NoHistory(_) => format!("{} loads a page", step(Step::Navigate)),
+            Self::UnknownRequest(_) => {
+                format!("{} lists the tab's requests with their requestId (the last 500)", step(Step::Requests))
+            }
+            Self::NoResponseBody { .. } => format!(
+                "Chrome keeps bodies only for a while, and only of the page still open: reload it ({}), then read the new requestId's body from {}",
+                step(Step::Navigate),
+                step(Step::Requests)
+            ),
             Self::NotAllowed { key, .. } => {
                 format!("only the user can allow it: `{key}` in config.toml in the state directory (~/.browser-relay)")
             }
@@ -292,10 +324,17 @@ mod tests {
             ControlError::NoTab("managed".into()),
             ControlError::StaleRef("e7".into()),
             ControlError::UnknownRef("e99".into()),
+            ControlError::NoHistory("back"),
+            ControlError::UnknownRequest("1234.5".into()),
+            ControlError::NoResponseBody { request_id: "1234.5".into(), reason: "evicted".into() },
         ] {
             assert_eq!(
                 error.kind(),
-                if matches!(error, ControlError::UnknownRef(_)) { ErrorKind::NotFound } else { ErrorKind::Conflict }
+                if matches!(error, ControlError::UnknownRef(_) | ControlError::UnknownRequest(_)) {
+                    ErrorKind::NotFound
+                } else {
+                    ErrorKind::Conflict
+                }
             );
             for surface in [Surface::Http, Surface::Cli, Surface::Mcp] {
                 assert!(error.hint(surface).is_some(), "{error} has no hint");

@@ -11,7 +11,8 @@
 //! managed browser's pipe, an attach-only profile's `cdpUrl`, or the
 //! relay's `/cdp` for the extension driver; [`conn::Conn::over`] then does the same
 //! thing everywhere: discover the tabs, attach to each (flat sessions),
-//! enable Runtime, Page and lifecycle events, and auto-attach iframes.
+//! enable Runtime, Page, Network, Log and lifecycle events, and auto-attach
+//! iframes.
 //!
 //! **Snapshots** run in the page ([`in_page`] calls `snapshot.js` in an
 //! isolated world the page cannot see), not from
@@ -41,6 +42,7 @@ pub mod hooks;
 pub mod in_page;
 pub mod keys;
 pub mod navigation;
+pub mod network;
 pub mod profiles;
 pub mod refs;
 pub mod snapshot;

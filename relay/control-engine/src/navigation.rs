@@ -1,11 +1,17 @@
-//! `POST /navigate`, and what navigation needs: the URL agents type, the
-//! wait for a lifecycle event of the new document, where the page is.
+//! `POST /navigate`, `POST /back`, `POST /forward`, and what navigation
+//! needs: the URL agents type, the wait for a lifecycle event of the new
+//! document, where the page is.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use cdp_client::CdpEvent;
 use cdp_client::protocol::{Command as _, Event as _, page, runtime};
+use managed_driver::config::Profile;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
 
-use crate::api::{Handle, Navigate, Navigated, Profiled, Selected, WaitUntil};
+use crate::api::{GoBack, GoForward, Handle, Navigate, Navigated, Profiled, Selected, TabSelector, WaitUntil};
 use crate::conn::Conn;
 use crate::engine::Engine;
 use crate::error::ControlError;
@@ -14,8 +20,7 @@ use crate::error::ControlError;
 pub const NAVIGATE_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_TIMEOUT_MS: u64 = 120_000;
 
-/// The `Page.lifecycleEvent` a `waitUntil` waits for (none: the commit,
-/// which `Page.navigate`'s answer already is).
+/// The `Page.lifecycleEvent` a `waitUntil` waits for (none: the commit).
 fn lifecycle_event(wait_until: WaitUntil) -> Option<&'static str> {
     match wait_until {
         WaitUntil::Commit => None,
@@ -25,59 +30,179 @@ fn lifecycle_event(wait_until: WaitUntil) -> Option<&'static str> {
     }
 }
 
+/// A navigation, once it is under way: where it goes and what is left to
+/// wait for.
+#[derive(Debug)]
+struct Started {
+    profile: Profile,
+    conn: Arc<Conn>,
+    id: String,
+    session: String,
+    /// Events since before the navigation was sent.
+    events: broadcast::Receiver<Arc<CdpEvent>>,
+    /// The URL asked for (for messages, and the answer if the page does not
+    /// say where it is).
+    url: String,
+    /// The new document's loader; none when no document is loaded (a
+    /// same-document navigation, a page restored from the back/forward
+    /// cache), so there is nothing to wait for.
+    loader: Option<String>,
+    /// The whole navigation's (for messages), and when it ends.
+    timeout: Duration,
+    deadline: Instant,
+}
+
 impl Handle<Navigate> for Engine {
     /// Loads `url` in the tab and waits for `waitUntil`.
     async fn handle(&self, request: Selected<Navigate>) -> Result<Profiled<Navigated>, ControlError> {
         let Navigate { url, wait_until, timeout_ms } = request.request;
         let url = self.allowed_url(&url)?;
         let timeout = clamp_timeout(timeout_ms, NAVIGATE_TIMEOUT);
+        let deadline = Instant::now() + timeout;
         let (profile, conn, id) = self.tab(&request.tab).await?;
         let session = self.session(&conn, &id).await?;
-        let mut events = conn.subscribe();
+        let events = conn.subscribe();
         let navigate = page::Navigate { url: url.clone() };
         let started = conn.client().send(&navigate, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
         if let Some(reason) = started.error_text.filter(|e| !e.is_empty()) {
             return Err(ControlError::Navigation { url, reason });
         }
-        // No loaderId: a same-document navigation (a fragment), done now.
-        if let (Some(loader), Some(event)) = (started.loader_id, lifecycle_event(wait_until)) {
-            let reached = |e: &cdp_client::CdpEvent| {
-                e.session_id.as_deref() == Some(session.as_str())
-                    && e.parse::<page::LifecycleEvent>().is_some_and(|l| l.loader_id == loader && l.name == event)
-            };
-            let waited = tokio::time::timeout(timeout, async {
-                loop {
-                    match events.recv().await {
-                        Ok(e) if reached(&e) => return Ok(()),
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(_) => return Err(()),
-                    }
-                }
-            })
-            .await;
-            match waited {
-                Ok(Ok(())) => {}
-                Ok(Err(())) => {
-                    return Err(ControlError::Cdp {
-                        profile: profile.name.clone(),
-                        source: cdp_client::CdpError::Closed(page::Navigate::METHOD.into()),
-                    });
-                }
-                Err(_) => {
-                    return Err(ControlError::Timeout {
-                        what: format!("{url} to reach '{event}'"),
-                        ms: timeout.as_millis() as u64,
-                    });
+        // Page.navigate answers once the navigation committed; no loaderId:
+        // a same-document navigation (a fragment), done now.
+        let loader = started.loader_id;
+        self.finish(Started { profile, conn, id, session, events, url, loader, timeout, deadline }, wait_until).await
+    }
+}
+
+impl Handle<GoBack> for Engine {
+    /// One entry back in the tab's history.
+    async fn handle(&self, request: Selected<GoBack>) -> Result<Profiled<Navigated>, ControlError> {
+        let GoBack { wait_until, timeout_ms } = request.request;
+        self.go(&request.tab, Direction::Back, wait_until, timeout_ms).await
+    }
+}
+
+impl Handle<GoForward> for Engine {
+    /// One entry forward in the tab's history.
+    async fn handle(&self, request: Selected<GoForward>) -> Result<Profiled<Navigated>, ControlError> {
+        let GoForward { wait_until, timeout_ms } = request.request;
+        self.go(&request.tab, Direction::Forward, wait_until, timeout_ms).await
+    }
+}
+
+/// Which way through the tab's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Back,
+    Forward,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Back => "back",
+            Self::Forward => "forward",
+        }
+    }
+}
+
+/// The entry one step `direction` from the current one, if there is one.
+fn history_entry(history: &page::NavigationHistory, direction: Direction) -> Option<&page::NavigationEntry> {
+    let index = match direction {
+        Direction::Back => history.current_index.checked_sub(1)?,
+        Direction::Forward => history.current_index + 1,
+    };
+    history.entries.get(index)
+}
+
+/// How a history navigation committed, read from the tab's events.
+fn commit_of(event: &CdpEvent, session: &str, main_frame: &str) -> Option<Option<String>> {
+    if event.session_id.as_deref() != Some(session) {
+        return None;
+    }
+    if let Some(navigated) = event.parse::<page::FrameNavigated>() {
+        // The main frame has no parent; a page out of the back/forward
+        // cache is whole already: no lifecycle events follow.
+        return navigated.frame.parent_id.is_none().then(|| {
+            (navigated.kind != "BackForwardCacheRestore" && !navigated.frame.loader_id.is_empty())
+                .then_some(navigated.frame.loader_id)
+        });
+    }
+    event.parse::<page::NavigatedWithinDocument>().filter(|n| n.frame_id == main_frame).map(|_| None)
+}
+
+/// Why a wait for an event ended without it.
+enum Unmet {
+    Closed,
+    TimedOut,
+}
+
+/// The first event `pick` takes, before `deadline`.
+async fn next_event<T>(
+    events: &mut broadcast::Receiver<Arc<CdpEvent>>,
+    deadline: Instant,
+    mut pick: impl FnMut(&CdpEvent) -> Option<T>,
+) -> Result<T, Unmet> {
+    loop {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Err(_) => return Err(Unmet::TimedOut),
+            Ok(Err(broadcast::error::RecvError::Closed)) => return Err(Unmet::Closed),
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Ok(event)) => {
+                if let Some(picked) = pick(&event) {
+                    return Ok(picked);
                 }
             }
+        }
+    }
+}
+
+impl Engine {
+    /// `POST /back` and `POST /forward`: the history entry next to the
+    /// current one, loaded as `waitUntil` says.
+    async fn go(
+        &self,
+        tab: &TabSelector,
+        direction: Direction,
+        wait_until: WaitUntil,
+        timeout_ms: Option<u64>,
+    ) -> Result<Profiled<Navigated>, ControlError> {
+        let timeout = clamp_timeout(timeout_ms, NAVIGATE_TIMEOUT);
+        let deadline = Instant::now() + timeout;
+        let (profile, conn, id) = self.tab(tab).await?;
+        let session = self.session(&conn, &id).await?;
+        let cdp = ControlError::cdp(&profile.name);
+        let history = conn.client().send(&page::GetNavigationHistory {}, Some(&session)).await.map_err(cdp)?;
+        let entry = history_entry(&history, direction).ok_or(ControlError::NoHistory(direction.name()))?;
+        let (entry_id, url) = (entry.id, entry.url.clone());
+        let mut events = conn.subscribe();
+        let go = page::NavigateToHistoryEntry { entry_id };
+        conn.client().send(&go, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
+        // Unlike Page.navigate, this answers before the commit: wait for it.
+        let loader = next_event(&mut events, deadline, |event| commit_of(event, &session, &id))
+            .await
+            .map_err(|unmet| unmet.error(&profile, &format!("{url} to commit"), timeout))?;
+        self.finish(Started { profile, conn, id, session, events, url, loader, timeout, deadline }, wait_until).await
+    }
+
+    /// The end of every navigation: waits until the new document reaches
+    /// `wait_until`, makes the tab current, and says where it is.
+    async fn finish(&self, started: Started, wait_until: WaitUntil) -> Result<Profiled<Navigated>, ControlError> {
+        let Started { profile, conn, id, session, mut events, url, loader, timeout, deadline } = started;
+        if let (Some(loader), Some(event)) = (loader, lifecycle_event(wait_until)) {
+            let reached = |e: &CdpEvent| {
+                (e.session_id.as_deref() == Some(session.as_str())
+                    && e.parse::<page::LifecycleEvent>().is_some_and(|l| l.loader_id == loader && l.name == event))
+                .then_some(())
+            };
+            next_event(&mut events, deadline, reached)
+                .await
+                .map_err(|unmet| unmet.error(&profile, &format!("{url} to reach '{event}'"), timeout))?;
         }
         self.set_current(&profile.name, &id);
         let (url, title) = self.location(&conn, &session).await.unwrap_or((url, String::new()));
         Ok(Profiled::new(&profile, Navigated { target_id: id, url, title }))
     }
-}
-
-impl Engine {
     /// Waits until the tab's document (not the initial `about:blank`, unless
     /// that was asked for) has loaded, or `within` passes.
     pub(crate) async fn wait_loaded(&self, conn: &Conn, session: &str, url: &str, within: Duration) {
@@ -114,6 +239,18 @@ impl Engine {
         let evaluate = runtime::Evaluate::value("[location.href, document.title]");
         let evaluated = conn.client().send(&evaluate, Some(session)).await.ok()?;
         serde_json::from_value(evaluated.result.into_value()).ok()
+    }
+}
+
+impl Unmet {
+    fn error(self, profile: &Profile, what: &str, waited: Duration) -> ControlError {
+        match self {
+            Self::Closed => ControlError::Cdp {
+                profile: profile.name.clone(),
+                source: cdp_client::CdpError::Closed(page::Navigate::METHOD.into()),
+            },
+            Self::TimedOut => ControlError::Timeout { what: what.to_string(), ms: waited.as_millis() as u64 },
+        }
     }
 }
 
@@ -178,6 +315,36 @@ mod tests {
         assert!(normalize_url("").is_err());
         assert!(normalize_url("not a url").is_err());
         assert!(normalize_url("ftp://x/y").is_err());
+    }
+
+    #[test]
+    fn history_has_an_entry_each_way_except_at_its_ends() {
+        let entry = |id: i64| page::NavigationEntry { id, url: format!("http://x/{id}"), title: String::new() };
+        let at = |current_index: usize| page::NavigationHistory { current_index, entries: vec![entry(1), entry(2)] };
+        assert_eq!(history_entry(&at(1), Direction::Back).map(|e| e.id), Some(1));
+        assert_eq!(history_entry(&at(0), Direction::Forward).map(|e| e.id), Some(2));
+        assert!(history_entry(&at(0), Direction::Back).is_none());
+        assert!(history_entry(&at(1), Direction::Forward).is_none());
+    }
+
+    #[test]
+    fn a_history_navigation_commits_a_document_or_nothing_to_wait_for() {
+        let event = |method: &str, params: serde_json::Value, session: &str| CdpEvent {
+            method: method.into(),
+            params,
+            session_id: Some(session.into()),
+        };
+        let navigated = |kind: &str, parent: Option<&str>| {
+            let frame = serde_json::json!({"id": "T", "parentId": parent, "loaderId": "L2", "url": "http://x/"});
+            event("Page.frameNavigated", serde_json::json!({"frame": frame, "type": kind}), "S")
+        };
+        assert_eq!(commit_of(&navigated("Navigation", None), "S", "T"), Some(Some("L2".into())));
+        assert_eq!(commit_of(&navigated("BackForwardCacheRestore", None), "S", "T"), Some(None), "restored whole");
+        assert_eq!(commit_of(&navigated("Navigation", Some("T")), "S", "T"), None, "an iframe's");
+        assert_eq!(commit_of(&navigated("Navigation", None), "S", "OTHER"), Some(Some("L2".into())), "no parent: main");
+        let fragment = serde_json::json!({"frameId": "T", "url": "http://x/#a"});
+        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment.clone(), "S"), "S", "T"), Some(None));
+        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment, "S2"), "S", "T"), None, "another tab's");
     }
 
     #[test]

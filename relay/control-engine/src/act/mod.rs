@@ -301,6 +301,8 @@ impl Handle<Act> for Engine {
             dialog,
             console_errors: news.console_errors.into(),
             more_console_errors: news.more_console_errors,
+            failed_requests: news.failed_requests.into(),
+            more_failed_requests: news.more_failed_requests,
             new_tabs,
         });
         Ok(Profiled::new(&page.profile, outcome))

@@ -150,6 +150,19 @@ impl Canned for Navigate {
         )
     }
 }
+impl Canned for GoBack {
+    fn canned(request: &Selected<Self>) -> Profiled<Navigated> {
+        profiled(request, Navigated { target_id: target(request), url: "http://x/back".into(), title: "Back".into() })
+    }
+}
+impl Canned for GoForward {
+    fn canned(request: &Selected<Self>) -> Profiled<Navigated> {
+        profiled(
+            request,
+            Navigated { target_id: target(request), url: "http://x/forward".into(), title: "Forward".into() },
+        )
+    }
+}
 impl Canned for TakeSnapshot {
     fn canned(request: &Selected<Self>) -> Profiled<Snapshot> {
         profiled(
@@ -191,6 +204,35 @@ impl Canned for TakeScreenshot {
 impl Canned for ReadConsole {
     fn canned(request: &Selected<Self>) -> Profiled<ConsoleReport> {
         profiled(request, ConsoleReport { target_id: target(request), messages: vec![], page_errors: vec![] })
+    }
+}
+impl Canned for ListRequests {
+    fn canned(request: &Selected<Self>) -> Profiled<RequestList> {
+        let missing = NetworkRequest {
+            request_id: "9.1".into(),
+            method: "GET".into(),
+            url: "http://x/api/missing.json".into(),
+            resource_type: "Fetch".into(),
+            status: Some(404),
+            ..NetworkRequest::default()
+        };
+        profiled(request, RequestList { target_id: target(request), requests: vec![missing], total: 3, shown: 1 })
+    }
+}
+impl Canned for ReadResponseBody {
+    fn canned(request: &Selected<Self>) -> Profiled<ResponseBody> {
+        profiled(
+            request,
+            ResponseBody {
+                target_id: target(request),
+                request_id: request.request.request_id.clone(),
+                mime_type: "application/json".into(),
+                body: "{}".into(),
+                base64_encoded: false,
+                truncated: false,
+                bytes: 2,
+            },
+        )
     }
 }
 impl Canned for Act {
@@ -342,6 +384,14 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
             ("/title", json!("Fake")),
         ),
         (
+            "POST",
+            "/back",
+            r#"{"targetId":"T1","waitUntil":"commit","timeoutMs":900}"#,
+            handed(on(None, Some("T1")), GoBack { wait_until: WaitUntil::Commit, timeout_ms: Some(900) }),
+            ("/url", json!("http://x/back")),
+        ),
+        ("POST", "/forward", "", handed(none(), GoForward::default()), ("/title", json!("Forward"))),
+        (
             "GET",
             "/snapshot",
             "",
@@ -405,6 +455,29 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
             "",
             handed(none(), ReadConsole { level: Some("warning".into()), limit: Some(5) }),
             ("/pageErrors", json!([])),
+        ),
+        ("GET", "/requests", "", handed(none(), ListRequests::default()), ("/requests/0/status", json!(404))),
+        (
+            "GET",
+            "/requests?url=%2Fapi%2F&failed=true&resourceType=Fetch&limit=5&targetId=T1",
+            "",
+            handed(
+                on(None, Some("T1")),
+                ListRequests {
+                    url: Some("/api/".into()),
+                    failed: true,
+                    resource_type: Some("Fetch".into()),
+                    limit: Some(5),
+                },
+            ),
+            ("/total", json!(3)),
+        ),
+        (
+            "GET",
+            "/requests/body?requestId=9.1",
+            "",
+            handed(none(), ReadResponseBody { request_id: "9.1".into() }),
+            ("/mimeType", json!("application/json")),
         ),
         (
             "POST",
@@ -472,11 +545,13 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
 #[tokio::test]
 async fn engine_errors_reach_the_agent_as_status_code_message_and_hint() {
     let engine = FakeEngine::default();
-    let cases: [(MakeError, StatusCode, &str); 7] = [
+    let cases: [(MakeError, StatusCode, &str); 9] = [
         (|| ControlError::BadRequest("depth is 0–100".into()), StatusCode::BAD_REQUEST, "bad_request"),
         (|| ControlError::UnknownRef("e99".into()), StatusCode::NOT_FOUND, "unknown_ref"),
         (|| ControlError::StaleRef("e7".into()), StatusCode::CONFLICT, "stale_ref"),
         (|| ControlError::NoSharedTab, StatusCode::CONFLICT, "no_shared_tab"),
+        (|| ControlError::UnknownRequest("9.9".into()), StatusCode::NOT_FOUND, "unknown_request"),
+        (|| ControlError::NoHistory("back"), StatusCode::CONFLICT, "no_history"),
         (
             || ControlError::DialogOpen { kind: "alert".into(), message: "Hi".into() },
             StatusCode::CONFLICT,
@@ -547,6 +622,9 @@ async fn bad_requests_stop_before_the_engine_with_a_precise_message() {
         ("POST", "/hooks/dialog", r#"{"promptText":"x"}"#, "accept"),
         ("POST", "/tabs/focus", "{}", "targetId"),
         ("GET", "/console?limit=-1", "", "limit=-1"),
+        ("GET", "/requests?failed=maybe", "", "failed=maybe: use true or false"),
+        ("GET", "/requests/body", "", "missing field `requestId`"),
+        ("POST", "/back", r#"{"url":"http://x/"}"#, "unknown field `url`"),
     ];
     for (method, path, body, needle) in cases {
         let reply = send(&engine, method, path, body, &[]).await;
