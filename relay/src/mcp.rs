@@ -96,7 +96,7 @@ const TOOLS: &[ToolSpec] = &[
     ),
     route::<TakeSnapshot>(
         "browser_snapshot",
-        "The page as an accessibility tree whose interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes: each snapshot replaces the tab's refs.",
+        "The page as an accessibility tree whose interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes: a full snapshot replaces the tab's refs; one with selector, frame or depth keeps the refs it does not show.",
     ),
     route::<TakeScreenshot>(
         "browser_screenshot",

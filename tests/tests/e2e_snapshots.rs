@@ -227,7 +227,12 @@ async fn snapshots_match_their_goldens() {
         ("frames", "snap/frames.html?alt=ALT", ""),
         ("frames_only_cross_site", "snap/frames.html?alt=ALT", "frame=%23xsite"),
         ("article_max_chars", "snap/article.html", "maxChars=600"),
+        ("choices", "snap/choices.html", ""),
+        ("choices_interactive", "snap/choices.html", "interactive=true"),
+        ("choices_depth3", "snap/choices.html", "depth=3"),
     ];
+    // The cases of a page run in order on one tab: a partial snapshot
+    // (selector, frame, depth) shows the refs the full one before it gave.
     let mut current = String::new();
     for (name, path, query) in cases {
         if current != path {
@@ -242,6 +247,41 @@ async fn snapshots_match_their_goldens() {
         text.push('\n');
         expect_test::expect_file![format!("../snapshots/{name}.txt")].assert_eq(&text);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
+    // The user lets the agent upload from one folder (uploadRoots).
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("defaultProfile = \"managed\"\nuploadRoots = [{:?}]\n", dir.path().display().to_string());
+    let env = ControlEnv::start_with(Some(&config)).await.unwrap();
+    env.start_browser().await;
+    env.open("snap/choices.html").await;
+    let before = env.snapshot_text("").await;
+    let ticket = e2e::control_env::ref_of(&before, "button \"Ticket\"");
+    let country = e2e::control_env::ref_of(&before, "combobox \"Country\"");
+    assert!(before.contains(&format!("button \"Ticket\" [ref={ticket}]: no file chosen")), "{before}");
+
+    // Files set on the input, and an option past the first 25 chosen.
+    let paths: Vec<String> = ["report.pdf", "notes.txt"]
+        .iter()
+        .map(|name| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, name).unwrap();
+            path.display().to_string()
+        })
+        .collect();
+    env.api.ok("POST", "/hooks/file-chooser", Some(json!({"paths": paths, "ref": ticket}))).await;
+    env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
+
+    let after = env.snapshot_text("").await;
+    assert!(after.contains(&format!("button \"Ticket\" [ref={ticket}]: files: report.pdf, notes.txt")), "{after}");
+    let options: Vec<&str> = after.lines().filter(|l| l.trim_start().starts_with("- option \"")).collect();
+    assert!(options.contains(&"      - option \"Spain\" [selected]"), "the chosen one is shown: {after}");
+    assert!(!after.contains("\"Romania\" [selected]"), "{after}");
+    assert!(after.contains("- text: … 4 more options"), "Romania went back among the rest: {after}");
+    let interactive = env.snapshot_text("interactive=true").await;
+    assert!(interactive.contains(&format!("combobox \"Country\" [required] [ref={country}]: Spain")), "{interactive}");
 }
 
 /// `- role "name" … [ref=eN]` → (role, name).

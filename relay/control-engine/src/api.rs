@@ -463,6 +463,14 @@ pub struct TakeSnapshot {
 }
 route!(TakeSnapshot, Get "/snapshot", Tab => Snapshot);
 
+impl TakeSnapshot {
+    /// Whether it shows part of the page only (a `selector`, a `frame`, a
+    /// `depth`): its refs are merged into the tab's, not put in their place.
+    pub fn is_partial(&self) -> bool {
+        self.selector.is_some() || self.frame.is_some() || self.depth.is_some()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {

@@ -40,19 +40,12 @@ impl ElementBox {
 }
 
 impl Handle<TakeSnapshot> for Engine {
+    /// A full snapshot replaces the tab's refs; a partial one merges into
+    /// them (see [`crate::refs`]).
     async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Snapshot, ControlError> {
         let page = self.page_target(&request.tab).await?;
-        let (mut result, table) = page.unless_dialog(snapshot::take(&page.conn, &page.id, &request.request)).await?;
-        let PageTarget { profile, conn, id, session, _guard } = page;
-        if let Some(table) = table {
-            self.refs().put(&profile.name, &id, table);
-        }
-        if let Some((url, title)) = self.location(&conn, &session).await.or_else(|| conn.tab_url(&id)) {
-            result.url = url;
-            result.title = title;
-        }
-        result.target_id = id;
-        Ok(result)
+        let merge = request.request.is_partial();
+        self.snapshot_of(&page, &request.request, merge, snapshot::OptionsListed::FirstFew).await
     }
 }
 
@@ -105,6 +98,30 @@ impl Handle<ReadConsole> for Engine {
 }
 
 impl Engine {
+    /// A snapshot of the page, its refs recorded: merged into the tab's
+    /// table (`merge`), or replacing it.
+    pub(crate) async fn snapshot_of(
+        &self,
+        page: &PageTarget,
+        request: &TakeSnapshot,
+        merge: bool,
+        listed: snapshot::OptionsListed,
+    ) -> Result<Snapshot, ControlError> {
+        let PageTarget { profile, conn, id, session, .. } = page;
+        let base = if merge { self.refs().get(&profile.name, id) } else { None };
+        let take = snapshot::take(conn, id, request, base.as_deref(), listed);
+        let (mut result, issued) = page.unless_dialog(take).await?;
+        if let Some(issued) = issued {
+            self.refs().record(&profile.name, id, base.as_deref(), issued);
+        }
+        if let Some((url, title)) = self.location(conn, session).await.or_else(|| conn.tab_url(id)) {
+            result.url = url;
+            result.title = title;
+        }
+        result.target_id = id.clone();
+        Ok(result)
+    }
+
     /// Resolves a ref of the tab's last snapshot to its element's box in the
     /// tab's viewport, scrolling it into view first. Actions click its centre.
     pub async fn ref_box(&self, tab: &TabSelector, element_ref: &str) -> Result<ElementBox, ControlError> {
