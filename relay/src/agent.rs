@@ -8,8 +8,8 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Route, Selected, StartBrowser, Status,
-    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, FindInPage, GetStatus, ListTabs, Navigate, OpenTab, ProfileStatus, Route, Selected, StartBrowser,
+    Status, StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
 };
 use serde::Serialize;
 use state_dir::StateDir;
@@ -52,6 +52,22 @@ pub enum AgentCommand {
         /// Only this CSS selector's subtree.
         #[arg(long)]
         selector: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Find in the page: the snapshot lines that match, with refs and
+    /// their ancestors (TEXT in a name, value or text; any case).
+    Find {
+        text: Option<String>,
+        /// The exact role: button, link, textbox, option…
+        #[arg(long)]
+        role: Option<String>,
+        /// Text in the accessible name only.
+        #[arg(long)]
+        name: Option<String>,
+        /// Matches to show (default 20, at most 200).
+        #[arg(long)]
+        limit: Option<usize>,
         #[command(flatten)]
         args: AgentArgs,
     },
@@ -149,6 +165,7 @@ impl AgentCommand {
             | Self::Open { args, .. }
             | Self::Navigate { args, .. }
             | Self::Snapshot { args, .. }
+            | Self::Find { args, .. }
             | Self::Click { args, .. }
             | Self::Type { args, .. }
             | Self::Press { args, .. }
@@ -249,6 +266,17 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
                     text.push_str(&format!("\n# {note}"));
                 }
                 text
+            })
+            .await
+        }
+        AgentCommand::Find { text, role, name, limit, .. } => {
+            run(&client, &args, Selected::new(tab, FindInPage { text, role, name, limit }), |found| {
+                let mut lines: Vec<String> = found.matches.iter().map(|m| m.text()).collect();
+                lines.extend(found.notes.iter().map(|note| format!("# {note}")));
+                if found.total == 0 {
+                    lines.push("# no match".into());
+                }
+                lines.join("\n")
             })
             .await
         }

@@ -15,10 +15,10 @@ use control_engine::act::{
     ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
 };
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FocusTab, GetStatus,
-    ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, ReadConsole, Route, Scope, Screenshot,
-    Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
-    add_selector,
+    Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FindInPage, FocusTab,
+    Found, GetStatus, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, ReadConsole, Route, Scope,
+    Screenshot, Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot,
+    TakeSnapshot, add_selector,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{
@@ -97,6 +97,10 @@ const TOOLS: &[ToolSpec] = &[
     route::<TakeSnapshot>(
         "browser_snapshot",
         "The page as an accessibility tree whose interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes: a full snapshot replaces the tab's refs; one with selector, frame or depth keeps the refs it does not show.",
+    ),
+    route::<FindInPage>(
+        "browser_find",
+        "Find in a big page without reading all of it: the snapshot lines whose text, role or name match, with refs and their ancestors.",
     ),
     route::<TakeScreenshot>(
         "browser_screenshot",
@@ -252,6 +256,21 @@ impl Shown for Snapshot {
     }
 }
 
+/// A search reads as its matching lines, each after its ancestors.
+impl Shown for Found {
+    fn content(&self, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let mut text = format!("tab {} · {} · {}\n", self.target_id, self.title, self.url);
+        text.push_str(&format!("{} of {} matches", self.matches.len(), self.total));
+        for found in &self.matches {
+            text.push_str(&format!("\n{}", found.text()));
+        }
+        for note in &self.notes {
+            text.push_str(&format!("\n# {note}"));
+        }
+        vec![ContentBlock::text(text)]
+    }
+}
+
 /// A screenshot is an image the model sees, after its facts. The file is
 /// read only from the media folder: the answer names a path, and a server
 /// that is not ours must not make this process read any other file.
@@ -342,6 +361,7 @@ impl ServerHandler for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use control_engine::api::FoundLine;
 
     fn spec(name: &str) -> &'static ToolSpec {
         TOOLS.iter().find(|t| t.name == name).unwrap()
@@ -426,6 +446,32 @@ mod tests {
         let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(text, "tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+    }
+
+    #[test]
+    fn searches_read_as_lines_after_their_ancestors() {
+        let answer = Found {
+            target_id: "T1".into(),
+            title: "Form".into(),
+            url: "http://x/".into(),
+            total: 3,
+            matches: vec![
+                FoundLine {
+                    path: "main > form \"Sign up\"".into(),
+                    line: "button \"Go\" [ref=e4]".into(),
+                    element_ref: Some("e4".into()),
+                },
+                FoundLine { path: String::new(), line: "heading \"Go on\" [level=1]".into(), element_ref: None },
+            ],
+            notes: vec!["3 matches, 2 shown".into()],
+        };
+        let state = tempfile::tempdir().unwrap();
+        let content = answer.content(&state_dir::StateDir::at(state.path()).media());
+        let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
+        assert_eq!(
+            text,
+            "tab T1 · Form · http://x/\n2 of 3 matches\nmain > form \"Sign up\" > button \"Go\" [ref=e4]\nheading \"Go on\" [level=1]\n# 3 matches, 2 shown"
+        );
     }
 
     #[test]

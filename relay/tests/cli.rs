@@ -186,6 +186,11 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     let (_, title, _) =
         run(&["act", r#"{"kind":"evaluate","fn":"() => [document.title, document.querySelector('input').value]"}"#]);
     assert_eq!(title.trim(), r#"["clicked","Ada"]"#);
+    let (code, found, stderr) = run(&["find", "GO"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(found.trim(), "button \"Go\" [ref=e2]");
+    assert_eq!(run(&["find", "--role", "textbox"]).1.trim(), "textbox \"Name\" [ref=e1]: Ada");
+    assert_eq!(run(&["find", "nothing like it"]).1.trim(), "# no match");
     let (code, json, _) = run(&["press", "Tab", "--json"]);
     assert_eq!(code, 0);
     let envelope: serde_json::Value = serde_json::from_str(&json).expect(&json);
@@ -348,6 +353,8 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         serde_json::json!({"fn": "() => [document.title, document.querySelector('input').value]"}),
     );
     assert!(value.contains(r#""result":["clicked","Ada"]"#), "{value}");
+    let (is_error, found, _) = host.call("browser_find", serde_json::json!({"text": "go"}));
+    assert!(!is_error && found.ends_with("\n1 of 1 matches\nbutton \"Go\" [ref=e2]"), "{found}");
     let (is_error, _, image) = host.call("browser_screenshot", serde_json::json!({}));
     assert!(!is_error);
     use base64::Engine as _;

@@ -27,6 +27,7 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
         ("DELETE", "/tabs/X"),
         ("POST", "/navigate"),
         ("GET", "/snapshot"),
+        ("GET", "/find"),
         ("POST", "/screenshot"),
         ("GET", "/console"),
         ("POST", "/act"),

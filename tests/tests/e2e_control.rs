@@ -261,7 +261,7 @@ async fn no_answer_of_any_route_holds_the_token() {
     assert!(!started.to_string().contains(&token), "{started}");
     let tab = env.open("form.html").await;
     env.snapshot_text("").await;
-    let requests: [(&str, String, Option<serde_json::Value>); 14] = [
+    let requests: [(&str, String, Option<serde_json::Value>); 15] = [
         ("GET", "/".into(), None),
         ("GET", "/?profile=managed".into(), None),
         ("GET", "/profiles".into(), None),
@@ -270,6 +270,7 @@ async fn no_answer_of_any_route_holds_the_token() {
         ("POST", "/tabs/focus".into(), Some(json!({"targetId": tab}))),
         ("POST", "/navigate".into(), Some(json!({"url": env.fixture("form.html")}))),
         ("GET", "/snapshot".into(), None),
+        ("GET", "/find?text=e".into(), None),
         ("POST", "/screenshot".into(), None),
         ("GET", "/console".into(), None),
         ("POST", "/act".into(), Some(json!({"kind": "press", "key": "Tab"}))),

@@ -284,6 +284,43 @@ async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
     assert!(interactive.contains(&format!("combobox \"Country\" [required] [ref={country}]: Spain")), "{interactive}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_answers_with_usable_refs_and_where_they_are() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/refs.html").await;
+
+    // No snapshot first: the refs find hands out act.
+    let found = env.api.ok("GET", "/find?text=FAR", None).await;
+    assert_eq!(found["total"], 1, "{found}");
+    let far = found["matches"][0]["ref"].as_str().unwrap().to_string();
+    assert_eq!(found["matches"][0]["line"], format!("button \"Far away\" [ref={far}]"), "{found}");
+    env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
+    assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");
+
+    // After a full snapshot, find keeps its refs and every option of a
+    // select is searched, under its select's ref.
+    env.api.ok("POST", "/navigate", Some(json!({"url": env.fixture("snap/choices.html")}))).await;
+    let snapshot = env.snapshot_text("").await;
+    let country = e2e::control_env::ref_of(&snapshot, "combobox \"Country\"");
+    let fish = e2e::control_env::ref_of(&snapshot, "option \"Fish\"");
+    assert!(!snapshot.contains("Spain"), "past the first 25 options: {snapshot}");
+    let found = env.api.ok("GET", "/find?text=spain", None).await;
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["matches"][0]["line"], "option \"Spain\"");
+    assert_eq!(found["matches"][0]["path"], format!("form \"Trip\" > combobox \"Country\" [ref={country}]"), "{found}");
+    let found = env.api.ok("GET", "/find?role=option&name=fish", None).await;
+    assert_eq!(found["matches"][0]["ref"], fish.as_str(), "the snapshot's ref: {found}");
+    env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
+
+    // Many matches: the first `limit`, all counted.
+    let options = env.api.ok("GET", "/find?role=option", None).await;
+    assert_eq!((options["total"].as_u64(), options["matches"].as_array().unwrap().len()), (Some(36), 20));
+    assert!(options["notes"][0].as_str().unwrap().contains("36 matches, 20 shown"), "{options}");
+    let (status, error) = env.api.call("GET", "/find", None).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (400, Some("bad_request")), "{error}");
+}
+
 /// `- role "name" … [ref=eN]` → (role, name).
 fn parse_ref_line(line: &str) -> Option<(String, String)> {
     let rest = line.trim_start().strip_prefix("- ")?;

@@ -1249,9 +1249,17 @@ fn control_requests_round_trip_through_their_query_string_or_body() {
     let files =
         (prop::collection::vec(any_text(12), 0..3), prop::option::of(any_text(6)), prop::option::of(any::<u64>()))
             .prop_map(|(paths, element_ref, timeout_ms)| api::ArmFileChooser { paths, element_ref, timeout_ms });
-    let input = (selector(), snapshot, console, navigate, files);
-    fuzz(config(2), input, |(tab, snapshot, console, navigate, files)| {
+    let find = (
+        prop::option::of(any_text(12)),
+        prop::option::of(any_text(8)),
+        prop::option::of(any_text(12)),
+        prop::option::of(any::<usize>()),
+    )
+        .prop_map(|(text, role, name, limit)| api::FindInPage { text, role, name, limit });
+    let input = (selector(), snapshot, console, navigate, files, find);
+    fuzz(config(2), input, |(tab, snapshot, console, navigate, files, find)| {
         query_round_trip(Selected::new(tab.clone(), snapshot))?;
+        query_round_trip(Selected::new(tab.clone(), find))?;
         query_round_trip(Selected::new(tab.clone(), console))?;
         body_round_trip(Selected::new(tab.clone(), navigate))?;
         body_round_trip(Selected::new(tab, files))

@@ -219,6 +219,7 @@ macro_rules! for_each_route {
             CloseTab,
             Navigate,
             TakeSnapshot,
+            FindInPage,
             TakeScreenshot,
             ReadConsole,
             Act,
@@ -499,6 +500,57 @@ pub struct Snapshot {
     pub truncated: bool,
     /// What was cut and how to see it.
     pub notes: Vec<String>,
+}
+
+/// `GET /find`: the lines of the page's snapshot that match, with their
+/// refs and where they are, without reading the whole snapshot. Its refs
+/// join the tab's as a partial snapshot's do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindInPage {
+    /// Text in a line's name, value or text (any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The exact role: button, link, textbox, option, heading…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Text in the accessible name (any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Matches to return (default 20, at most 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+route!(FindInPage, Get "/find", Tab => Found);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Found {
+    pub target_id: String,
+    pub url: String,
+    pub title: String,
+    /// Matches in the page (`matches` holds the first `limit`).
+    pub total: usize,
+    pub matches: Vec<FoundLine>,
+    pub notes: Vec<String>,
+}
+
+/// One matching line of the snapshot, and where it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundLine {
+    /// The ancestors, outermost first: `main > form "Sign up" [ref=e3]`.
+    pub path: String,
+    /// The line as the snapshot writes it, without its `- `.
+    pub line: String,
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub element_ref: Option<String>,
+}
+
+impl FoundLine {
+    /// `main > form "Sign up" > textbox "Email" [ref=e2]`: how agents read it.
+    pub fn text(&self) -> String {
+        if self.path.is_empty() { self.line.clone() } else { format!("{} > {}", self.path, self.line) }
+    }
 }
 
 /// `POST /screenshot`: the viewport, the full page, or one element.
