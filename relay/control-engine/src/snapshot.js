@@ -63,7 +63,9 @@
  *       focused}: focuses and selects the content. setValue({...ref, value}) for pickers;
  *       selectOptions({...ref, values}); checkedState(ref arg) -> {checked}.
  *   waitFor({text | textGone | selector, timeoutMs}) -> Promise of {met}.
- *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay.
+ *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay (a label
+ *       above its box, below it when the box touches the top, inside it when neither fits,
+ *       never past an edge of the viewport).
  *   describe(element) -> {role, name, hidden, unreachable}. `role` is the snapshot role,
  *       or "generic" / "none" for nodes the snapshot does not emit as a line; `name` is
  *       the full (uncut) accessible name; `hidden` is whether the snapshot would omit it;
@@ -1588,27 +1590,46 @@ function browserRelay(op, arg) {
       const host = document.createElement('div');
       host.setAttribute(LABELS_ATTR, '');
       host.style.cssText = 'position:fixed;left:0;top:0;width:0;height:0;pointer-events:none;z-index:2147483647';
-      let labels = 0;
+      const placed = [];
       let skipped = 0;
       for (const [ref, el] of S.refs) {
         if (!el || !alive(el)) { skipped++; continue; }
         const b = boxOf(el);
         const onScreen = b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight &&
           b.x + b.width > 0 && b.y + b.height > 0;
-        if (!onScreen || labels >= max) { skipped++; continue; }
+        if (!onScreen || placed.length >= max) { skipped++; continue; }
         const box = document.createElement('div');
         box.style.cssText = 'position:fixed;box-sizing:border-box;border:2px solid #FF4500;' +
           'left:' + b.x + 'px;top:' + b.y + 'px;width:' + b.width + 'px;height:' + b.height + 'px';
         const tag = document.createElement('span');
         tag.textContent = ref;
-        tag.style.cssText = 'position:absolute;left:-2px;top:-2px;transform:translateY(-100%);' +
+        tag.style.cssText = 'position:fixed;left:0;top:0;white-space:nowrap;' +
           'background:#FF4500;color:#fff;font:bold 11px/14px monospace;padding:0 3px';
-        box.appendChild(tag);
         host.appendChild(box);
-        labels++;
+        host.appendChild(tag);
+        placed.push({ tag, b });
       }
       document.documentElement.appendChild(host);
-      return { labels, skipped };
+      // Every label's size in one layout, then every position: a label goes above its box, below
+      // it when the box touches the top, inside it when neither fits; never past an edge.
+      const root = document.documentElement;
+      const vw = Math.min(innerWidth, root.clientWidth || innerWidth);
+      const vh = Math.min(innerHeight, root.clientHeight || innerHeight);
+      const sizes = placed.map((p) => {
+        const r = p.tag.getBoundingClientRect(); // not offsetWidth: rounded, it can be short
+        return [Math.ceil(r.width), Math.ceil(r.height)];
+      });
+      for (let i = 0; i < placed.length; i++) {
+        const b = placed[i].b;
+        const [w, h] = sizes[i];
+        let y = b.y - h;
+        if (y < 0) y = b.y + b.height;
+        if (y + h > vh) y = Math.min(Math.max(b.y, 0), vh - h);
+        const x = Math.min(Math.max(b.x, 0), vw - w);
+        placed[i].tag.style.left = Math.max(x, 0) + 'px';
+        placed[i].tag.style.top = Math.max(y, 0) + 'px';
+      }
+      return { labels: placed.length, skipped };
     }
 
     function hideLabels() {
