@@ -8,9 +8,9 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab,
-    ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser,
-    TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    Act, ActOutcome, ArmDialog, FindInPage, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated,
+    OpenTab, ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
+    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
 };
 use control_engine::error::{Step, Surface};
 use serde::Serialize;
@@ -58,6 +58,22 @@ pub enum AgentCommand {
         /// Only this CSS selector's subtree.
         #[arg(long)]
         selector: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Find in the page: the snapshot lines that match, with refs and
+    /// their ancestors (TEXT in a name, value or text; any case).
+    Find {
+        text: Option<String>,
+        /// The exact role: button, link, textbox, option…
+        #[arg(long)]
+        role: Option<String>,
+        /// Text in the accessible name only.
+        #[arg(long)]
+        name: Option<String>,
+        /// Matches to show (default 20, at most 200).
+        #[arg(long)]
+        limit: Option<usize>,
         #[command(flatten)]
         args: AgentArgs,
     },
@@ -146,7 +162,7 @@ pub enum DialogAnswer {
 /// What the profile commands take: no tab.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProfileArgs {
-    /// Profile (default: config.toml's defaultProfile).
+    /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
     /// Port of the control API.
@@ -159,7 +175,7 @@ pub struct ProfileArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
-    /// Profile (default: config.toml's defaultProfile).
+    /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
     /// Tab (default: the profile's current tab).
@@ -196,6 +212,7 @@ impl AgentCommand {
             | Self::Open { args, .. }
             | Self::Navigate { args, .. }
             | Self::Snapshot { args, .. }
+            | Self::Find { args, .. }
             | Self::Click { args, .. }
             | Self::Type { args, .. }
             | Self::Press { args, .. }
@@ -353,6 +370,17 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
                     text.push_str(&format!("\n# {note}"));
                 }
                 text
+            })
+            .await
+        }
+        AgentCommand::Find { text, role, name, limit, .. } => {
+            run(&client, &args, Selected::new(tab, FindInPage { text, role, name, limit }), |found| {
+                let mut lines: Vec<String> = found.matches.iter().map(|m| m.text()).collect();
+                lines.extend(found.notes.iter().map(|note| format!("# {note}")));
+                if found.total == 0 {
+                    lines.push("# no match".into());
+                }
+                lines.join("\n")
             })
             .await
         }

@@ -15,10 +15,11 @@ use control_engine::act::{
     ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
 };
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FocusTab, GetStatus,
-    GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf, ProfileStatus, Profiled,
-    ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot, Selected, Snapshot,
-    StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot, add_selector,
+    Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FindInPage, FocusTab,
+    Found, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf,
+    ProfileStatus, Profiled, ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot,
+    Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
+    add_selector,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{
@@ -126,7 +127,12 @@ const TOOLS: &[ToolSpec] = &[
     route::<TakeSnapshot>(
         "browser_snapshot",
         Effect::ReadOnly,
-        "The page as an accessibility tree whose interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes: each snapshot replaces the tab's refs.",
+        "The page as an accessibility tree; interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes (selector, frame or depth: the other refs stay valid).",
+    ),
+    route::<FindInPage>(
+        "browser_find",
+        Effect::ReadOnly,
+        "Find in a big page without reading all of it: the snapshot lines whose text, role or name match, with refs and their ancestors.",
     ),
     route::<TakeScreenshot>(
         "browser_screenshot",
@@ -269,11 +275,8 @@ fn route_schema<R: Route>() -> Schema {
 fn action_schema<K: ActKind>() -> Schema {
     let mut schema = generator().into_root_schema_for::<K>();
     let shared = [
-        (
-            "timeoutMs",
-            json!({"type": "integer", "minimum": 0, "description": "ms to wait for the element (default 8000)"}),
-        ),
-        ("snapshot", json!({"type": "boolean", "description": "also answer with the new snapshot"})),
+        ("timeoutMs", json!({"type": "integer", "minimum": 0, "description": "default 8000"})),
+        ("snapshot", json!({"type": "boolean", "description": "answer with the new snapshot too"})),
     ];
     let object = schema.ensure_object();
     let properties = object.entry("properties").or_insert_with(|| json!({}));
@@ -400,6 +403,21 @@ impl ShownInProfile for ActOutcome {
     }
 }
 
+/// A search reads as its matching lines, each after its ancestors.
+impl ShownInProfile for Found {
+    fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
+        let mut text = format!("{} · tab {} · {} · {}\n", answer.profile, answer.target_id, answer.title, answer.url);
+        text.push_str(&format!("{} of {} matches", answer.matches.len(), answer.total));
+        for found in &answer.matches {
+            text.push_str(&format!("\n{}", found.text()));
+        }
+        for note in &answer.notes {
+            text.push_str(&format!("\n# {note}"));
+        }
+        vec![ContentBlock::text(text)]
+    }
+}
+
 /// A screenshot is an image the model sees, after its facts. The file is
 /// read only from the media folder: the answer names a path, and a server
 /// that is not ours must not make this process read any other file.
@@ -498,6 +516,7 @@ impl ServerHandler for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use control_engine::api::FoundLine;
 
     fn spec(name: &str) -> &'static ToolSpec {
         TOOLS.iter().find(|t| t.name == name).unwrap()
@@ -585,7 +604,15 @@ mod tests {
         // The list measured against Playwright MCP's (20,286) and
         // chrome-devtools-mcp's (29,361) in BENCHMARKS.md; a budget, so that
         // growth is a decision.
-        assert!(size < 18_000, "the tool list of {} tools grew to {size} characters", tools.len());
+        let mut sizes: Vec<(usize, &str)> =
+            tools.iter().map(|t| (serde_json::to_string(t).unwrap().len(), t.name.as_ref())).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        assert!(
+            size < 19_000,
+            "the tool list of {} tools grew to {size} characters; the largest: {:?}",
+            tools.len(),
+            &sizes[..8]
+        );
     }
 
     #[tokio::test]
@@ -646,6 +673,33 @@ mod tests {
         let properties = properties("browser_network_requests");
         assert!(["url", "failed", "resourceType", "limit", "targetId"].iter().all(|p| properties.contains_key(*p)));
         assert_eq!((spec("browser_network_request_body").schema)().get("required"), Some(&json!(["requestId"])));
+    }
+
+    #[test]
+    fn searches_read_as_lines_after_their_ancestors() {
+        let answer = Found {
+            target_id: "T1".into(),
+            title: "Form".into(),
+            url: "http://x/".into(),
+            total: 3,
+            matches: vec![
+                FoundLine {
+                    path: "main > form \"Sign up\"".into(),
+                    line: "button \"Go\" [ref=e4]".into(),
+                    element_ref: Some("e4".into()),
+                },
+                FoundLine { path: String::new(), line: "heading \"Go on\" [level=1]".into(), element_ref: None },
+            ],
+            notes: vec!["3 matches, 2 shown".into()],
+        };
+        let answer = Profiled { profile: "chrome".into(), answer };
+        let state = tempfile::tempdir().unwrap();
+        let content = answer.content(&state_dir::StateDir::at(state.path()).media());
+        let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
+        assert_eq!(
+            text,
+            "chrome · tab T1 · Form · http://x/\n2 of 3 matches\nmain > form \"Sign up\" > button \"Go\" [ref=e4]\nheading \"Go on\" [level=1]\n# 3 matches, 2 shown"
+        );
     }
 
     #[test]

@@ -207,6 +207,11 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     let (_, title, _) =
         run(&["act", r#"{"kind":"evaluate","fn":"() => [document.title, document.querySelector('input').value]"}"#]);
     assert_eq!(title.trim(), r#"["clicked","Ada"]"#);
+    let (code, found, stderr) = run(&["find", "GO"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(found.trim(), "button \"Go\" [ref=e2]");
+    assert_eq!(run(&["find", "--role", "textbox"]).1.trim(), "textbox \"Name\" [ref=e1]: Ada");
+    assert_eq!(run(&["find", "nothing like it"]).1.trim(), "# no match");
     let (code, json, _) = run(&["press", "Tab", "--json"]);
     assert_eq!(code, 0);
     let envelope: serde_json::Value = serde_json::from_str(&json).expect(&json);
@@ -226,11 +231,14 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert!(requests.lines().any(|l| l.contains(" 200 GET Document ") && l.ends_with(second)), "{requests}");
     let (code, back, stderr) = run(&["back"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(back.trim().ends_with(page), "{back}");
+    assert!(back.trim().ends_with(&format!("{page}  [managed]")), "{back}");
     assert!(run(&["forward"]).1.contains("Second"));
     let (code, _, stderr) = run(&["forward"]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("no page to go forward") && stderr.contains("hint: POST /navigate"), "{stderr}");
+    assert!(
+        stderr.contains("no page to go forward") && stderr.contains("hint: `browser-relay navigate URL`"),
+        "{stderr}"
+    );
 
     let (code, _, stderr) = run(&["click", "e99"]);
     assert_eq!(code, 1);
@@ -394,6 +402,8 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         serde_json::json!({"fn": "() => [document.title, document.querySelector('input').value]"}),
     );
     assert!(value.contains(r#""result":["clicked","Ada"]"#), "{value}");
+    let (is_error, found, _) = host.call("browser_find", serde_json::json!({"text": "go"}));
+    assert!(!is_error && found.ends_with("\n1 of 1 matches\nbutton \"Go\" [ref=e2]"), "{found}");
     let (is_error, _, image) = host.call("browser_screenshot", serde_json::json!({}));
     assert!(!is_error);
     use base64::Engine as _;
@@ -424,7 +434,7 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         assert!(!is_error, "{tool}: {text}");
     }
     let (is_error, text, _) = host.call("browser_network_request_body", serde_json::json!({"requestId": "nope"}));
-    assert!(is_error && text.contains("no request nope") && text.contains("GET /requests"), "{text}");
+    assert!(is_error && text.contains("no request nope") && text.contains("hint: browser_network_requests"), "{text}");
     assert!(!host.call("browser_stop", serde_json::json!({})).0);
     assert_log_has_no_token(home.path());
 
@@ -450,7 +460,10 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     );
     host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
-    let page = "data:text/html,<title>Alone</title><button onclick=\"document.title='clicked'\">Go</button>";
+    let site = tiny_site(
+        "<title>Alone</title><button onclick=\"fetch('/api/missing.json').then(() => document.title = 'clicked')\">Go</button>",
+    );
+    let page = format!("{site}/");
     let (is_error, opened, _) = host.call("browser_open", serde_json::json!({"url": page}));
     assert!(!is_error, "{opened}");
     let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
@@ -460,7 +473,16 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     let (is_error, clicked, _) = host.call("browser_click", serde_json::json!({"ref": "e1"}));
     assert!(!is_error, "{clicked}");
     let clicked: serde_json::Value = serde_json::from_str(&clicked).expect(&clicked);
-    assert_eq!(clicked["page"]["title"], "clicked", "the answer carries the page's state: {clicked}");
+    assert_eq!(clicked["page"]["url"], page.as_str(), "the answer carries the page's state: {clicked}");
+    let (is_error, waited, _) =
+        host.call("browser_wait", serde_json::json!({"fn": "() => document.title === 'clicked'"}));
+    assert!(!is_error, "{waited}");
+    let (is_error, requests, _) = host.call("browser_network_requests", serde_json::json!({"failed": true}));
+    assert!(!is_error, "{requests}");
+    assert!(
+        requests.lines().any(|l| l.contains(" 404 GET ") && l.ends_with("/api/missing.json")),
+        "the failed fetch is in the network log: {requests}"
+    );
 
     // The relay this process runs is the one the extension and CDP
     // clients reach: the control API answers the CLI on the same port.
@@ -521,6 +543,32 @@ fn run_sh_then_agent_commands_with_no_flags() {
     assert!(clicked.trim().ends_with("pressed  [managed]"), "{clicked}");
     let tabs = agent(&["tabs"]);
     assert!(tabs.lines().any(|l| l.starts_with('*') && l.contains("pressed")), "{tabs}");
+}
+
+/// A web site of one page on a free loopback port (every other path is a
+/// 404), for as long as the test runs; its `http://127.0.0.1:PORT`.
+fn tiny_site(page: &'static str) -> String {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut buffer = [0u8; 4096];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let (status, body) = match request.split_whitespace().nth(1) {
+                Some("/") => ("200 OK", page),
+                _ => ("404 Not Found", "not here"),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    format!("http://{addr}")
 }
 
 /// `serve` with `args` on a free relay port: the guard, its log, and the

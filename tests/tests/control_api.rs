@@ -29,6 +29,7 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
         ("POST", "/back"),
         ("POST", "/forward"),
         ("GET", "/snapshot"),
+        ("GET", "/find"),
         ("POST", "/screenshot"),
         ("GET", "/console"),
         ("GET", "/requests"),

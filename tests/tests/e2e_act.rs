@@ -446,6 +446,43 @@ async fn pdf_and_labelled_screenshots() {
     assert_eq!((labelled["labels"].as_u64(), labelled["skipped"].as_u64()), (Some(150), Some(150)), "{labelled}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_of_elements_at_the_edges_are_drawn_inside_the_viewport() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/labels.html").await;
+    let snapshot = env.snapshot_text("").await;
+    // The page records where each label is drawn while the overlay is up
+    // (it is taken down before the screenshot's answer).
+    let watch = "window.drawn = null; new MutationObserver(() => { \
+        const host = document.querySelector('[data-browser-relay-labels]'); \
+        if (!host || window.drawn) return; \
+        window.drawn = Array.from(host.querySelectorAll('span'), (s) => { const r = s.getBoundingClientRect(); \
+          return {ref: s.textContent, left: r.left, top: r.top, right: r.right, bottom: r.bottom}; }); \
+      }).observe(document.documentElement, {childList: true}); true";
+    env.eval(&tab, watch).await;
+    let labelled = env.api.ok("POST", "/screenshot", Some(json!({"labels": true}))).await;
+    assert_eq!(labelled["labels"], 6, "{labelled}");
+    let drawn = env.eval(&tab, "window.drawn").await;
+    let viewport =
+        env.eval(&tab, "[document.documentElement.clientWidth, document.documentElement.clientHeight]").await;
+    let (width, height) = (viewport[0].as_f64().unwrap(), viewport[1].as_f64().unwrap());
+    let labels = drawn.as_array().expect("the overlay was seen");
+    assert_eq!(labels.len(), 6, "{drawn}");
+    for label in labels {
+        let edge = |key: &str| label[key].as_f64().unwrap();
+        assert!(edge("bottom") - edge("top") >= 14.0, "a whole label: {label}");
+        assert!(
+            edge("left") >= 0.0 && edge("top") >= 0.0 && edge("right") <= width && edge("bottom") <= height,
+            "{label} inside {width}×{height}"
+        );
+    }
+    // At the top edge the label goes below its box instead of above it.
+    let top_left = ref_of(&snapshot, "button \"Top left\"");
+    let label = labels.iter().find(|l| l["ref"] == top_left.as_str()).unwrap();
+    assert!(label["top"].as_f64().unwrap() >= 30.0, "below the 30px button: {label}");
+}
+
 /// Pixels of the labels' orange (#FF4500, allowing for compression).
 fn orange_pixels(png_bytes: &[u8]) -> usize {
     let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));

@@ -226,6 +226,44 @@ async fn refs_survive_rerenders_and_reconnects_fall_back_by_role_and_name_and_go
     assert!(engine.ref_box(&Default::default(), &save_again).await.is_ok());
 }
 
+/// `e7` → 7.
+fn number(element_ref: &str) -> u32 {
+    element_ref.trim_start_matches('e').parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_snapshot_keeps_the_refs_it_does_not_cover() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/refs.html").await;
+    let full = env.snapshot_text("").await;
+    let (save, cancel, far) =
+        (ref_of(&full, "button \"Save\""), ref_of(&full, "button \"Cancel\""), ref_of(&full, "button \"Far away\""));
+    let highest = full.match_indices("[ref=e").map(|(i, _)| number(full[i + 5..].split(']').next().unwrap())).max();
+
+    // A new button in the toolbar, then a snapshot of the toolbar only: its
+    // buttons keep their refs, the new one gets a number never used before.
+    env.eval(&tab, "document.getElementById('toolbar').insertAdjacentHTML('beforeend', '<button>Undo</button>')").await;
+    let partial = env.snapshot_text("selector=%23toolbar").await;
+    assert!(!partial.contains("Far away"), "{partial}");
+    assert_eq!((ref_of(&partial, "\"Save\""), ref_of(&partial, "\"Cancel\"")), (save.clone(), cancel.clone()));
+    let undo = ref_of(&partial, "button \"Undo\"");
+    assert!(Some(number(&undo)) > highest, "{undo} is new: {full}");
+
+    // A ref of the full snapshot outside the selector still acts.
+    let clicked = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
+    assert_eq!(clicked["ok"], true, "{clicked}");
+    assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");
+    env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": undo}))).await;
+    assert!(env.engine().ref_box(&Default::default(), &save).await.is_ok());
+
+    // A full snapshot replaces the tab's refs: numbering starts again.
+    let again = env.snapshot_text("").await;
+    assert_eq!(ref_of(&again, "button \"Save\""), save, "the same element, the same place in the page");
+    let error = env.engine().ref_box(&Default::default(), &format!("e{}", number(&undo) + 1)).await.unwrap_err();
+    assert!(error.to_string().contains("no ref"), "{error}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_answer_of_any_route_holds_the_token() {
     let env = ControlEnv::start().await.expect("environment");
@@ -234,7 +272,7 @@ async fn no_answer_of_any_route_holds_the_token() {
     assert!(!started.to_string().contains(&token), "{started}");
     let tab = env.open("form.html").await;
     env.snapshot_text("").await;
-    let requests: [(&str, String, Option<serde_json::Value>); 14] = [
+    let requests: [(&str, String, Option<serde_json::Value>); 15] = [
         ("GET", "/".into(), None),
         ("GET", "/?profile=managed".into(), None),
         ("GET", "/profiles".into(), None),
@@ -243,6 +281,7 @@ async fn no_answer_of_any_route_holds_the_token() {
         ("POST", "/tabs/focus".into(), Some(json!({"targetId": tab}))),
         ("POST", "/navigate".into(), Some(json!({"url": env.fixture("form.html")}))),
         ("GET", "/snapshot".into(), None),
+        ("GET", "/find?text=e".into(), None),
         ("POST", "/screenshot".into(), None),
         ("GET", "/console".into(), None),
         ("POST", "/act".into(), Some(json!({"kind": "press", "key": "Tab"}))),

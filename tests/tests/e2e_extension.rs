@@ -133,18 +133,21 @@ async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
 async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     let env = ExtensionEnv::start().await.expect("environment");
     let api = &env.control;
-    // Nothing shared yet: the agent is told what to click.
-    let (status, body) = api.call("POST", "/start", None).await;
+    // Nothing shared yet: asked for the user's Chrome, the agent is told
+    // what to click (without a profile, `auto` would launch the managed one).
+    let (status, body) = api.call("POST", "/start", Some(json!({"profile": "chrome"}))).await;
     assert_eq!(status, 409, "{body}");
     assert!(body["error"]["hint"].as_str().unwrap().starts_with("click the Browser Relay icon on a tab to share it"));
 
     let page = format!("{}/control/refs.html", env.fixtures.url());
     env.click_toolbar(&format!("{}/index.html", env.fixtures.url())).await.unwrap();
     env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    // A tab is shared: requests without a profile go to it (`auto`).
     let started = api.ok("POST", "/start", None).await;
     assert_eq!((started["driver"].as_str(), started["tabs"].as_u64()), (Some("extension"), Some(1)), "{started}");
 
     let tabs = api.ok("GET", "/tabs", None).await;
+    assert_eq!(tabs["profile"], "chrome", "{tabs}");
     let listed = tabs["tabs"].as_array().unwrap();
     assert_eq!(listed.len(), 1, "only the shared tab: {tabs}");
     assert_eq!(listed[0]["title"], "Fixture Index");

@@ -227,7 +227,12 @@ async fn snapshots_match_their_goldens() {
         ("frames", "snap/frames.html?alt=ALT", ""),
         ("frames_only_cross_site", "snap/frames.html?alt=ALT", "frame=%23xsite"),
         ("article_max_chars", "snap/article.html", "maxChars=600"),
+        ("choices", "snap/choices.html", ""),
+        ("choices_interactive", "snap/choices.html", "interactive=true"),
+        ("choices_depth3", "snap/choices.html", "depth=3"),
     ];
+    // The cases of a page run in order on one tab: a partial snapshot
+    // (selector, frame, depth) shows the refs the full one before it gave.
     let mut current = String::new();
     for (name, path, query) in cases {
         if current != path {
@@ -242,6 +247,78 @@ async fn snapshots_match_their_goldens() {
         text.push('\n');
         expect_test::expect_file![format!("../snapshots/{name}.txt")].assert_eq(&text);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
+    // The user lets the agent upload from one folder (uploadRoots).
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("defaultProfile = \"managed\"\nuploadRoots = [{:?}]\n", dir.path().display().to_string());
+    let env = ControlEnv::start_with(Some(&config)).await.unwrap();
+    env.start_browser().await;
+    env.open("snap/choices.html").await;
+    let before = env.snapshot_text("").await;
+    let ticket = e2e::control_env::ref_of(&before, "button \"Ticket\"");
+    let country = e2e::control_env::ref_of(&before, "combobox \"Country\"");
+    assert!(before.contains(&format!("button \"Ticket\" [ref={ticket}]: no file chosen")), "{before}");
+
+    // Files set on the input, and an option past the first 25 chosen.
+    let paths: Vec<String> = ["report.pdf", "notes.txt"]
+        .iter()
+        .map(|name| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, name).unwrap();
+            path.display().to_string()
+        })
+        .collect();
+    env.api.ok("POST", "/hooks/file-chooser", Some(json!({"paths": paths, "ref": ticket}))).await;
+    env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
+
+    let after = env.snapshot_text("").await;
+    assert!(after.contains(&format!("button \"Ticket\" [ref={ticket}]: files: report.pdf, notes.txt")), "{after}");
+    let options: Vec<&str> = after.lines().filter(|l| l.trim_start().starts_with("- option \"")).collect();
+    assert!(options.contains(&"      - option \"Spain\" [selected]"), "the chosen one is shown: {after}");
+    assert!(!after.contains("\"Romania\" [selected]"), "{after}");
+    assert!(after.contains("- text: … 4 more options"), "Romania went back among the rest: {after}");
+    let interactive = env.snapshot_text("interactive=true").await;
+    assert!(interactive.contains(&format!("combobox \"Country\" [required] [ref={country}]: Spain")), "{interactive}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_answers_with_usable_refs_and_where_they_are() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/refs.html").await;
+
+    // No snapshot first: the refs find hands out act.
+    let found = env.api.ok("GET", "/find?text=FAR", None).await;
+    assert_eq!(found["total"], 1, "{found}");
+    let far = found["matches"][0]["ref"].as_str().unwrap().to_string();
+    assert_eq!(found["matches"][0]["line"], format!("button \"Far away\" [ref={far}]"), "{found}");
+    env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
+    assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");
+
+    // After a full snapshot, find keeps its refs and every option of a
+    // select is searched, under its select's ref.
+    env.api.ok("POST", "/navigate", Some(json!({"url": env.fixture("snap/choices.html")}))).await;
+    let snapshot = env.snapshot_text("").await;
+    let country = e2e::control_env::ref_of(&snapshot, "combobox \"Country\"");
+    let fish = e2e::control_env::ref_of(&snapshot, "option \"Fish\"");
+    assert!(!snapshot.contains("Spain"), "past the first 25 options: {snapshot}");
+    let found = env.api.ok("GET", "/find?text=spain", None).await;
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["matches"][0]["line"], "option \"Spain\"");
+    assert_eq!(found["matches"][0]["path"], format!("form \"Trip\" > combobox \"Country\" [ref={country}]"), "{found}");
+    let found = env.api.ok("GET", "/find?role=option&name=fish", None).await;
+    assert_eq!(found["matches"][0]["ref"], fish.as_str(), "the snapshot's ref: {found}");
+    env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
+
+    // Many matches: the first `limit`, all counted.
+    let options = env.api.ok("GET", "/find?role=option", None).await;
+    assert_eq!((options["total"].as_u64(), options["matches"].as_array().unwrap().len()), (Some(36), 20));
+    assert!(options["notes"][0].as_str().unwrap().contains("36 matches, 20 shown"), "{options}");
+    let (status, error) = env.api.call("GET", "/find", None).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (400, Some("bad_request")), "{error}");
 }
 
 /// `- role "name" … [ref=eN]` → (role, name).

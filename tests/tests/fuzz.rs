@@ -1256,9 +1256,17 @@ fn control_requests_round_trip_through_their_query_string_or_body() {
         prop::option::of(any::<usize>()),
     )
         .prop_map(|(url, failed, resource_type, limit)| api::ListRequests { url, failed, resource_type, limit });
-    let input = (selector(), snapshot, console, requests, navigate, files);
-    fuzz(config(2), input, |(tab, snapshot, console, requests, navigate, files)| {
+    let find = (
+        prop::option::of(any_text(12)),
+        prop::option::of(any_text(8)),
+        prop::option::of(any_text(12)),
+        prop::option::of(any::<usize>()),
+    )
+        .prop_map(|(text, role, name, limit)| api::FindInPage { text, role, name, limit });
+    let input = (selector(), snapshot, console, requests, navigate, (files, find));
+    fuzz(config(2), input, |(tab, snapshot, console, requests, navigate, (files, find))| {
         query_round_trip(Selected::new(tab.clone(), snapshot))?;
+        query_round_trip(Selected::new(tab.clone(), find))?;
         query_round_trip(Selected::new(tab.clone(), console))?;
         query_round_trip(Selected::new(tab.clone(), requests))?;
         body_round_trip(Selected::new(tab.clone(), navigate))?;

@@ -222,6 +222,7 @@ macro_rules! for_each_route {
             GoBack,
             GoForward,
             TakeSnapshot,
+            FindInPage,
             TakeScreenshot,
             ReadConsole,
             ListRequests,
@@ -519,6 +520,14 @@ pub struct TakeSnapshot {
 }
 route!(TakeSnapshot, Get "/snapshot", Tab => Profiled<Snapshot>);
 
+impl TakeSnapshot {
+    /// Whether it shows part of the page only (a `selector`, a `frame`, a
+    /// `depth`): its refs are merged into the tab's, not put in their place.
+    pub fn is_partial(&self) -> bool {
+        self.selector.is_some() || self.frame.is_some() || self.depth.is_some()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
@@ -550,6 +559,57 @@ pub struct Snapshot {
     /// A dialog that pauses the page: the snapshot shows only it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialog: Option<DialogInfo>,
+}
+
+/// `GET /find`: the lines of the page's snapshot that match, with their
+/// refs and where they are, without reading the whole snapshot. Its refs
+/// join the tab's as a partial snapshot's do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindInPage {
+    /// Text in a line's name, value or text (any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The exact role: button, link, textbox, option, heading…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Text in the accessible name (any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Matches to return (default 20, at most 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+route!(FindInPage, Get "/find", Tab => Profiled<Found>);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Found {
+    pub target_id: String,
+    pub url: String,
+    pub title: String,
+    /// Matches in the page (`matches` holds the first `limit`).
+    pub total: usize,
+    pub matches: Vec<FoundLine>,
+    pub notes: Vec<String>,
+}
+
+/// One matching line of the snapshot, and where it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundLine {
+    /// The ancestors, outermost first: `main > form "Sign up" [ref=e3]`.
+    pub path: String,
+    /// The line as the snapshot writes it, without its `- `.
+    pub line: String,
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    pub element_ref: Option<String>,
+}
+
+impl FoundLine {
+    /// `main > form "Sign up" > textbox "Email" [ref=e2]`: how agents read it.
+    pub fn text(&self) -> String {
+        if self.path.is_empty() { self.line.clone() } else { format!("{} > {}", self.path, self.line) }
+    }
 }
 
 /// `POST /screenshot`: the viewport, the full page, or one element.

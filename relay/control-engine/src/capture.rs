@@ -40,14 +40,17 @@ impl ElementBox {
 }
 
 impl Handle<TakeSnapshot> for Engine {
-    /// The tab's snapshot; while a dialog pauses the page, the dialog (the
-    /// one thing an agent can act on then), with the refs left as they were.
+    /// The tab's snapshot: a full one replaces the tab's refs, a partial one
+    /// merges into them (see [`crate::refs`]). While a dialog pauses the
+    /// page, the dialog (the one thing an agent can act on then), with the
+    /// refs left as they were.
     async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Profiled<Snapshot>, ControlError> {
         let page = match self.page_target(&request.tab).await {
             Err(ControlError::DialogOpen { .. }) => return self.dialog_snapshot(&request.tab).await,
             page => page?,
         };
-        match page.unless_dialog(self.snapshot_of(&page, &request.request)).await {
+        let merge = request.request.is_partial();
+        match self.snapshot_of(&page, &request.request, merge, snapshot::OptionsListed::FirstFew).await {
             Err(ControlError::DialogOpen { .. }) => {
                 drop(page);
                 self.dialog_snapshot(&request.tab).await
@@ -58,27 +61,6 @@ impl Handle<TakeSnapshot> for Engine {
 }
 
 impl Engine {
-    /// Snapshots the page, makes its refs the tab's, and says where the
-    /// page is.
-    pub(crate) async fn snapshot_of(
-        &self,
-        page: &PageTarget,
-        request: &TakeSnapshot,
-    ) -> Result<Snapshot, ControlError> {
-        let (mut result, table) = snapshot::take(&page.conn, &page.id, request).await?;
-        if let Some(table) = table {
-            self.refs().put(&page.profile.name, &page.id, table);
-        }
-        if let Some((url, title)) =
-            self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id))
-        {
-            result.url = url;
-            result.title = title;
-        }
-        result.target_id = page.id.clone();
-        Ok(result)
-    }
-
     /// What a snapshot shows while a dialog pauses the page: the dialog.
     async fn dialog_snapshot(&self, selector: &TabSelector) -> Result<Profiled<Snapshot>, ControlError> {
         let (profile, conn, id) = self.tab(selector).await?;
@@ -159,6 +141,30 @@ impl Handle<ReadConsole> for Engine {
 }
 
 impl Engine {
+    /// A snapshot of the page, its refs recorded: merged into the tab's
+    /// table (`merge`), or replacing it.
+    pub(crate) async fn snapshot_of(
+        &self,
+        page: &PageTarget,
+        request: &TakeSnapshot,
+        merge: bool,
+        listed: snapshot::OptionsListed,
+    ) -> Result<Snapshot, ControlError> {
+        let PageTarget { profile, conn, id, session, .. } = page;
+        let base = if merge { self.refs().get(&profile.name, id) } else { None };
+        let take = snapshot::take(conn, id, request, base.as_deref(), listed);
+        let (mut result, issued) = page.unless_dialog(take).await?;
+        if let Some(issued) = issued {
+            self.refs().record(&profile.name, id, base.as_deref(), issued);
+        }
+        if let Some((url, title)) = self.location(conn, session).await.or_else(|| conn.tab_url(id)) {
+            result.url = url;
+            result.title = title;
+        }
+        result.target_id = id.clone();
+        Ok(result)
+    }
+
     /// Resolves a ref of the tab's last snapshot to its element's box in the
     /// tab's viewport, scrolling it into view first. Actions click its centre.
     pub async fn ref_box(&self, tab: &TabSelector, element_ref: &str) -> Result<ElementBox, ControlError> {

@@ -182,6 +182,8 @@ pub mod answer {
         pub limit_hit: bool,
         pub depth_cut: u32,
         pub refs: Vec<WalkedRef>,
+        /// The number after the last new ref.
+        pub ref_next: u32,
         /// Iframes it could not enter, in document order.
         pub frames: Vec<WalkedFrame>,
     }

@@ -24,8 +24,9 @@
 //! **Refs.** The page keeps ref → element; the engine keeps, per tab, each
 //! ref's frame, role, name and nth ([`refs`]). A ref resolves to its
 //! element while connected, else to the nth element with that role and
-//! name, else it is stale. Current tabs and refs live on the [`Engine`], not
-//! the connection, so they survive a reconnect.
+//! name, else it is stale. A full snapshot replaces a tab's refs; a partial
+//! one (and [`find`]) merges into them. Current tabs and refs live on the
+//! [`Engine`], not the connection, so they survive a reconnect.
 //!
 //! **Dialogs.** A JavaScript dialog stops the page's scripts and holds
 //! Chrome's input events, so every page operation refuses while one is open
@@ -38,6 +39,7 @@ pub mod capture;
 pub mod conn;
 pub mod engine;
 pub mod error;
+pub mod find;
 pub mod hooks;
 pub mod in_page;
 pub mod keys;

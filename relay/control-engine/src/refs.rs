@@ -5,6 +5,13 @@
 //! which iframe) and its role+name+nth for the fallback when the element was
 //! replaced by an identical one. Tables are keyed by target, not by
 //! connection, so they survive a reconnect of the engine.
+//!
+//! A full snapshot replaces the tab's table. A partial one (a `selector`,
+//! `frame` or `depth`, and `GET /find`) merges into it: the refs it shows
+//! are re-issued (an element that had a ref keeps it), the others stay, and
+//! a new ref takes a number above every number the table has ever held, so
+//! no number ever means two things. Each frame's world keeps exactly the
+//! refs the table has for it ([`RefTable::kept_in`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,16 +68,67 @@ pub struct RefEntry {
     pub frame: FrameLoc,
 }
 
-/// The refs of one tab's last snapshot.
+/// The refs of one tab: its last full snapshot's, and what partial ones
+/// added or re-issued since.
 #[derive(Debug, Clone, Default)]
 pub struct RefTable {
     pub refs: HashMap<String, RefEntry>,
+    /// The number the next new ref takes (above every number handed out
+    /// since the last full snapshot, also of refs later re-issued).
+    next: u32,
+}
+
+/// The refs one snapshot handed out, and the number after the last new one.
+#[derive(Debug, Clone, Default)]
+pub struct Issued {
+    pub refs: Vec<(String, RefEntry)>,
+    pub next: u32,
 }
 
 impl RefTable {
     pub fn get(&self, r: &str) -> Result<&RefEntry, ControlError> {
         self.refs.get(r).ok_or_else(|| ControlError::UnknownRef(r.to_string()))
     }
+
+    /// A full snapshot's table.
+    pub fn from_issued(issued: Issued) -> Self {
+        let mut table = Self::default();
+        table.merge(issued);
+        table
+    }
+
+    /// Where a merging snapshot numbers its new refs.
+    pub fn next_ref(&self) -> u32 {
+        self.next.max(1)
+    }
+
+    /// A partial snapshot's refs: re-issued ones replace their entries (the
+    /// element's role, name or position may have changed), new ones join.
+    pub fn merge(&mut self, issued: Issued) {
+        let highest = issued.refs.iter().filter_map(|(name, _)| ref_number(name)).max().unwrap_or(0);
+        self.next = self.next_ref().max(issued.next).max(highest + 1);
+        self.refs.extend(issued.refs);
+    }
+
+    /// The numbers of the refs that live in `frame`'s document (what its
+    /// world may keep when a partial snapshot walks it again).
+    pub fn kept_in(&self, frame: &FrameLoc) -> Vec<u32> {
+        let mut numbers: Vec<u32> = self
+            .refs
+            .iter()
+            .filter(|(_, entry)| {
+                entry.frame.session_target == frame.session_target && entry.frame.frame_id == frame.frame_id
+            })
+            .filter_map(|(name, _)| ref_number(name))
+            .collect();
+        numbers.sort_unstable();
+        numbers
+    }
+}
+
+/// `e7` → 7.
+fn ref_number(name: &str) -> Option<u32> {
+    name.strip_prefix('e')?.parse().ok()
 }
 
 /// Ref tables by (profile, target), least recently used evicted first.
@@ -81,7 +139,22 @@ pub struct RefStore {
 }
 
 impl RefStore {
-    /// Replaces a tab's refs (each snapshot does).
+    /// Records what a snapshot handed out: a full snapshot's refs (`base`
+    /// none) replace the tab's table; a partial one's merge into `base`, the
+    /// table the snapshot started from.
+    pub fn record(&mut self, profile: &str, target_id: &str, base: Option<&RefTable>, issued: Issued) {
+        let table = match base {
+            Some(base) => {
+                let mut table = base.clone();
+                table.merge(issued);
+                table
+            }
+            None => RefTable::from_issued(issued),
+        };
+        self.put(profile, target_id, table);
+    }
+
+    /// Replaces a tab's refs.
     pub fn put(&mut self, profile: &str, target_id: &str, table: RefTable) {
         self.tick += 1;
         self.tables.insert((profile.to_string(), target_id.to_string()), (self.tick, Arc::new(table)));
@@ -145,6 +218,57 @@ mod tests {
         assert!(store.get("p", "t1").is_none(), "least recently used is evicted");
         assert!(store.get("p", "new").is_some());
         assert!(store.get("other", "t0").is_none(), "tables are per profile");
+    }
+
+    fn entry(role: &str, name: &str, frame: &FrameLoc) -> RefEntry {
+        RefEntry { role: role.into(), name: name.into(), nth: 0, frame: frame.clone() }
+    }
+
+    fn issued(refs: &[(&str, RefEntry)], next: u32) -> Issued {
+        Issued { refs: refs.iter().map(|(name, entry)| (name.to_string(), entry.clone())).collect(), next }
+    }
+
+    #[test]
+    fn a_partial_snapshot_merges_and_never_reuses_a_number() {
+        let main = FrameLoc::main("T1");
+        let child = FrameLoc { session_target: "F1".into(), frame_id: "F1".into(), owner: None };
+        let mut store = RefStore::default();
+        let full = issued(
+            &[
+                ("e1", entry("button", "Save", &main)),
+                ("e2", entry("link", "Far", &main)),
+                ("e3", entry("button", "In", &child)),
+            ],
+            4,
+        );
+        store.record("p", "T1", None, full);
+        let base = store.get("p", "T1").unwrap();
+        assert_eq!(base.next_ref(), 4);
+        assert_eq!(base.kept_in(&main), [1, 2], "what the main frame's world may keep");
+        assert_eq!(base.kept_in(&child), [3]);
+
+        // A partial snapshot re-issues e1 (renamed) and hands out e4; e2 and
+        // e3, which it did not cover, stay as they were.
+        let partial = issued(&[("e1", entry("button", "Save all", &main)), ("e4", entry("button", "Undo", &main))], 5);
+        store.record("p", "T1", Some(&base), partial);
+        let table = store.get("p", "T1").unwrap();
+        assert_eq!(table.get("e1").unwrap().name, "Save all");
+        assert_eq!(table.get("e2").unwrap().name, "Far", "outside the partial snapshot: kept");
+        assert_eq!(table.get("e3").unwrap().frame, child);
+        assert_eq!(table.get("e4").unwrap().name, "Undo");
+        assert_eq!(table.next_ref(), 5);
+
+        // The next number is above every number handed out, even when the
+        // walk said less (it never should).
+        let mut merged = (*table).clone();
+        merged.merge(issued(&[("e9", entry("button", "Late", &main))], 6));
+        assert_eq!(merged.next_ref(), 10);
+
+        // A full snapshot starts again from e1 and forgets the rest.
+        store.record("p", "T1", None, issued(&[("e1", entry("button", "Only", &main))], 2));
+        let table = store.get("p", "T1").unwrap();
+        assert_eq!((table.refs.len(), table.next_ref()), (1, 2));
+        assert!(table.get("e4").is_err());
     }
 
     #[test]

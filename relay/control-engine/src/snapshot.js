@@ -6,9 +6,10 @@
  * "browser-relay" of a frame, with `arguments: [{value: op}, {value: arg}]`.
  * The source is re-sent on every call, so everything that must survive between
  * calls lives on `globalThis.__browserRelayState`:
- *   refs: Map<ref, Element>, meta: Map<ref, {role, name, nth}>,
- *   frames: Element[] (the iframes of the last snapshot the walker could not enter),
- *   scope: string|null (the selector of the last snapshot; used by the resolve fallback).
+ *   refs: Map<ref, Element>, meta: Map<ref, {role, name, nth, scope, optionsMax}> (scope: the
+ *   selector of the snapshot that issued the ref, and its options per select; the resolve
+ *   fallback walks the same),
+ *   frames: Element[] (the iframes of the last snapshot the walker could not enter).
  * The file is kept pure ASCII (a non-ASCII character makes V8 scan the whole source as a
  * two-byte string on every call).
  * Besides, `globalThis.__browserRelayCode = {source, run}` caches the built implementation
@@ -16,10 +17,17 @@
  * it is not state (a world without it behaves the same, only slower).
  *
  * Ops
- *   snapshot(opts)   opts = {interactive, compact, maxDepth, limit, refStart, selector}
+ *   snapshot(opts)   opts = {interactive, compact, maxDepth, limit, refStart, selector, keep,
+ *                            optionsMax}
  *       -> {lines, refs: [{ref, role, name, nth}], frames: [{line, depth}], nodes, limitHit,
- *           depthCut, error?}
- *       Replaces the previous refs of this world. `nodes` counts emitted node lines
+ *           depthCut, refNext, error?}
+ *       Without `keep`, replaces the previous refs of this world and numbers refs from
+ *       refStart. With `keep` (the numbers of the refs the engine still has for this frame: a
+ *       partial snapshot merges), the world drops every other ref it held, an element that
+ *       still has a kept ref shows that ref again, and new refs are numbered from refStart
+ *       (never a number the world still holds). `refNext` is the number after the last new
+ *       ref. `optionsMax`: options listed per <select> (default 25; null: all). `nodes` counts
+ *       emitted node lines
  *       (element lines and `- text:` lines; `- /url:` lines are properties, not nodes).
  *       `limit` caps `nodes`; `limitHit` is set when something was left out because of it.
  *       `depthCut` counts node lines left out because they were deeper than `maxDepth`.
@@ -37,9 +45,9 @@
  *       viewport on the way up. `hidden: true` when the element has no box (then no scroll).
  *       Fallback (the mapped element is disconnected, or its iframe was removed or
  *       navigated): the nth (0-based) element with exactly that role and name (names compared
- *       after the 100-char cut) in a fresh walk of the same scope (the snapshot's selector if
- *       it still matches, else the document); role/name/nth come from the argument, else from
- *       the stored meta. The element found replaces the mapping (`fallback: true`).
+ *       after the 100-char cut) in a fresh walk of the same scope (the selector of the snapshot
+ *       that issued the ref if it still matches, else the document); role/name/nth come from
+ *       the argument, else from the stored meta. The element found replaces the mapping (`fallback: true`).
  *   element(same arg) -> Element (call with returnByValue: false); throws Error("stale" |
  *       "unknown").
  *   frameElement(index) -> __browserRelayState.frames[index] (or null).
@@ -55,7 +63,9 @@
  *       focused}: focuses and selects the content. setValue({...ref, value}) for pickers;
  *       selectOptions({...ref, values}); checkedState(ref arg) -> {checked}.
  *   waitFor({text | textGone | selector, timeoutMs}) -> Promise of {met}.
- *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay.
+ *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay (a label
+ *       above its box, below it when the box touches the top, inside it when neither fits,
+ *       never past an edge of the viewport).
  *   describe(element) -> {role, name, hidden, unreachable}. `role` is the snapshot role,
  *       or "generic" / "none" for nodes the snapshot does not emit as a line; `name` is
  *       the full (uncut) accessible name; `hidden` is whether the snapshot would omit it;
@@ -65,7 +75,9 @@
  *
  * Output format (modelled on Playwright's aria snapshot)
  *   - ROLE "NAME" [checked|checked=mixed] [disabled] [expanded|expanded=false] [level=N]
- *     [pressed|pressed=mixed] [selected] [required] [ref=eN]
+ *     [pressed|pressed=mixed] [selected] [required] [readonly] [ref=eN]
+ *   (unchecked, unpressed and unselected are the absence of the mark, as in Playwright;
+ *   readonly: a readonly text field, or aria-readonly="true")
  *   Name JSON-quoted, omitted when empty; whitespace collapsed; names longer than 100
  *   characters are cut to 100 + U+2026 "..." (the refs list carries the cut name too).
  *   Children follow, indented by 2 spaces per depth, after a trailing ':'. When the only
@@ -74,11 +86,15 @@
  *   are merged into one text line; block-level wrappers (div, label with display:block,
  *   ...) end a text run.
  *   Values go inline: native textbox / searchbox / spinbutton / slider / input combobox show
- *   their value (passwords as one U+2022 bullet per character), a single <select> its
- *   selected option's label, <progress value>/<meter> and ARIA slider / spinbutton /
- *   progressbar / meter their value (aria-valuetext, else aria-valuenow); values are
- *   whitespace-collapsed and cut at 200 characters. A listbox <select> lists its options (and
- *   optgroups as groups) as children.
+ *   their value (passwords as one U+2022 bullet per character), <progress value>/<meter> and
+ *   ARIA slider / spinbutton / progressbar / meter their value (aria-valuetext, else
+ *   aria-valuenow), a file input (a button) its chosen files (`files: a.pdf, b.txt`) or
+ *   `no file chosen`; values are whitespace-collapsed and cut at 200 characters.
+ *   A <select> lists its options (and optgroups as groups) as children: the first optionsMax
+ *   options, then only the selected ones, then `- text: ... N more options` (U+2026). A listbox
+ *   <select>'s options have refs; a combobox <select>'s do not (its popup is drawn by the
+ *   browser: choose with the `select` action on the combobox's ref), and in interactive mode,
+ *   or when maxDepth cuts its options, it shows its selected option's label inline instead.
  *   Links get a `- /url: HREF` child (the attribute value as written) before their other
  *   children.
  *   Roles that take their name from content do not repeat their text: when the name came
@@ -87,9 +103,10 @@
  *   Roles whose children are presentational in ARIA (button, checkbox, img, menuitemcheckbox,
  *   menuitemradio, meter, option, progressbar, radio, scrollbar, separator, slider, switch,
  *   tab) keep only child subtrees that contain a ref.
- *   Refs (`[ref=eN]`, N counted from refStart in output order) are given only to the roles
- *   button, link, textbox, checkbox, radio, combobox, listbox, menuitem, menuitemcheckbox,
- *   menuitemradio, option, searchbox, slider, spinbutton, switch, tab, treeitem.
+ *   Refs (`[ref=eN]`, N counted from refStart in output order, or kept: see `keep`) are given
+ *   only to the roles button, link, textbox, checkbox, radio, combobox, listbox, menuitem,
+ *   menuitemcheckbox, menuitemradio, option (not the options of a combobox <select>),
+ *   searchbox, slider, spinbutton, switch, tab, treeitem.
  *   nth = index among the refs of this snapshot with the same role and (cut) name.
  *   Not emitted as lines (children lifted one level): generic, none, presentation, and the
  *   inline/formatting or Chrome-internal roles strong, emphasis, code, time, mark,
@@ -163,9 +180,9 @@
  *   - Closed shadow roots are invisible to page scripts: their content is missing and only
  *     light-DOM children assigned to their slots appear (as if the host had no shadow root;
  *     unassigned light children have no box and are skipped). Chrome shows the shadow content.
- *   - User-agent shadow parts (the spinbuttons and picker buttons inside date/time inputs,
- *     the options of a single <select>'s popup) are not listed; the control is one textbox /
- *     combobox with its value inline.
+ *   - User-agent shadow parts (the spinbuttons and picker buttons inside date/time inputs)
+ *     are not listed; the control is one textbox with its value inline. The options of a
+ *     single <select>'s popup are listed without refs (Chrome gives them nodes).
  *   - CSS ::before/::after content is ignored in names and text (Chrome includes it, e.g.
  *     icon-font glyphs or "PRE " in `button::before{content:"PRE "}`).
  *   - Internal role mappings as listed above (Chrome reports the internal names).
@@ -249,6 +266,10 @@ function browserRelay(op, arg) {
     const COMPACT_KEEP = new Set(['cell', 'gridcell', 'columnheader', 'rowheader', 'iframe']);
     const TEXT_INPUTS = new Set(['text', 'email', 'tel', 'url', 'search', '']);
     const INPUT_VALUE_ROLES = new Set(['textbox', 'searchbox', 'spinbutton', 'slider', 'combobox']);
+    // Where a native readonly attribute means something (it is ignored on checkboxes, ranges...).
+    const READONLY_ROLES = new Set(['textbox', 'searchbox', 'spinbutton', 'combobox']);
+    // Options listed per <select> (then only the selected ones, and a count of the rest).
+    const OPTIONS_MAX = 25;
     const OPTION_CONTEXT = '[role~="listbox"],[role~="group"],[role~="combobox"],select,datalist,optgroup';
     // header/footer inside these are not banner/contentinfo.
     const SECTIONING = 'article,aside,main,nav,section,[role~="article"],[role~="complementary"],[role~="main"],' +
@@ -264,6 +285,7 @@ function browserRelay(op, arg) {
     let tableRoleCache;
     let docCtxCache;
     let labelMaps;
+    let optionsMax = OPTIONS_MAX; // set by each snapshot (a search lists every option)
 
     function collapse(s) {
       return s.replace(/[ \t\n\r\f]+/g, ' ').replace(/^ | $/g, '');
@@ -859,12 +881,15 @@ function browserRelay(op, arg) {
       }
       if (((tag === 'input' || tag === 'select' || tag === 'textarea') && el.required) ||
           el.getAttribute('aria-required') === 'true') a += ' [required]';
+      if (((tag === 'input' || tag === 'textarea') && el.readOnly && READONLY_ROLES.has(role)) ||
+          el.getAttribute('aria-readonly') === 'true') a += ' [readonly]';
       return a;
     }
 
     function valueOf(el, tag, role) {
       let v;
       if (tag === 'input') {
+        if (el.type === 'file') return filesOf(el);
         if (!INPUT_VALUE_ROLES.has(role)) return undefined;
         v = el.type === 'password' ? '\u2022'.repeat(el.value.length) : el.value;
       } else if (tag === 'textarea') {
@@ -884,6 +909,15 @@ function browserRelay(op, arg) {
       }
       v = cut(collapse(v), VALUE_MAX);
       return v || undefined;
+    }
+
+    // A file input's chosen files, as the page can read them (names only).
+    function filesOf(el) {
+      const files = el.files;
+      if (!files || !files.length) return 'no file chosen';
+      const names = [];
+      for (let i = 0; i < files.length; i++) names.push(files[i].name);
+      return cut(collapse('files: ' + names.join(', ')), VALUE_MAX);
     }
 
     // ---------------------------------------------------------------- tree building
@@ -939,7 +973,8 @@ function browserRelay(op, arg) {
       const nm = nameOf(el, role);
       const item = {
         el, role, name: cut(nm.name, NAME_MAX), content: nm.content, attrs: attrsOf(el, tag, role),
-        value: valueOf(el, tag, role), url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
+        value: valueOf(el, tag, role), url: undefined, kids: [], frame: 0, refd: INTERACTIVE.has(role),
+        hasRef: INTERACTIVE.has(role), opts: false,
       };
       if (role === 'link' && (tag === 'a' || tag === 'area') && el.hasAttribute('href')) {
         item.url = el.getAttribute('href');
@@ -959,7 +994,12 @@ function browserRelay(op, arg) {
         return;
       }
       if (tag === 'select') {
-        if (role === 'listbox') listOptions(el, item.kids);
+        // A listbox's options are on the page (refs, clicked like any element); a combobox's are
+        // in a popup the browser draws, so they are listed without refs (choose with `select`).
+        const bound = { shown: 0, more: 0, max: optionsMax };
+        listOptions(el, item.kids, role === 'listbox', bound);
+        if (bound.more) item.kids.push({ t: '\u2026 ' + bound.more + ' more options', open: false });
+        item.opts = item.kids.length > 0;
         finish(item);
         return;
       }
@@ -968,22 +1008,32 @@ function browserRelay(op, arg) {
       finish(item);
     }
 
-    function listOptions(container, out) {
+    // The options (and optgroups, as groups) of a <select>: the first `bound.max`, then only the
+    // selected ones (the rest are counted in `bound.more`), so that a select of 200 countries
+    // costs 25 lines and still shows what is chosen.
+    function listOptions(container, out, refd, bound) {
       for (let c = container.firstElementChild; c; c = c.nextElementSibling) {
         const tag = c.localName;
         if (tag !== 'option' && tag !== 'optgroup') continue;
         if (st(c).d === 'none' || c.getAttribute('aria-hidden') === 'true') continue;
         const role = roleOf(c);
         if (!role || SKIP_ROLES.has(role)) continue;
+        if (tag === 'option') {
+          if (bound.shown >= bound.max && !c.selected) { bound.more++; continue; }
+          bound.shown++;
+        }
+        const ref = refd && INTERACTIVE.has(role);
         const item = {
           el: c, role, name: cut(nameOf(c, role).name, NAME_MAX), content: false,
-          attrs: attrsOf(c, tag, role), value: undefined, url: undefined, kids: [], frame: 0, hasRef: INTERACTIVE.has(role),
+          attrs: attrsOf(c, tag, role), value: undefined, url: undefined, kids: [], frame: 0, refd: ref,
+          hasRef: ref, opts: false,
         };
-        out.push(item);
         if (tag === 'optgroup') {
-          listOptions(c, item.kids);
+          listOptions(c, item.kids, refd, bound);
+          if (!item.kids.length) continue;
           finish(item);
         }
+        out.push(item);
       }
     }
 
@@ -1006,7 +1056,7 @@ function browserRelay(op, arg) {
     }
 
     function finishTop(items) {
-      const holder = { role: '', kids: items, content: false, name: null, hasRef: false };
+      const holder = { role: '', kids: items, content: false, name: null, hasRef: false, refd: false };
       finish(holder);
       return holder.kids;
     }
@@ -1018,7 +1068,7 @@ function browserRelay(op, arg) {
         const it = items[i];
         if (it.t !== undefined) { out.push(it); continue; }
         const k = it.kids.length ? compactItems(it.kids, it.name) : it.kids;
-        const isRef = INTERACTIVE.has(it.role);
+        const isRef = it.refd;
         if (!isRef && !it.name && (COMPACT_LIFT.has(it.role) ||
             (it.role === 'paragraph' && !k.some((c) => c.t !== undefined)))) {
           for (let j = 0; j < k.length; j++) out.push(k[j]);
@@ -1044,17 +1094,21 @@ function browserRelay(op, arg) {
       return n;
     }
     function countRefs(it) {
-      let n = INTERACTIVE.has(it.role) ? 1 : 0;
+      let n = it.refd ? 1 : 0;
       for (let i = 0; it.kids && i < it.kids.length; i++) if (it.kids[i].t === undefined) n += countRefs(it.kids[i]);
       return n;
     }
 
-    function makeRenderer(opts, S) {
+    // `byEl`: element -> the ref it already has (a merging snapshot keeps it); new refs are
+    // numbered from refStart, skipping numbers this world still holds.
+    function makeRenderer(opts, S, byEl) {
       const maxDepth = typeof opts.maxDepth === 'number' && opts.maxDepth >= 0 ? opts.maxDepth : Infinity;
       const limit = typeof opts.limit === 'number' && opts.limit >= 0 ? opts.limit : Infinity;
-      const refStart = typeof opts.refStart === 'number' ? opts.refStart : 1;
+      let next = typeof opts.refStart === 'number' ? opts.refStart : 1;
+      const scope = opts.selector || null;
       const R = {
         lines: [], refs: [], frames: [], frameEls: [], nodes: 0, limitHit: false, depthCut: 0, stop: false,
+        next,
       };
       const nth = new Map();
       const pad = [''];
@@ -1071,18 +1125,21 @@ function browserRelay(op, arg) {
         let h = '- ' + it.role;
         if (it.name) h += ' ' + JSON.stringify(it.name);
         h += it.attrs;
-        if (INTERACTIVE.has(it.role)) {
+        if (it.refd) {
           const key = it.role + '\u0000' + it.name;
           const n = nth.get(key) || 0;
           nth.set(key, n + 1);
-          const ref = 'e' + (refStart + R.refs.length);
-          R.refs.push({ ref, role: it.role, name: it.name, nth: n });
-          if (S) {
-            S.refs.set(ref, it.el);
-            S.meta.set(ref, { role: it.role, name: it.name, nth: n });
+          let ref = byEl ? byEl.get(it.el) : undefined;
+          if (ref === undefined) {
+            while (S.refs.has('e' + next)) next++;
+            ref = 'e' + next++;
           }
+          R.refs.push({ ref, role: it.role, name: it.name, nth: n });
+          S.refs.set(ref, it.el);
+          S.meta.set(ref, { role: it.role, name: it.name, nth: n, scope, optionsMax });
           h += ' [ref=' + ref + ']';
         }
+        R.next = next;
         return h;
       }
       function full(items, depth) {
@@ -1099,9 +1156,11 @@ function browserRelay(op, arg) {
           const h = head(it);
           let k = it.kids;
           const idx = R.lines.length;
-          if (it.value !== undefined && k.length) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
-          if (it.value !== undefined && !it.kids.length) {
+          // (a <select> lists its options instead: the selected one is marked)
+          if (it.value !== undefined && k.length && !it.opts) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
+          if (it.value !== undefined && (!it.kids.length || (it.opts && depth + 1 > maxDepth))) {
             R.lines.push(indent(depth) + h + ': ' + it.value);
+            for (let j = 0; j < it.kids.length && it.opts; j++) R.depthCut += countNodes(it.kids[j]);
           } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
             R.lines.push(indent(depth) + h + ': ' + k[0].t);
           } else if (it.url !== undefined || (k.length && depth + 1 <= maxDepth)) {
@@ -1139,7 +1198,7 @@ function browserRelay(op, arg) {
             }
             continue;
           }
-          if (INTERACTIVE.has(it.role)) {
+          if (it.refd) {
             if (!room()) return;
             R.lines.push(head(it) + (it.value !== undefined ? ': ' + it.value : ''));
           }
@@ -1168,7 +1227,7 @@ function browserRelay(op, arg) {
     }
 
     function newState() {
-      const S = { refs: new Map(), meta: new Map(), frames: [], scope: null };
+      const S = { refs: new Map(), meta: new Map(), frames: [] };
       G.__browserRelayState = S;
       return S;
     }
@@ -1179,12 +1238,11 @@ function browserRelay(op, arg) {
       const S = G.__browserRelayState || newState();
       if (!S.refs) S.refs = new Map();
       if (!S.meta) S.meta = new Map();
-      S.refs.clear();
-      S.meta.clear();
       S.frames = [];
-      S.scope = opts.selector || null;
+      optionsMax = typeof opts.optionsMax === 'number' ? opts.optionsMax : opts.optionsMax === null ? Infinity
+        : OPTIONS_MAX;
       const empty = (error) => ({
-        lines: [], refs: [], frames: [], nodes: 0, limitHit: false, depthCut: 0, error,
+        lines: [], refs: [], frames: [], nodes: 0, limitHit: false, depthCut: 0, refNext: opts.refStart || 1, error,
       });
       let scopeEl = null;
       if (opts.selector) {
@@ -1195,23 +1253,41 @@ function browserRelay(op, arg) {
         }
         if (!scopeEl) return empty("no element matches selector '" + opts.selector + "'");
       }
+      // A merging snapshot keeps the refs the engine still has for this frame (`keep`, their
+      // numbers) and gives their elements the same refs again; anything else this world held
+      // (refs the engine replaced or never recorded) goes. Otherwise every ref goes.
+      let byEl = null;
+      if (Array.isArray(opts.keep)) {
+        const keep = new Set();
+        for (let i = 0; i < opts.keep.length; i++) keep.add('e' + opts.keep[i]);
+        byEl = new Map();
+        for (const [ref, el] of Array.from(S.refs)) {
+          if (!keep.has(ref)) { S.refs.delete(ref); S.meta.delete(ref); } else if (el) byEl.set(el, ref);
+        }
+      } else {
+        S.refs.clear();
+        S.meta.clear();
+      }
       let items = build(scopeEl);
       if (opts.compact) items = compactItems(items);
-      const R = makeRenderer(opts, S);
+      const R = makeRenderer(opts, S, byEl);
       if (opts.interactive) R.interactive(items, 0);
       else R.full(items, 0);
       S.frames = R.frameEls;
       return {
         lines: R.lines, refs: R.refs, frames: R.frames, nodes: R.nodes, limitHit: R.limitHit, depthCut: R.depthCut,
+        refNext: R.next,
       };
     }
 
-    // Finds the nth element with exactly `role` and `name` in a fresh walk.
-    function findByRoleName(S, role, name, n) {
+    // Finds the nth element with exactly `role` and `name` in a fresh walk of the scope the
+    // ref's snapshot walked (with as many options per select).
+    function findByRoleName(meta, role, name, n) {
       let scopeEl = null;
-      if (S.scope) {
-        try { scopeEl = document.querySelector(S.scope); } catch (e) { scopeEl = null; }
+      if (meta.scope) {
+        try { scopeEl = document.querySelector(meta.scope); } catch (e) { scopeEl = null; }
       }
+      optionsMax = meta.optionsMax != null ? meta.optionsMax : OPTIONS_MAX;
       const items = build(scopeEl);
       let count = 0;
       let found = null;
@@ -1219,7 +1295,7 @@ function browserRelay(op, arg) {
         for (let i = 0; i < list.length && !found; i++) {
           const it = list[i];
           if (it.t !== undefined) continue;
-          if (it.role === role && it.name === name && INTERACTIVE.has(it.role)) {
+          if (it.role === role && it.name === name && it.refd) {
             if (count === n) { found = it.el; return; }
             count++;
           }
@@ -1241,7 +1317,7 @@ function browserRelay(op, arg) {
       const name = a.name != null ? a.name : meta.name;
       const n = a.nth != null ? a.nth : (meta.nth || 0);
       if (role == null || name == null) return { error: 'stale' };
-      const found = findByRoleName(S, role, name, n);
+      const found = findByRoleName(meta, role, name, n);
       if (!found) return { error: 'stale' };
       S.refs.set(a.ref, found);
       return { el: found, fallback: true };
@@ -1514,27 +1590,46 @@ function browserRelay(op, arg) {
       const host = document.createElement('div');
       host.setAttribute(LABELS_ATTR, '');
       host.style.cssText = 'position:fixed;left:0;top:0;width:0;height:0;pointer-events:none;z-index:2147483647';
-      let labels = 0;
+      const placed = [];
       let skipped = 0;
       for (const [ref, el] of S.refs) {
         if (!el || !alive(el)) { skipped++; continue; }
         const b = boxOf(el);
         const onScreen = b.width > 0 && b.height > 0 && b.x < innerWidth && b.y < innerHeight &&
           b.x + b.width > 0 && b.y + b.height > 0;
-        if (!onScreen || labels >= max) { skipped++; continue; }
+        if (!onScreen || placed.length >= max) { skipped++; continue; }
         const box = document.createElement('div');
         box.style.cssText = 'position:fixed;box-sizing:border-box;border:2px solid #FF4500;' +
           'left:' + b.x + 'px;top:' + b.y + 'px;width:' + b.width + 'px;height:' + b.height + 'px';
         const tag = document.createElement('span');
         tag.textContent = ref;
-        tag.style.cssText = 'position:absolute;left:-2px;top:-2px;transform:translateY(-100%);' +
+        tag.style.cssText = 'position:fixed;left:0;top:0;white-space:nowrap;' +
           'background:#FF4500;color:#fff;font:bold 11px/14px monospace;padding:0 3px';
-        box.appendChild(tag);
         host.appendChild(box);
-        labels++;
+        host.appendChild(tag);
+        placed.push({ tag, b });
       }
       document.documentElement.appendChild(host);
-      return { labels, skipped };
+      // Every label's size in one layout, then every position: a label goes above its box, below
+      // it when the box touches the top, inside it when neither fits; never past an edge.
+      const root = document.documentElement;
+      const vw = Math.min(innerWidth, root.clientWidth || innerWidth);
+      const vh = Math.min(innerHeight, root.clientHeight || innerHeight);
+      const sizes = placed.map((p) => {
+        const r = p.tag.getBoundingClientRect(); // not offsetWidth: rounded, it can be short
+        return [Math.ceil(r.width), Math.ceil(r.height)];
+      });
+      for (let i = 0; i < placed.length; i++) {
+        const b = placed[i].b;
+        const [w, h] = sizes[i];
+        let y = b.y - h;
+        if (y < 0) y = b.y + b.height;
+        if (y + h > vh) y = Math.min(Math.max(b.y, 0), vh - h);
+        const x = Math.min(Math.max(b.x, 0), vw - w);
+        placed[i].tag.style.left = Math.max(x, 0) + 'px';
+        placed[i].tag.style.top = Math.max(y, 0) + 'px';
+      }
+      return { labels: placed.length, skipped };
     }
 
     function hideLabels() {

@@ -19,22 +19,39 @@ use crate::conn::Conn;
 use crate::error::ControlError;
 use crate::in_page::answer::Walked;
 use crate::in_page::{self, LiveFrame};
-use crate::refs::{FrameLoc, FrameOwner, RefEntry, RefTable};
+use crate::refs::{FrameLoc, FrameOwner, Issued, RefEntry, RefTable};
 
 pub const DEFAULT_AI_LIMIT: u32 = 5_000;
 pub const DEFAULT_ARIA_LIMIT: u32 = 2_000;
 pub const DEFAULT_MAX_CHARS: usize = 100_000;
+/// Options listed per `<select>` in a snapshot (then the selected ones and
+/// a count of the rest).
+pub const OPTIONS_SHOWN: u32 = 25;
 
-/// Takes a snapshot of a tab; the ref table is `None` for `aria`.
+/// How many options of each `<select>` a walk lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionsListed {
+    /// [`OPTIONS_SHOWN`], then the selected ones (a snapshot).
+    FirstFew,
+    /// Every one (a search: `GET /find` finds an option of a long list).
+    All,
+}
+
+/// Takes a snapshot of a tab; the refs it handed out are `None` for `aria`.
+/// `merge_into`: the tab's table, for a partial snapshot (its refs are
+/// re-issued to their elements and new ones numbered after it); `None` for
+/// a full one (every ref is new, from `e1`).
 pub async fn take(
     conn: &Conn,
     tab: &str,
     options: &TakeSnapshot,
-) -> Result<(Snapshot, Option<RefTable>), ControlError> {
+    merge_into: Option<&RefTable>,
+    listed: OptionsListed,
+) -> Result<(Snapshot, Option<Issued>), ControlError> {
     match options.format {
         Format::Ai => {
-            let (result, table) = take_ai(conn, tab, options).await?;
-            Ok((result, Some(table)))
+            let (result, issued) = take_ai(conn, tab, options, merge_into, listed).await?;
+            Ok((result, Some(issued)))
         }
         Format::Aria => Ok((take_aria(conn, tab, options).await?, None)),
     }
@@ -45,6 +62,8 @@ pub async fn take(
 struct Walk {
     lines: Vec<String>,
     refs: Vec<(String, RefEntry)>,
+    /// The number after the last new ref.
+    next_ref: u32,
     nodes: u32,
     limit_hit: bool,
     depth_cut: u32,
@@ -55,19 +74,32 @@ struct WalkParams<'a> {
     tab: &'a str,
     interactive: bool,
     compact: bool,
+    merge_into: Option<&'a RefTable>,
+    /// Options per `<select>`; `None`: all.
+    options_max: Option<u32>,
 }
 
-async fn take_ai(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<(Snapshot, RefTable), ControlError> {
+async fn take_ai(
+    conn: &Conn,
+    tab: &str,
+    options: &TakeSnapshot,
+    merge_into: Option<&RefTable>,
+    listed: OptionsListed,
+) -> Result<(Snapshot, Issued), ControlError> {
     let limit = options.limit.unwrap_or(DEFAULT_AI_LIMIT).max(1);
-    let params = WalkParams { conn, tab, interactive: options.interactive, compact: options.compact };
+    let options_max = match listed {
+        OptionsListed::FirstFew => Some(OPTIONS_SHOWN),
+        OptionsListed::All => None,
+    };
+    let params =
+        WalkParams { conn, tab, interactive: options.interactive, compact: options.compact, merge_into, options_max };
     let mut start = FrameLoc::main(tab);
     if let Some(frame_selector) = &options.frame {
         start = frame_by_selector(conn, tab, frame_selector).await?;
     }
-    let walk = walk_frame(&params, start, options.selector.clone(), 1, limit, options.depth).await?;
+    let first = merge_into.map_or(1, RefTable::next_ref);
+    let walk = walk_frame(&params, start, options.selector.clone(), first, limit, options.depth).await?;
 
-    let mut table = RefTable::default();
-    table.refs.extend(walk.refs.iter().cloned());
     let mut notes = Vec::new();
     if walk.limit_hit {
         notes.push(format!(
@@ -103,13 +135,13 @@ async fn take_ai(conn: &Conn, tab: &str, options: &TakeSnapshot) -> Result<(Snap
     let result = Snapshot {
         format: Format::Ai,
         snapshot: Some(text),
-        refs: table.refs.len(),
+        refs: walk.refs.len(),
         node_count: walk.nodes as usize,
         truncated,
         notes,
         ..Snapshot::default()
     };
-    Ok((result, table))
+    Ok((result, Issued { refs: walk.refs, next: walk.next_ref }))
 }
 
 /// The frame of the `<iframe>` that `selector` names in the top document.
@@ -182,6 +214,8 @@ fn walk_frame<'a>(
             "limit": limit,
             "refStart": ref_start,
             "selector": selector,
+            "keep": params.merge_into.map(|table| table.kept_in(&frame)),
+            "optionsMax": params.options_max,
         });
         let out: Walked = in_page::call_script(conn, &live, "snapshot", arg).await?;
         if let Some(error) = out.error {
@@ -191,14 +225,16 @@ fn walk_frame<'a>(
             });
         }
         let lines = out.lines;
-        let mut walk = Walk { nodes: out.nodes, limit_hit: out.limit_hit, depth_cut: out.depth_cut, ..Walk::default() };
-        let mut next_ref = ref_start;
+        let mut walk = Walk {
+            nodes: out.nodes,
+            limit_hit: out.limit_hit,
+            depth_cut: out.depth_cut,
+            next_ref: out.ref_next.max(ref_start),
+            ..Walk::default()
+        };
         for r in out.refs {
             if r.name.is_empty() || r.role.is_empty() {
                 continue;
-            }
-            if let Some(n) = r.name.strip_prefix('e').and_then(|n| n.parse::<u32>().ok()) {
-                next_ref = next_ref.max(n + 1);
             }
             let entry = RefEntry { role: r.role, name: r.label, nth: r.nth, frame: frame.clone() };
             walk.refs.push((r.name, entry));
@@ -227,7 +263,7 @@ fn walk_frame<'a>(
             let child_loc = child_frame(conn, &frame, &live, &object_id).await;
             let _ = conn.client().send(&runtime::ReleaseObject { object_id }, Some(&live.session)).await;
             let Ok(Some(child_loc)) = child_loc else { continue };
-            let sub = match walk_frame(params, child_loc, None, next_ref, remaining, child_depth).await {
+            let sub = match walk_frame(params, child_loc, None, walk.next_ref, remaining, child_depth).await {
                 Ok(sub) => sub,
                 Err(error) => {
                     // One unreachable iframe must not cost the whole snapshot.
@@ -236,7 +272,7 @@ fn walk_frame<'a>(
                     continue;
                 }
             };
-            next_ref += sub.refs.len() as u32;
+            walk.next_ref = sub.next_ref;
             walk.nodes += sub.nodes;
             walk.limit_hit |= sub.limit_hit;
             walk.depth_cut += sub.depth_cut;

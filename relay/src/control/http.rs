@@ -14,9 +14,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 use control_engine::api::{
-    Act, ArmDialog, ArmFileChooser, CloseTab, ControlApi, FocusTab, GetStatus, GoBack, GoForward, Handle, ImageType,
-    ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole, ReadResponseBody, Route,
-    Selected, StartBrowser, StopBrowser, TakeScreenshot, TakeSnapshot, query_object,
+    Act, ArmDialog, ArmFileChooser, CloseTab, ControlApi, FindInPage, FocusTab, GetStatus, GoBack, GoForward, Handle,
+    ImageType, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
+    ReadResponseBody, Route, Selected, StartBrowser, StopBrowser, TakeScreenshot, TakeSnapshot, query_object,
 };
 use control_engine::error::{ControlError, ErrorKind, Surface};
 use serde_json::{Value, json};

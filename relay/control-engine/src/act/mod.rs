@@ -292,7 +292,8 @@ impl Handle<Act> for Engine {
             .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
             .collect();
         if snapshot && dialog.is_none() {
-            let taken = self.snapshot_of(&page, &TakeSnapshot::default()).await?;
+            let listed = crate::snapshot::OptionsListed::FirstFew;
+            let taken = self.snapshot_of(&page, &TakeSnapshot::default(), false, listed).await?;
             outcome.snapshot = taken.snapshot;
         }
         outcome.page = Some(PageState {

@@ -183,6 +183,25 @@ impl Canned for TakeSnapshot {
         )
     }
 }
+impl Canned for FindInPage {
+    fn canned(request: &Selected<Self>) -> Profiled<Found> {
+        profiled(
+            request,
+            Found {
+                target_id: target(request),
+                url: "about:blank".into(),
+                title: "Fake".into(),
+                total: 1,
+                matches: vec![FoundLine {
+                    path: "main".into(),
+                    line: "button \"Go\" [ref=e1]".into(),
+                    element_ref: Some("e1".into()),
+                }],
+                notes: vec![],
+            },
+        )
+    }
+}
 impl Canned for TakeScreenshot {
     fn canned(request: &Selected<Self>) -> Profiled<Screenshot> {
         profiled(
@@ -418,6 +437,21 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
             ("/refs", json!(1)),
         ),
         (
+            "GET",
+            "/find?text=Sign%20up&role=button&name=sign&limit=5&targetId=T1",
+            "",
+            handed(
+                on(None, Some("T1")),
+                FindInPage {
+                    text: Some("Sign up".into()),
+                    role: Some("button".into()),
+                    name: Some("sign".into()),
+                    limit: Some(5),
+                },
+            ),
+            ("/matches/0/ref", json!("e1")),
+        ),
+        (
             "POST",
             "/screenshot",
             r#"{"fullPage":true,"type":"jpeg","quality":70}"#,
@@ -625,6 +659,7 @@ async fn bad_requests_stop_before_the_engine_with_a_precise_message() {
         ("GET", "/requests?failed=maybe", "", "failed=maybe: use true or false"),
         ("GET", "/requests/body", "", "missing field `requestId`"),
         ("POST", "/back", r#"{"url":"http://x/"}"#, "unknown field `url`"),
+        ("GET", "/find?txt=Go", "", "unknown field `txt`"),
     ];
     for (method, path, body, needle) in cases {
         let reply = send(&engine, method, path, body, &[]).await;
