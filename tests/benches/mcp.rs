@@ -1,7 +1,7 @@
 //! What an agent pays through our MCP server, as an MCP host runs it
 //! (`browser-relay mcp` on stdio, alone: it runs its own relay and launches
 //! the managed Chrome on the first call): the tool list's size, a snapshot
-//! of a page of ~5,000 elements (time and size), and a click's round trip
+//! of `snap/big.html` (time and size), and a click's round trip
 //! (its answer carries the page's state). Figures go to BENCHMARKS.md, so
 //! that a regression shows.
 //!
@@ -125,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
         ms.push(took);
         chars = text.len();
     }
-    println!("snapshot, big.html (~5,000 elements)  {:.1} ms, {chars} characters", median(ms));
+    println!("snapshot, snap/big.html (default maxChars)  {:.1} ms, {chars} characters", median(ms));
 
     let page = format!("{}/act/page.html", fixtures.url());
     host.call("browser_open", json!({"url": page}))?;
