@@ -265,11 +265,8 @@ async fn stop_server(state: &StateDir, server: RunningServer) {
 async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<()> {
     let token = state.load_or_create_token()?;
     let control = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), control_port);
-    // Whether the port is taken, found without connecting: a program on it
-    // that is not ours must learn nothing, not even that we looked.
-    let taken = |control| std::net::TcpListener::bind(control).is_err();
     let mut own = None;
-    if !taken(control) {
+    if !browser_relay::net::is_taken(control) {
         init_logging();
         let addr = SocketAddr::new(control.ip(), port);
         let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
@@ -284,7 +281,7 @@ async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<(
             }
             // Another process (a second MCP server, a serve starting)
             // took the port meanwhile: use it.
-            Err(_) if taken(control) => {}
+            Err(_) if browser_relay::net::is_taken(control) => {}
             Err(error) => {
                 return Err(error).context("no `browser-relay serve` answers, and this MCP server cannot run its own");
             }

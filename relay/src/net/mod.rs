@@ -49,6 +49,13 @@ pub async fn bind_loopback(addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::bind(addr).await.map_err(|source| BindError::Io { addr, source })
 }
 
+/// Whether something listens on `addr`, found by trying to bind it (and
+/// letting go at once), never by connecting: a program squatting the port
+/// must not even learn that we looked.
+pub fn is_taken(addr: SocketAddr) -> bool {
+    std::net::TcpListener::bind(addr).is_err()
+}
+
 /// Serves `router` on `listener` until `shutdown` fires.
 pub async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
