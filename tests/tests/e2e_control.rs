@@ -306,6 +306,11 @@ async fn network_requests_their_bodies_chromes_own_messages_and_history() {
     env.start_browser().await;
     let tab = env.open("index.html").await;
     let index = env.fixture("index.html");
+    // The page a tab was opened at is in its log from its first request
+    // (the engine listens before the tab loads it).
+    let opened = env.api.ok("GET", "/requests?resourceType=Document", None).await;
+    let first = &opened["requests"][0];
+    assert_eq!((first["url"].as_str(), first["status"].as_u64()), (Some(index.as_str()), Some(200)), "{opened}");
 
     // A first page has nothing forward of it.
     let (status, end) = env.api.call("POST", "/forward", None).await;
@@ -405,8 +410,12 @@ async fn network_requests_their_bodies_chromes_own_messages_and_history() {
     assert_eq!((back["targetId"].as_str(), back["url"].as_str()), (Some(tab.as_str()), Some(page.as_str())), "{back}");
     let back = env.api.ok("POST", "/back", None).await;
     assert_eq!((back["url"].as_str(), back["title"].as_str()), (Some(index.as_str()), Some("Fixture Index")), "{back}");
+    // A tab opens at about:blank, then loads its page (as Playwright's do).
+    let blank = env.api.ok("POST", "/back", None).await;
+    assert_eq!(blank["url"], "about:blank", "{blank}");
     let (status, start) = env.api.call("POST", "/back", None).await;
     assert_eq!((status, start["error"]["code"].as_str()), (409, Some("no_history")), "{start}");
+    env.api.ok("POST", "/forward", None).await;
     let forward = env.api.ok("POST", "/forward", Some(json!({"waitUntil": "domcontentloaded"}))).await;
     assert_eq!((forward["url"].as_str(), forward["title"].as_str()), (Some(page.as_str()), Some("Network")));
     let forward = env.api.ok("POST", "/forward", None).await;

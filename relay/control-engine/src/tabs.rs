@@ -138,12 +138,22 @@ impl Handle<OpenTab> for Engine {
         let url = self.allowed_url(&request.request.url)?;
         let profile = self.profile(request.tab.profile()).await?;
         let conn = self.conn(&profile).await?;
-        let create = target::CreateTarget { url: url.clone() };
+        // A blank tab first, the page once the engine is attached to it: the
+        // network log and the console then have the page from its first
+        // request (a tab created at its URL starts loading before anyone
+        // listens). The history starts at about:blank, as Playwright's does.
+        let create = target::CreateTarget { url: "about:blank".into() };
         let target_id = conn.client().send(&create, None).await.map_err(ControlError::cdp(&profile.name))?.target_id;
         // createTarget announces the target before answering; wait until the
         // engine has attached to it so that console and refs start now.
         let session = self.session(&conn, &target_id).await?;
         self.set_current(&profile.name, &target_id);
+        if url != "about:blank" {
+            // A load that fails shows Chrome's error page, as a tab opened at
+            // the address would; the answer's URL says so.
+            let navigate = page::Navigate { url: url.clone() };
+            conn.client().send(&navigate, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
+        }
         // Agents snapshot next: answer once the page has loaded (bounded;
         // a slow page is still opened).
         self.wait_loaded(&conn, &session, &url, NAVIGATE_TIMEOUT).await;
