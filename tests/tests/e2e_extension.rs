@@ -186,6 +186,15 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     let read = json!({"kind": "evaluate", "fn": "() => [[...document.querySelectorAll('#log li')].map(l => l.textContent), document.getElementById('keys').value]"});
     let state = api.ok("POST", "/act", Some(read)).await;
     assert_eq!(state["result"], json!([["clicked 1", "key Enter"], "typed"]), "{state}");
+
+    // A tab the agent opens is shared with it (the relay's createTarget),
+    // loaded, current, and in its network log from its first request.
+    let second = format!("{}/index.html?opened", env.fixtures.url());
+    let opened = api.ok("POST", "/tabs/open", Some(json!({"url": second}))).await;
+    assert_eq!((opened["profile"].as_str(), opened["url"].as_str()), (Some("chrome"), Some(second.as_str())));
+    let documents = api.ok("GET", "/requests?resourceType=Document", None).await;
+    assert_eq!(documents["targetId"], opened["targetId"], "the opened tab is current: {documents}");
+    assert_eq!(documents["requests"][0]["url"], second.as_str(), "{documents}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
