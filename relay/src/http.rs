@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
 use crate::net::guard::{Guard, guard_layer};
-use cdp_client::{CdpError, Channels};
+use cdp_client::CdpError;
 use managed_driver::ManagedBrowsers;
 use managed_driver::config::Config;
 use managed_driver::pipe::{Endpoint, Pipe};
-use relay_engine::{ClientSlot, Relay};
+use relay_engine::Relay;
 
 /// What the handlers share: the relay, and the state directory whose managed
 /// profiles the relay exposes (`None` in tests that need no profiles).
@@ -368,47 +368,13 @@ async fn profile_ws(
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();
-    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| pump(relay, socket, channels, slot))
+    ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| async move {
+        relay.serve_piped_client(socket, channels.outgoing, channels.incoming, slot).await
+    })
 }
 
 /// Relays frames between a client's socket and its session on the pipe;
 /// counts as one of the relay's clients and ends when the server stops.
-async fn pump(relay: Relay, socket: axum::extract::ws::WebSocket, channels: Channels, _slot: ClientSlot) {
-    use axum::extract::ws::Message;
-    use futures_util::{SinkExt, StreamExt};
-    let Channels { outgoing, mut incoming } = channels;
-    let (mut to_client, mut from_client) = socket.split();
-    let up = async {
-        while let Some(Ok(message)) = from_client.next().await {
-            let text = match message {
-                Message::Text(text) => text.as_str().to_string(),
-                Message::Binary(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                Message::Close(_) => break,
-                _ => continue,
-            };
-            if outgoing.send(text).is_err() {
-                break;
-            }
-        }
-    };
-    let down = async {
-        while let Some(text) = incoming.recv().await {
-            if to_client.send(Message::Text(text.into())).await.is_err() {
-                break;
-            }
-        }
-        // The session ended (the page closed, the browser exited).
-        let _ = to_client.close().await;
-    };
-    // Either side ending (or the server stopping) ends both; dropping
-    // `outgoing` detaches the session.
-    tokio::select! {
-        () = up => {}
-        () = down => {}
-        () = relay.shutting_down().cancelled() => {}
-    }
-}
-
 async fn not_found() -> Response {
     text(StatusCode::NOT_FOUND, "not found: see /json/version, /json/list, /cdp")
 }

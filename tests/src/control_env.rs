@@ -69,12 +69,22 @@ impl ControlEnv {
     /// `config_toml`: the state directory's config.toml (`None`: the managed
     /// profile is the default).
     pub async fn start_with(config_toml: Option<&str>) -> anyhow::Result<Self> {
+        Self::start_with_relay(config_toml, |_| {}).await
+    }
+
+    /// The same, with the relay's limits changed by `relay` (budgets made
+    /// small enough for a test to reach).
+    pub async fn start_with_relay(
+        config_toml: Option<&str>,
+        relay: impl FnOnce(&mut relay_engine::RelayConfig),
+    ) -> anyhow::Result<Self> {
         crate::init_logging();
         let state = tempfile::tempdir()?;
         let config = config_toml.unwrap_or("defaultProfile = \"managed\"\n");
         std::fs::write(state.path().join("config.toml"), config)?;
         let token = Token::generate();
         let mut options = crate::test_options(Some(token.clone()));
+        relay(&mut options.relay);
         options.state_root = Some(state.path().to_path_buf());
         options.control_addr = Some("127.0.0.1:0".parse()?);
         let server = RunningServer::start(options).await?;

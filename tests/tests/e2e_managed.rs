@@ -186,3 +186,65 @@ async fn attach_only_and_remote_profiles_are_never_launched() {
         assert_eq!(browsers.status(profile).state, State::External);
     }
 }
+
+/// A client of a managed profile's page socket that stops reading is
+/// dropped at its byte budget, as the relay's own clients are: the pipe's
+/// answers do not pile up in the relay's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_profile_client_that_never_reads_is_dropped_at_its_byte_budget() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    const BUDGET: usize = 4 << 20;
+    const ANSWERS: usize = 64;
+    let env = e2e::ControlEnv::start_with_relay(None, |relay| relay.client_queue_bytes = BUDGET).await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("index.html").await;
+    let list = env.cdp_url("managed").await.replacen("/?token=", "/json/list?token=", 1);
+    let list = cdp_client::http::request("GET", &list, &[], None).await.unwrap().json();
+    let socket = list.as_array().unwrap().iter().find(|t| t["id"] == tab.as_str()).expect("the tab is listed")
+        ["webSocketDebuggerUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut stalled, _) = tokio_tungstenite::connect_async(socket).await.unwrap();
+    // 64 answers of 1 MiB each, none read.
+    for id in 1..=ANSWERS {
+        let command = format!(
+            r#"{{"id":{id},"method":"Runtime.evaluate","params":{{"expression":"'x'.repeat(1 << 20)","returnByValue":true}}}}"#
+        );
+        stalled.feed(Message::Text(command.into())).await.unwrap();
+    }
+    stalled.flush().await.unwrap();
+    let relay = &env.server.relay;
+    let peak = std::sync::atomic::AtomicUsize::new(0);
+    e2e::wait_for_stats(relay, "the stalled client dropped", Duration::from_secs(30), |s| {
+        let seen = peak.fetch_max(s.client_queue_bytes, std::sync::atomic::Ordering::Relaxed).max(s.client_queue_bytes);
+        seen > 0 && s.client_queue_bytes == 0
+    })
+    .await
+    .unwrap();
+    let peak = peak.into_inner();
+    // Once it reads again: some answers, then the reason.
+    let read = async {
+        let mut answers = 0;
+        while let Some(frame) = stalled.next().await {
+            match frame {
+                Ok(Message::Text(_)) => answers += 1,
+                Ok(Message::Close(frame)) => {
+                    return (answers, frame.map(|f| (u16::from(f.code), f.reason.to_string())));
+                }
+                Ok(_) => {}
+                Err(_) => return (answers, None),
+            }
+        }
+        (answers, None)
+    };
+    let (answers, close) = tokio::time::timeout(Duration::from_secs(10), read).await.expect("the relay ends it");
+    assert!(answers < ANSWERS, "dropped before all {ANSWERS} answers were queued: {answers} arrived");
+    let (code, reason) = close.expect("a close frame with the reason");
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("did not read its messages") && reason.contains("limit is 4 MiB"), "{reason}");
+    assert!(peak <= BUDGET + (2 << 20), "peak {peak} bytes queued to one client");
+    // The profile serves the next request as before.
+    env.api.ok("GET", "/tabs", None).await;
+}

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use futures_util::StreamExt;
+use futures_util::stream::SplitSink;
 use serde_json::{Value, json};
 use shared_protocol::{RawValue, RelayMessage, SendCommand, TabId, encode};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::browser_domain::{NO_SESSION, Scope, is_browser_domain};
@@ -169,6 +171,17 @@ pub(crate) fn attached_event(session: &str, target_info: Value, on: Option<&str>
     cdp::event("Target.attachedToTarget", &params.to_string(), on)
 }
 
+/// Lets a queued close frame go out, but never waits on a dead peer: the
+/// writer gives up on its own after its grace; this is the backstop.
+async fn finish_writer(client: &ClientHandle, mut writer: JoinHandle<()>) {
+    if tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await.is_err() {
+        client.kill.cancel();
+        if tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer).await.is_err() {
+            writer.abort();
+        }
+    }
+}
+
 /// A reply addressed to the session a command came on.
 pub(crate) struct Replier<'a> {
     pub(crate) client: &'a Arc<ClientHandle>,
@@ -191,23 +204,9 @@ impl Relay {
     /// page-level endpoint bound to that target.
     pub async fn serve_client(&self, socket: WebSocket, page_target: Option<Arc<str>>, _slot: crate::ClientSlot) {
         let (sink, mut stream) = socket.split();
-        let (tx, rx) = mpsc::channel(self.config().client_queue);
-        let kill = CancellationToken::new();
-        let farewell = Farewell::default();
-        let config = self.config();
-        let client = Arc::new(ClientHandle {
-            id: self.next_client_id(),
-            tx,
-            queued: Meter::new(config.client_queue_bytes),
-            all_clients: self.client_bytes().clone(),
-            commands: Meter::new(config.client_command_bytes),
-            kill: kill.clone(),
-            farewell: farewell.clone(),
-            in_flight: InFlight::default(),
-            default_session: page_target.as_ref().map(|_| new_id()),
-            state: Mutex::new(ClientState::default()),
-        });
-        let mut writer = tokio::spawn(write_loop(sink, rx, kill.clone(), farewell));
+        let default_session = page_target.as_ref().map(|_| new_id());
+        let (client, writer) = self.open_client(sink, default_session);
+        let kill = client.kill.clone();
         if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
             let subscribed = {
                 let mut registry = self.registry();
@@ -265,15 +264,87 @@ impl Relay {
             }
         }
         self.forget_client(&client);
-        // Let a queued close frame go out, but never wait on a dead peer: the
-        // writer gives up on its own after its grace; this is the backstop.
-        if tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await.is_err() {
-            kill.cancel();
-            if tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer).await.is_err() {
-                writer.abort();
+        finish_writer(&client, writer).await;
+        tracing::debug!(client = client.id, "CDP client gone");
+    }
+
+    /// A client connection's handle and its writer: the same frame and byte
+    /// budgets for every client socket, the relay's own and the piped ones.
+    fn open_client(
+        &self,
+        sink: SplitSink<WebSocket, Message>,
+        default_session: Option<Arc<str>>,
+    ) -> (Arc<ClientHandle>, JoinHandle<()>) {
+        let config = self.config();
+        let (tx, rx) = mpsc::channel(config.client_queue);
+        let kill = CancellationToken::new();
+        let farewell = Farewell::default();
+        let client = Arc::new(ClientHandle {
+            id: self.next_client_id(),
+            tx,
+            queued: Meter::new(config.client_queue_bytes),
+            all_clients: self.client_bytes().clone(),
+            commands: Meter::new(config.client_command_bytes),
+            kill: kill.clone(),
+            farewell: farewell.clone(),
+            in_flight: InFlight::default(),
+            default_session,
+            state: Mutex::new(ClientState::default()),
+        });
+        let writer = tokio::spawn(write_loop(sink, rx, kill, farewell));
+        (client, writer)
+    }
+
+    /// A client socket whose CDP is answered elsewhere (a managed browser's
+    /// pipe session): its frames go to `to_browser` as they are, and the
+    /// frames of `from_browser` reach it through the same queue, byte
+    /// budgets and writer as the relay's own clients', so a client that
+    /// stops reading is dropped at its budget instead of holding memory.
+    /// Ends when either side ends or the server stops.
+    pub async fn serve_piped_client(
+        &self,
+        socket: WebSocket,
+        to_browser: mpsc::UnboundedSender<String>,
+        mut from_browser: mpsc::UnboundedReceiver<String>,
+        _slot: crate::ClientSlot,
+    ) {
+        let (sink, mut stream) = socket.split();
+        let (client, writer) = self.open_client(sink, None);
+        loop {
+            tokio::select! {
+                () = client.kill.cancelled() => break,
+                () = self.shutting_down().cancelled() => {
+                    client.close(1001, "Browser Relay is shutting down");
+                    break;
+                }
+                frame = from_browser.recv() => match frame {
+                    Some(text) => client.send(text),
+                    None => {
+                        // The session ended: the page closed, the browser exited.
+                        client.close(1000, "the browser session ended");
+                        break;
+                    }
+                },
+                frame = stream.next() => {
+                    let text = match frame {
+                        Some(Ok(Message::Text(text))) => text.as_str().to_string(),
+                        Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Some(Ok(Message::Close(_)) | Err(_)) | None => {
+                            client.kill.cancel();
+                            break;
+                        }
+                        Some(Ok(_)) => continue,
+                    };
+                    if to_browser.send(text).is_err() {
+                        client.close(1000, "the browser session ended");
+                        break;
+                    }
+                }
             }
         }
-        tracing::debug!(client = client.id, "CDP client gone");
+        // Dropping `to_browser` detaches the session.
+        drop(to_browser);
+        finish_writer(&client, writer).await;
     }
 
     /// A client left: drop its subscriptions and the answers it waits for,
