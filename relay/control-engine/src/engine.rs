@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cdp_client::CdpClient;
 use managed_driver::config::{Config, Driver, Profile};
 use managed_driver::pipe::Endpoint;
-use managed_driver::{ManagedBrowsers, ManagedError};
+use managed_driver::{BrowserStatus, ManagedBrowsers, ManagedError};
 
 use crate::conn::Conn;
 use crate::error::ControlError;
@@ -91,9 +91,18 @@ impl Engine {
         }))
     }
 
-    /// config.toml, read on every request (edits apply at once).
+    /// config.toml, read on every request (edits apply at once), with the
+    /// ephemeral profiles this process started: every lookup by name
+    /// ([`Self::profile`], the routes) goes through here, so a request to
+    /// an ephemeral profile works as to any other.
     pub(crate) fn config(&self) -> Result<Config, ControlError> {
-        Ok(Config::load(&self.0.state_root)?)
+        Ok(self.0.browsers.config()?)
+    }
+
+    /// Launches a managed profile's browser (a no-op when it runs), within
+    /// config.toml's `maxManagedBrowsers`.
+    pub(crate) async fn launch(&self, config: &Config, profile: &Profile) -> Result<BrowserStatus, ControlError> {
+        Ok(self.0.browsers.clone().with_max_running(config.max_managed_browsers).start(profile).await?)
     }
 
     /// The profile a request is about: the one it names, else config.toml's
@@ -108,7 +117,7 @@ impl Engine {
         let profile = self.auto_profile(&config)?;
         if profile.launches() && self.0.browsers.status(&profile).state != managed_driver::State::Running {
             tracing::info!(profile = %profile.name, "no tab is shared: launching the managed Chrome for this request");
-            self.0.browsers.start(&profile).await?;
+            self.launch(&config, &profile).await?;
         }
         Ok(profile)
     }
@@ -199,6 +208,10 @@ impl Engine {
 
     pub(crate) fn set_current(&self, profile: &str, target_id: &str) {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.to_string(), target_id.to_string());
+    }
+
+    pub(crate) fn forget_current(&self, profile: &str) {
+        self.0.current.lock().unwrap_or_else(|p| p.into_inner()).remove(profile);
     }
 
     pub(crate) fn refs(&self) -> MutexGuard<'_, RefStore> {
