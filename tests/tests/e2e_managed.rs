@@ -359,3 +359,37 @@ async fn past_the_cap_a_start_is_refused_naming_the_running_browsers() {
     env.api.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
     assert!(pids.into_iter().all(group_is_empty));
 }
+
+/// Found by the parallel-profiles benchmark: the engine held one lock over
+/// every profile while it connected to one, so every start finished when the
+/// slowest browser was ready, and a profile slow to connect held up all the
+/// others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_slow_to_connect_holds_up_no_other() {
+    // A "remote browser" that accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let config = format!(
+        "defaultProfile = \"managed\"\n[profiles.remote]\ndriver = \"managed\"\ncdpUrl = \"http://{}\"\n",
+        silent.local_addr().unwrap()
+    );
+    let env = ControlEnv::start_with(Some(&config)).await.unwrap();
+    env.start_browser().await;
+    let pid = pid_of(&env, "managed").await;
+
+    let remote = env.api.call("GET", "/tabs?profile=remote", None);
+    tokio::pin!(remote);
+    // The remote's connection attempt is under way once it reaches the listener.
+    let held = tokio::select! {
+        accepted = silent.accept() => accepted.unwrap().0,
+        answer = &mut remote => panic!("the silent browser answered: {answer:?}"),
+    };
+    tokio::select! {
+        tabs = env.api.call("GET", "/tabs?profile=managed", None) => assert_eq!(tabs.0, 200, "{tabs:?}"),
+        answer = &mut remote => panic!("the managed profile waited for the remote one: {answer:?}"),
+    }
+    drop(held);
+    let (status, error) = remote.await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("not_running")), "{error}");
+    env.api.ok("POST", "/stop", None).await;
+    assert!(group_is_empty(pid));
+}

@@ -64,7 +64,14 @@ pub(crate) struct Inner {
     pub(crate) state_root: PathBuf,
     pub(crate) browsers: ManagedBrowsers,
     pub(crate) relay: Option<RelayLink>,
-    pub(crate) conns: tokio::sync::Mutex<HashMap<String, Arc<Conn>>>,
+    /// The cached connection of each profile. Never held across an await:
+    /// profiles connect side by side ([`Inner::connecting`]).
+    pub(crate) conns: Mutex<HashMap<String, Arc<Conn>>>,
+    /// One connection attempt at a time per profile, so that requests at
+    /// once make one connection; a profile that is slow to connect (a
+    /// browser still starting, a remote `cdpUrl` timing out) holds up no
+    /// other profile.
+    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     refs: Mutex<RefStore>,
     /// Per profile, the tab that requests without `targetId` go to (last
     /// opened, focused or navigated). Kept here, not on the connection, so
@@ -84,7 +91,8 @@ impl Engine {
             state_root: state_root.to_path_buf(),
             browsers: ManagedBrowsers::new(state_root),
             relay,
-            conns: tokio::sync::Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
             refs: Mutex::new(RefStore::default()),
             current: Mutex::new(HashMap::new()),
             page_locks: Mutex::new(HashMap::new()),
@@ -143,9 +151,21 @@ impl Engine {
     /// The profile's connection: the cached one while it lives, else a new
     /// one (a lost connection is replaced on the next request).
     pub(crate) async fn conn(&self, profile: &Profile) -> Result<Arc<Conn>, ControlError> {
-        let mut conns = self.0.conns.lock().await;
-        if let Some(conn) = conns.get(&profile.name).filter(|c| !c.is_closed()) {
-            return Ok(conn.clone());
+        if let Some(conn) = self.live_conn(&profile.name) {
+            return Ok(conn);
+        }
+        let gate = self
+            .0
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(profile.name.clone())
+            .or_default()
+            .clone();
+        let _connecting = gate.lock().await;
+        // Another request may have connected while this one waited.
+        if let Some(conn) = self.live_conn(&profile.name) {
+            return Ok(conn);
         }
         let client = match self.browser_endpoint(profile).await? {
             BrowserEndpoint::Url(url) => CdpClient::connect(&url).await,
@@ -156,8 +176,13 @@ impl Engine {
             Err(error) => Err(error),
         };
         let conn = conn.map_err(ControlError::cdp(&profile.name))?;
-        conns.insert(profile.name.clone(), conn.clone());
+        self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.name.clone(), conn.clone());
         Ok(conn)
+    }
+
+    /// The profile's cached connection, while it lives.
+    pub(crate) fn live_conn(&self, profile: &str) -> Option<Arc<Conn>> {
+        self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).get(profile).filter(|c| !c.is_closed()).cloned()
     }
 
     /// Where a profile's browser-level CDP is: the relay's own `/cdp`
@@ -195,7 +220,8 @@ impl Engine {
     /// Drops the profile's connection, as a lost connection would (tests
     /// check that refs survive it).
     pub async fn disconnect(&self, profile: &str) {
-        if let Some(conn) = self.0.conns.lock().await.remove(profile) {
+        let conn = self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).remove(profile);
+        if let Some(conn) = conn {
             conn.client().close();
         }
     }

@@ -112,7 +112,7 @@ fn ephemeral_profile(config: &Config, name: Option<&str>) -> Result<Profile, Con
 
 impl Engine {
     async fn profile_status(&self, profile: &Profile, default: bool) -> ProfileStatus {
-        let live = self.0.conns.lock().await.get(&profile.name).filter(|c| !c.is_closed()).cloned();
+        let live = self.live_conn(&profile.name);
         let tabs = live.as_ref().map(|c| c.tabs(None).len());
         let mut status = ProfileStatus {
             profile: profile.name.clone(),
