@@ -24,7 +24,14 @@ use crate::println_stdout;
 pub enum AgentCommand {
     /// Launch a profile's browser in the running `serve` (the managed
     /// profile: an isolated Chrome). A no-op if it runs.
-    Start(ProfileArgs),
+    Start {
+        /// A throwaway isolated Chrome named by --profile (not one of
+        /// config.toml's): deleted with its folder when stopped.
+        #[arg(long, requires = "profile")]
+        ephemeral: bool,
+        #[command(flatten)]
+        args: ProfileArgs,
+    },
     /// Stop a profile's browser: Browser.close, then SIGTERM, then SIGKILL.
     Stop(ProfileArgs),
     /// Show a profile (every profile without --profile): running, tabs, CDP endpoint.
@@ -199,7 +206,7 @@ impl AgentCommand {
     /// The profile, tab, port and output every command has.
     pub fn args(&self) -> AgentArgs {
         match self {
-            Self::Start(args) | Self::Stop(args) | Self::Status(args) => AgentArgs {
+            Self::Start { args, .. } | Self::Stop(args) | Self::Status(args) => AgentArgs {
                 profile: args.profile.clone(),
                 target_id: None,
                 control_port: args.control_port,
@@ -322,7 +329,9 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
     let tab = args.tab();
     let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
-        AgentCommand::Start(_) => run(&client, &args, Selected::new(profile_only, StartBrowser {}), profile_text).await,
+        AgentCommand::Start { ephemeral, .. } => {
+            run(&client, &args, Selected::new(profile_only, StartBrowser { ephemeral }), profile_text).await
+        }
         AgentCommand::Stop(_) => run(&client, &args, Selected::new(profile_only, StopBrowser {}), profile_text).await,
         AgentCommand::Status(_) => {
             run(&client, &args, Selected::new(profile_only, GetStatus {}), |status| match status {

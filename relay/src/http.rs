@@ -16,7 +16,6 @@ use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 use crate::net::guard::{Guard, guard_layer};
 use cdp_client::CdpError;
 use managed_driver::ManagedBrowsers;
-use managed_driver::config::Config;
 use managed_driver::pipe::{Endpoint, Pipe};
 use relay_engine::Relay;
 
@@ -213,12 +212,14 @@ fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, 
     let Some(root) = &state.state_root else {
         return Err((StatusCode::NOT_FOUND, "this relay serves no profiles".into()));
     };
-    let config = Config::load(root).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    // config.toml and this process's ephemeral profiles.
+    let browsers = ManagedBrowsers::new(root);
+    let config = browsers.config().map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let profile = config.profile(Some(name)).map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
     if !profile.launches() {
         return Err((StatusCode::NOT_FOUND, format!("profile '{name}' is not a managed browser this relay launches")));
     }
-    ManagedBrowsers::new(root).usable_pipe(name).map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+    browsers.usable_pipe(name).map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
 }
 
 /// A browser-level call of the relay's own over the profile's pipe.

@@ -253,9 +253,10 @@ fn init_logging() {
 /// quit).
 async fn stop_server(state: &StateDir, server: RunningServer) {
     server.stop().await;
-    if let Ok(config) = Config::load(state.root()) {
-        ManagedBrowsers::new(state.root()).stop_owned(config.profiles.values()).await;
-    }
+    // Ephemeral profiles are stopped (and deleted) even when config.toml
+    // cannot be read now.
+    let profiles = Config::load(state.root()).map(|c| c.profiles).unwrap_or_default();
+    ManagedBrowsers::new(state.root()).stop_owned(profiles.values()).await;
 }
 
 /// `browser-relay mcp`: the tools over the running serve's control API
@@ -339,7 +340,7 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         for profile in &start {
             use control_engine::api::{Handle as _, Selected, StartBrowser, TabSelector};
             let selector = TabSelector { profile: Some(profile.clone()), target_id: None };
-            match engine.handle(Selected::new(selector, StartBrowser {})).await {
+            match engine.handle(Selected::new(selector, StartBrowser::default())).await {
                 Ok(status) => tracing::info!("profile {profile}: {}", status.detail),
                 Err(e) => tracing::error!("profile {profile} did not start: {e}"),
             }

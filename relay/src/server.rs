@@ -97,6 +97,9 @@ impl RunningServer {
                 cdp_ws_url: format!("ws://{addr}/cdp{query}"),
                 http_base: format!("http://{addr}"),
             };
+            // The control engine makes ephemeral profiles; a serve killed
+            // before it could delete theirs left them behind.
+            managed_driver::ManagedBrowsers::new(root).remove_abandoned_ephemeral();
             let engine = Engine::new(root, Some(link));
             // The control API proves itself with the pairing token, which
             // serve has even when clients need none (--no-auth-control).

@@ -185,6 +185,16 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(code, 1);
     let envelope: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
     assert!(envelope["error"]["message"].as_str().unwrap().contains("click the Browser Relay icon"), "{envelope}");
+    // An ephemeral start needs a name of its own.
+    let (code, _, stderr) = run(&["start", "--ephemeral"]);
+    assert!(code != 0 && stderr.contains("--profile"), "{stderr}");
+    let (code, _, stderr) = run(&["start", "--profile", "managed", "--ephemeral"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("profile 'managed' already exists")
+            && stderr.contains("hint: `browser-relay start --profile managed` starts that profile"),
+        "{stderr}"
+    );
     let (code, _, stderr) = run(&["status", "--profile", "nope"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("no profile named 'nope'") && stderr.contains("chrome, managed"), "{stderr}");

@@ -1,7 +1,8 @@
 //! The control API under test: a relay with its control API on ephemeral
 //! ports, a temporary state directory whose default profile is the managed
-//! one, and the fixture server. The managed browser it may launch is killed
-//! (its whole process group) when the environment drops, also on failure.
+//! one, and the fixture server. Every managed browser it may launch (any
+//! profile, ephemeral ones too) is killed (its whole process group) when the
+//! environment drops, also on failure.
 
 use std::time::Duration;
 
@@ -160,6 +161,13 @@ impl ControlEnv {
         result["result"]["value"].clone()
     }
 
+    /// A GET on the relay (not the control API), with the token: (status,
+    /// body).
+    pub async fn relay_get(&self, path: &str) -> (u16, String) {
+        let url = format!("http://{}{path}?token={}", self.server.addr, self.token.as_str());
+        crate::http_get(&url).await.unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
     /// The same text with the fixture server's port replaced by `PORT`.
     pub fn normalize(&self, text: &str) -> String {
         text.replace(&self.fixtures.addr.port().to_string(), "PORT")
@@ -168,10 +176,13 @@ impl ControlEnv {
 
 impl Drop for ControlEnv {
     fn drop(&mut self) {
-        let browsers = ManagedBrowsers::new(self.state.path());
-        for name in ["managed"] {
-            if let Some(record) = browsers.record(name) {
-                let _ = killpg(Pid::from_raw(record.pid as i32), Signal::SIGKILL);
+        for folder in ["profiles", "ephemeral"] {
+            let Ok(profiles) = std::fs::read_dir(self.state.path().join(folder)) else { continue };
+            for profile in profiles.filter_map(Result::ok) {
+                let run = std::fs::read(profile.path().join("run.json")).unwrap_or_default();
+                if let Some(pid) = serde_json::from_slice::<Value>(&run).ok().and_then(|r| r["pid"].as_i64()) {
+                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                }
             }
         }
     }

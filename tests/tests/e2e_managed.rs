@@ -1,14 +1,17 @@
 //! The managed driver with real Chromium: launch, status, Playwright through
 //! the relay, stop without orphans, decoration surviving restarts, crash
-//! detection and recovery, and one browser for concurrent starts.
+//! detection and recovery, and one browser for concurrent starts; several
+//! profiles at once, ephemeral profiles and the cap, through the control API.
 
 use std::time::Duration;
 
 use browser_relay::server::RunningServer;
+use e2e::ControlEnv;
 use managed_driver::config::{Config, Profile};
 use managed_driver::{ManagedBrowsers, ManagedError, State};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use serde_json::{Value, json};
 use state_dir::Token;
 
 /// Kills the profile's browser (its whole process group) when the test ends,
@@ -247,4 +250,208 @@ async fn a_managed_profile_client_that_never_reads_is_dropped_at_its_byte_budget
     assert!(peak <= BUDGET + (2 << 20), "peak {peak} bytes queued to one client");
     // The profile serves the next request as before.
     env.api.ok("GET", "/tabs", None).await;
+}
+
+// ---- several profiles at once, ephemeral profiles, the cap (issue 17) ------
+
+/// `POST /tabs/open` in `profile`: the new tab's targetId.
+async fn open_in(env: &ControlEnv, profile: &str, url: &str) -> String {
+    let tab = env.api.ok("POST", "/tabs/open", Some(json!({"profile": profile, "url": url}))).await;
+    assert_eq!(tab["profile"], profile, "{tab}");
+    tab["targetId"].as_str().expect("targetId").to_string()
+}
+
+/// Runs `function` in `profile`'s current tab through `/act`.
+async fn evaluate_in(env: &ControlEnv, profile: &str, function: &str) -> Value {
+    let done = env.api.ok("POST", "/act", Some(json!({"profile": profile, "kind": "evaluate", "fn": function}))).await;
+    done["result"].clone()
+}
+
+/// The pid of a profile's running browser, from `GET /?profile=`.
+async fn pid_of(env: &ControlEnv, profile: &str) -> u32 {
+    let status = env.api.ok("GET", &format!("/?profile={profile}"), None).await;
+    assert_eq!(status["running"], true, "{status}");
+    let folder = if status["ephemeral"] == true { "ephemeral" } else { "profiles" };
+    let run = read_json(&env.state.path().join(folder).join(profile).join("run.json"));
+    run["pid"].as_u64().expect("a pid") as u32
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_profiles_run_at_once_each_with_its_own_endpoint_pages_and_storage() {
+    let env = ControlEnv::start_with(Some("[profiles.a]\ndriver = \"managed\"\n[profiles.b]\ndriver = \"managed\"\n"))
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(
+        env.api.call("POST", "/start", Some(json!({"profile": "a"}))),
+        env.api.call("POST", "/start", Some(json!({"profile": "b"}))),
+    );
+    assert_eq!((a.0, b.0), (200, 200), "{a:?} {b:?}");
+    assert!(a.1["cdpEndpoint"].as_str().unwrap().ends_with("/profiles/a/"), "{a:?}");
+    assert!(b.1["cdpEndpoint"].as_str().unwrap().ends_with("/profiles/b/"), "{b:?}");
+    let (pid_a, pid_b) = (pid_of(&env, "a").await, pid_of(&env, "b").await);
+    assert_ne!(pid_a, pid_b);
+
+    // A page in each, on the same origin; storage set in a.
+    let page = env.fixture("index.html");
+    let tab_a = open_in(&env, "a", &format!("{page}?in=a")).await;
+    let tab_b = open_in(&env, "b", &format!("{page}?in=b")).await;
+    let set =
+        "() => { document.cookie = 'who=a; max-age=3600'; localStorage.setItem('who', 'a'); return document.cookie }";
+    assert_eq!(evaluate_in(&env, "a", set).await, "who=a");
+    let read = "() => [document.cookie, localStorage.getItem('who')]";
+    assert_eq!(evaluate_in(&env, "b", read).await, json!(["", null]), "b sees nothing of a's storage");
+    assert_eq!(evaluate_in(&env, "a", read).await, json!(["who=a", "a"]));
+
+    // Each endpoint lists its own pages only.
+    for (profile, own, other) in [("a", &tab_a, &tab_b), ("b", &tab_b, &tab_a)] {
+        let (status, list) = env.relay_get(&format!("/profiles/{profile}/json/list")).await;
+        assert_eq!(status, 200, "{list}");
+        assert!(list.contains(own.as_str()) && list.contains(&format!("?in={profile}")), "{profile}: {list}");
+        assert!(!list.contains(other.as_str()), "{profile} lists the other profile's page: {list}");
+        assert!(list.contains(&format!("/profiles/{profile}/devtools/page/{own}")), "{list}");
+    }
+
+    // Stopping one leaves the other running and usable.
+    let stopped = env.api.ok("POST", "/stop", Some(json!({"profile": "a"}))).await;
+    assert_eq!(stopped["running"], false, "{stopped}");
+    assert!(group_is_empty(pid_a));
+    assert_eq!(pid_of(&env, "b").await, pid_b);
+    let tabs = env.api.ok("GET", "/tabs?profile=b", None).await;
+    assert!(tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == tab_b.as_str()), "{tabs}");
+    let (status, _) = env.relay_get("/profiles/a/json/list").await;
+    assert_eq!(status, 503, "a stopped profile's endpoint says it does not run");
+    env.api.ok("POST", "/stop", Some(json!({"profile": "b"}))).await;
+    assert!(group_is_empty(pid_b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_profile_works_on_every_route_and_its_folder_goes_when_it_stops() {
+    let env = ControlEnv::start().await.unwrap();
+    let started = env.api.ok("POST", "/start", Some(json!({"profile": "tmp", "ephemeral": true}))).await;
+    assert_eq!((started["running"].as_bool(), started["ephemeral"].as_bool()), (Some(true), Some(true)), "{started}");
+    assert!(started["cdpEndpoint"].as_str().unwrap().ends_with("/profiles/tmp/"), "{started}");
+    let folder = env.state.path().join("ephemeral/tmp");
+    assert!(folder.join("user-data").is_dir(), "its folder is under the state directory's ephemeral/");
+    assert!(!env.state.path().join("profiles/tmp").exists());
+    let again = env.api.ok("POST", "/start", Some(json!({"profile": "tmp", "ephemeral": true}))).await;
+    assert_eq!(again["detail"], started["detail"], "a second start is a no-op");
+    let pid = pid_of(&env, "tmp").await;
+
+    // Listed, marked; config.toml is not written.
+    let all = env.api.ok("GET", "/", None).await;
+    let listed = all["profiles"].as_array().unwrap().iter().find(|p| p["profile"] == "tmp").cloned();
+    assert_eq!(listed.map(|p| p["ephemeral"].clone()), Some(json!(true)), "{all}");
+    let profiles = env.api.ok("GET", "/profiles", None).await;
+    let tmp = profiles["profiles"].as_array().unwrap().iter().find(|p| p["name"] == "tmp").cloned();
+    assert_eq!(tmp.map(|p| (p["ephemeral"].clone(), p["driver"].clone())), Some((json!(true), json!("managed"))));
+    assert!(!std::fs::read_to_string(env.state.path().join("config.toml")).unwrap().contains("tmp"));
+
+    // Every route takes it as a profile: open, snapshot, act, the relay's endpoint.
+    let tab = open_in(&env, "tmp", &env.fixture("act/page.html")).await;
+    let snapshot = env.api.ok("GET", "/snapshot?profile=tmp&interactive=true", None).await;
+    assert_eq!(snapshot["profile"], "tmp");
+    let count = e2e::control_env::ref_of(snapshot["snapshot"].as_str().unwrap(), "button \"Count\"");
+    let clicked = env.api.ok("POST", "/act", Some(json!({"profile": "tmp", "kind": "click", "ref": count}))).await;
+    assert_eq!((clicked["profile"].as_str(), clicked["ok"].as_bool()), (Some("tmp"), Some(true)), "{clicked}");
+    let (status, list) = env.relay_get("/profiles/tmp/json/list").await;
+    assert!(status == 200 && list.contains(&tab), "{status} {list}");
+
+    // Names it cannot take.
+    for (body, status, code) in [
+        (json!({"profile": "managed", "ephemeral": true}), 409, "profile_exists"),
+        (json!({"profile": "auto", "ephemeral": true}), 400, "bad_request"),
+        (json!({"profile": "../x", "ephemeral": true}), 400, "bad_request"),
+        (json!({"ephemeral": true}), 400, "bad_request"),
+    ] {
+        let (got, error) = env.api.call("POST", "/start", Some(body.clone())).await;
+        assert_eq!((got, error["error"]["code"].as_str()), (status, Some(code)), "{body}: {error}");
+    }
+    assert!(!env.state.path().join("ephemeral/managed").exists());
+
+    // Stop: the browser, its folder and the profile are gone.
+    let stopped = env.api.ok("POST", "/stop", Some(json!({"profile": "tmp"}))).await;
+    assert_eq!(stopped["running"], false, "{stopped}");
+    assert!(group_is_empty(pid));
+    assert!(!folder.exists(), "the ephemeral folder survived stop");
+    let (status, error) = env.api.call("GET", "/?profile=tmp", None).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (404, Some("unknown_profile")), "{error}");
+
+    // When serve ends (`stop_owned`, after the server stops) ephemeral
+    // profiles go too, crashed or running.
+    env.api.ok("POST", "/start", Some(json!({"profile": "tmp", "ephemeral": true}))).await;
+    env.api.ok("POST", "/start", Some(json!({"profile": "crashes", "ephemeral": true}))).await;
+    let (tmp_pid, crashed_pid) = (pid_of(&env, "tmp").await, pid_of(&env, "crashes").await);
+    kill(Pid::from_raw(crashed_pid as i32), Signal::SIGKILL).unwrap();
+    ManagedBrowsers::new(env.state.path()).stop_owned(std::iter::empty()).await;
+    assert!(group_is_empty(tmp_pid) && group_is_empty(crashed_pid));
+    let left: Vec<_> = std::fs::read_dir(env.state.path().join("ephemeral")).unwrap().collect();
+    assert!(left.is_empty(), "ephemeral folders left after serve: {left:?}");
+    let all = env.api.ok("GET", "/", None).await;
+    assert!(all["profiles"].as_array().unwrap().iter().all(|p| p["ephemeral"] == false), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_cap_a_start_is_refused_naming_the_running_browsers() {
+    let env = ControlEnv::start_with(Some("defaultProfile = \"managed\"\nmaxManagedBrowsers = 2\n")).await.unwrap();
+    // Three at once against a cap of two: the launches under way count.
+    let start = |name: &'static str| env.api.call("POST", "/start", Some(json!({"profile": name, "ephemeral": true})));
+    let (one, two, three) = tokio::join!(start("one"), start("two"), start("three"));
+    let answers = [("one", one), ("two", two), ("three", three)];
+    let refused: Vec<_> = answers.iter().filter(|(_, (status, _))| *status != 200).collect();
+    assert_eq!(refused.len(), 1, "exactly one of three is refused: {answers:?}");
+    let (loser, (status, error)) = refused[0];
+    assert_eq!((*status, error["error"]["code"].as_str()), (409, Some("too_many_browsers")), "{error}");
+    // Named in order, as the error lists them.
+    let mut running: Vec<&str> = ["one", "two", "three"].into_iter().filter(|n| n != loser).collect();
+    running.sort_unstable();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&running.join(", ")) && message.contains("maxManagedBrowsers"), "{message}");
+    let hint = error["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains(&format!("POST /stop {{\"profile\":\"{}\"}}", running[0])), "{hint}");
+    assert!(!env.state.path().join("ephemeral").join(loser).exists(), "a refused ephemeral start leaves nothing");
+
+    // The configured profile is refused too, until one stops.
+    let (status, error) = env.api.call("POST", "/start", Some(json!({"profile": "managed"}))).await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("too_many_browsers")), "{error}");
+    env.api.ok("POST", "/stop", Some(json!({"profile": running[0]}))).await;
+    let managed = env.api.ok("POST", "/start", Some(json!({"profile": "managed"}))).await;
+    assert_eq!(managed["running"], true, "{managed}");
+    let pids = [pid_of(&env, running[1]).await, pid_of(&env, "managed").await];
+    env.api.ok("POST", "/stop", Some(json!({"profile": running[1]}))).await;
+    env.api.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
+    assert!(pids.into_iter().all(group_is_empty));
+}
+
+/// Found by the parallel-profiles benchmark: the engine held one lock over
+/// every profile while it connected to one, so every start finished when the
+/// slowest browser was ready, and a profile slow to connect held up all the
+/// others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_slow_to_connect_holds_up_no_other() {
+    // A "remote browser" that accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let config = format!(
+        "defaultProfile = \"managed\"\n[profiles.remote]\ndriver = \"managed\"\ncdpUrl = \"http://{}\"\n",
+        silent.local_addr().unwrap()
+    );
+    let env = ControlEnv::start_with(Some(&config)).await.unwrap();
+    env.start_browser().await;
+    let pid = pid_of(&env, "managed").await;
+
+    let remote = env.api.call("GET", "/tabs?profile=remote", None);
+    tokio::pin!(remote);
+    // The remote's connection attempt is under way once it reaches the listener.
+    let held = tokio::select! {
+        accepted = silent.accept() => accepted.unwrap().0,
+        answer = &mut remote => panic!("the silent browser answered: {answer:?}"),
+    };
+    tokio::select! {
+        tabs = env.api.call("GET", "/tabs?profile=managed", None) => assert_eq!(tabs.0, 200, "{tabs:?}"),
+        answer = &mut remote => panic!("the managed profile waited for the remote one: {answer:?}"),
+    }
+    drop(held);
+    let (status, error) = remote.await;
+    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("not_running")), "{error}");
+    env.api.ok("POST", "/stop", None).await;
+    assert!(group_is_empty(pid));
 }

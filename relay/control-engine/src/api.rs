@@ -299,7 +299,13 @@ route!(ListProfiles, Get "/profiles", None => ProfileList);
 /// checks that the extension shares a tab.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StartBrowser {}
+pub struct StartBrowser {
+    /// A throwaway isolated Chrome under the name given as `profile` (not
+    /// one of config.toml's): default settings, a fresh folder, deleted
+    /// with everything in it when it is stopped (or serve ends).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
+}
 route!(StartBrowser, Post "/start", Profile => ProfileStatus);
 
 /// `POST /stop`: stops a managed browser (never the user's own Chrome).
@@ -332,6 +338,9 @@ pub struct ProfileStatus {
     pub driver: Driver,
     pub color: String,
     pub default: bool,
+    /// Started with `ephemeral: true`: deleted when it stops.
+    #[serde(default)]
+    pub ephemeral: bool,
     /// Managed: the browser runs. Extension: the extension is connected.
     pub running: bool,
     pub connected: bool,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cdp_client::CdpClient;
 use managed_driver::config::{Config, Driver, Profile};
 use managed_driver::pipe::Endpoint;
-use managed_driver::{ManagedBrowsers, ManagedError};
+use managed_driver::{BrowserStatus, ManagedBrowsers, ManagedError};
 
 use crate::conn::Conn;
 use crate::error::ControlError;
@@ -64,7 +64,14 @@ pub(crate) struct Inner {
     pub(crate) state_root: PathBuf,
     pub(crate) browsers: ManagedBrowsers,
     pub(crate) relay: Option<RelayLink>,
-    pub(crate) conns: tokio::sync::Mutex<HashMap<String, Arc<Conn>>>,
+    /// The cached connection of each profile. Never held across an await:
+    /// profiles connect side by side ([`Inner::connecting`]).
+    pub(crate) conns: Mutex<HashMap<String, Arc<Conn>>>,
+    /// One connection attempt at a time per profile, so that requests at
+    /// once make one connection; a profile that is slow to connect (a
+    /// browser still starting, a remote `cdpUrl` timing out) holds up no
+    /// other profile.
+    connecting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     refs: Mutex<RefStore>,
     /// Per profile, the tab that requests without `targetId` go to (last
     /// opened, focused or navigated). Kept here, not on the connection, so
@@ -84,16 +91,26 @@ impl Engine {
             state_root: state_root.to_path_buf(),
             browsers: ManagedBrowsers::new(state_root),
             relay,
-            conns: tokio::sync::Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
             refs: Mutex::new(RefStore::default()),
             current: Mutex::new(HashMap::new()),
             page_locks: Mutex::new(HashMap::new()),
         }))
     }
 
-    /// config.toml, read on every request (edits apply at once).
+    /// config.toml, read on every request (edits apply at once), with the
+    /// ephemeral profiles this process started: every lookup by name
+    /// ([`Self::profile`], the routes) goes through here, so a request to
+    /// an ephemeral profile works as to any other.
     pub(crate) fn config(&self) -> Result<Config, ControlError> {
-        Ok(Config::load(&self.0.state_root)?)
+        Ok(self.0.browsers.config()?)
+    }
+
+    /// Launches a managed profile's browser (a no-op when it runs), within
+    /// config.toml's `maxManagedBrowsers`.
+    pub(crate) async fn launch(&self, config: &Config, profile: &Profile) -> Result<BrowserStatus, ControlError> {
+        Ok(self.0.browsers.clone().with_max_running(config.max_managed_browsers).start(profile).await?)
     }
 
     /// The profile a request is about: the one it names, else config.toml's
@@ -108,7 +125,7 @@ impl Engine {
         let profile = self.auto_profile(&config)?;
         if profile.launches() && self.0.browsers.status(&profile).state != managed_driver::State::Running {
             tracing::info!(profile = %profile.name, "no tab is shared: launching the managed Chrome for this request");
-            self.0.browsers.start(&profile).await?;
+            self.launch(&config, &profile).await?;
         }
         Ok(profile)
     }
@@ -134,9 +151,21 @@ impl Engine {
     /// The profile's connection: the cached one while it lives, else a new
     /// one (a lost connection is replaced on the next request).
     pub(crate) async fn conn(&self, profile: &Profile) -> Result<Arc<Conn>, ControlError> {
-        let mut conns = self.0.conns.lock().await;
-        if let Some(conn) = conns.get(&profile.name).filter(|c| !c.is_closed()) {
-            return Ok(conn.clone());
+        if let Some(conn) = self.live_conn(&profile.name) {
+            return Ok(conn);
+        }
+        let gate = self
+            .0
+            .connecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(profile.name.clone())
+            .or_default()
+            .clone();
+        let _connecting = gate.lock().await;
+        // Another request may have connected while this one waited.
+        if let Some(conn) = self.live_conn(&profile.name) {
+            return Ok(conn);
         }
         let client = match self.browser_endpoint(profile).await? {
             BrowserEndpoint::Url(url) => CdpClient::connect(&url).await,
@@ -147,8 +176,13 @@ impl Engine {
             Err(error) => Err(error),
         };
         let conn = conn.map_err(ControlError::cdp(&profile.name))?;
-        conns.insert(profile.name.clone(), conn.clone());
+        self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.name.clone(), conn.clone());
         Ok(conn)
+    }
+
+    /// The profile's cached connection, while it lives.
+    pub(crate) fn live_conn(&self, profile: &str) -> Option<Arc<Conn>> {
+        self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).get(profile).filter(|c| !c.is_closed()).cloned()
     }
 
     /// Where a profile's browser-level CDP is: the relay's own `/cdp`
@@ -186,7 +220,8 @@ impl Engine {
     /// Drops the profile's connection, as a lost connection would (tests
     /// check that refs survive it).
     pub async fn disconnect(&self, profile: &str) {
-        if let Some(conn) = self.0.conns.lock().await.remove(profile) {
+        let conn = self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).remove(profile);
+        if let Some(conn) = conn {
             conn.client().close();
         }
     }
@@ -199,6 +234,10 @@ impl Engine {
 
     pub(crate) fn set_current(&self, profile: &str, target_id: &str) {
         self.0.current.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.to_string(), target_id.to_string());
+    }
+
+    pub(crate) fn forget_current(&self, profile: &str) {
+        self.0.current.lock().unwrap_or_else(|p| p.into_inner()).remove(profile);
     }
 
     pub(crate) fn refs(&self) -> MutexGuard<'_, RefStore> {

@@ -66,6 +66,8 @@ impl Surface {
 pub enum Step<'a> {
     /// Launch a profile's browser.
     Start(&'a str),
+    /// Stop a profile's browser.
+    Stop(&'a str),
     /// Whether a profile's browser runs.
     Status(&'a str),
     OpenTab,
@@ -86,6 +88,9 @@ impl Step<'_> {
             (Self::Start(profile), Surface::Http) => format!("POST /start {{\"profile\":\"{profile}\"}}"),
             (Self::Start(profile), Surface::Cli) => format!("`browser-relay start --profile {profile}`"),
             (Self::Start(profile), Surface::Mcp) => format!("browser_start {{\"profile\":\"{profile}\"}}"),
+            (Self::Stop(profile), Surface::Http) => format!("POST /stop {{\"profile\":\"{profile}\"}}"),
+            (Self::Stop(profile), Surface::Cli) => format!("`browser-relay stop --profile {profile}`"),
+            (Self::Stop(profile), Surface::Mcp) => format!("browser_stop {{\"profile\":\"{profile}\"}}"),
             (Self::Status(profile), Surface::Http) => format!("GET /?profile={profile}"),
             (Self::Status(profile), Surface::Cli) => format!("`browser-relay status --profile {profile}`"),
             (Self::Status(profile), Surface::Mcp) => format!("browser_status {{\"profile\":\"{profile}\"}}"),
@@ -121,7 +126,19 @@ pub enum ControlError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Managed(#[from] ManagedError),
+    Managed(ManagedError),
+    /// A managed start past config.toml's `maxManagedBrowsers`.
+    #[error(
+        "{max} managed browsers already run from this serve, its limit (maxManagedBrowsers in config.toml): {}",
+        running.join(", ")
+    )]
+    TooManyBrowsers { max: usize, running: Vec<String> },
+    /// An ephemeral start under the name of one of config.toml's profiles.
+    /// Not a fresh copy of it: a name means one profile, and its endpoint,
+    /// folder and status would then mean two; the user keeps what
+    /// config.toml says (its folder, cookies and logins are untouched).
+    #[error("profile '{0}' already exists (in config.toml, or built in): an ephemeral profile needs a name of its own")]
+    ProfileExists(String),
     #[error("profile '{0}' is not running")]
     NotRunning(String),
     #[error("the Browser Relay extension is not connected")]
@@ -202,6 +219,8 @@ impl ControlError {
             | Self::UnknownRequest(_)
             | Self::NoSuchElement(_) => ErrorKind::NotFound,
             Self::Config(_)
+            | Self::TooManyBrowsers { .. }
+            | Self::ProfileExists(_)
             | Self::NotRunning(_)
             | Self::NoExtension
             | Self::NoSharedTab
@@ -224,6 +243,8 @@ impl ControlError {
             Self::Config(ConfigError::UnknownProfile { .. }) => "unknown_profile",
             Self::Config(_) => "bad_config",
             Self::Managed(_) => "launch_failed",
+            Self::TooManyBrowsers { .. } => "too_many_browsers",
+            Self::ProfileExists(_) => "profile_exists",
             Self::NotRunning(_) => "not_running",
             Self::NoExtension => "no_extension",
             Self::NoSharedTab => "no_shared_tab",
@@ -259,6 +280,15 @@ impl ControlError {
         let step = |step: Step<'_>| step.named(surface);
         Some(match self {
             Self::NotRunning(profile) => format!("{} launches it", step(Step::Start(profile))),
+            Self::TooManyBrowsers { running, .. } => format!(
+                "stop one first, e.g. {} (or raise maxManagedBrowsers in config.toml)",
+                step(Step::Stop(running.first().map_or("NAME", String::as_str)))
+            ),
+            Self::ProfileExists(profile) => format!(
+                "{} starts that profile; pick another name for an ephemeral one ({} lists the names taken)",
+                step(Step::Start(profile)),
+                step(Step::ListProfiles)
+            ),
             Self::NoExtension => "click the Browser Relay icon on a tab to share it (no icon? load the extension and pair it: `browser-relay pair`)".into(),
             Self::NoSharedTab => "click the Browser Relay icon on a tab to share it".into(),
             Self::NoTab(_) => format!("{} opens one", step(Step::OpenTab)),
@@ -302,6 +332,17 @@ impl ControlError {
 
     pub(crate) fn cdp(profile: &str) -> impl FnOnce(CdpError) -> Self + '_ {
         move |source| Self::Cdp { profile: profile.to_string(), source }
+    }
+}
+
+/// The driver's errors, the cap's as a variant of its own (its hint names
+/// the surface's stop step).
+impl From<ManagedError> for ControlError {
+    fn from(error: ManagedError) -> Self {
+        match error {
+            ManagedError::TooManyBrowsers { max, running } => Self::TooManyBrowsers { max, running },
+            other => Self::Managed(other),
+        }
     }
 }
 
@@ -358,6 +399,8 @@ mod tests {
             ControlError::DialogOpen { kind: "alert".into(), message: "hi".into() },
             ControlError::Covered { element: "e1".into(), by: "<div>".into() },
             ControlError::Config(ConfigError::UnknownProfile { name: "x".into(), known: "managed".into() }),
+            ControlError::TooManyBrowsers { max: 2, running: vec!["a".into(), "b".into()] },
+            ControlError::ProfileExists("work".into()),
         ];
         for error in &errors {
             let http = error.hint(Surface::Http).unwrap();
@@ -372,6 +415,17 @@ mod tests {
             Some("browser_snapshot gives fresh refs")
         );
         assert_eq!(Surface::from_name(Surface::Mcp.name()), Surface::Mcp);
+        let cap: ControlError =
+            ManagedError::TooManyBrowsers { max: 2, running: vec!["a".into(), "tmp".into()] }.into();
+        assert_eq!((cap.code(), cap.kind()), ("too_many_browsers", ErrorKind::Conflict));
+        assert_eq!(
+            cap.to_string(),
+            "2 managed browsers already run from this serve, its limit (maxManagedBrowsers in config.toml): a, tmp"
+        );
+        assert_eq!(
+            cap.hint(Surface::Cli).as_deref(),
+            Some("stop one first, e.g. `browser-relay stop --profile a` (or raise maxManagedBrowsers in config.toml)")
+        );
         assert_eq!(Surface::from_name("teletype"), Surface::Http);
     }
 

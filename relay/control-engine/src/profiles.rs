@@ -1,7 +1,9 @@
 //! Profiles and their browsers: `GET /`, `GET /profiles`, `POST /start`,
-//! `POST /stop`.
+//! `POST /stop`; ephemeral profiles (`POST /start {"profile": "tmp",
+//! "ephemeral": true}`), which the managed driver keeps for this process
+//! and [`Engine::config`] adds to config.toml's.
 
-use managed_driver::config::{Driver, Profile};
+use managed_driver::config::{Config, Driver, Profile};
 use managed_driver::{BrowserStatus, State, cdp_endpoint};
 
 use crate::api::{
@@ -46,17 +48,20 @@ impl Handle<ListProfiles> for Engine {
 
 impl Handle<StartBrowser> for Engine {
     /// Launches a managed browser (a no-op when it runs), or checks that the
-    /// extension shares a tab.
+    /// extension shares a tab; with `ephemeral`, first makes the profile.
     async fn handle(&self, request: Selected<StartBrowser>) -> Result<ProfileStatus, ControlError> {
         let config = self.config()?;
-        let profile = self.profile(request.tab.profile()).await?;
+        let profile = match request.request.ephemeral {
+            true => ephemeral_profile(&config, request.tab.profile())?,
+            false => self.profile(request.tab.profile()).await?,
+        };
         match profile.driver {
             Driver::Extension => {
                 self.extension_ready()?;
                 self.conn(&profile).await?;
             }
             Driver::Managed => {
-                self.0.browsers.start(&profile).await?;
+                self.launch(&config, &profile).await?;
                 self.conn(&profile).await?;
             }
         }
@@ -81,19 +86,40 @@ impl Handle<StopBrowser> for Engine {
         }
         self.disconnect(&profile.name).await;
         self.0.browsers.stop(&profile).await?;
+        if profile.ephemeral {
+            // A later profile of that name is another browser.
+            self.forget_current(&profile.name);
+        }
         Ok(self.profile_status(&profile, profile.name == self.default_name(&config)).await)
+    }
+}
+
+/// The ephemeral profile a start names: the running one of that name, else a
+/// new one with the default settings. Not a name of config.toml's
+/// ([`ControlError::ProfileExists`] says why).
+fn ephemeral_profile(config: &Config, name: Option<&str>) -> Result<Profile, ControlError> {
+    let name = name.ok_or_else(|| {
+        ControlError::BadRequest(
+            "ephemeral: name the profile (\"profile\": \"tmp\"); it lives until it is stopped".into(),
+        )
+    })?;
+    match config.profiles.get(name) {
+        Some(existing) if existing.ephemeral => Ok(existing.clone()),
+        Some(_) => Err(ControlError::ProfileExists(name.to_string())),
+        None => Profile::ephemeral(name).map_err(ControlError::BadRequest),
     }
 }
 
 impl Engine {
     async fn profile_status(&self, profile: &Profile, default: bool) -> ProfileStatus {
-        let live = self.0.conns.lock().await.get(&profile.name).filter(|c| !c.is_closed()).cloned();
+        let live = self.live_conn(&profile.name);
         let tabs = live.as_ref().map(|c| c.tabs(None).len());
         let mut status = ProfileStatus {
             profile: profile.name.clone(),
             driver: profile.driver,
             color: profile.color.clone(),
             default,
+            ephemeral: profile.ephemeral,
             running: false,
             connected: live.is_some(),
             state: String::new(),

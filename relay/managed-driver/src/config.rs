@@ -16,6 +16,13 @@ pub const MANAGED_COLOR: &str = "#FF4500";
 /// go to the user's shared tabs when the extension shares one, else to the
 /// managed Chrome. Not a profile name.
 pub const AUTO_PROFILE: &str = "auto";
+/// How many managed browsers one serve runs at once unless config.toml
+/// says otherwise (`maxManagedBrowsers`). Each headless Chrome is a browser,
+/// a GPU, a network and a renderer process per tab, a few hundred MB
+/// together: 8 fit on an ordinary laptop next to the user's own work, and
+/// are what the parallel-profiles benchmark runs. The cap is what stops an
+/// agent that loops on ephemeral starts before the machine swaps.
+pub const DEFAULT_MAX_MANAGED_BROWSERS: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -61,6 +68,7 @@ struct ConfigFile {
     upload_roots: Option<Vec<PathBuf>>,
     media_keep: Option<usize>,
     media_max_age_hours: Option<u64>,
+    max_managed_browsers: Option<usize>,
     #[serde(default)]
     profiles: BTreeMap<String, ProfileEntry>,
 }
@@ -86,6 +94,11 @@ pub struct Profile {
     #[serde(serialize_with = "serialize_redacted")]
     pub cdp_url: Option<String>,
     pub args: Vec<String>,
+    /// Not in config.toml: started with `ephemeral: true` for one run. Its
+    /// folder is deleted when it stops, and it is forgotten then (see
+    /// `ManagedBrowsers::start`).
+    #[serde(default)]
+    pub ephemeral: bool,
 }
 
 fn serialize_redacted<S: serde::Serializer>(url: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -105,7 +118,15 @@ impl Profile {
             cdp_port: None,
             cdp_url: None,
             args: Vec::new(),
+            ephemeral: false,
         }
+    }
+
+    /// An ephemeral profile: a managed one with the default settings, under
+    /// a name checked as config.toml's are ([`check_profile_name`]).
+    pub fn ephemeral(name: &str) -> Result<Self, String> {
+        check_profile_name(name)?;
+        Ok(Self { ephemeral: true, ..Self::default_named(name, Driver::Managed) })
     }
 
     /// Whether Browser Relay may launch this profile's browser.
@@ -132,6 +153,9 @@ pub struct Config {
     pub media_keep: usize,
     /// How long it keeps them (`mediaMaxAgeHours`, default 24).
     pub media_max_age: std::time::Duration,
+    /// How many managed browsers one serve runs at once
+    /// (`maxManagedBrowsers`, default [`DEFAULT_MAX_MANAGED_BROWSERS`]).
+    pub max_managed_browsers: usize,
     pub profiles: BTreeMap<String, Profile>,
 }
 
@@ -157,6 +181,7 @@ impl Config {
             upload_roots: Vec::new(),
             media_keep: 100,
             media_max_age: std::time::Duration::from_secs(24 * 3600),
+            max_managed_browsers: DEFAULT_MAX_MANAGED_BROWSERS,
             profiles,
         }
     }
@@ -168,14 +193,7 @@ impl Config {
         let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let mut config = Self::defaults();
         for (name, entry) in file.profiles {
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                return Err(invalid(format!("profile name '{name}': use letters, digits, '-' and '_'")));
-            }
-            if name == AUTO_PROFILE {
-                return Err(invalid(format!(
-                    "profile name '{AUTO_PROFILE}' is taken: defaultProfile = \"{AUTO_PROFILE}\" means \"the shared tabs, else the managed Chrome\""
-                )));
-            }
+            check_profile_name(&name).map_err(invalid)?;
             let base = config.profiles.get(&name).cloned();
             let driver = entry
                 .driver
@@ -255,6 +273,14 @@ impl Config {
             // overflow (a panic, or a wrapped, tiny age in release).
             config.media_max_age = std::time::Duration::from_secs(hours.max(1).saturating_mul(3600));
         }
+        if let Some(max) = file.max_managed_browsers {
+            if max == 0 {
+                return Err(invalid(
+                    "maxManagedBrowsers = 0: allow at least 1 (a profile you never start launches nothing)".into(),
+                ));
+            }
+            config.max_managed_browsers = max;
+        }
         if let Some(default) = file.default_profile {
             if default != AUTO_PROFILE && !config.profiles.contains_key(&default) {
                 return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));
@@ -301,6 +327,21 @@ impl Config {
             known: self.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
         })
     }
+}
+
+/// A profile's name, in config.toml or for an ephemeral profile: letters,
+/// digits, `-` and `_` (it names a folder under the state directory, and
+/// must stay inside it), and not [`AUTO_PROFILE`].
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("profile name '{name}': use letters, digits, '-' and '_'"));
+    }
+    if name == AUTO_PROFILE {
+        return Err(format!(
+            "profile name '{AUTO_PROFILE}' is taken: defaultProfile = \"{AUTO_PROFILE}\" means \"the shared tabs, else the managed Chrome\""
+        ));
+    }
+    Ok(())
 }
 
 /// A `cdpUrl` as it may be shown (status, errors, logs): credentials and
@@ -441,6 +482,27 @@ mod tests {
         assert_eq!((set.media_keep, set.media_max_age.as_secs()), (5, 7200));
         assert!(parse("uploadRoots = [\"uploads\"]").unwrap_err().contains("not an absolute path"));
         assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
+    }
+
+    #[test]
+    fn the_managed_browser_cap_defaults_to_eight_and_can_be_set() {
+        assert_eq!(parse("").unwrap().max_managed_browsers, DEFAULT_MAX_MANAGED_BROWSERS);
+        assert_eq!(parse("maxManagedBrowsers = 2").unwrap().max_managed_browsers, 2);
+        assert!(parse("maxManagedBrowsers = 0").unwrap_err().contains("maxManagedBrowsers = 0"));
+    }
+
+    #[test]
+    fn ephemeral_profiles_are_managed_defaults_under_a_checked_name() {
+        let tmp = Profile::ephemeral("tmp-1").unwrap();
+        assert!(tmp.ephemeral && tmp.launches());
+        assert_eq!(tmp, Profile { ephemeral: true, ..Profile::default_named("tmp-1", Driver::Managed) });
+        assert!(Profile::ephemeral("auto").unwrap_err().contains("'auto' is taken"));
+        for bad in ["", "a b", "../x", "x/y"] {
+            assert!(Profile::ephemeral(bad).unwrap_err().contains("letters, digits"), "{bad:?}");
+        }
+        // Profiles from config.toml are not ephemeral, and say so in JSON.
+        let managed = serde_json::to_value(Config::defaults().profile(Some("managed")).unwrap()).unwrap();
+        assert_eq!(managed["ephemeral"], false);
     }
 
     /// Found by `tests/tests/fuzz.rs`: `hours * 3600` overflowed.

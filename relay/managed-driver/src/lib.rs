@@ -41,6 +41,26 @@
 //! anything and must never be signalled), or when the process that owned it
 //! is gone; the next `start` relaunches it.
 //!
+//! **Several at once.** Each profile has its own folder, lock, pipe and
+//! process group, so any number of profiles run side by side; one serve
+//! launches at most [`ManagedBrowsers::with_max_running`] of them at once
+//! (config.toml's `maxManagedBrowsers`), counting launches under way, and
+//! the next start is refused with [`ManagedError::TooManyBrowsers`], which
+//! names the running ones.
+//!
+//! **Ephemeral profiles** ([`Profile::ephemeral`]) are not in config.toml:
+//! a process registers one when it starts it, every lookup of that process
+//! sees it ([`ManagedBrowsers::config`]), and `stop` (also `stop_owned`,
+//! when serve ends) deletes its folder and forgets it. Its folder is
+//! `ephemeral/<name>` under the state directory, apart from `profiles/`:
+//! an ephemeral start then never reuses the folder of a config profile
+//! (not even of one removed from config.toml, whose cookies the user may
+//! still want), the folder is wiped before each launch so every run starts
+//! clean, and leftovers of a killed serve are found in one place
+//! ([`ManagedBrowsers::remove_abandoned_ephemeral`], at serve start). Not
+//! the system's temporary folder: it may be a small tmpfs shared with other
+//! users, while the state directory is the user's own (0700).
+//!
 //! **Launch flags** ([`launch_args`]): the profile's `--user-data-dir`,
 //! `--remote-debugging-pipe` (never a port), `--no-first-run`,
 //! `--no-default-browser-check`, `--disable-sync`,
@@ -57,7 +77,7 @@ pub mod discovery;
 pub mod pipe;
 pub mod profile_files;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -67,7 +87,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use cdp_client::{CdpError, Channels};
-use config::Profile;
+use config::{Config, ConfigError, Profile};
 use pipe::{Endpoint, Pipe};
 
 /// How long a launched browser has to answer `Browser.getVersion`.
@@ -99,6 +119,11 @@ pub enum ManagedError {
     OwnedElsewhere { profile: String, owner: u32 },
     #[error("the managed browser of profile '{profile}': {source}")]
     Cdp { profile: String, source: CdpError },
+    #[error(
+        "{max} managed browsers already run from this serve, its limit (maxManagedBrowsers in config.toml): {}; stop one of them first",
+        running.join(", ")
+    )]
+    TooManyBrowsers { max: usize, running: Vec<String> },
 }
 
 /// What runs, as recorded in `run.json`.
@@ -147,6 +172,35 @@ static PIPES: Mutex<Option<HashMap<PathBuf, Arc<Pipe>>>> = Mutex::new(None);
 
 fn pipes() -> std::sync::MutexGuard<'static, Option<HashMap<PathBuf, Arc<Pipe>>>> {
     PIPES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The ephemeral profiles this process started, by state directory.
+static EPHEMERAL: Mutex<Option<HashMap<PathBuf, BTreeMap<String, Profile>>>> = Mutex::new(None);
+
+fn ephemeral() -> std::sync::MutexGuard<'static, Option<HashMap<PathBuf, BTreeMap<String, Profile>>>> {
+    EPHEMERAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Launches under way in this process (from the cap's check until their
+/// pipe is registered), by state directory: starts at once count each
+/// other against the cap. Taken before [`PIPES`] when both are.
+static LAUNCHING: Mutex<Option<HashMap<PathBuf, BTreeSet<String>>>> = Mutex::new(None);
+
+/// A launch's place under the cap, given back when it drops (its browser
+/// then counts by its pipe, or did not start).
+#[derive(Debug)]
+struct LaunchSlot {
+    root: PathBuf,
+    name: String,
+}
+
+impl Drop for LaunchSlot {
+    fn drop(&mut self) {
+        let mut launching = LAUNCHING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(names) = launching.as_mut().and_then(|l| l.get_mut(&self.root)) {
+            names.remove(&self.name);
+        }
+    }
 }
 
 fn is_alive(pid: u32) -> bool {
@@ -248,36 +302,83 @@ fn resolve_no_sandbox(profile: &Profile) -> bool {
 }
 
 /// The managed browsers of one state directory. Every value on the same
-/// directory in one process shares the same browsers.
+/// directory in one process shares the same browsers (and ephemeral
+/// profiles).
 #[derive(Debug, Clone)]
 pub struct ManagedBrowsers {
     root: PathBuf,
+    /// How many browsers `start` lets run at once from this process.
+    max_running: usize,
 }
 
 impl ManagedBrowsers {
     pub fn new(state_root: &Path) -> Self {
-        Self { root: state_root.to_path_buf() }
+        Self { root: state_root.to_path_buf(), max_running: config::DEFAULT_MAX_MANAGED_BROWSERS }
     }
 
+    /// The same browsers, with `start` refusing a launch once `max` run
+    /// from this process (config.toml's `maxManagedBrowsers`).
+    pub fn with_max_running(mut self, max: usize) -> Self {
+        self.max_running = max;
+        self
+    }
+
+    /// config.toml with this process's ephemeral profiles: what every
+    /// lookup by name must see. While an ephemeral profile lives its name
+    /// means it, even should config.toml gain a profile of that name (the
+    /// running browser stays reachable and stoppable).
+    pub fn config(&self) -> Result<Config, ConfigError> {
+        let mut config = Config::load(&self.root)?;
+        config.profiles.extend(self.ephemeral_profiles().into_iter().map(|p| (p.name.clone(), p)));
+        Ok(config)
+    }
+
+    /// The ephemeral profiles this process started and has not stopped.
+    pub fn ephemeral_profiles(&self) -> Vec<Profile> {
+        ephemeral().as_ref().and_then(|e| e.get(&self.root)).map(|p| p.values().cloned().collect()).unwrap_or_default()
+    }
+
+    fn is_ephemeral(&self, name: &str) -> bool {
+        ephemeral().as_ref().and_then(|e| e.get(&self.root)).is_some_and(|p| p.contains_key(name))
+    }
+
+    fn register_ephemeral(&self, profile: &Profile) {
+        let mut registry = ephemeral();
+        let profiles = registry.get_or_insert_with(HashMap::new).entry(self.root.clone()).or_default();
+        profiles.insert(profile.name.clone(), profile.clone());
+    }
+
+    fn forget_ephemeral(&self, name: &str) {
+        if let Some(profiles) = ephemeral().as_mut().and_then(|e| e.get_mut(&self.root)) {
+            profiles.remove(name);
+        }
+    }
+
+    /// The folder of the profile of that name: an ephemeral one's while it
+    /// lives, else config.toml's.
     pub fn profile_dir(&self, name: &str) -> PathBuf {
-        self.root.join("profiles").join(name)
+        match self.is_ephemeral(name) {
+            true => self.root.join("ephemeral").join(name),
+            false => self.root.join("profiles").join(name),
+        }
+    }
+
+    /// The folder of `profile`, whether or not it is registered yet.
+    fn folder(&self, profile: &Profile) -> PathBuf {
+        self.root.join(if profile.ephemeral { "ephemeral" } else { "profiles" }).join(&profile.name)
     }
 
     pub fn user_data_dir(&self, name: &str) -> PathBuf {
         self.profile_dir(name).join("user-data")
     }
 
-    fn record_path(&self, name: &str) -> PathBuf {
-        self.profile_dir(name).join("run.json")
-    }
-
     pub fn record(&self, name: &str) -> Option<RunRecord> {
-        serde_json::from_slice(&std::fs::read(self.record_path(name)).ok()?).ok()
+        record_in(&self.profile_dir(name))
     }
 
     /// The pipe of the profile's browser, while it runs under this process.
     pub fn pipe(&self, name: &str) -> Option<Arc<Pipe>> {
-        pipes().as_ref()?.get(&self.profile_dir(name)).filter(|p| !p.is_closed()).cloned()
+        pipe_in(&self.profile_dir(name))
     }
 
     /// A new client of the profile's browser (its own session, as a
@@ -289,42 +390,42 @@ impl ManagedBrowsers {
 
     /// The pipe, or why the browser cannot be used from this process.
     pub fn usable_pipe(&self, name: &str) -> Result<Arc<Pipe>, ManagedError> {
-        if let Some(pipe) = self.pipe(name) {
+        let dir = self.profile_dir(name);
+        if let Some(pipe) = pipe_in(&dir) {
             return Ok(pipe);
         }
-        match self.record(name) {
-            Some(record) if record.owner != std::process::id() && self.is_running(name, &record) => {
+        match record_in(&dir) {
+            Some(record) if record.owner != std::process::id() && is_running_in(&dir, &record) => {
                 Err(ManagedError::OwnedElsewhere { profile: name.into(), owner: record.owner })
             }
             _ => Err(ManagedError::NotRunning(name.into())),
         }
     }
 
-    /// The recorded browser still runs: its pid is alive and, where the
-    /// process table can be read, it is still a browser on this profile's
-    /// folder (after a reboot the pid may belong to anything; it must never
-    /// be signalled); its pipe is open (ours) or its owner lives (another
-    /// process's).
-    fn is_running(&self, name: &str, record: &RunRecord) -> bool {
-        let piped = if record.owner == std::process::id() { self.pipe(name).is_some() } else { is_alive(record.owner) };
-        piped && self.is_ours_on_disk(name, record.pid)
-    }
-
-    /// Holds the profile's lock (start/stop) until the returned file drops.
-    async fn lock(&self, name: &str) -> Result<std::fs::File, ManagedError> {
-        let dir = self.profile_dir(name);
+    /// Holds the lock of the profile folder `dir` (start/stop) until the
+    /// returned file drops.
+    async fn lock(dir: &Path) -> Result<std::fs::File, ManagedError> {
         let path = dir.join("lock");
-        let io = |source| ManagedError::Profile { path: dir.clone(), source };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
-        tokio::task::spawn_blocking(move || file.lock().map(|()| file))
-            .await
-            .map_err(|e| ManagedError::Profile { path: path.clone(), source: std::io::Error::other(e) })?
-            .map_err(|source| ManagedError::Profile { path, source })
+        let io = |source| ManagedError::Profile { path: dir.to_path_buf(), source };
+        loop {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io)?;
+            let locked = tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+                .await
+                .map_err(|e| ManagedError::Profile { path: path.clone(), source: std::io::Error::other(e) })?
+                .map_err(|source| ManagedError::Profile { path: path.clone(), source })?;
+            // The stop of an ephemeral profile deletes its folder, lock
+            // included, while a start may wait on that lock: the lock won
+            // then is on a file no one else can open. Take the new one.
+            if is_same_file(&locked, &path) {
+                return Ok(locked);
+            }
+        }
     }
 
     pub fn status(&self, profile: &Profile) -> BrowserStatus {
-        let user_data_dir = Some(self.user_data_dir(&profile.name));
+        let dir = self.folder(profile);
+        let user_data_dir = Some(dir.join("user-data"));
         let mut status = BrowserStatus {
             profile: profile.name.clone(),
             state: State::Stopped,
@@ -344,11 +445,11 @@ impl ManagedBrowsers {
             };
             return status;
         }
-        if let Some(record) = self.record(&profile.name) {
+        if let Some(record) = record_in(&dir) {
             status.pid = Some(record.pid);
             status.executable = Some(record.executable.clone());
             status.browser_version = Some(record.browser_version.clone());
-            if self.is_running(&profile.name, &record) {
+            if is_running_in(&dir, &record) {
                 status.state = State::Running;
                 status.detail = if record.owner == std::process::id() {
                     format!("running (pid {})", record.pid)
@@ -363,10 +464,50 @@ impl ManagedBrowsers {
                 );
             }
         }
+        if profile.ephemeral {
+            status.detail = match status.state {
+                State::Stopped => format!(
+                    "not running; ephemeral: deleted when stopped (`browser-relay start --profile {} --ephemeral` starts a fresh one)",
+                    profile.name
+                ),
+                _ => format!("{} (ephemeral: its folder is deleted when it stops)", status.detail),
+            };
+        }
         status
     }
 
-    /// Starts the profile's browser; a no-op when it already runs.
+    /// The names of the browsers running under this process now, and of
+    /// those being launched.
+    fn running_here(&self, launching: &BTreeSet<String>) -> BTreeSet<String> {
+        let pipes = pipes();
+        let running = pipes.iter().flatten().filter(|(dir, pipe)| {
+            !pipe.is_closed() && dir.parent().and_then(Path::parent) == Some(self.root.as_path())
+        });
+        running
+            .filter_map(|(dir, _)| dir.file_name()?.to_str().map(str::to_string))
+            .chain(launching.iter().cloned())
+            .collect()
+    }
+
+    /// A place under the cap for launching `name`, or the refusal that
+    /// names what runs.
+    fn reserve(&self, name: &str) -> Result<LaunchSlot, ManagedError> {
+        let mut launching = LAUNCHING.lock().unwrap_or_else(|p| p.into_inner());
+        let under_way = launching.get_or_insert_with(HashMap::new).entry(self.root.clone()).or_default();
+        let running = self.running_here(under_way);
+        if running.len() >= self.max_running {
+            return Err(ManagedError::TooManyBrowsers {
+                max: self.max_running,
+                running: running.into_iter().collect(),
+            });
+        }
+        under_way.insert(name.to_string());
+        Ok(LaunchSlot { root: self.root.clone(), name: name.to_string() })
+    }
+
+    /// Starts the profile's browser; a no-op when it already runs. An
+    /// ephemeral profile is registered for this process first, launched on a
+    /// clean folder, and forgotten (its folder deleted) if it cannot start.
     pub async fn start(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
         if profile.driver == config::Driver::Extension {
             return Err(ManagedError::ExtensionProfile(profile.name.clone()));
@@ -384,20 +525,43 @@ impl ManagedBrowsers {
                 }),
             };
         }
-        let _lock = self.lock(&profile.name).await?;
+        let dir = self.folder(profile);
+        let _lock = Self::lock(&dir).await?;
+        // Registered under the lock: the stop of a previous run of this
+        // name, which forgets it, has finished.
+        if profile.ephemeral {
+            self.register_ephemeral(profile);
+        }
+        let launched = self.launch_locked(profile, &dir).await;
+        // Another process's browser on that folder is left alone.
+        if profile.ephemeral && launched.as_ref().is_err_and(|e| !matches!(e, ManagedError::OwnedElsewhere { .. })) {
+            self.forget_ephemeral(&profile.name);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        launched
+    }
+
+    /// `start` under the profile's lock.
+    async fn launch_locked(&self, profile: &Profile, dir: &Path) -> Result<BrowserStatus, ManagedError> {
         if self.status(profile).state == State::Running {
-            return match self.record(&profile.name) {
+            return match record_in(dir) {
                 Some(record) if record.owner != std::process::id() => {
                     Err(ManagedError::OwnedElsewhere { profile: profile.name.clone(), owner: record.owner })
                 }
                 _ => Ok(self.status(profile)),
             };
         }
+        let _slot = self.reserve(&profile.name)?;
         // A browser left on this profile's folder (its owner died and it has
         // not quit yet) would take the new launch over: end it first.
-        if let Some(record) = self.record(&profile.name).filter(|r| self.is_ours_on_disk(&profile.name, r.pid)) {
+        if let Some(record) = record_in(dir).filter(|r| is_ours_on_disk(dir, r.pid)) {
             signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
             wait_exit(record.pid, Duration::from_secs(2)).await;
+        }
+        // An ephemeral run starts clean: whatever a crashed run, or a serve
+        // killed before it could delete the folder, left is removed.
+        if profile.ephemeral {
+            clear_folder_but_lock(dir).map_err(|source| ManagedError::Profile { path: dir.to_path_buf(), source })?;
         }
         let executable = discovery::discover(
             profile.executable_path.as_deref(),
@@ -406,10 +570,10 @@ impl ManagedBrowsers {
             std::env::home_dir().as_deref(),
             &discovery::RealFiles,
         )?;
-        let user_data_dir = self.user_data_dir(&profile.name);
+        let user_data_dir = dir.join("user-data");
         let profile_io = |source| ManagedError::Profile { path: user_data_dir.clone(), source };
         profile_files::decorate(&user_data_dir, &profile.name, &profile.color).map_err(profile_io)?;
-        let stderr_path = self.profile_dir(&profile.name).join("chrome-stderr.log");
+        let stderr_path = dir.join("chrome-stderr.log");
         let stderr = std::fs::File::create(&stderr_path).map_err(profile_io)?;
 
         let args = launch_args(profile, &user_data_dir, resolve_headless(profile), resolve_no_sandbox(profile));
@@ -465,10 +629,10 @@ impl ManagedBrowsers {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.as_secs()),
                 };
-                pipes().get_or_insert_with(HashMap::new).insert(self.profile_dir(&profile.name), pipe);
+                pipes().get_or_insert_with(HashMap::new).insert(dir.to_path_buf(), pipe);
                 // Readers do not take the lock: write whole or not at all.
                 let text = serde_json::to_vec_pretty(&record).expect("serialises");
-                let path = self.record_path(&profile.name);
+                let path = dir.join(RUN_RECORD);
                 let tmp = path.with_extension("json.tmp");
                 std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).map_err(profile_io)?;
                 Ok(self.status(profile))
@@ -501,37 +665,34 @@ impl ManagedBrowsers {
         Ok((browser_id, version["product"].as_str().unwrap_or_default().to_string()))
     }
 
-    /// A process is a browser on this profile's folder (Linux reads its
-    /// command line; elsewhere a live pid is taken as one).
-    fn is_ours_on_disk(&self, name: &str, pid: u32) -> bool {
-        if !is_alive(pid) {
-            return false;
-        }
-        #[cfg(target_os = "linux")]
-        {
-            let marker = format!("--user-data-dir={}", self.user_data_dir(name).display());
-            if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-                return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
-            }
-        }
-        true
-    }
-
     /// Stops the browser: `Browser.close` (over its pipe, when this process
     /// owns it), then SIGTERM, then SIGKILL to its whole process group. A
-    /// no-op when it is not running.
+    /// no-op when it is not running. An ephemeral profile's folder is then
+    /// deleted and the profile forgotten (also when it had crashed).
     pub async fn stop(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
         if !profile.launches() {
             return Ok(self.status(profile));
         }
-        let _lock = self.lock(&profile.name).await?;
-        let pipe = pipes().as_mut().and_then(|p| p.remove(&self.profile_dir(&profile.name)));
-        let Some(record) = self.record(&profile.name) else { return Ok(self.status(profile)) };
-        if !self.is_ours_on_disk(&profile.name, record.pid) {
+        let dir = self.folder(profile);
+        let _lock = Self::lock(&dir).await?;
+        self.stop_locked(profile, &dir).await;
+        if profile.ephemeral {
+            let removed = std::fs::remove_dir_all(&dir);
+            self.forget_ephemeral(&profile.name);
+            removed.map_err(|source| ManagedError::Profile { path: dir.clone(), source })?;
+        }
+        Ok(self.status(profile))
+    }
+
+    /// `stop` under the profile's lock.
+    async fn stop_locked(&self, profile: &Profile, dir: &Path) {
+        let pipe = pipes().as_mut().and_then(|p| p.remove(dir));
+        let Some(record) = record_in(dir) else { return };
+        if !is_ours_on_disk(dir, record.pid) {
             // Crashed, or the pid now belongs to another process: signal
             // nothing, forget the record.
-            let _ = std::fs::remove_file(self.record_path(&profile.name));
-            return Ok(self.status(profile));
+            let _ = std::fs::remove_file(dir.join(RUN_RECORD));
+            return;
         }
         if let Some(pipe) = pipe.filter(|p| !p.is_closed()) {
             let _ = pipe.call("Browser.close", json!({}), Duration::from_secs(2)).await;
@@ -550,23 +711,123 @@ impl ManagedBrowsers {
         while group_alive(record.pid) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let _ = std::fs::remove_file(self.record_path(&profile.name));
+        let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
-        Ok(self.status(profile))
     }
 
-    /// Stops every browser of `profiles` this process owns (when `serve`
-    /// ends: its pipes would close anyway, and the browsers quit; this
-    /// waits until they have).
+    /// Stops every browser of `profiles` this process owns, and every
+    /// ephemeral profile it started (deleting their folders), all at once
+    /// (when `serve` ends: its pipes would close anyway, and the browsers
+    /// quit; this waits until they have).
     pub async fn stop_owned<'a>(&self, profiles: impl IntoIterator<Item = &'a Profile>) {
-        for profile in profiles {
-            if self.pipe(&profile.name).is_some()
-                && let Err(error) = self.stop(profile).await
-            {
-                tracing::warn!(profile = %profile.name, "stopping the managed browser: {error}");
+        let mut stops = tokio::task::JoinSet::new();
+        let configured = profiles.into_iter().filter(|p| !p.ephemeral && pipe_in(&self.folder(p)).is_some());
+        for profile in configured.cloned().chain(self.ephemeral_profiles()) {
+            let browsers = self.clone();
+            stops.spawn(async move {
+                if let Err(error) = browsers.stop(&profile).await {
+                    tracing::warn!(profile = %profile.name, "stopping the managed browser: {error}");
+                }
+            });
+        }
+        while stops.join_next().await.is_some() {}
+    }
+
+    /// Deletes the folders of ephemeral profiles whose process is gone (a
+    /// serve killed before it could delete them), killing a browser still
+    /// on one. Called when serve starts; folders another live process owns,
+    /// or locks for a start or stop under way, are left alone. How many
+    /// were deleted.
+    pub fn remove_abandoned_ephemeral(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.root.join("ephemeral")) else { return 0 };
+        let mut removed = 0;
+        for dir in entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()) {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if self.is_ephemeral(name) {
+                continue;
+            }
+            let Ok(lock) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))
+            else {
+                continue;
+            };
+            if lock.try_lock().is_err() {
+                continue;
+            }
+            let record = record_in(&dir);
+            if record.as_ref().is_some_and(|r| r.owner != std::process::id() && is_alive(r.owner)) {
+                continue;
+            }
+            if let Some(record) = record.filter(|r| is_ours_on_disk(&dir, r.pid)) {
+                signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            if std::fs::remove_dir_all(&dir).is_ok() {
+                tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
+                removed += 1;
             }
         }
+        removed
     }
+}
+
+/// The file in a profile's folder that records what runs.
+const RUN_RECORD: &str = "run.json";
+
+fn record_in(dir: &Path) -> Option<RunRecord> {
+    serde_json::from_slice(&std::fs::read(dir.join(RUN_RECORD)).ok()?).ok()
+}
+
+fn pipe_in(dir: &Path) -> Option<Arc<Pipe>> {
+    pipes().as_ref()?.get(dir).filter(|p| !p.is_closed()).cloned()
+}
+
+/// The browser recorded in the profile folder `dir` still runs: its pid is
+/// alive and, where the process table can be read, it is still a browser on
+/// this folder (after a reboot the pid may belong to anything; it must
+/// never be signalled); its pipe is open (ours) or its owner lives (another
+/// process's).
+fn is_running_in(dir: &Path, record: &RunRecord) -> bool {
+    let piped = if record.owner == std::process::id() { pipe_in(dir).is_some() } else { is_alive(record.owner) };
+    piped && is_ours_on_disk(dir, record.pid)
+}
+
+/// A process is a browser on the profile folder `dir` (Linux reads its
+/// command line; elsewhere a live pid is taken as one).
+fn is_ours_on_disk(dir: &Path, pid: u32) -> bool {
+    if !is_alive(pid) {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let marker = format!("--user-data-dir={}", dir.join("user-data").display());
+        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
+        }
+    }
+    true
+}
+
+/// Whether the open `file` is the one at `path` now.
+fn is_same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(open), Ok(now)) => (open.dev(), open.ino()) == (now.dev(), now.ino()),
+        _ => false,
+    }
+}
+
+/// Empties a profile folder, keeping the lock its caller holds.
+fn clear_folder_but_lock(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == "lock" {
+            continue;
+        }
+        match entry.file_type()?.is_dir() {
+            true => std::fs::remove_dir_all(entry.path())?,
+            false => std::fs::remove_file(entry.path())?,
+        }
+    }
+    Ok(())
 }
 
 /// The CDP endpoint a client uses for a profile, through the relay at
@@ -616,6 +877,73 @@ mod tests {
         assert!(!headed.iter().any(|a| a.starts_with("--headless") || a == "--no-sandbox"));
     }
 
+    #[test]
+    fn launches_under_way_count_against_the_cap_of_their_state_directory() {
+        let (state, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let browsers = ManagedBrowsers::new(state.path()).with_max_running(2);
+        let a = browsers.reserve("a").unwrap();
+        let _b = browsers.reserve("b").unwrap();
+        match browsers.reserve("c") {
+            Err(ManagedError::TooManyBrowsers { max: 2, running }) => assert_eq!(running, ["a", "b"]),
+            other => panic!("expected the cap's refusal, got {other:?}"),
+        }
+        drop(a);
+        let _c = browsers.reserve("c").expect("a finished launch gives its place back");
+        ManagedBrowsers::new(other.path()).with_max_running(1).reserve("a").expect("another serve counts its own");
+    }
+
+    #[test]
+    fn ephemeral_profiles_are_seen_by_name_and_live_in_a_folder_of_their_own() {
+        let state = tempfile::tempdir().unwrap();
+        let browsers = ManagedBrowsers::new(state.path());
+        let tmp = Profile::ephemeral("tmp").unwrap();
+        browsers.register_ephemeral(&tmp);
+        let seen = ManagedBrowsers::new(state.path()).config().unwrap();
+        assert_eq!(seen.profile(Some("tmp")).unwrap(), &tmp, "every value on the directory sees it");
+        assert_eq!(browsers.profile_dir("tmp"), state.path().join("ephemeral/tmp"));
+        assert_eq!(browsers.profile_dir("managed"), state.path().join("profiles/managed"));
+        assert!(Config::load(state.path()).unwrap().profile(Some("tmp")).is_err(), "config.toml is not written");
+        browsers.forget_ephemeral("tmp");
+        assert!(browsers.config().unwrap().profile(Some("tmp")).is_err());
+        assert_eq!(browsers.profile_dir("tmp"), state.path().join("profiles/tmp"));
+    }
+
+    #[test]
+    fn only_ephemeral_folders_whose_process_is_gone_are_deleted_at_serve_start() {
+        let state = tempfile::tempdir().unwrap();
+        let browsers = ManagedBrowsers::new(state.path());
+        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        exited.wait().unwrap();
+        let mut alive = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let folder = |name: &str, owner: Option<u32>| {
+            let dir = state.path().join("ephemeral").join(name);
+            std::fs::create_dir_all(dir.join("user-data")).unwrap();
+            if let Some(owner) = owner {
+                let record = RunRecord {
+                    pid: owner,
+                    owner,
+                    browser_id: "x".into(),
+                    executable: "/usr/bin/chromium".into(),
+                    browser_version: "Chrome/1".into(),
+                    started_at: 0,
+                };
+                std::fs::write(dir.join(RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
+            }
+            dir
+        };
+        let killed = folder("killed", Some(exited.id()));
+        let never_ran = folder("never-ran", None);
+        let elsewhere = folder("elsewhere", Some(alive.id()));
+        let configured = state.path().join("profiles/managed/user-data");
+        std::fs::create_dir_all(&configured).unwrap();
+        assert_eq!(browsers.remove_abandoned_ephemeral(), 2);
+        assert!(!killed.exists() && !never_ran.exists());
+        assert!(elsewhere.exists(), "a live process's ephemeral profile is its own");
+        assert!(configured.exists(), "config profiles are never touched");
+        alive.kill().unwrap();
+        alive.wait().unwrap();
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_recorded_pid_that_is_not_our_browser_is_never_running() {
@@ -632,7 +960,7 @@ mod tests {
             browser_version: "Chrome/1".into(),
             started_at: 0,
         };
-        std::fs::write(browsers.record_path("managed"), serde_json::to_vec(&record).unwrap()).unwrap();
+        std::fs::write(browsers.profile_dir("managed").join(RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
         assert_eq!(browsers.status(&profile).state, State::Crashed, "a reused pid is not our browser");
         assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::NotRunning(_))));
     }
