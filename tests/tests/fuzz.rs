@@ -1494,7 +1494,9 @@ fn parse_config(text: &str) -> Result<RelayConfig, String> {
 /// and the README states).
 fn config_rules_hold(config: &RelayConfig) -> TestCaseResult {
     prop_assert!(config.profiles.contains_key("chrome") && config.profiles.contains_key("managed"));
-    prop_assert!(config.profiles.contains_key(&config.default_profile));
+    // The default names a profile, or is `auto`, which no profile may be called.
+    prop_assert!(config.default_is_auto() || config.profiles.contains_key(&config.default_profile));
+    prop_assert!(!config.profiles.contains_key(managed_driver::config::AUTO_PROFILE));
     prop_assert!(config.media_keep >= 1 && config.media_max_age >= Duration::from_secs(3600));
     prop_assert!(config.upload_roots.iter().all(|root| root.is_absolute()));
     for (name, profile) in &config.profiles {
