@@ -273,14 +273,7 @@ async fn in_flight_commands_are_capped_per_client() {
 
 #[tokio::test]
 async fn sessions_are_capped_per_client_and_free_again_when_detached() {
-    let setup = relay_with(RelayConfig {
-        max_sessions_per_client: 4,
-        extension_grace: Duration::from_millis(300),
-        ..RelayConfig::default()
-    })
-    .await;
-    let _ext = setup.extension(&[1], Mode::Echo).await;
-    setup.wait_targets(1).await;
+    let (setup, _ext) = sharing_one_tab(RelayConfig { max_sessions_per_client: 4, ..RelayConfig::default() }).await;
     let (client, _events) = setup.client().await;
     let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
     let page = targets["targetInfos"]
@@ -551,14 +544,7 @@ async fn a_burst_of_handshakes_never_overshoots_the_client_cap() {
 
 #[tokio::test]
 async fn a_script_reconnecting_in_a_loop_never_finds_the_cap_full_of_clients_that_left() {
-    let setup = relay_with(RelayConfig {
-        max_clients: 2,
-        extension_grace: Duration::from_millis(300),
-        ..RelayConfig::default()
-    })
-    .await;
-    let _ext = setup.extension(&[1], Mode::Echo).await;
-    setup.wait_targets(1).await;
+    let (setup, _ext) = sharing_one_tab(RelayConfig { max_clients: 2, ..RelayConfig::default() }).await;
     // Each run of the script: connect, one command, leave; the next run at
     // once. A client that left must not hold its place under the cap.
     for run in 0..20 {
@@ -573,14 +559,7 @@ async fn a_script_reconnecting_in_a_loop_never_finds_the_cap_full_of_clients_tha
 
 #[tokio::test]
 async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
-    let setup = relay_with(RelayConfig {
-        client_queue: 8,
-        extension_grace: Duration::from_millis(300),
-        ..RelayConfig::default()
-    })
-    .await;
-    let ext = setup.extension(&[1], Mode::Echo).await;
-    setup.wait_targets(1).await;
+    let (setup, ext) = sharing_one_tab(RelayConfig { client_queue: 8, ..RelayConfig::default() }).await;
     // A raw socket that auto-attaches and then never reads again.
     let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
     let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
@@ -684,10 +663,17 @@ async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget
 /// A relay with `config` and an extension sharing tab 1 that has stopped
 /// reading its socket (a stalled worker).
 async fn stalled_extension(config: RelayConfig) -> (Setup, FakeExtension) {
+    let (setup, ext) = sharing_one_tab(config).await;
+    ext.stop_reading();
+    (setup, ext)
+}
+
+/// A relay with `config` (its extension grace short) and an extension
+/// that shares tab 1 and answers every call.
+async fn sharing_one_tab(config: RelayConfig) -> (Setup, FakeExtension) {
     let setup = relay_with(RelayConfig { extension_grace: Duration::from_millis(300), ..config }).await;
     let ext = setup.extension(&[1], Mode::Echo).await;
     setup.wait_targets(1).await;
-    ext.stop_reading();
     (setup, ext)
 }
 
@@ -801,15 +787,12 @@ async fn restricted_child_targets_are_resumed_and_dropped_never_announced() {
 #[ignore = "a measurement, printed"]
 async fn fan_out_cost() {
     let sessions: usize = std::env::var("SESSIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let setup = relay_with(RelayConfig {
+    let (setup, ext) = sharing_one_tab(RelayConfig {
         max_sessions_per_client: sessions + 10,
         client_queue: sessions * 4,
-        extension_grace: Duration::from_millis(300),
         ..RelayConfig::default()
     })
     .await;
-    let ext = setup.extension(&[1], Mode::Echo).await;
-    setup.wait_targets(1).await;
     let (client, mut events) = setup.client().await;
     let targets = client.call("Target.getTargets", json!({}), None).await.unwrap();
     let page = targets["targetInfos"][0]["targetId"].as_str().unwrap().to_string();
