@@ -373,14 +373,7 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         }
         AgentCommand::Snapshot { interactive, compact, selector, .. } => {
             let request = TakeSnapshot { interactive, compact, selector, ..TakeSnapshot::default() };
-            run(&client, &args, Selected::new(tab, request), |snapshot| {
-                let mut text = snapshot.snapshot.clone().unwrap_or_default();
-                for note in &snapshot.notes {
-                    text.push_str(&format!("\n# {note}"));
-                }
-                text
-            })
-            .await
+            run(&client, &args, Selected::new(tab, request), |snapshot| snapshot.text()).await
         }
         AgentCommand::Find { text, role, name, limit, .. } => {
             run(&client, &args, Selected::new(tab, FindInPage { text, role, name, limit }), |found| {

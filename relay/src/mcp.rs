@@ -366,19 +366,14 @@ impl ShownInProfile for ResponseBody {
 /// tab.
 impl ShownInProfile for Snapshot {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(snapshot_text(&answer.profile, answer))]
+        let body = answer.text();
+        vec![ContentBlock::text(headed(&answer.profile, &answer.target_id, &answer.title, &answer.url, &body))]
     }
 }
 
-fn snapshot_text(profile: &str, snapshot: &Snapshot) -> String {
-    let mut text = match &snapshot.snapshot {
-        Some(text) => text.clone(),
-        None => serde_json::to_string(&snapshot.nodes).unwrap_or_default(),
-    };
-    for note in &snapshot.notes {
-        text.push_str(&format!("\n# {note}"));
-    }
-    format!("{profile} · tab {} · {} · {}\n{text}", snapshot.target_id, snapshot.title, snapshot.url)
+/// A page's text under the line that says which profile and tab it is.
+fn headed(profile: &str, target_id: &str, title: &str, url: &str, body: &str) -> String {
+    format!("{profile} · tab {target_id} · {title} · {url}\n{body}")
 }
 
 /// An action's outcome reads as its JSON (the page's state included), and
@@ -391,30 +386,23 @@ impl ShownInProfile for ActOutcome {
         };
         let mut facts = answer.clone();
         facts.answer.snapshot = None;
-        let page = facts.page.clone().unwrap_or_default();
-        let shown = Snapshot {
-            target_id: facts.target_id.clone(),
-            url: page.url,
-            title: page.title,
-            snapshot: Some(snapshot.clone()),
-            ..Snapshot::default()
-        };
-        vec![json_block(&facts), ContentBlock::text(snapshot_text(&answer.profile, &shown))]
+        let page = answer.page.clone().unwrap_or_default();
+        let text = headed(&answer.profile, &answer.target_id, &page.title, &page.url, snapshot);
+        vec![json_block(&facts), ContentBlock::text(text)]
     }
 }
 
 /// A search reads as its matching lines, each after its ancestors.
 impl ShownInProfile for Found {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        let mut text = format!("{} · tab {} · {} · {}\n", answer.profile, answer.target_id, answer.title, answer.url);
-        text.push_str(&format!("{} of {} matches", answer.matches.len(), answer.total));
+        let mut text = format!("{} of {} matches", answer.matches.len(), answer.total);
         for found in &answer.matches {
             text.push_str(&format!("\n{}", found.text()));
         }
         for note in &answer.notes {
             text.push_str(&format!("\n# {note}"));
         }
-        vec![ContentBlock::text(text)]
+        vec![ContentBlock::text(headed(&answer.profile, &answer.target_id, &answer.title, &answer.url, &text))]
     }
 }
 

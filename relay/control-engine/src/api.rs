@@ -621,6 +621,21 @@ impl FoundLine {
     }
 }
 
+impl Snapshot {
+    /// What a reader sees: the `ai` text (or the `aria` nodes as JSON), then
+    /// each note on a `# ` line.
+    pub fn text(&self) -> String {
+        let mut text = match &self.snapshot {
+            Some(text) => text.clone(),
+            None => serde_json::to_string(&self.nodes).unwrap_or_default(),
+        };
+        for note in &self.notes {
+            text.push_str(&format!("\n# {note}"));
+        }
+        text
+    }
+}
+
 /// `POST /screenshot`: the viewport, the full page, or one element.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
