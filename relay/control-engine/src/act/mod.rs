@@ -263,24 +263,28 @@ impl Handle<Act> for Engine {
         if kind == "close" {
             return Ok(Profiled::new(&page.profile, outcome));
         }
-        let dialog = page.conn.open_dialog(&page.id);
-        if dialog.is_none() {
-            // A link's navigation starts in a task after the click is
-            // acknowledged: one round trip through the page's task queue
-            // lets it begin, then every event up to that reply is handled.
-            let _ = cdp(&page, &runtime::Evaluate::value("0")).await;
+        // A link's navigation starts in a task after the click is
+        // acknowledged: one round trip through the page's task queue lets it
+        // begin, then every event up to that reply is handled. The round
+        // trip reads where the page is, which stays the answer unless a
+        // navigation began.
+        let mut location = None;
+        if page.conn.open_dialog(&page.id).is_none() {
+            location = self.location(&page.conn, &page.session).await;
         }
         page.conn.catch_up().await;
         let navigation = navigation_seen(&mut navigations, &page);
         if navigation != Navigation::None {
             outcome.navigated = navigation == Navigation::Committed
                 || wait_commit(&mut navigations, &page, timeout.min(COMMIT_WITHIN)).await;
+            location = None;
         }
         let dialog = page.conn.open_dialog(&page.id);
-        let location = match dialog {
+        let location = match (dialog.is_some(), location) {
             // A paused page answers no script: what the browser last said.
-            Some(_) => page.conn.tab_url(&page.id),
-            None => self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id)),
+            (true, _) => page.conn.tab_url(&page.id),
+            (false, Some(read)) => Some(read),
+            (false, None) => self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id)),
         };
         let (url, title) = location.unwrap_or_default();
         let news = page.conn.take_news(&page.id);
