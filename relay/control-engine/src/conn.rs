@@ -85,11 +85,7 @@ pub struct TabNews {
 
 impl TabNews {
     fn failed_request(&mut self, line: String) {
-        if self.failed_requests.len() == NEWS_KEPT {
-            self.failed_requests.pop_front();
-            self.more_failed_requests += 1;
-        }
-        self.failed_requests.push_back(line);
+        self.more_failed_requests += usize::from(push_bounded(&mut self.failed_requests, line, NEWS_KEPT));
     }
 
     fn console_error(&mut self, text: &str) {
@@ -101,11 +97,7 @@ impl TabNews {
             text.truncate(end);
             text.push('…');
         }
-        if self.console_errors.len() == NEWS_KEPT {
-            self.console_errors.pop_front();
-            self.more_console_errors += 1;
-        }
-        self.console_errors.push_back(text);
+        self.more_console_errors += usize::from(push_bounded(&mut self.console_errors, text, NEWS_KEPT));
     }
 }
 
@@ -720,11 +712,15 @@ fn is_tab(info: &target::TargetInfo) -> bool {
     info.kind == "page" && !info.url.starts_with("devtools://")
 }
 
-fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) {
-    if queue.len() == max {
+/// Pushes `item`, dropping the oldest when `queue` holds `max`; whether one
+/// was dropped.
+fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) -> bool {
+    let full = queue.len() == max;
+    if full {
         queue.pop_front();
     }
     queue.push_back(item);
+    full
 }
 
 /// Adds a console message in time order (Chrome's own messages come on
