@@ -270,6 +270,9 @@ struct McpHost {
     next_id: u64,
     /// Checked against every answer: the model must never see it.
     token: Option<String>,
+    /// Where the server's stderr goes when a test keeps it: shown when the
+    /// server stops answering, so a failure says why.
+    home: std::path::PathBuf,
 }
 
 impl McpHost {
@@ -299,7 +302,7 @@ impl McpHost {
                 }
             }
         });
-        Self { child, stdin: Some(stdin), lines, next_id: 1, token: Some(token_of(home)) }
+        Self { child, stdin: Some(stdin), lines, next_id: 1, token: Some(token_of(home)), home: home.to_path_buf() }
     }
 
     fn send(&mut self, message: serde_json::Value) {
@@ -315,7 +318,11 @@ impl McpHost {
         self.next_id += 1;
         self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let line = self.lines.recv_timeout(std::time::Duration::from_secs(30)).expect("an answer within 30 s");
+            let line = self.lines.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|e| {
+                let status = self.child.try_wait();
+                let log = std::fs::read_to_string(self.home.join("serve.log")).unwrap_or_default();
+                panic!("no answer to {method} within 30 s ({e}); the server: {status:?}; its log:\n{log}")
+            });
             if let Some(token) = &self.token {
                 assert!(!line.contains(token.as_str()), "an MCP answer shows the token: {line}");
             }

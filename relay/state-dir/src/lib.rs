@@ -126,8 +126,16 @@ impl StateDir {
 }
 
 /// Creates `path` exclusively with owner-only permissions from the start (no
-/// window in which another user could read it).
+/// window in which another user could read it) and whole: the contents are
+/// written to a private temporary file first, then linked into place, so a
+/// process racing to read `path` finds no file or the whole one, never an
+/// empty one. Linking fails if `path` exists, which keeps creation exclusive.
 fn write_new_private_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    // Unique per process (pid) and per call within it (the counter).
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temporary = path.with_file_name(format!(".{name}.{}.{call}", std::process::id()));
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -135,10 +143,15 @@ fn write_new_private_file(path: &Path, contents: &[u8]) -> io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options.open(path)?;
-    file.write_all(contents)?;
-    file.write_all(b"\n")?;
-    file.sync_all()
+    let written = options.open(&temporary).and_then(|mut file| {
+        file.write_all(contents)?;
+        file.write_all(b"\n")?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| fs::hard_link(&temporary, path));
+    // Whether it was linked or not, the temporary name goes.
+    let _ = fs::remove_file(&temporary);
+    linked
 }
 
 /// The per-install secret. Its `Debug` never shows the value, so it cannot
@@ -196,6 +209,34 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600, "token file must be owner-only");
             let dir_mode = fs::metadata(state.root()).unwrap().permissions().mode();
             assert_eq!(dir_mode & 0o777, 0o700, "state dir must be owner-only");
+        }
+    }
+
+    /// Every command creates the token on first use, so a first `mcp` and
+    /// a first `token` in a fresh directory race for it: each must get the
+    /// one token, never a half-written file (the CI failure of stop 21:
+    /// `mcp` read the file `token` had created but not yet written).
+    #[test]
+    fn processes_racing_to_create_the_token_all_get_the_one_token() {
+        for _ in 0..200 {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("home");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+            let tokens: Vec<_> = (0..4)
+                .map(|_| {
+                    let (root, barrier) = (root.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        StateDir::at(root).load_or_create_token()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap().expect("every racer gets a token"))
+                .collect();
+            assert!(tokens.windows(2).all(|w| w[0] == w[1]), "one token for all");
+            let names: Vec<_> = fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(names, [TOKEN_FILE], "no temporary file is left behind");
         }
     }
 
