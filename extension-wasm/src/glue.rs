@@ -14,6 +14,7 @@ use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use crate::chrome::{action, alarms, debugger, global, runtime, storage, tabs, windows};
 use crate::core::{Badge, ChromeCall, Core, Environment, Host, OpId, Settings, Timer, tab_info_from_chrome};
+use crate::text::rust_string;
 
 thread_local! {
     static CORE: RefCell<Option<Core<WasmHost>>> = const { RefCell::new(None) };
@@ -60,7 +61,7 @@ fn stringify(value: &JsValue) -> String {
     if value.is_undefined() {
         return "null".into();
     }
-    JSON::stringify(value).ok().and_then(|s| s.as_string()).unwrap_or_else(|| "null".into())
+    JSON::stringify(value).ok().and_then(|s| rust_string(&s)).unwrap_or_else(|| "null".into())
 }
 
 fn get(value: &JsValue, key: &str) -> JsValue {
@@ -228,7 +229,7 @@ impl Host for WasmHost {
             }
         });
         let on_message = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
-            let Some(text) = event.dyn_into::<MessageEvent>().ok().and_then(|m| m.data().as_string()) else { return };
+            let Some(text) = event.dyn_into::<MessageEvent>().ok().and_then(|m| rust_string(&m.data())) else { return };
             if current() {
                 with_core(move |core| core.on_socket_message(&text));
             }

@@ -8,6 +8,7 @@
 //! - `glue` (wasm32 only): the entry points `background.js` calls, and the
 //!   real `Host`: runs chrome calls, the relay WebSocket and timers, and
 //!   feeds their outcomes back into the core.
+//! - `text` (wasm32 only): large JavaScript strings into Rust in one copy.
 
 pub mod core;
 
@@ -15,3 +16,5 @@ pub mod core;
 mod chrome;
 #[cfg(target_arch = "wasm32")]
 mod glue;
+#[cfg(target_arch = "wasm32")]
+mod text;
