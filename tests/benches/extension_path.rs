@@ -52,13 +52,20 @@ impl Path {
         }
     }
 
-    /// Waits for `count` events named `method`.
+    /// Waits for `count` events named `method`; a lost one fails the run
+    /// after a minute instead of hanging it.
     async fn events(&mut self, method: &str, count: usize) {
         let needle = format!(r#""method":"{method}""#);
         let mut seen = 0;
         while seen < count {
-            let Some(Ok(Message::Text(text))) = self.ws.next().await else { panic!("{}: connection lost", self.name) };
-            seen += usize::from(text.contains(&needle));
+            let next = tokio::time::timeout(Duration::from_secs(60), self.ws.next()).await;
+            let Ok(next) = next else {
+                panic!("{}: {seen} of {count} {method} events arrived, then none for 60 s", self.name)
+            };
+            match next {
+                Some(Ok(Message::Text(text))) => seen += usize::from(text.contains(&needle)),
+                other => panic!("{}: connection lost after {seen} of {count} events: {other:?}", self.name),
+            }
         }
     }
 }
@@ -203,23 +210,157 @@ async fn main() {
         worker_span,
         staged.as_secs_f64() * 1e3
     );
-    // The floor of a round trip on this path: chrome.debugger.sendCommand
-    // called in the extension's worker itself, no relay and no socket.
-    let floor = in_worker(&format!(
-        "(async () => {{ const [tab] = await chrome.tabs.query({{url: {index:?}}}); const t = []; \
-         for (let i = 0; i < 250; i++) {{ const s = performance.now(); \
-         await chrome.debugger.sendCommand({{tabId: tab.id}}, 'Runtime.evaluate', {{expression: '1'}}); \
-         if (i >= 50) t.push(performance.now() - s); }} \
-         t.sort((a, b) => a - b); return [t[t.length >> 1], t[Math.floor(t.length * 0.99)]]; }})()"
-    ))
-    .await
-    .unwrap();
-    let floor = &floor["result"]["value"];
-    let (floor_p50, floor_p99) = (floor[0].as_f64().unwrap_or(0.0) * 1e3, floor[1].as_f64().unwrap_or(0.0) * 1e3);
+    // Where a round trip's time goes. The relay path is Chrome's own
+    // round trip plus stages, each measured on its own (means over whole
+    // loops: `performance.now()` is coarsened to 100 µs in a worker, a loop
+    // of hundreds is not):
+    // - sendCommand: chrome.debugger.sendCommand called in the worker, no
+    //   socket: the floor of any extension relay;
+    // - stringify: JSON.stringify of its result, which any relay needs;
+    // - ours in / ours out: our worker code, from a relay frame's arrival
+    //   to the sendCommand call and from its result to the reply's send,
+    //   stamped by wrappers put around those three browser functions for
+    //   one extra loop (stringify, inside "ours out", is subtracted);
+    // - socket: a WebSocket round trip between the worker and a bare server
+    //   on loopback, frames of the same sizes;
+    // - relay's view: the relay's own clock from queueing a command for
+    //   the extension to its answer; what it adds to the stages above is
+    //   unexplained, the client's mean minus it is the relay and the
+    //   client's hop.
+    let echo_port = echo_server().await;
+    println!("\nwhere a relay round trip's time goes (mean µs; each stage measured on its own)");
     println!(
-        "\nthe floor: chrome.debugger.sendCommand(Runtime.evaluate \"1\") in the extension's worker itself, 200 round trips: \
-         p50 {floor_p50:.0} µs, p99 {floor_p99:.0} µs; against the direct p50 above that is {:.2}x",
-        floor_p50 / us(small_direct.p50)
+        "  {:<13} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9} {:>8} {:>12}",
+        "result",
+        "relay",
+        "direct",
+        "sendCmd",
+        "stringfy",
+        "ours in",
+        "our out",
+        "socket",
+        "relay's",
+        "unexpl.",
+        "relay+client"
+    );
+    for (label, params, size, rounds) in
+        [("small", &small, 0usize, 300usize), ("1 MiB string", &big, 1usize << 20, 40usize)]
+    {
+        let before = env.server().relay.extension_round_trips();
+        let (relay_mean, direct_mean) = mean_round_trips(&mut relay, &mut direct, params, rounds).await;
+        let after = env.server().relay.extension_round_trips();
+        let relays_view = us(after.1 - before.1) / (after.0 - before.0).max(1) as f64;
+        let floor = in_worker(&floor_script(&index, params, rounds)).await.unwrap()["result"]["value"].clone();
+        let (send_command, stringify) = (floor[0].as_f64().unwrap_or(f64::NAN), floor[1].as_f64().unwrap_or(f64::NAN));
+        let socket = in_worker(&echo_script(echo_port, size, rounds)).await.unwrap()["result"]["value"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        in_worker(TRACE_ON).await.unwrap();
+        for _ in 0..rounds {
+            relay.call("Runtime.evaluate", params).await;
+        }
+        let traced = in_worker(TRACE_OFF).await.unwrap()["result"]["value"].clone();
+        let n = traced["n"].as_f64().unwrap_or(0.0).max(1.0);
+        let inbound = traced["inbound"].as_f64().unwrap_or(0.0) * 1e3 / n;
+        let outbound = traced["outbound"].as_f64().unwrap_or(0.0) * 1e3 / n - stringify;
+        let unexplained = relays_view - send_command - stringify - inbound - outbound - socket;
+        println!(
+            "  {label:<13} {relay_mean:>7.0} {direct_mean:>7.0} {send_command:>8.0} {stringify:>8.0} {inbound:>7.0} {outbound:>7.0} {socket:>7.0} {relays_view:>9.0} {unexplained:>8.0} {:>12.0}   ({rounds} each)",
+            relay_mean - relays_view
+        );
+    }
+    println!(
+        "  relay = sendCmd + stringfy + ours in + our out + socket + unexplained + relay+client; relay's = relay - relay+client"
     );
     drop(env);
+}
+
+/// Mean round trip of `params` on each path, interleaved in blocks of 50.
+async fn mean_round_trips(relay: &mut Path, direct: &mut Path, params: &Value, rounds: usize) -> (f64, f64) {
+    let mut totals = [Duration::ZERO; 2];
+    for _ in 0..rounds.div_ceil(50) {
+        for (i, path) in [&mut *relay, &mut *direct].into_iter().enumerate() {
+            let started = Instant::now();
+            for _ in 0..50.min(rounds) {
+                path.call("Runtime.evaluate", params).await;
+            }
+            totals[i] += started.elapsed();
+        }
+    }
+    let per = (rounds.div_ceil(50) * 50.min(rounds)) as f64;
+    (us(totals[0]) / per, us(totals[1]) / per)
+}
+
+/// The worker's own chrome.debugger round trip and the JSON.stringify of
+/// its result any relay needs: [mean µs of each] over `rounds` after 20.
+fn floor_script(index: &str, params: &Value, rounds: usize) -> String {
+    format!(
+        "(async () => {{ const [tab] = await chrome.tabs.query({{url: {index:?}}}); let call = 0, text = 0; \
+         const once = async () => {{ const a = performance.now(); \
+           const r = await chrome.debugger.sendCommand({{tabId: tab.id}}, 'Runtime.evaluate', {params}); \
+           const b = performance.now(); JSON.stringify(r); const c = performance.now(); call += b - a; text += c - b; }}; \
+         for (let i = 0; i < 20; i++) await once(); call = 0; text = 0; \
+         for (let i = 0; i < {rounds}; i++) await once(); \
+         return [call * 1000 / {rounds}, text * 1000 / {rounds}]; }})()"
+    )
+}
+
+/// A WebSocket round trip between the worker and [`echo_server`] shaped as
+/// the relay path's: the worker sends a reply of `size` characters (0: a
+/// small CDP answer's) and gets a command-sized frame back; mean µs.
+fn echo_script(port: u16, size: usize, rounds: usize) -> String {
+    format!(
+        "(async () => {{ const ws = new WebSocket('ws://127.0.0.1:{port}/'); \
+         await new Promise((ok, no) => {{ ws.onopen = ok; ws.onerror = no; }}); \
+         const frame = {size} ? 'A'.repeat({size}) : '{{\"reply\":{{\"id\":1,\"result\":{{\"result\":{{\"type\":\"number\",\"value\":1,\"description\":\"1\"}}}}}}}}'; \
+         const once = () => new Promise(ok => {{ ws.onmessage = ok; ws.send(frame); }}); \
+         for (let i = 0; i < 20; i++) await once(); \
+         const s = performance.now(); for (let i = 0; i < {rounds}; i++) await once(); \
+         const mean = (performance.now() - s) * 1000 / {rounds}; ws.close(); return mean; }})()"
+    )
+}
+
+/// Wraps the three browser functions our worker code sits between: a relay
+/// frame's `data` being read, `chrome.debugger.sendCommand`, and
+/// `WebSocket.send`. Sums (ms) the time from a frame's arrival to the call,
+/// and from the call's result to the reply's send.
+const TRACE_ON: &str = "(() => { const g = globalThis; \
+    const tr = g.__trace = {inbound: 0, outbound: 0, n: 0, msg: 0, res: 0, undo: []}; \
+    const data = Object.getOwnPropertyDescriptor(MessageEvent.prototype, 'data'); \
+    Object.defineProperty(MessageEvent.prototype, 'data', {configurable: true, get() { tr.msg = performance.now(); return data.get.call(this); }}); \
+    const call = chrome.debugger.sendCommand; \
+    chrome.debugger.sendCommand = function (...a) { if (tr.msg) { tr.inbound += performance.now() - tr.msg; tr.msg = 0; } \
+      return call.apply(this, a).then(v => { tr.res = performance.now(); return v; }); }; \
+    const send = WebSocket.prototype.send; \
+    WebSocket.prototype.send = function (d) { if (tr.res) { tr.outbound += performance.now() - tr.res; tr.res = 0; tr.n++; } return send.call(this, d); }; \
+    tr.undo = [() => Object.defineProperty(MessageEvent.prototype, 'data', data), () => { chrome.debugger.sendCommand = call; }, () => { WebSocket.prototype.send = send; }]; \
+    return true; })()";
+
+/// Removes the wrappers; the sums.
+const TRACE_OFF: &str = "(() => { const tr = globalThis.__trace; tr.undo.forEach(u => u()); \
+    return {inbound: tr.inbound, outbound: tr.outbound, n: tr.n}; })()";
+
+/// A bare WebSocket server on loopback, the socket stage's peer: it
+/// answers every frame with one the size of the relay's command frame.
+async fn echo_server() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let config = WebSocketConfig::default().max_message_size(Some(64 << 20)).max_frame_size(Some(64 << 20));
+                let Ok(mut ws) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
+                    return;
+                };
+                let command = r#"{"debugger.sendCommand":{"id":1,"tabId":1,"method":"Runtime.evaluate","params":{"expression":"1"}}}"#;
+                while let Some(Ok(Message::Text(_))) = ws.next().await {
+                    if ws.send(Message::Text(command.into())).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
 }

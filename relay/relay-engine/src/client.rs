@@ -515,6 +515,7 @@ impl Relay {
                 session: command.session_id.as_deref().map(Arc::from),
                 generation: link.generation,
                 hook,
+                queued_at: std::time::Instant::now(),
             },
         );
         if !link.send_charged(frame, charge).await && self.0.pending.remove(&id).is_some() {

@@ -322,8 +322,12 @@ impl Relay {
             return;
         };
         match pending {
-            Pending::Client { client, cdp_id, session, hook, .. } => {
+            Pending::Client { client, cdp_id, session, hook, queued_at, .. } => {
                 client.finish_command();
+                let took = queued_at.elapsed();
+                self.0.answered.fetch_add(1, Ordering::Relaxed);
+                self.0.answered_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+                tracing::trace!(id, cdp_id, micros = took.as_micros() as u64, "extension round trip");
                 if let (Some(ReplyHook::ScriptAdded { tab, child }), Ok(Some(result))) = (&hook, &reply) {
                     #[derive(Deserialize)]
                     struct Added {

@@ -146,6 +146,9 @@ enum Pending {
         generation: u64,
         /// What the reply means to the relay's books, besides the client.
         hook: Option<ReplyHook>,
+        /// When it was queued for the extension: its round trip through the
+        /// extension's worker is measured from here ([`Relay::extension_round_trips`]).
+        queued_at: std::time::Instant,
     },
     /// One of the relay's own calls.
     Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
@@ -262,6 +265,10 @@ pub(crate) struct Inner {
     slots: AtomicUsize,
     /// Bytes queued to all clients ([`RelayConfig::total_client_queue_bytes`]).
     client_bytes: Arc<queue::Meter>,
+    /// Clients' commands answered by the extension, and their round trips
+    /// summed in nanoseconds: the stage between the relay and Chrome.
+    answered: AtomicU64,
+    answered_ns: AtomicU64,
 }
 
 /// One client connection's place under the client cap, claimed before the
@@ -296,6 +303,8 @@ impl Relay {
             shutdown: tokio_util::sync::CancellationToken::new(),
             slots: AtomicUsize::new(0),
             client_bytes: queue::Meter::new(config.total_client_queue_bytes),
+            answered: AtomicU64::new(0),
+            answered_ns: AtomicU64::new(0),
             config,
         }))
     }
@@ -357,6 +366,17 @@ impl Relay {
             extension_queue_bytes: self.link().map_or(0, |link| link.queued_bytes()),
             extension_connections: self.0.generation.load(Ordering::Relaxed),
         }
+    }
+
+    /// Clients' commands the extension answered so far, and the sum of
+    /// their round trips from the relay's queue through the extension's
+    /// worker and `chrome.debugger` back to the relay: what the extension
+    /// stage costs, apart from the relay's own and the client's hop (the
+    /// extension-path benchmark reads it; `RUST_LOG=relay_engine=trace`
+    /// logs each).
+    pub fn extension_round_trips(&self) -> (u64, std::time::Duration) {
+        let nanos = self.0.answered_ns.load(Ordering::Relaxed);
+        (self.0.answered.load(Ordering::Relaxed), std::time::Duration::from_nanos(nanos))
     }
 
     pub(crate) fn link(&self) -> Option<Arc<ExtensionLink>> {
