@@ -154,9 +154,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 for profile in config.profiles.values() {
                     let default = if profile.name == config.default_profile { " (default)" } else { "" };
-                    let driver = match profile.driver {
-                        Driver::Extension => "extension: your own Chrome",
-                        Driver::Managed => "managed: an isolated Chrome",
+                    let driver = match (profile.driver, profile.remote_url()) {
+                        (Driver::Extension, _) => "extension: your own Chrome".to_string(),
+                        (Driver::Managed, None) => "managed: an isolated Chrome".to_string(),
+                        // Shown without its secrets (query, credentials).
+                        (Driver::Managed, Some(url)) => {
+                            format!("managed: remote, never launched ({})", managed_driver::config::redacted_url(&url))
+                        }
                     };
                     println_stdout(&format!("{}{default}\t{driver}\t{}", profile.name, profile.color));
                 }

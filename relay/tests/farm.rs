@@ -262,7 +262,11 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     assert_eq!(snapshot.trim(), "- button \"Go\" [ref=e1]");
     let (code, clicked, stderr) = serve.cli(&["click", "e1"]).await;
     assert!(code == 0 && clicked.contains("clicked  [farm]"), "{clicked}{stderr}");
-    serve.cli(&["profiles"]).await;
+    let (_, profiles, _) = serve.cli(&["profiles"]).await;
+    assert!(
+        profiles.contains("farm (default)\tmanaged: remote, never launched (") && profiles.contains("://127.0.0.1:"),
+        "{profiles}"
+    );
     let url = browser_relay(serve.path(), &["cdp-url", "--profile", "farm", "--port", &serve.port.to_string()]).await.1;
     assert_eq!(url.trim(), format!("{endpoint}?token={}", serve.token));
     assert!(!url.contains(secret), "cdp-url shows the farm's secret: {url}");

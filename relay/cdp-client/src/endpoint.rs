@@ -151,8 +151,9 @@ pub async fn browser_ws_url_with(endpoint: &str, dial: &Dial) -> Result<String, 
 ///   endpoint's host and port;
 /// - on the endpoint's host and port, the scheme follows the endpoint's
 ///   (`https` → `wss`: one port is not both TLS and plain);
-/// - without a query, it takes the endpoint's (a farm's `?token=` is
-///   wanted on the WebSocket too).
+/// - without a query, on the endpoint's host, it takes the endpoint's (a
+///   farm's `?token=` is wanted on the WebSocket too; another host never
+///   gets it).
 ///
 /// `None` when it is not a `ws(s)://` URL.
 pub fn normalize_ws_url(ws: &str, endpoint: &url::Url) -> Option<String> {
@@ -182,10 +183,23 @@ pub fn normalize_ws_url(ws: &str, endpoint: &url::Url) -> Option<String> {
         url.set_scheme(scheme).ok()?;
         url.set_port(endpoint.port()).ok()?;
     }
-    if url.query().is_none() && endpoint.query().is_some() {
+    // The endpoint's secrets go only to the endpoint's host.
+    if url.query().is_none() && endpoint.query().is_some() && url.host_str() == endpoint.host_str() {
         url.set_query(endpoint.query());
     }
     Some(url.to_string())
+}
+
+/// How to dial the browser WebSocket `ws` found at `endpoint`: as `dial`
+/// says, but without its headers when `ws` is on another host. A
+/// `/json/version` document (over plain HTTP, anyone on the path could
+/// write it) must not send the endpoint's credentials elsewhere.
+pub fn dial_for(ws: &str, endpoint: &str, dial: &Dial) -> Dial {
+    let host = |url: &str| url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+    match host(ws).is_some() && host(ws) == host(endpoint) {
+        true => dial.clone(),
+        false => Dial { headers: Vec::new(), ..dial.clone() },
+    }
 }
 
 #[cfg(test)]
@@ -219,13 +233,20 @@ mod tests {
             normalize("ws://localhost:9222/devtools/browser/X", "https://farm.example:8443").as_deref(),
             Some("wss://farm.example:8443/devtools/browser/X")
         );
-        // A document naming the farm's own public address keeps it, and a
-        // query of its own.
+        // A document naming another host keeps it, and a query of its own;
+        // the endpoint's token never goes there, nor its headers.
         assert_eq!(
             normalize("wss://cdp.farm.example/devtools/browser/X?session=1", "https://farm.example/?token=t")
                 .as_deref(),
             Some("wss://cdp.farm.example/devtools/browser/X?session=1")
         );
+        assert_eq!(
+            normalize("wss://elsewhere.example/devtools/browser/X", "https://farm.example/?token=t").as_deref(),
+            Some("wss://elsewhere.example/devtools/browser/X")
+        );
+        let dial = Dial { headers: vec![("Authorization".into(), crate::Secret::new("k"))], ..Dial::default() };
+        assert!(dial_for("wss://elsewhere.example/x", "https://farm.example/", &dial).headers.is_empty());
+        assert_eq!(dial_for("wss://FARM.example:8443/x", "https://farm.example/", &dial), dial);
         // Same host and port as an https endpoint: wss.
         assert_eq!(
             normalize("ws://127.0.0.1:4443/devtools/browser/X", "https://127.0.0.1:4443").as_deref(),

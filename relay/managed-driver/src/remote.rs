@@ -97,7 +97,8 @@ impl ManagedBrowsers {
         };
         let (url, dial) = &reach;
         let ws = cdp_client::endpoint::browser_ws_url_with(url, dial).await.map_err(unreachable)?;
-        let socket = Channels::connect(&ws, dial).await.map_err(unreachable)?;
+        let socket =
+            Channels::connect(&ws, &cdp_client::endpoint::dial_for(&ws, url, dial)).await.map_err(unreachable)?;
         let pipe = Pipe::over(socket);
         // What answers is a browser, and its target's id (for
         // `/devtools/browser/<id>`).
