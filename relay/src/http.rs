@@ -15,8 +15,9 @@ use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
 use crate::net::guard::{Guard, guard_layer};
 use cdp_client::CdpError;
-use managed_driver::ManagedBrowsers;
+use managed_driver::config::Driver;
 use managed_driver::pipe::{Endpoint, Pipe};
+use managed_driver::{ManagedBrowsers, ManagedError};
 use relay_engine::Relay;
 
 /// What the handlers share: the relay, and the state directory whose managed
@@ -207,8 +208,10 @@ fn too_many_clients(relay: &Relay) -> Response {
     text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
 }
 
-/// The pipe of a running managed profile, or why not.
-fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, String)> {
+/// The connection every client of a managed profile's browser shares: the
+/// pipe of a browser this relay launched, or its connection to a remote
+/// one (a `cdpUrl`, opened on first use and after a drop), or why not.
+async fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, String)> {
     let Some(root) = &state.state_root else {
         return Err((StatusCode::NOT_FOUND, "this relay serves no profiles".into()));
     };
@@ -216,17 +219,26 @@ fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, 
     let browsers = ManagedBrowsers::new(root);
     let config = browsers.config().map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let profile = config.profile(Some(name)).map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
-    if !profile.launches() {
-        return Err((StatusCode::NOT_FOUND, format!("profile '{name}' is not a managed browser this relay launches")));
+    if profile.driver != Driver::Managed {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!("profile '{name}' is your own Chrome: its endpoint is the relay's root"),
+        ));
     }
-    browsers.usable_pipe(name).map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+    browsers.pipe_for(profile).await.map_err(|e| match e {
+        ManagedError::AttachUnreachable { ref source, .. } if source.is_timeout() => {
+            (StatusCode::GATEWAY_TIMEOUT, e.to_string())
+        }
+        ManagedError::AttachUnreachable { .. } => (StatusCode::BAD_GATEWAY, e.to_string()),
+        other => (StatusCode::SERVICE_UNAVAILABLE, other.to_string()),
+    })
 }
 
 /// A browser-level call of the relay's own over the profile's pipe.
 async fn managed_call(pipe: &Pipe, name: &str, method: &str, params: Value) -> Result<Value, (StatusCode, String)> {
     pipe.call(method, params, std::time::Duration::from_secs(10)).await.map_err(|e| match e {
         CdpError::Protocol { message, .. } => (StatusCode::NOT_FOUND, message),
-        other => (StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}': {other}")),
+        other => (StatusCode::BAD_GATEWAY, format!("the browser of profile '{name}': {other}")),
     })
 }
 
@@ -260,7 +272,7 @@ fn respond(result: Result<Value, (StatusCode, String)>) -> Response {
 /// browser has no HTTP endpoint to ask). A profile this relay does not
 /// serve is a 404, as for the other `/profiles/<name>/json/*` routes.
 async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    match managed_pipe(&state, &name) {
+    match managed_pipe(&state, &name).await {
         Err((StatusCode::NOT_FOUND, why)) => text(StatusCode::NOT_FOUND, why),
         _ => json_protocol().await,
     }
@@ -272,7 +284,7 @@ async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, Ra
     let url = query.map(|q| percent_decode(&q)).filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
     respond(
         async {
-            let pipe = managed_pipe(&state, &name)?;
+            let pipe = managed_pipe(&state, &name).await?;
             let created = managed_call(&pipe, &name, "Target.createTarget", json!({"url": url})).await?;
             let params = json!({"targetId": created["targetId"]});
             let info = managed_call(&pipe, &name, "Target.getTargetInfo", params).await?;
@@ -286,11 +298,13 @@ async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, Ra
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
     respond(
         async {
-            let pipe = managed_pipe(&state, &name)?;
+            let pipe = managed_pipe(&state, &name).await?;
             let version = managed_call(&pipe, &name, "Browser.getVersion", json!({})).await?;
-            let browser_id = ManagedBrowsers::new(state.state_root.as_deref().expect("checked"))
+            let browsers = ManagedBrowsers::new(state.state_root.as_deref().expect("checked"));
+            let browser_id = browsers
                 .record(&name)
                 .map(|r| r.browser_id)
+                .or_else(|| browsers.remote_browser_id(&name))
                 .unwrap_or_default();
             Ok(json!({
                 "Browser": version["product"],
@@ -309,7 +323,7 @@ async fn profile_version(State(state): State<AppState>, Path(name): Path<String>
 async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
     respond(
         async {
-            let pipe = managed_pipe(&state, &name)?;
+            let pipe = managed_pipe(&state, &name).await?;
             let targets = managed_call(&pipe, &name, "Target.getTargets", json!({})).await?;
             let entries = targets["targetInfos"].as_array().into_iter().flatten();
             Ok(Value::Array(entries.map(|info| list_entry(&state.relay, &name, info)).collect()))
@@ -334,7 +348,7 @@ async fn profile_target_action(
     id: &str,
     done: &str,
 ) -> Response {
-    let pipe = match managed_pipe(&state, name) {
+    let pipe = match managed_pipe(&state, name).await {
         Ok(pipe) => pipe,
         Err((status, why)) => return text(status, why),
     };
@@ -358,14 +372,14 @@ async fn profile_ws(
         "page" => Endpoint::Page(id.clone()),
         _ => return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>"),
     };
-    let channels = match managed_pipe(&state, &name) {
+    let channels = match managed_pipe(&state, &name).await {
         Ok(pipe) => pipe.connect(endpoint).await,
         Err((status, why)) => return text(status, why),
     };
     let channels = match channels {
         Ok(channels) => channels,
         Err(CdpError::Protocol { .. }) => return text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
-        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("the managed browser of profile '{name}': {e}")),
+        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("the browser of profile '{name}': {e}")),
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();

@@ -154,9 +154,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 for profile in config.profiles.values() {
                     let default = if profile.name == config.default_profile { " (default)" } else { "" };
-                    let driver = match profile.driver {
-                        Driver::Extension => "extension: your own Chrome",
-                        Driver::Managed => "managed: an isolated Chrome",
+                    let driver = match (profile.driver, profile.remote_url()) {
+                        (Driver::Extension, _) => "extension: your own Chrome".to_string(),
+                        (Driver::Managed, None) => "managed: an isolated Chrome".to_string(),
+                        // Shown without its secrets (query, credentials).
+                        (Driver::Managed, Some(url)) => {
+                            format!("managed: remote, never launched ({})", managed_driver::config::redacted_url(&url))
+                        }
                     };
                     println_stdout(&format!("{}{default}\t{driver}\t{}", profile.name, profile.color));
                 }
@@ -189,13 +193,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = Config::load(state.root())?;
             let profile = config.profile(profile.as_deref())?;
             let token = state.load_or_create_token()?;
+            // Through the relay, which holds a remote browser's secrets (its
+            // cdpUrl's token, its headers) and its one connection.
             let url = match profile.driver {
                 Driver::Extension => format!("http://127.0.0.1:{port}/?token={}", token.as_str()),
-                Driver::Managed if profile.launches() => {
+                Driver::Managed => {
                     format!("http://127.0.0.1:{port}/profiles/{}/?token={}", profile.name, token.as_str())
                 }
-                // A remote browser's own address, as the user wrote it.
-                Driver::Managed => profile.cdp_url.clone().unwrap_or_default(),
             };
             println_stdout(&url);
             Ok(())
@@ -238,13 +242,23 @@ fn server_options(
     Ok(options)
 }
 
-/// Logs to stderr (stdout is the CLI's answer, or MCP's channel).
+/// Logs to stderr (stdout is the CLI's answer, or MCP's channel), at the
+/// level `BROWSER_RELAY_LOG` asks for, except tungstenite's trace events at
+/// any level: they quote whole WebSocket requests, and a remote profile's
+/// carry its token and headers (SECURITY.md R43).
 fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into()),
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into());
+    let quotes_requests = tracing_subscriber::filter::filter_fn(|meta| {
+        !(*meta.level() == tracing::Level::TRACE && meta.target().contains("tungstenite"))
+    });
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .with_filter(quotes_requests),
         )
-        .with_writer(std::io::stderr)
         .init();
 }
 

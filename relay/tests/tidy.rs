@@ -56,7 +56,8 @@ fn only_net_listens_and_accepts() {
 fn one_cdp_client() {
     // The managed browsers have no port to connect to (they speak over a
     // pipe), so the CDP client is the only WebSocket client there is.
-    assert_eq!(holders("connect_async"), ["relay/cdp-client/src/client.rs"]);
+    assert_eq!(holders("client_async"), ["relay/cdp-client/src/client.rs"]);
+    assert!(holders("connect_async").is_empty(), "{:?}", holders("connect_async"));
 }
 
 #[test]

@@ -139,10 +139,11 @@ impl ControlEnv {
     pub async fn eval(&self, target_id: &str, expression: &str) -> Value {
         use cdp_client::CdpClient;
         // A session of its own on the browser's pipe (this process launched it).
-        let channels = ManagedBrowsers::new(self.state.path())
-            .connect("managed", managed_driver::pipe::Endpoint::Browser)
-            .await
-            .expect("the managed browser runs");
+        let browsers = ManagedBrowsers::new(self.state.path());
+        let config = browsers.config().expect("config.toml parses");
+        let profile = config.profile(Some("managed")).expect("the managed profile");
+        let channels =
+            browsers.connect(profile, managed_driver::pipe::Endpoint::Browser).await.expect("the managed browser runs");
         let client = CdpClient::over(channels).with_timeout(Duration::from_secs(10));
         let attached = client
             .call("Target.attachToTarget", serde_json::json!({"targetId": target_id, "flatten": true}), None)

@@ -450,8 +450,14 @@ async fn a_profile_slow_to_connect_holds_up_no_other() {
         answer = &mut remote => panic!("the managed profile waited for the remote one: {answer:?}"),
     }
     drop(held);
+    // Said as it is: the remote browser cannot be reached (not "start it":
+    // Browser Relay never launches it).
     let (status, error) = remote.await;
-    assert_eq!((status, error["error"]["code"].as_str()), (409, Some("not_running")), "{error}");
+    assert_eq!((status, error["error"]["code"].as_str()), (502, Some("unreachable")), "{error}");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("cannot reach the browser of profile 'remote'"),
+        "{error}"
+    );
     env.api.ok("POST", "/stop", None).await;
     assert!(group_is_empty(pid));
 }

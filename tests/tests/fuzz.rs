@@ -1480,7 +1480,8 @@ fn config_examples() -> Vec<String> {
     assert!(!examples.is_empty(), "the README has a config example");
     examples.push(
         "uploadRoots = [\"/home/me\"]\nmediaKeep = 5\ndefaultProfile = \"work\"\n[profiles.work]\ndriver = \"managed\"\n\
-         color = \"#00aa11\"\nattachOnly = true\ncdpUrl = \"ws://u:p@farm.example/?token=abc\"\n"
+         color = \"#00aa11\"\nattachOnly = true\ncdpUrl = \"wss://farm.example/?token=abc\"\n\
+         cdpHeaders = { Authorization = \"Bearer abc\" }\ncdpCaFile = \"/etc/farm/ca.pem\"\nremoteCdpTimeoutMs = 5\n"
             .into(),
     );
     examples
@@ -1499,6 +1500,7 @@ fn config_rules_hold(config: &RelayConfig) -> TestCaseResult {
     prop_assert!(!config.profiles.contains_key(managed_driver::config::AUTO_PROFILE));
     prop_assert!(config.media_keep >= 1 && config.media_max_age >= Duration::from_secs(3600));
     prop_assert!(config.upload_roots.iter().all(|root| root.is_absolute()));
+    prop_assert!(!config.remote_deadlines.connect.is_zero() && !config.remote_deadlines.handshake.is_zero());
     for (name, profile) in &config.profiles {
         prop_assert_eq!(name, &profile.name);
         prop_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
@@ -1507,7 +1509,28 @@ fn config_rules_hold(config: &RelayConfig) -> TestCaseResult {
         prop_assert_ne!(profile.cdp_port, Some(9222));
         prop_assert!(profile.cdp_port.is_none() || profile.attach_only, "{:?}", profile);
         prop_assert!(!profile.attach_only || profile.cdp_port.is_some() || profile.cdp_url.is_some());
-        prop_assert!(profile.cdp_url.as_deref().is_none_or(|u| u.starts_with("http://") || u.starts_with("ws://")));
+        // A remote browser's URL: one of four schemes, with a host, and no
+        // credentials (they would go nowhere: headers carry them).
+        if let Some(url) = &profile.cdp_url {
+            let parsed = url::Url::parse(url);
+            prop_assert!(parsed.is_ok(), "{}", url);
+            let parsed = parsed.expect("checked");
+            prop_assert!(["http", "https", "ws", "wss"].contains(&parsed.scheme()), "{}", url);
+            prop_assert!(parsed.username().is_empty() && parsed.password().is_none(), "{}", url);
+            prop_assert!(parsed.host_str().is_some_and(|h| !h.is_empty()), "{}", url);
+        }
+        // Headers and a CA file only for a cdpUrl; header values that cannot
+        // break a request.
+        prop_assert!(profile.cdp_url.is_some() || (profile.cdp_headers.is_empty() && profile.cdp_ca_file.is_none()));
+        prop_assert!(profile.cdp_ca_file.as_ref().is_none_or(|ca| ca.is_absolute()));
+        for (name, value) in &profile.cdp_headers.0 {
+            prop_assert!(HeaderName::from_bytes(name.as_bytes()).is_ok(), "{}", name);
+            prop_assert!(HeaderValue::from_str(value.expose()).is_ok(), "the value of {}", name);
+            prop_assert!(
+                !name.eq_ignore_ascii_case("host") && !name.to_ascii_lowercase().starts_with("sec-websocket-")
+            );
+        }
+        prop_assert_eq!(profile.remote_deadlines, config.remote_deadlines);
         if profile.driver == Driver::Extension {
             prop_assert!(profile.executable_path.is_none() && profile.cdp_port.is_none() && profile.cdp_url.is_none());
         }
@@ -1569,7 +1592,16 @@ fn profile_spec() -> impl Strategy<Value = ProfileSpec> {
         text("/[a-z/]{1,12}").prop_map(|p| ("executablePath", toml_string(&p))),
         prop_oneof![any::<u16>(), Just(9222u16)].prop_map(|p| ("cdpPort", p.to_string())),
         any::<i64>().prop_map(|p| ("cdpPort", p.to_string())),
-        text("(http|ws|https|wss)://[a-z0-9.:@]{1,12}/[a-z?=&]{0,8}").prop_map(|u| ("cdpUrl", toml_string(&u))),
+        text("(http|ws|https|wss|ftp)://[a-z0-9.:@]{1,12}/[a-z?=&]{0,8}").prop_map(|u| ("cdpUrl", toml_string(&u))),
+        (
+            prop_oneof![3 => "[A-Za-z-]{1,12}", 1 => Just("Host".to_string()), 1 => any_text(6)],
+            prop_oneof![3 => "[ -~]{1,16}", 1 => any_text(8)],
+        )
+            .prop_map(|(name, value)| (
+                "cdpHeaders",
+                format!("{{ {} = {} }}", toml_string(&name), toml_string(&value))
+            )),
+        text("/?[a-z/]{1,12}\\.pem").prop_map(|p| ("cdpCaFile", toml_string(&p))),
         prop::collection::vec(
             text("--(lang=fr|user-data-dir=/x|remote-debugging-port=1|profile-directory=x|mute-audio)"),
             0..3
@@ -1591,6 +1623,8 @@ fn config_text() -> impl Strategy<Value = String> {
         )),
         prop_oneof![0..1000i64, any::<i64>()].prop_map(|n| ("mediaKeep", n.to_string())),
         prop_oneof![0..1000i64, any::<i64>(), Just(i64::MAX)].prop_map(|n| ("mediaMaxAgeHours", n.to_string())),
+        prop_oneof![0..10_000i64, any::<i64>()].prop_map(|n| ("remoteCdpTimeoutMs", n.to_string())),
+        prop_oneof![0..10_000i64, any::<i64>()].prop_map(|n| ("remoteCdpHandshakeTimeoutMs", n.to_string())),
     ];
     (prop::collection::vec(top, 0..5), prop::collection::vec(profile_spec(), 0..4)).prop_map(|(top, profiles)| {
         let mut text = String::new();
@@ -1619,6 +1653,43 @@ fn config_text() -> impl Strategy<Value = String> {
 fn every_config_that_parses_obeys_the_documented_rules() {
     let _shared = shared();
     fuzz(config(1), config_text(), |text| config_holds(&text));
+}
+
+/// A remote profile whose secrets (a `cdpUrl` token, an `Authorization`
+/// value) sit in lines that are broken in the ways a hand edit breaks them,
+/// among other lines mutated at random: whatever the error, it never shows
+/// a secret (toml quotes the offending line; config.rs does not).
+#[test]
+fn config_errors_never_show_a_remote_profiles_secrets() {
+    let _shared = shared();
+    let breakage =
+        prop_oneof![Just(""), Just("\"unterminated"), Just("\""), Just("\n"), Just("\r\nx"), Just(" ]"), Just("' }"),];
+    let input =
+        ("[a-zA-Z0-9]{12,20}", "[a-zA-Z0-9]{12,20}", breakage, any::<bool>(), any::<bool>(), edits(), 0..4usize);
+    fuzz(config(1), input, |(token, header, breakage, as_string, twice, edits, place)| {
+        let url = format!("cdpUrl = \"wss://farm.example/?token={token}{}\"\n", if place == 0 { breakage } else { "" });
+        let headers = match as_string {
+            true => {
+                format!("cdpHeaders = \"Authorization: Bearer {header}{}\"\n", if place == 1 { breakage } else { "" })
+            }
+            false => format!(
+                "cdpHeaders = {{ Authorization = \"Bearer {header}{}\" }}\n",
+                if place == 1 { breakage } else { "" }
+            ),
+        };
+        let others = mutate(
+            "defaultProfile = \"farm\"\nremoteCdpTimeoutMs = 2000\n[profiles.farm]\ndriver = \"managed\"\n",
+            &edits,
+        );
+        let again = if twice { url.clone() } else { String::new() };
+        let text = format!("{others}{url}{headers}{again}cdpCaFile = \"/etc/ca.pem\"\n");
+        if let Err(message) = parse_config(&text) {
+            for secret in [&token, &header] {
+                prop_assert!(!message.contains(secret.as_str()), "{} shows {}: {}", text, secret, message);
+            }
+        }
+        Ok(())
+    });
 }
 
 /// A URL with a secret in its password or its query.

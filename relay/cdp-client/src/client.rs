@@ -11,10 +11,14 @@ use dashmap::DashMap;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoint::EndpointError;
+use crate::net::{Dial, Stream};
 use crate::protocol::Command;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -52,6 +56,94 @@ pub struct Channels {
     pub incoming: mpsc::UnboundedReceiver<String>,
 }
 
+impl Channels {
+    /// A browser's WebSocket (`ws://` or `wss://`, with `dial`'s headers,
+    /// roots and deadlines) as text frames: a remote browser's one
+    /// connection, which the managed driver multiplexes.
+    pub async fn connect(url: &str, dial: &Dial) -> Result<Self, EndpointError> {
+        Ok(pump(websocket(url, dial).await?))
+    }
+}
+
+/// Opens a WebSocket: TCP and TLS as [`crate::net::open`] does, then the
+/// upgrade (with `dial`'s headers) within the handshake's deadline. This is
+/// the one WebSocket client of the project.
+async fn websocket(url: &str, dial: &Dial) -> Result<WebSocketStream<Stream>, EndpointError> {
+    let shown = redact(url);
+    let bad = |reason: String| EndpointError::BadUrl { url: shown.clone(), reason };
+    let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    if !matches!(parsed.scheme(), "ws" | "wss") {
+        return Err(bad("ws:// or wss:// expected".into()));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("credentials in the URL are not sent: use headers (Authorization)".into()));
+    }
+    let mut request = url.into_client_request().map_err(|e| bad(e.to_string()))?;
+    for (name, value) in &dial.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(format!("header name {name:?}")))?;
+        let value = HeaderValue::from_str(value.expose())
+            .map_err(|_| bad(format!("the value of header {name} is not valid")))?;
+        request.headers_mut().insert(name, value);
+    }
+    let (stream, upgrade_by) = crate::net::open(&parsed, dial, &shown).await?;
+    let upgrade = tokio_tungstenite::client_async_with_config(request, stream, Some(ws_config()));
+    match tokio::time::timeout_at(upgrade_by, upgrade).await {
+        Err(_) => Err(EndpointError::HandshakeTimeout {
+            url: shown,
+            stage: "WebSocket handshake",
+            within: dial.handshake_within,
+        }),
+        Ok(Ok((socket, _))) => Ok(socket),
+        Ok(Err(WsError::Http(response))) => {
+            Err(EndpointError::Status { url: shown, status: response.status().as_u16() })
+        }
+        Ok(Err(error)) => Err(EndpointError::Handshake { url: shown, reason: error.to_string() }),
+    }
+}
+
+/// A WebSocket's text frames on channels: a writer and a reader task, which
+/// end with the socket or when [`Channels::outgoing`] drops (the socket is
+/// then closed).
+fn pump(socket: WebSocketStream<Stream>) -> Channels {
+    let (mut sink, mut stream) = socket.split();
+    let (outgoing, mut to_socket) = mpsc::unbounded_channel::<String>();
+    let (from_socket, incoming) = mpsc::unbounded_channel::<String>();
+    let closed = CancellationToken::new();
+    let writer_closed = closed.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = writer_closed.cancelled() => break,
+                text = to_socket.recv() => match text {
+                    Some(text) => if sink.send(Message::Text(text.into())).await.is_err() { break },
+                    None => break,
+                },
+            }
+        }
+        let _ = sink.close().await;
+    });
+    tokio::spawn(async move {
+        loop {
+            let frame = tokio::select! {
+                () = from_socket.closed() => break,
+                frame = stream.next() => frame,
+            };
+            match frame {
+                Some(Ok(Message::Text(text))) => {
+                    if from_socket.send(text.as_str().to_string()).is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break,
+            }
+        }
+        // The socket ended (or its reader left): the writer stops too.
+        closed.cancel();
+    });
+    Channels { outgoing, incoming }
+}
+
 /// What the writer task sends.
 #[derive(Debug)]
 enum Outgoing {
@@ -72,13 +164,12 @@ pub struct CdpClient {
 }
 
 impl CdpClient {
-    /// Connects to a `ws://` CDP endpoint (browser- or page-level).
+    /// Connects to a `ws://` CDP endpoint (browser- or page-level), with
+    /// no deadline (a local peer, which may hold the upgrade on purpose).
     pub async fn connect(url: &str) -> Result<Self, CdpError> {
-        let connect_error = |reason: String| CdpError::Connect { url: redact(url), reason };
-        let request = url.into_client_request().map_err(|e| connect_error(e.to_string()))?;
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true)
+        let socket = websocket(url, &Dial::patient())
             .await
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|e| CdpError::Connect { url: redact(url), reason: e.to_string() })?;
         let (sink, stream) = socket.split();
         let sink = sink.with(|text: String| std::future::ready(Ok::<_, WsError>(Message::Text(text.into()))));
         let stream = stream.take_while(|m| std::future::ready(m.is_ok())).filter_map(|m| {
@@ -319,24 +410,34 @@ fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
         .max_frame_size(Some(256 << 20))
 }
 
-/// A URL without its query or fragment (which may hold a token) and
-/// without the credentials of its authority (`user:pass@`: a remote
-/// browser farm's), for error messages.
+/// A URL as it may be shown (errors, status, logs): the credentials of its
+/// authority (`user:pass@`) and its query and fragment (farms put their keys
+/// there: `?token=`, `?apiKey=`) replaced by `***`. The one redaction of
+/// the project.
 pub fn redact(url: &str) -> String {
-    let (base, rest) = url.split_once(['?', '#']).map_or((url, ""), |(base, _)| (base, "?…"));
     // Only a scheme ends at `://`: in `user:pass@host/a://b` it is the path's.
-    let authority_at = base
-        .split_once("://")
-        .filter(|(scheme, _)| {
-            scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-                && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
-        })
-        .map_or(0, |(scheme, _)| scheme.len() + 3);
-    let authority = base[authority_at..].split('/').next().unwrap_or("");
-    match authority.rfind('@') {
-        Some(at) => format!("{}***{}{rest}", &base[..authority_at], &base[authority_at + at..]),
-        None => format!("{base}{rest}"),
-    }
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) if is_scheme(scheme) => (scheme, rest),
+        _ => ("", url),
+    };
+    let (authority_and_path, query) = match rest.split_once(['?', '#']) {
+        Some((before, _)) => (before, true),
+        None => (rest, false),
+    };
+    let (authority, path) = authority_and_path.split_once('/').map_or((authority_and_path, ""), |(a, p)| (a, p));
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
+    let slash = if path.is_empty() && !authority_and_path.ends_with('/') { "" } else { "/" };
+    format!("{prefix}{host}{slash}{path}{}", if query { "?***" } else { "" })
+}
+
+/// RFC 3986: a letter, then letters, digits, `+`, `-` and `.`.
+fn is_scheme(text: &str) -> bool {
+    text.starts_with(|c: char| c.is_ascii_alphabetic())
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 #[cfg(test)]
@@ -346,7 +447,7 @@ mod tests {
     #[test]
     fn redact_drops_the_query_that_may_hold_a_token() {
         let url = "ws://127.0.0.1:1/devtools/browser/X?token=0123456789abcdef";
-        assert_eq!(redact(url), "ws://127.0.0.1:1/devtools/browser/X?…");
+        assert_eq!(redact(url), "ws://127.0.0.1:1/devtools/browser/X?***");
         assert_eq!(redact("ws://127.0.0.1:1/cdp"), "ws://127.0.0.1:1/cdp");
     }
 
@@ -354,10 +455,12 @@ mod tests {
     /// credentials was shown with them in connection errors.
     #[test]
     fn redact_drops_credentials_and_fragments() {
-        assert_eq!(redact("wss://user:pass@farm.example/chrome?token=abc"), "wss://***@farm.example/chrome?…");
+        assert_eq!(redact("wss://user:pass@farm.example/chrome?token=abc"), "wss://***@farm.example/chrome?***");
         assert_eq!(redact("ws://u:p@h"), "ws://***@h");
         assert_eq!(redact("u:p@h/a://b"), "***@h/a://b");
-        assert_eq!(redact("ws://h/p@x#access_token=abc"), "ws://h/p@x?…");
+        assert_eq!(redact("ws://h/p@x#access_token=abc"), "ws://h/p@x?***");
+        assert_eq!(redact("http://farm.example/?apiKey=k#frag"), "http://farm.example/?***");
+        assert_eq!(redact("http://10.0.0.5:9333"), "http://10.0.0.5:9333");
     }
 
     #[tokio::test]

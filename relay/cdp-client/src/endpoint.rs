@@ -1,18 +1,66 @@
-//! A CDP endpoint as users write it (`http://host:port`, `ws://host:port/
-//! devtools/browser/<id>`) and the browser's `/json/version` document: the
-//! one place that fetches it.
+//! A CDP endpoint as users write it, and the one way to turn it into a
+//! browser WebSocket URL:
+//!
+//! - `ws://` and `wss://` are the browser's WebSocket itself, used as
+//!   written: Chrome's `/devtools/browser/<id>`, a farm's root
+//!   (`wss://farm.example?token=…`), Selenium Grid's `…/session/<id>/se/cdp`.
+//!   Nothing else is asked of them (a Grid serves no `/json/version`, and a
+//!   farm may start a browser for every connection).
+//! - `http://` and `https://` are a debugging endpoint: its
+//!   `/json/version`'s `webSocketDebuggerUrl` is the browser, normalised by
+//!   [`normalize_ws_url`] (a farm's document often names the address the
+//!   browser sees, not the one the user reaches). An endpoint without
+//!   `/json/version` is an error that says to write the WebSocket URL
+//!   instead: guessing would open a second connection, and a farm may bill
+//!   it as a browser session.
 
 use serde_json::Value;
+use std::time::Duration;
 
-/// Why an endpoint gave no browser WebSocket URL.
+use crate::net::Dial;
+
+/// Why an endpoint gave no browser, or no connection. URLs in it are
+/// redacted ([`crate::redact`]); header values are never in it.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum EndpointError {
+    #[error("{url} is not a usable CDP endpoint: {reason}")]
+    BadUrl { url: String, reason: String },
     #[error("nothing answers at {url}: {reason}")]
     Unreachable { url: String, reason: String },
-    #[error("{url} answered {status}")]
+    #[error("no TCP connection to {url} within {} ms", within.as_millis())]
+    ConnectTimeout { url: String, within: Duration },
+    /// `untrusted`: the certificate's issuer is not among the roots.
+    #[error("TLS with {url} failed: {reason}")]
+    Tls { url: String, reason: String, untrusted: bool },
+    #[error("cannot use the CA file {}: {reason}", path.display())]
+    CaFile { path: std::path::PathBuf, reason: String },
+    #[error(
+        "no trusted root certificate to check TLS with ({reason}): install the system's CA certificates (Debian: ca-certificates)"
+    )]
+    NoRoots { reason: String },
+    #[error("{url} did not complete its {stage} within {} ms", within.as_millis())]
+    HandshakeTimeout { url: String, stage: &'static str, within: Duration },
+    #[error("{url} answered {status}{}", status_hint(*status))]
     Status { url: String, status: u16 },
     #[error("{url} is not a browser's /json/version document")]
     NotAVersionDocument { url: String },
+    #[error("{url} refused the WebSocket: {reason}")]
+    Handshake { url: String, reason: String },
+}
+
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        401 | 403 => " (refused: are the credentials right?)",
+        404 => " (no such endpoint)",
+        _ => "",
+    }
+}
+
+impl EndpointError {
+    /// Whether a deadline passed (as opposed to a refusal).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::ConnectTimeout { .. } | Self::HandshakeTimeout { .. })
+    }
 }
 
 /// The `/json/version` URL of an endpoint. For `http://host:port/prefix?q`
@@ -34,34 +82,124 @@ pub fn version_url(endpoint: &str) -> String {
     }
 }
 
-/// Fetches an endpoint's `/json/version` document.
+/// Fetches a local endpoint's `/json/version` document (no headers,
+/// default deadlines).
 pub async fn json_version(endpoint: &str) -> Result<Value, EndpointError> {
-    json_document(&version_url(endpoint)).await
+    json_version_with(endpoint, &Dial::default()).await
 }
 
-/// Fetches one of a browser's `/json/*` documents at `url`.
+/// Fetches an endpoint's `/json/version` document, dialled as `dial` says.
+pub async fn json_version_with(endpoint: &str, dial: &Dial) -> Result<Value, EndpointError> {
+    json_document_with(&version_url(endpoint), dial).await
+}
+
+/// Fetches one of a local browser's `/json/*` documents at `url`.
 pub async fn json_document(url: &str) -> Result<Value, EndpointError> {
-    let shown = crate::redact(url);
-    let (status, body) = crate::http::get(url)
-        .await
-        .map_err(|e| EndpointError::Unreachable { url: shown.clone(), reason: e.to_string() })?;
-    if status != 200 {
-        return Err(EndpointError::Status { url: shown, status });
-    }
-    serde_json::from_str(&body).map_err(|_| EndpointError::NotAVersionDocument { url: shown })
+    json_document_with(url, &Dial::default()).await
 }
 
-/// The browser-level WebSocket URL of an endpoint: a `ws://` URL as it is,
-/// otherwise the `webSocketDebuggerUrl` of its `/json/version`.
-pub async fn browser_ws_url(endpoint: &str) -> Result<String, EndpointError> {
-    if endpoint.starts_with("ws://") || endpoint.starts_with("wss://") {
-        return Ok(endpoint.to_string());
+async fn json_document_with(url: &str, dial: &Dial) -> Result<Value, EndpointError> {
+    let shown = crate::redact(url);
+    let response = crate::http::get_with(url, dial).await?;
+    if response.status != 200 {
+        return Err(EndpointError::Status { url: shown, status: response.status });
     }
-    let version = json_version(endpoint).await?;
-    version["webSocketDebuggerUrl"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| EndpointError::NotAVersionDocument { url: crate::redact(&version_url(endpoint)) })
+    serde_json::from_slice(&response.body).map_err(|_| EndpointError::NotAVersionDocument { url: shown })
+}
+
+/// The browser-level WebSocket URL of a local endpoint (no headers,
+/// default deadlines).
+pub async fn browser_ws_url(endpoint: &str) -> Result<String, EndpointError> {
+    browser_ws_url_with(endpoint, &Dial::default()).await
+}
+
+/// The browser-level WebSocket URL of an endpoint: a `ws(s)://` URL as it
+/// is, otherwise its `/json/version`'s `webSocketDebuggerUrl`, normalised.
+pub async fn browser_ws_url_with(endpoint: &str, dial: &Dial) -> Result<String, EndpointError> {
+    let shown = crate::redact(endpoint);
+    let parsed =
+        url::Url::parse(endpoint).map_err(|e| EndpointError::BadUrl { url: shown.clone(), reason: e.to_string() })?;
+    match parsed.scheme() {
+        "ws" | "wss" => return Ok(endpoint.to_string()),
+        "http" | "https" => {}
+        other => {
+            return Err(EndpointError::BadUrl {
+                url: shown,
+                reason: format!("{other}:// is not http(s):// or ws(s)://"),
+            });
+        }
+    }
+    let version = match json_version_with(endpoint, dial).await {
+        Err(EndpointError::Status { url, status: 404 }) => {
+            return Err(EndpointError::BadUrl {
+                url,
+                reason: "it serves no /json/version (404): if the endpoint is a browser WebSocket (Selenium Grid's se:cdp), write it as ws:// or wss://".into(),
+            });
+        }
+        other => other?,
+    };
+    let not_a_document = || EndpointError::NotAVersionDocument { url: crate::redact(&version_url(endpoint)) };
+    let ws = version["webSocketDebuggerUrl"].as_str().ok_or_else(not_a_document)?;
+    normalize_ws_url(ws, &parsed).ok_or_else(not_a_document)
+}
+
+/// A `webSocketDebuggerUrl` as a client that reached the endpoint at
+/// `endpoint` must use it:
+/// - an unspecified host (`0.0.0.0`, `[::]`: where the browser listens,
+///   inside a farm's container), or a loopback one (`127.0.0.1`,
+///   `localhost`) when the endpoint is not on loopback, is replaced by the
+///   endpoint's host and port;
+/// - on the endpoint's host and port, the scheme follows the endpoint's
+///   (`https` → `wss`: one port is not both TLS and plain);
+/// - without a query, on the endpoint's host, it takes the endpoint's (a
+///   farm's `?token=` is wanted on the WebSocket too; another host never
+///   gets it).
+///
+/// `None` when it is not a `ws(s)://` URL.
+pub fn normalize_ws_url(ws: &str, endpoint: &url::Url) -> Option<String> {
+    let mut url = url::Url::parse(ws).ok()?;
+    if !matches!(url.scheme(), "ws" | "wss") {
+        return None;
+    }
+    let local = |host: Option<url::Host<&str>>| match host {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let unspecified = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_unspecified(),
+        _ => false,
+    };
+    let mut same_place =
+        url.host_str() == endpoint.host_str() && url.port_or_known_default() == endpoint.port_or_known_default();
+    if unspecified || (local(url.host()) && !local(endpoint.host())) {
+        url.set_host(endpoint.host_str()).ok()?;
+        same_place = true;
+    }
+    if same_place {
+        let scheme = if endpoint.scheme() == "https" { "wss" } else { "ws" };
+        url.set_scheme(scheme).ok()?;
+        url.set_port(endpoint.port()).ok()?;
+    }
+    // The endpoint's secrets go only to the endpoint's host.
+    if url.query().is_none() && endpoint.query().is_some() && url.host_str() == endpoint.host_str() {
+        url.set_query(endpoint.query());
+    }
+    Some(url.to_string())
+}
+
+/// How to dial the browser WebSocket `ws` found at `endpoint`: as `dial`
+/// says, but without its headers when `ws` is on another host. A
+/// `/json/version` document (over plain HTTP, anyone on the path could
+/// write it) must not send the endpoint's credentials elsewhere.
+pub fn dial_for(ws: &str, endpoint: &str, dial: &Dial) -> Dial {
+    let host = |url: &str| url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+    match host(ws).is_some() && host(ws) == host(endpoint) {
+        true => dial.clone(),
+        false => Dial { headers: Vec::new(), ..dial.clone() },
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +212,60 @@ mod tests {
         assert_eq!(version_url("http://127.0.0.1:9333/"), "http://127.0.0.1:9333/json/version");
         assert_eq!(version_url("ws://10.0.0.5:9222/devtools/browser/ABC"), "http://10.0.0.5:9222/json/version");
         assert_eq!(version_url("http://proxy:80/chrome/?k=1"), "http://proxy/chrome/json/version?k=1");
+        assert_eq!(version_url("https://farm.example/?token=t"), "https://farm.example/json/version?token=t");
+    }
+
+    #[test]
+    fn a_farms_document_is_reached_where_the_endpoint_is() {
+        let normalize = |ws: &str, endpoint: &str| normalize_ws_url(ws, &url::Url::parse(endpoint).unwrap());
+        // Chrome's own port on loopback: as it is.
+        assert_eq!(
+            normalize("ws://127.0.0.1:9222/devtools/browser/X", "http://127.0.0.1:9222").as_deref(),
+            Some("ws://127.0.0.1:9222/devtools/browser/X")
+        );
+        // The browser's view from inside a farm: the endpoint's address,
+        // TLS as the endpoint, and its token.
+        assert_eq!(
+            normalize("ws://0.0.0.0:3000/devtools/browser/X", "https://farm.example/?token=t").as_deref(),
+            Some("wss://farm.example/devtools/browser/X?token=t")
+        );
+        assert_eq!(
+            normalize("ws://localhost:9222/devtools/browser/X", "https://farm.example:8443").as_deref(),
+            Some("wss://farm.example:8443/devtools/browser/X")
+        );
+        // A document naming another host keeps it, and a query of its own;
+        // the endpoint's token never goes there, nor its headers.
+        assert_eq!(
+            normalize("wss://cdp.farm.example/devtools/browser/X?session=1", "https://farm.example/?token=t")
+                .as_deref(),
+            Some("wss://cdp.farm.example/devtools/browser/X?session=1")
+        );
+        assert_eq!(
+            normalize("wss://elsewhere.example/devtools/browser/X", "https://farm.example/?token=t").as_deref(),
+            Some("wss://elsewhere.example/devtools/browser/X")
+        );
+        let dial = Dial { headers: vec![("Authorization".into(), crate::Secret::new("k"))], ..Dial::default() };
+        assert!(dial_for("wss://elsewhere.example/x", "https://farm.example/", &dial).headers.is_empty());
+        assert_eq!(dial_for("wss://FARM.example:8443/x", "https://farm.example/", &dial), dial);
+        // Same host and port as an https endpoint: wss.
+        assert_eq!(
+            normalize("ws://127.0.0.1:4443/devtools/browser/X", "https://127.0.0.1:4443").as_deref(),
+            Some("wss://127.0.0.1:4443/devtools/browser/X")
+        );
+        // An unspecified address is never where to connect, even when the
+        // endpoint is on loopback (a tunnel to a farm).
+        assert_eq!(
+            normalize("ws://0.0.0.0:9222/devtools/browser/X", "https://127.0.0.1:8443/?token=t").as_deref(),
+            Some("wss://127.0.0.1:8443/devtools/browser/X?token=t")
+        );
+        assert_eq!(normalize("http://x/", "https://farm.example"), None);
+    }
+
+    #[tokio::test]
+    async fn websocket_urls_are_used_as_written_and_other_schemes_refused() {
+        let grid = "wss://grid.example:4444/session/abc/se/cdp";
+        assert_eq!(browser_ws_url_with(grid, &Dial::default()).await.unwrap(), grid);
+        let error = browser_ws_url_with("ftp://farm.example/?token=sekrit", &Dial::default()).await.unwrap_err();
+        assert!(matches!(error, EndpointError::BadUrl { .. }) && !error.to_string().contains("sekrit"), "{error}");
     }
 }

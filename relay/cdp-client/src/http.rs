@@ -1,13 +1,16 @@
-//! HTTP/1.1 requests for loopback peers, over hyper's client: a browser's
-//! `/json/*` documents, and the CLI and tests talking to the control API.
-//! One request per connection, bounded in time and size; no TLS, no
-//! redirects.
+//! HTTP/1.1 requests over hyper's client: a browser's `/json/*` documents
+//! (a remote one over TLS, with its headers: [`get_with`]), and the CLI and
+//! tests talking to the control API ([`request`], loopback). One request
+//! per connection, bounded in time and size; no redirects.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_util::rt::TokioIo;
+
+use crate::endpoint::EndpointError;
+use crate::net::Dial;
 
 /// Every request must finish within this.
 pub const REQUEST_WITHIN: Duration = Duration::from_secs(60);
@@ -57,6 +60,84 @@ pub async fn request(
 ) -> std::io::Result<HttpResponse> {
     let rest = url.strip_prefix("http://").ok_or_else(|| std::io::Error::other("http:// URL expected"))?;
     let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect(host).await?;
+        exchange(stream, method, host, &path, headers, body).await
+    };
+    tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
+}
+
+/// `GET url` (`http://` or `https://`) with `dial`'s headers, roots and
+/// deadlines: TCP within its connect deadline, TLS and the answer's head
+/// within its handshake deadline, the body within [`REQUEST_WITHIN`].
+pub async fn get_with(url: &str, dial: &Dial) -> Result<HttpResponse, EndpointError> {
+    let shown = crate::redact(url);
+    let parsed =
+        url::Url::parse(url).map_err(|e| EndpointError::BadUrl { url: shown.clone(), reason: e.to_string() })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(EndpointError::BadUrl { url: shown, reason: "http:// or https:// expected".into() });
+    }
+    let (stream, answer_by) = crate::net::open(&parsed, dial, &shown).await?;
+    let host = match parsed.port() {
+        Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
+        None => parsed.host_str().unwrap_or_default().to_string(),
+    };
+    let path = match parsed.query() {
+        Some(query) => format!("{}?{query}", parsed.path()),
+        None => parsed.path().to_string(),
+    };
+    let headers: Vec<(&str, &str)> = dial.headers.iter().map(|(name, value)| (name.as_str(), value.expose())).collect();
+    let failed = |e: std::io::Error| EndpointError::Unreachable { url: shown.clone(), reason: e.to_string() };
+    let answer = tokio::time::timeout_at(answer_by, send(stream, "GET", &host, &path, &headers, None))
+        .await
+        .map_err(|_| EndpointError::HandshakeTimeout {
+            url: shown.clone(),
+            stage: "HTTP answer",
+            within: dial.handshake_within,
+        })?
+        .map_err(failed)?;
+    tokio::time::timeout(REQUEST_WITHIN, answer.read())
+        .await
+        .map_err(|_| failed(std::io::Error::other("timed out reading the answer")))?
+        .map_err(failed)
+}
+
+/// Sends one request over `stream` and reads the whole answer.
+async fn exchange<S>(
+    stream: S,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> std::io::Result<HttpResponse>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    send(stream, method, host, path, headers, body).await?.read().await
+}
+
+/// An answer whose head has arrived; its body is still to read.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: hyper::body::Incoming,
+    /// The connection's I/O, which runs until the body is read.
+    _connection: AbortOnDrop<Result<(), hyper::Error>>,
+}
+
+/// Sends one request over `stream`; the answer once its head has arrived.
+async fn send<S>(
+    stream: S,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> std::io::Result<Answer>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut builder = hyper::Request::builder()
         .method(hyper::Method::from_bytes(method.as_bytes()).map_err(std::io::Error::other)?)
         .uri(path)
@@ -69,30 +150,33 @@ pub async fn request(
     }
     let request =
         builder.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default()))).map_err(std::io::Error::other)?;
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect(host).await?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
-        // The connection's I/O runs beside the request; it ends with it.
-        let connection = AbortOnDrop(tokio::spawn(connection));
-        let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-            .collect();
-        let body = Limited::new(response.into_body(), MAX_RESPONSE).collect().await.map_err(|e| {
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
+    // The connection's I/O runs beside the request; it ends with it.
+    let connection = AbortOnDrop(tokio::spawn(connection));
+    let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect();
+    Ok(Answer { status, headers, body: response.into_body(), _connection: connection })
+}
+
+impl Answer {
+    /// Reads the body, up to [`MAX_RESPONSE`].
+    async fn read(self) -> std::io::Result<HttpResponse> {
+        let Self { status, headers, body, _connection } = self;
+        let body = Limited::new(body, MAX_RESPONSE).collect().await.map_err(|e| {
             if e.is::<LengthLimitError>() {
                 std::io::Error::other(format!("response larger than {} MiB", MAX_RESPONSE >> 20))
             } else {
                 std::io::Error::other(e)
             }
         })?;
-        drop(connection);
         Ok(HttpResponse { status, headers, body: body.to_bytes().to_vec() })
-    };
-    tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
+    }
 }
 
 /// Aborts a spawned task when dropped (also when the request is).

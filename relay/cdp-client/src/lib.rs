@@ -6,14 +6,20 @@
 //! - [`http`]: a small HTTP/1.1 client (a browser's `/json/*`, the CLI and
 //!   the tests talking to the control API).
 //! - [`protocol`]: typed CDP commands and events, the ones the engines use.
-//! - [`endpoint`]: the one way to turn a CDP endpoint (`http://…`,
-//!   `ws://…`) into a browser WebSocket URL.
+//! - [`endpoint`]: the one way to turn a CDP endpoint (`http(s)://…`,
+//!   `ws(s)://…`) into a browser WebSocket URL, and [`EndpointError`], why
+//!   an endpoint could not be reached.
+//! - [`net`]: how an endpoint is reached ([`Dial`]: headers that are
+//!   [`Secret`]s, TLS roots, connect and handshake deadlines).
 //!
 //! It knows nothing of the relay, the managed driver or the control API.
 
 pub mod client;
 pub mod endpoint;
 pub mod http;
+pub mod net;
 pub mod protocol;
 
 pub use client::{CdpClient, CdpError, CdpEvent, Channels, redact};
+pub use endpoint::EndpointError;
+pub use net::{Dial, Secret};

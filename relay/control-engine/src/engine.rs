@@ -186,8 +186,9 @@ impl Engine {
     }
 
     /// Where a profile's browser-level CDP is: the relay's own `/cdp`
-    /// (extension), a session on the launched browser's pipe (managed), or
-    /// the profile's `cdpUrl`/`cdpPort` (attach-only, remote).
+    /// (extension), or a session on the launched browser's pipe or on the
+    /// connection to the profile's `cdpUrl`/`cdpPort` (attach-only, remote),
+    /// which the relay's `/profiles/<name>/` clients share.
     async fn browser_endpoint(&self, profile: &Profile) -> Result<BrowserEndpoint, ControlError> {
         match profile.driver {
             Driver::Extension => {
@@ -197,23 +198,14 @@ impl Engine {
                 }
                 Ok(BrowserEndpoint::Url(link.cdp_ws_url.clone()))
             }
-            Driver::Managed if profile.launches() => {
-                match self.0.browsers.connect(&profile.name, Endpoint::Browser).await {
-                    Ok(channels) => Ok(BrowserEndpoint::Pipe(channels)),
-                    Err(ManagedError::NotRunning(_)) => Err(ControlError::NotRunning(profile.name.clone())),
-                    Err(other) => Err(other.into()),
-                }
-            }
-            Driver::Managed => {
-                let url = profile
-                    .cdp_url
-                    .clone()
-                    .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or_default()));
-                cdp_client::endpoint::browser_ws_url(&url)
-                    .await
-                    .map(BrowserEndpoint::Url)
-                    .map_err(|_| ControlError::NotRunning(profile.name.clone()))
-            }
+            // A session on the launched browser's pipe, or on the one
+            // connection to a remote browser (opened, or opened again after
+            // a drop, here).
+            Driver::Managed => match self.0.browsers.connect(profile, Endpoint::Browser).await {
+                Ok(channels) => Ok(BrowserEndpoint::Pipe(channels)),
+                Err(ManagedError::NotRunning(_)) => Err(ControlError::NotRunning(profile.name.clone())),
+                Err(other) => Err(other.into()),
+            },
         }
     }
 

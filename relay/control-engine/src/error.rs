@@ -5,7 +5,7 @@
 //! [`ErrorKind`] to a status.
 
 use crate::api::DialogInfo;
-use cdp_client::CdpError;
+use cdp_client::{CdpError, EndpointError};
 use managed_driver::ManagedError;
 use managed_driver::config::ConfigError;
 
@@ -229,7 +229,12 @@ impl ControlError {
             | Self::StaleRef(_) => ErrorKind::Conflict,
             Self::Managed(ManagedError::ExtensionProfile(_)) => ErrorKind::Conflict,
             Self::NotAllowed { .. } => ErrorKind::Forbidden,
-            Self::Timeout { .. } | Self::Cdp { source: CdpError::Timeout(..), .. } => ErrorKind::Timeout,
+            Self::Timeout { .. }
+            | Self::Cdp { source: CdpError::Timeout(..), .. }
+            | Self::Managed(ManagedError::AttachUnreachable {
+                source: EndpointError::ConnectTimeout { .. } | EndpointError::HandshakeTimeout { .. },
+                ..
+            }) => ErrorKind::Timeout,
             Self::Managed(_) | Self::Navigation { .. } | Self::Cdp { .. } | Self::Page(_) | Self::Io { .. } => {
                 ErrorKind::Upstream
             }
@@ -242,6 +247,7 @@ impl ControlError {
             Self::BadRequest(_) => "bad_request",
             Self::Config(ConfigError::UnknownProfile { .. }) => "unknown_profile",
             Self::Config(_) => "bad_config",
+            Self::Managed(ManagedError::AttachUnreachable { .. }) => "unreachable",
             Self::Managed(_) => "launch_failed",
             Self::TooManyBrowsers { .. } => "too_many_browsers",
             Self::ProfileExists(_) => "profile_exists",

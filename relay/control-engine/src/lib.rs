@@ -8,8 +8,9 @@
 //! which [`Engine`] implements once per route in the module of its concern.
 //!
 //! **One engine, two drivers.** A profile's endpoint is a session on the
-//! managed browser's pipe, an attach-only profile's `cdpUrl`, or the
-//! relay's `/cdp` for the extension driver; [`conn::Conn::over`] then does the same
+//! managed browser's pipe or on the one connection to a remote profile's
+//! browser (a `cdpUrl`, an attach-only `cdpPort`), or the relay's `/cdp`
+//! for the extension driver; [`conn::Conn::over`] then does the same
 //! thing everywhere: discover the tabs, attach to each (flat sessions),
 //! enable Runtime, Page, Network, Log and lifecycle events, and auto-attach
 //! iframes.

@@ -144,7 +144,7 @@ impl Engine {
                     Some(0) => "no tab is shared: click the Browser Relay icon on a tab".into(),
                     Some(n) => format!("{n} shared tab(s)"),
                 };
-                status.cdp_endpoint = cdp_endpoint(&link.http_base, profile);
+                status.cdp_endpoint = Some(cdp_endpoint(&link.http_base, profile));
                 status.cdp_url_command = Some(cdp_url_command(profile));
             }
             Driver::Managed => {
@@ -155,14 +155,10 @@ impl Engine {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
                 status.detail = browser.detail;
-                status.cdp_endpoint = match &self.0.relay {
-                    Some(link) => cdp_endpoint(&link.http_base, profile),
-                    // No relay in this process: a launched browser has no
-                    // endpoint of its own (it speaks over a pipe).
-                    None if profile.launches() => None,
-                    None => profile.cdp_url.as_deref().map(managed_driver::config::redacted_url),
-                };
-                if self.0.relay.is_some() && profile.launches() {
+                // No relay in this process: no endpoint (a launched browser
+                // speaks over a pipe; a remote one's address holds secrets).
+                if let Some(link) = &self.0.relay {
+                    status.cdp_endpoint = Some(cdp_endpoint(&link.http_base, profile));
                     status.cdp_url_command = Some(cdp_url_command(profile));
                 }
             }

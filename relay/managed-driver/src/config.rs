@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use cdp_client::{Dial, Secret};
 use serde::{Deserialize, Serialize};
 
 pub const CONFIG_FILE: &str = "config.toml";
@@ -43,8 +45,9 @@ pub enum Driver {
     Managed,
 }
 
-/// One profile as written in the file (every field optional).
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One profile as written in the file (every field optional). No `Debug`:
+/// it holds the secrets as written.
+#[derive(Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ProfileEntry {
     driver: Option<Driver>,
@@ -55,11 +58,13 @@ struct ProfileEntry {
     executable_path: Option<PathBuf>,
     cdp_port: Option<u16>,
     cdp_url: Option<String>,
+    cdp_headers: Option<BTreeMap<String, Secret>>,
+    cdp_ca_file: Option<PathBuf>,
     #[serde(default)]
     args: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ConfigFile {
     default_profile: Option<String>,
@@ -69,12 +74,15 @@ struct ConfigFile {
     media_keep: Option<usize>,
     media_max_age_hours: Option<u64>,
     max_managed_browsers: Option<usize>,
+    remote_cdp_timeout_ms: Option<u64>,
+    remote_cdp_handshake_timeout_ms: Option<u64>,
     #[serde(default)]
     profiles: BTreeMap<String, ProfileEntry>,
 }
 
-/// A resolved profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A resolved profile. Its `Debug` and its serialization show `cdp_url`
+/// redacted and the headers' values as `***`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Profile {
     pub name: String,
@@ -89,10 +97,24 @@ pub struct Profile {
     /// The debugging port of a browser started by someone else
     /// (`attachOnly`); a launched browser has none (it speaks over a pipe).
     pub cdp_port: Option<u16>,
-    /// A browser started by someone else (any address): never launched.
-    /// Shown (serialized) without credentials or query: [`redacted_url`].
+    /// A browser started by someone else (any address: a farm's
+    /// `wss://…?token=…`, a Grid's `…/se/cdp`): never launched, reached
+    /// through the relay's `/profiles/<name>/`. Shown (serialized) without
+    /// credentials or query: [`redacted_url`].
     #[serde(serialize_with = "serialize_redacted")]
     pub cdp_url: Option<String>,
+    /// Headers sent to `cdp_url` (a farm's `Authorization`): their values
+    /// are secrets, shown as `***`.
+    #[serde(default, skip_serializing_if = "CdpHeaders::is_empty")]
+    pub cdp_headers: CdpHeaders,
+    /// A PEM file of CA certificates trusted for `cdp_url` besides the
+    /// system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdp_ca_file: Option<PathBuf>,
+    /// config.toml's `remoteCdpTimeoutMs` and `remoteCdpHandshakeTimeoutMs`,
+    /// for this profile's connections.
+    #[serde(skip)]
+    pub remote_deadlines: RemoteDeadlines,
     pub args: Vec<String>,
     /// Not in config.toml: started with `ephemeral: true` for one run. Its
     /// folder is deleted when it stops, and it is forgotten then (see
@@ -101,8 +123,92 @@ pub struct Profile {
     pub ephemeral: bool,
 }
 
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, so that a new one cannot be forgotten here.
+        let Self {
+            name,
+            driver,
+            color,
+            headless,
+            no_sandbox,
+            attach_only,
+            executable_path,
+            cdp_port,
+            cdp_url,
+            cdp_headers,
+            cdp_ca_file,
+            remote_deadlines,
+            args,
+            ephemeral,
+        } = self;
+        f.debug_struct("Profile")
+            .field("name", name)
+            .field("driver", driver)
+            .field("color", color)
+            .field("headless", headless)
+            .field("no_sandbox", no_sandbox)
+            .field("attach_only", attach_only)
+            .field("executable_path", executable_path)
+            .field("cdp_port", cdp_port)
+            .field("cdp_url", &cdp_url.as_deref().map(redacted_url))
+            .field("cdp_headers", cdp_headers)
+            .field("cdp_ca_file", cdp_ca_file)
+            .field("remote_deadlines", remote_deadlines)
+            .field("args", args)
+            .field("ephemeral", ephemeral)
+            .finish()
+    }
+}
+
 fn serialize_redacted<S: serde::Serializer>(url: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
     url.as_deref().map(redacted_url).serialize(serializer)
+}
+
+/// A remote profile's headers: names as written, values [`Secret`]. Shown
+/// (serialized, `Debug`) as `{"Authorization": "***"}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CdpHeaders(pub Vec<(String, Secret)>);
+
+impl CdpHeaders {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for CdpHeaders {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, _) in &self.0 {
+            map.serialize_entry(name, "***")?;
+        }
+        map.end()
+    }
+}
+
+/// What a client reads back (`GET /profiles`) is the names; the values it
+/// gets are the `***` they were shown as.
+impl<'de> Deserialize<'de> for CdpHeaders {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let shown = BTreeMap::<String, String>::deserialize(deserializer)?;
+        Ok(Self(shown.into_iter().map(|(name, value)| (name, Secret::new(value))).collect()))
+    }
+}
+
+/// How long a remote profile's connection may take: TCP
+/// (`remoteCdpTimeoutMs`, default 1500), then TLS with the HTTP answer or
+/// the WebSocket upgrade (`remoteCdpHandshakeTimeoutMs`, default 3000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteDeadlines {
+    pub connect: Duration,
+    pub handshake: Duration,
+}
+
+impl Default for RemoteDeadlines {
+    fn default() -> Self {
+        Self { connect: cdp_client::net::CONNECT_WITHIN, handshake: cdp_client::net::HANDSHAKE_WITHIN }
+    }
 }
 
 impl Profile {
@@ -117,6 +223,9 @@ impl Profile {
             executable_path: None,
             cdp_port: None,
             cdp_url: None,
+            cdp_headers: CdpHeaders::default(),
+            cdp_ca_file: None,
+            remote_deadlines: RemoteDeadlines::default(),
             args: Vec::new(),
             ephemeral: false,
         }
@@ -132,6 +241,27 @@ impl Profile {
     /// Whether Browser Relay may launch this profile's browser.
     pub fn launches(&self) -> bool {
         self.driver == Driver::Managed && !self.attach_only && self.cdp_url.is_none()
+    }
+
+    /// Where a managed profile's browser that Browser Relay does not launch
+    /// is: its `cdpUrl`, or `http://127.0.0.1:<cdpPort>`. `None` for the
+    /// others.
+    pub fn remote_url(&self) -> Option<String> {
+        if self.driver != Driver::Managed || self.launches() {
+            return None;
+        }
+        Some(self.cdp_url.clone().unwrap_or_else(|| format!("http://127.0.0.1:{}", self.cdp_port.unwrap_or(0))))
+    }
+
+    /// How to reach [`Self::remote_url`]: this profile's headers, CA file
+    /// and deadlines.
+    pub fn dial(&self) -> Dial {
+        Dial {
+            headers: self.cdp_headers.0.clone(),
+            ca_file: self.cdp_ca_file.clone(),
+            connect_within: self.remote_deadlines.connect,
+            handshake_within: self.remote_deadlines.handshake,
+        }
     }
 }
 
@@ -156,6 +286,10 @@ pub struct Config {
     /// How many managed browsers one serve runs at once
     /// (`maxManagedBrowsers`, default [`DEFAULT_MAX_MANAGED_BROWSERS`]).
     pub max_managed_browsers: usize,
+    /// How long a remote profile's connection may take
+    /// (`remoteCdpTimeoutMs`, `remoteCdpHandshakeTimeoutMs`); every profile
+    /// carries them too.
+    pub remote_deadlines: RemoteDeadlines,
     pub profiles: BTreeMap<String, Profile>,
 }
 
@@ -182,6 +316,7 @@ impl Config {
             media_keep: 100,
             media_max_age: std::time::Duration::from_secs(24 * 3600),
             max_managed_browsers: DEFAULT_MAX_MANAGED_BROWSERS,
+            remote_deadlines: RemoteDeadlines::default(),
             profiles,
         }
     }
@@ -190,7 +325,7 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         // toml's messages name the key and show the line.
-        let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(toml_error(&e, text)))?;
         let mut config = Self::defaults();
         for (name, entry) in file.profiles {
             check_profile_name(&name).map_err(invalid)?;
@@ -212,17 +347,38 @@ impl Config {
                     "profiles.{name}.cdpPort = 9222: that is the user's Chrome's usual debugging port; pick another or leave it out"
                 )));
             }
-            if let Some(url) = entry.cdp_url.as_ref().filter(|u| !(u.starts_with("http://") || u.starts_with("ws://")))
-            {
-                return Err(invalid(format!("profiles.{name}.cdpUrl = \"{url}\": expected http:// or ws://")));
+            if let Some(url) = &entry.cdp_url {
+                check_cdp_url(url)
+                    .map_err(|why| invalid(format!("profiles.{name}.cdpUrl = \"{}\": {why}", redacted_url(url))))?;
             }
             if driver == Driver::Extension
-                && (entry.executable_path.is_some() || entry.cdp_port.is_some() || entry.cdp_url.is_some())
+                && (entry.executable_path.is_some()
+                    || entry.cdp_port.is_some()
+                    || entry.cdp_url.is_some()
+                    || entry.cdp_headers.is_some()
+                    || entry.cdp_ca_file.is_some())
             {
                 return Err(invalid(format!(
-                    "profiles.{name}: executablePath, cdpPort and cdpUrl apply to managed profiles only"
+                    "profiles.{name}: executablePath, cdpPort, cdpUrl, cdpHeaders and cdpCaFile apply to managed profiles only"
                 )));
             }
+            if (entry.cdp_headers.is_some() || entry.cdp_ca_file.is_some()) && entry.cdp_url.is_none() {
+                return Err(invalid(format!(
+                    "profiles.{name}: cdpHeaders and cdpCaFile are for the browser at cdpUrl, and there is no cdpUrl"
+                )));
+            }
+            if let Some(ca) = entry.cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
+                return Err(invalid(format!(
+                    "profiles.{name}.cdpCaFile: \"{}\" is not an absolute path",
+                    ca.display()
+                )));
+            }
+            let headers = match &entry.cdp_headers {
+                Some(headers) => {
+                    check_headers(headers).map_err(|why| invalid(format!("profiles.{name}.cdpHeaders: {why}")))?
+                }
+                None => CdpHeaders::default(),
+            };
             if entry.cdp_port.is_some() && entry.attach_only != Some(true) {
                 return Err(invalid(format!(
                     "profiles.{name}.cdpPort: a browser Browser Relay launches has no debugging port (it speaks CDP over a pipe, which no other process can reach); cdpPort is for attachOnly profiles"
@@ -249,6 +405,8 @@ impl Config {
             profile.executable_path = entry.executable_path.or(profile.executable_path);
             profile.cdp_port = entry.cdp_port.or(profile.cdp_port);
             profile.cdp_url = entry.cdp_url.or(profile.cdp_url);
+            profile.cdp_headers = headers;
+            profile.cdp_ca_file = entry.cdp_ca_file;
             if !entry.args.is_empty() {
                 profile.args = entry.args;
             }
@@ -280,6 +438,24 @@ impl Config {
                 ));
             }
             config.max_managed_browsers = max;
+        }
+        for (key, value, slot) in [
+            ("remoteCdpTimeoutMs", file.remote_cdp_timeout_ms, &mut config.remote_deadlines.connect),
+            (
+                "remoteCdpHandshakeTimeoutMs",
+                file.remote_cdp_handshake_timeout_ms,
+                &mut config.remote_deadlines.handshake,
+            ),
+        ] {
+            if let Some(ms) = value {
+                if ms == 0 {
+                    return Err(invalid(format!("{key} = 0: allow at least 1 ms")));
+                }
+                *slot = Duration::from_millis(ms);
+            }
+        }
+        for profile in config.profiles.values_mut() {
+            profile.remote_deadlines = config.remote_deadlines;
         }
         if let Some(default) = file.default_profile {
             if default != AUTO_PROFILE && !config.profiles.contains_key(&default) {
@@ -345,31 +521,131 @@ pub fn check_profile_name(name: &str) -> Result<(), String> {
 }
 
 /// A `cdpUrl` as it may be shown (status, errors, logs): credentials and
-/// the query (farms put their keys there) replaced by `***`.
+/// the query (farms put their keys there) replaced by `***`. The CDP
+/// client's [`cdp_client::redact`], the one redaction of the project.
 pub fn redacted_url(url: &str) -> String {
-    // Only a scheme ends at `://`: in `user:pass@host/a://b` it is the path's.
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) if is_scheme(scheme) => (scheme, rest),
-        _ => ("", url),
-    };
-    let (authority_and_path, query) = match rest.split_once(['?', '#']) {
-        Some((before, _)) => (before, true),
-        None => (rest, false),
-    };
-    let (authority, path) = authority_and_path.split_once('/').map_or((authority_and_path, ""), |(a, p)| (a, p));
-    let host = match authority.rsplit_once('@') {
-        Some((_, host)) => format!("***@{host}"),
-        None => authority.to_string(),
-    };
-    let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
-    let slash = if path.is_empty() && !authority_and_path.ends_with('/') { "" } else { "/" };
-    format!("{prefix}{host}{slash}{path}{}", if query { "?***" } else { "" })
+    cdp_client::redact(url)
 }
 
-/// RFC 3986: a letter, then letters, digits, `+`, `-` and `.`.
-fn is_scheme(text: &str) -> bool {
-    text.starts_with(|c: char| c.is_ascii_alphabetic())
-        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+/// A `cdpUrl`: `http(s)://` (a debugging endpoint with `/json/version`) or
+/// `ws(s)://` (the browser's WebSocket), with a host and without
+/// credentials (they would not be sent: headers carry them). The reason,
+/// never the URL (the caller shows it redacted).
+fn check_cdp_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https" | "ws" | "wss") {
+        return Err("expected http://, https://, ws:// or wss://".into());
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(
+            "credentials in the URL (user:password@) are not sent: put them in cdpHeaders (Authorization = \"Basic …\")"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Headers Browser Relay's client writes itself, which a profile may not
+/// set (nor any `Sec-WebSocket-*`).
+const OWN_HEADERS: [&str; 6] = ["host", "connection", "upgrade", "content-length", "transfer-encoding", "te"];
+
+/// A profile's `cdpHeaders`: valid names (not one the client writes) and
+/// values. Errors name the header, never its value.
+fn check_headers(headers: &BTreeMap<String, Secret>) -> Result<CdpHeaders, String> {
+    let mut checked = Vec::new();
+    for (name, value) in headers {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || !name.bytes().all(token) {
+            return Err(format!("{name:?} is not a header name"));
+        }
+        let lower = name.to_ascii_lowercase();
+        if OWN_HEADERS.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
+            return Err(format!("{name} is set by Browser Relay's client"));
+        }
+        // Visible ASCII, spaces and tabs: never a line break that would end
+        // the header and start another.
+        let value = value.expose();
+        if !value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)) || value.trim().is_empty() {
+            return Err(format!(
+                "the value of {name} is empty or holds characters a header cannot (line breaks, control or non-ASCII characters)"
+            ));
+        }
+        checked.push((name.clone(), Secret::new(value)));
+    }
+    Ok(CdpHeaders(checked))
+}
+
+/// toml's error without the line it quotes: a line may hold a secret (a
+/// `cdpUrl`'s token, a header's value), and config errors reach agents.
+/// The position, the key of ours on that line, and toml's message with
+/// any quoted value replaced by `…`.
+fn toml_error(error: &toml::de::Error, text: &str) -> String {
+    let message = strip_quoted(error.message());
+    let Some(span) = error.span() else { return message };
+    let mut start = span.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let line_text = text.lines().nth(line - 1).unwrap_or_default();
+    // Only a key of ours is named: whatever else precedes a `=` might be
+    // the inside of a string.
+    let key = line_text.split_once('=').map(|(key, _)| key.trim()).filter(|k| KEYS.contains(k));
+    match key {
+        Some(key) => format!("line {line}, column {column}, at {key}: {message}"),
+        None => format!("line {line}, column {column}: {message}"),
+    }
+}
+
+/// The keys of config.toml.
+const KEYS: [&str; 20] = [
+    "defaultProfile",
+    "allowEvaluate",
+    "allowFileUrls",
+    "uploadRoots",
+    "mediaKeep",
+    "mediaMaxAgeHours",
+    "maxManagedBrowsers",
+    "remoteCdpTimeoutMs",
+    "remoteCdpHandshakeTimeoutMs",
+    "driver",
+    "color",
+    "headless",
+    "noSandbox",
+    "attachOnly",
+    "executablePath",
+    "cdpPort",
+    "cdpUrl",
+    "cdpHeaders",
+    "cdpCaFile",
+    "args",
+];
+
+/// `text` with the inside of every `"…"` (as Rust's `Debug` quotes a
+/// string, escapes included) replaced by `…`.
+fn strip_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '"' {
+            out.push('…');
+            while let Some(inner) = chars.next() {
+                match inner {
+                    '\\' => drop(chars.next()),
+                    '"' => break,
+                    _ => {}
+                }
+            }
+            out.push('"');
+        }
+    }
+    out
 }
 
 fn is_hex_color(color: &str) -> bool {
@@ -527,9 +803,86 @@ mod tests {
         // taken for the scheme's, and everything before it shown.
         assert_eq!(redacted_url("u:secret@host/a://b"), "***@host/a://b");
         let config =
-            parse("[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"ws://u:p@farm.example/?token=abc\"").unwrap();
+            parse("[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"wss://farm.example/?token=abc\"").unwrap();
         let shown = serde_json::to_string(config.profile(Some("farm")).unwrap()).unwrap();
-        assert!(shown.contains("ws://***@farm.example/?***") && !shown.contains("abc"), "{shown}");
+        assert!(shown.contains("wss://farm.example/?***") && !shown.contains("abc"), "{shown}");
+    }
+
+    #[test]
+    fn remote_profiles_take_tls_urls_secret_headers_a_ca_file_and_deadlines() {
+        let config = parse(
+            r##"
+            remoteCdpTimeoutMs = 2500
+            remoteCdpHandshakeTimeoutMs = 7000
+            [profiles.farm]
+            driver = "managed"
+            cdpUrl = "https://farm.example/?token=t0ps3cret"
+            cdpHeaders = { Authorization = "Bearer h3ad3rs3cret", "X-Team" = "qa" }
+            cdpCaFile = "/etc/farm/ca.pem"
+            [profiles.grid]
+            driver = "managed"
+            cdpUrl = "wss://grid.example:4444/session/abc/se/cdp"
+            "##,
+        )
+        .unwrap();
+        let farm = config.profile(Some("farm")).unwrap();
+        assert!(!farm.launches());
+        assert_eq!(farm.remote_url().as_deref(), Some("https://farm.example/?token=t0ps3cret"));
+        let dial = farm.dial();
+        assert_eq!(dial.headers[0].0, "Authorization");
+        assert_eq!(dial.headers[0].1.expose(), "Bearer h3ad3rs3cret");
+        assert_eq!(dial.ca_file.as_deref(), Some(Path::new("/etc/farm/ca.pem")));
+        assert_eq!((dial.connect_within.as_millis(), dial.handshake_within.as_millis()), (2500, 7000));
+        assert_eq!(config.profile(Some("grid")).unwrap().dial().handshake_within.as_millis(), 7000);
+        // Shown: the header's name, never its value nor the URL's token, in
+        // JSON and in Debug.
+        let shown = serde_json::to_string(farm).unwrap();
+        assert!(shown.contains(r#""cdpHeaders":{"Authorization":"***","X-Team":"***"}"#), "{shown}");
+        assert!(shown.contains(r#""cdpUrl":"https://farm.example/?***""#), "{shown}");
+        let debug = format!("{config:?}");
+        for shown in [shown, debug] {
+            assert!(!shown.contains("h3ad3rs3cret") && !shown.contains("qa\""), "{shown}");
+            assert!(!shown.contains("t0ps3cret"), "{shown}");
+        }
+        // A profile without headers says nothing of them.
+        let managed = serde_json::to_value(config.profile(Some("managed")).unwrap()).unwrap();
+        assert!(managed.get("cdpHeaders").is_none() && managed.get("cdpCaFile").is_none(), "{managed}");
+        assert_eq!(parse("").unwrap().remote_deadlines, RemoteDeadlines::default());
+        assert_eq!(RemoteDeadlines::default().connect.as_millis(), 1500);
+        assert_eq!(RemoteDeadlines::default().handshake.as_millis(), 3000);
+    }
+
+    #[test]
+    fn bad_remote_settings_are_refused_without_showing_a_secret() {
+        let remote = |keys: &str| format!("[profiles.farm]\ndriver = \"managed\"\n{keys}");
+        for (text, expected) in [
+            (remote("cdpUrl = \"ftp://farm.example/?token=s3cr3t\""), "expected http://, https://, ws:// or wss://"),
+            (remote("cdpUrl = \"wss://user:s3cr3t@farm.example/\""), "put them in cdpHeaders"),
+            (remote("cdpUrl = \"https:///?token=s3cr3t\""), "cdpUrl"),
+            (remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Host = \"s3cr3t\" }"), "Host is set by Browser Relay"),
+            (
+                remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Sec-WebSocket-Protocol = \"s3cr3t\" }"),
+                "set by Browser Relay",
+            ),
+            (remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { \"a b\" = \"s3cr3t\" }"), "is not a header name"),
+            (
+                remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Authorization = \"Bearer s3cr3t\\r\\nX: y\" }"),
+                "line breaks",
+            ),
+            (remote("cdpUrl = \"wss://f/\"\ncdpCaFile = \"ca.pem\""), "not an absolute path"),
+            (remote("cdpHeaders = { Authorization = \"s3cr3t\" }"), "there is no cdpUrl"),
+            ("[profiles.chrome]\ncdpHeaders = { Authorization = \"s3cr3t\" }".into(), "managed profiles only"),
+            ("remoteCdpTimeoutMs = 0".into(), "remoteCdpTimeoutMs = 0"),
+            ("remoteCdpHandshakeTimeoutMs = 0".into(), "remoteCdpHandshakeTimeoutMs = 0"),
+            // toml's own errors: the line is not quoted, nor the value.
+            (remote("cdpUrl = \"wss://f/?token=s3cr3t"), "line 3"),
+            (remote("cdpUrl = \"wss://f/\"\ncdpHeaders = \"Authorization: s3cr3t\""), "at cdpHeaders"),
+            (remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Authorization = 's3cr3t }"), "line 4"),
+        ] {
+            let error = parse(&text).unwrap_err();
+            assert!(error.contains(expected), "{text:?}: {error}");
+            assert!(!error.contains("s3cr3t"), "{text:?} shows its secret: {error}");
+        }
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //!
 //! **Start.** An extension profile is refused; a profile that does not
 //! [`Profile::launches`] (attach-only, a `cdpUrl`) is never launched, only
-//! checked (its `/json/version` must answer). Otherwise, under the lock: a
+//! connected to ([`remote`]: one multiplexed connection per profile, which
+//! every client shares). Otherwise, under the lock: a
 //! running browser makes `start` a no-op; [`discovery::discover`] picks the
 //! executable; [`profile_files::decorate`] writes the profile's name and
 //! colour into Chrome's own files; Chrome's stderr goes to
@@ -76,6 +77,7 @@ pub mod config;
 pub mod discovery;
 pub mod pipe;
 pub mod profile_files;
+pub mod remote;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -101,10 +103,11 @@ pub enum ManagedError {
         "profile '{0}' uses your own Chrome through the extension: there is nothing to launch; click the Browser Relay icon on a tab to share it"
     )]
     ExtensionProfile(String),
-    #[error(
-        "profile '{profile}' is attach-only and nothing answers at {url}: start that browser yourself (Browser Relay never launches it)"
-    )]
-    AttachUnreachable { profile: String, url: String },
+    /// A browser Browser Relay does not launch (a `cdpUrl`, or
+    /// `attachOnly` with `cdpPort`) cannot be reached. `url` is redacted;
+    /// `port_only`: the profile names a local port, no URL.
+    #[error("cannot reach the browser of profile '{profile}' at {url}: {source}{}", remote::hint(source, *port_only))]
+    AttachUnreachable { profile: String, url: String, port_only: bool, source: cdp_client::EndpointError },
     #[error("cannot prepare the profile directory {path}: {source}")]
     Profile { path: PathBuf, source: std::io::Error },
     #[error("cannot launch {executable}: {source}")]
@@ -383,9 +386,19 @@ impl ManagedBrowsers {
 
     /// A new client of the profile's browser (its own session, as a
     /// WebSocket of its own would be): browser-level or one target.
-    pub async fn connect(&self, name: &str, endpoint: Endpoint) -> Result<Channels, ManagedError> {
-        let pipe = self.usable_pipe(name)?;
-        pipe.connect(endpoint).await.map_err(|source| ManagedError::Cdp { profile: name.into(), source })
+    pub async fn connect(&self, profile: &Profile, endpoint: Endpoint) -> Result<Channels, ManagedError> {
+        let pipe = self.pipe_for(profile).await?;
+        pipe.connect(endpoint).await.map_err(|source| ManagedError::Cdp { profile: profile.name.clone(), source })
+    }
+
+    /// The connection every client of the profile's browser shares: the
+    /// pipe of a browser this process launched, or the connection to a
+    /// remote one ([`Self::remote`], opened if need be).
+    pub async fn pipe_for(&self, profile: &Profile) -> Result<Arc<Pipe>, ManagedError> {
+        match profile.launches() {
+            true => self.usable_pipe(&profile.name),
+            false => self.remote(profile).await,
+        }
     }
 
     /// The pipe, or why the browser cannot be used from this process.
@@ -438,9 +451,12 @@ impl ManagedBrowsers {
         if !profile.launches() {
             status.state = State::External;
             status.user_data_dir = None;
-            status.detail = match &profile.cdp_url {
-                Some(url) => format!("attaches to {}; Browser Relay never launches it", config::redacted_url(url)),
-                None if profile.attach_only => "attach-only: Browser Relay never launches it".into(),
+            let connected = match self.remote_connected(&profile.name) {
+                true => "connected",
+                false => "not connected (it connects on first use)",
+            };
+            status.detail = match profile.remote_url() {
+                Some(url) => format!("{connected} to {}; Browser Relay never launches it", config::redacted_url(&url)),
                 None => "your own Chrome, through the extension".into(),
             };
             return status;
@@ -513,17 +529,8 @@ impl ManagedBrowsers {
             return Err(ManagedError::ExtensionProfile(profile.name.clone()));
         }
         if !profile.launches() {
-            let url = profile
-                .cdp_url
-                .clone()
-                .unwrap_or_else(|| format!("http://127.0.0.1:{}", profile.cdp_port.unwrap_or(0)));
-            return match cdp_client::endpoint::json_version(&url).await {
-                Ok(_) => Ok(self.status(profile)),
-                Err(_) => Err(ManagedError::AttachUnreachable {
-                    profile: profile.name.clone(),
-                    url: config::redacted_url(&url),
-                }),
-            };
+            self.remote(profile).await?;
+            return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
         let _lock = Self::lock(&dir).await?;
@@ -671,6 +678,8 @@ impl ManagedBrowsers {
     /// deleted and the profile forgotten (also when it had crashed).
     pub async fn stop(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
         if !profile.launches() {
+            // Not ours to stop: only our connection to it ends.
+            self.disconnect_remote(&profile.name);
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
@@ -720,6 +729,7 @@ impl ManagedBrowsers {
     /// (when `serve` ends: its pipes would close anyway, and the browsers
     /// quit; this waits until they have).
     pub async fn stop_owned<'a>(&self, profiles: impl IntoIterator<Item = &'a Profile>) {
+        self.disconnect_remotes();
         let mut stops = tokio::task::JoinSet::new();
         let configured = profiles.into_iter().filter(|p| !p.ephemeral && pipe_in(&self.folder(p)).is_some());
         for profile in configured.cloned().chain(self.ephemeral_profiles()) {
@@ -830,18 +840,16 @@ fn clear_folder_but_lock(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The CDP endpoint a client uses for a profile, through the relay at
-/// `relay_base` (`http://127.0.0.1:PORT`): the relay itself for the extension
-/// driver, `/profiles/<name>/` for a managed browser it launches, and a
-/// remote profile's own `cdpUrl` (never proxied).
-/// Where a client connects for `profile`, as it may be shown: through the
-/// relay at `relay_base` (without the token: `browser-relay cdp-url` prints
-/// it with), or a remote browser's own address without its secrets.
-pub fn cdp_endpoint(relay_base: &str, profile: &Profile) -> Option<String> {
+/// Where a client connects for `profile`, through the relay at
+/// `relay_base` (`http://127.0.0.1:PORT`; without the token:
+/// `browser-relay cdp-url` prints it with): the relay itself for the
+/// extension driver, `/profiles/<name>/` for every managed profile, a
+/// remote one included (the relay holds its secrets and its one
+/// connection).
+pub fn cdp_endpoint(relay_base: &str, profile: &Profile) -> String {
     match profile.driver {
-        config::Driver::Extension => Some(format!("{relay_base}/")),
-        config::Driver::Managed if profile.launches() => Some(format!("{relay_base}/profiles/{}/", profile.name)),
-        config::Driver::Managed => profile.cdp_url.as_deref().map(config::redacted_url),
+        config::Driver::Extension => format!("{relay_base}/"),
+        config::Driver::Managed => format!("{relay_base}/profiles/{}/", profile.name),
     }
 }
 

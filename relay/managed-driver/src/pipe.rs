@@ -3,6 +3,11 @@
 //! each message JSON ended by a NUL byte. No TCP port exists, so nothing
 //! but the process that launched the browser can speak to it.
 //!
+//! A remote browser (a profile's `cdpUrl`) is one WebSocket, multiplexed
+//! the same way ([`Pipe::over`]): every client of the relay, and the
+//! control engine, shares that one connection, so all of them see the same
+//! browser even on a farm that starts a browser per connection.
+//!
 //! **One pipe, many clients.** Chrome gives each WebSocket its own state
 //! (discovered targets, auto-attach, download behaviour, the sessions it
 //! attached); a pipe is one connection. So each client gets a session of
@@ -151,7 +156,31 @@ impl Pipe {
         pipe
     }
 
-    /// The browser's end of the pipe closed: it exited (or crashed).
+    /// A remote browser's WebSocket (its text frames on `socket`),
+    /// multiplexed as a pipe is. Dropping the last `Arc` or [`Self::close`]
+    /// closes the socket.
+    pub fn over(socket: Channels) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pipe = Arc::new(Self {
+            to_browser: tx,
+            routes: Mutex::new(Routes::default()),
+            closed: CancellationToken::new(),
+            next_id: AtomicU64::new(1),
+            next_client: AtomicU64::new(1),
+        });
+        tokio::spawn(socket_write_loop(socket.outgoing, rx, pipe.closed.clone()));
+        tokio::spawn(socket_read_loop(socket.incoming, Arc::downgrade(&pipe), pipe.closed.clone()));
+        pipe
+    }
+
+    /// Ends the connection: every client's `incoming` ends, every call
+    /// hears `Closed`.
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// The browser's end of the pipe closed: it exited (or crashed), or a
+    /// remote browser's socket closed.
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
     }
@@ -280,7 +309,7 @@ impl Pipe {
     /// A message from the browser, to whom it belongs.
     fn route_message(&self, bytes: &[u8]) {
         let Ok(mut frame) = serde_json::from_slice::<Frame>(bytes) else {
-            tracing::warn!(len = bytes.len(), "the managed browser sent a message that is not JSON");
+            tracing::warn!(len = bytes.len(), "the browser sent a message that is not JSON");
             return;
         };
         let session = string_field(&frame, "sessionId");
@@ -408,14 +437,57 @@ async fn read_loop(mut pipe: Receiver, owner: std::sync::Weak<Pipe>, closed: Can
             break;
         }
     }
+    ended(&owner, &closed);
+}
+
+/// The connection ended: every client's incoming ends; every waiter hears
+/// `Closed`.
+fn ended(owner: &std::sync::Weak<Pipe>, closed: &CancellationToken) {
     closed.cancel();
     if let Some(pipe) = owner.upgrade() {
-        // Every client's incoming ends; every waiter hears `Closed`.
         let mut routes = pipe.routes();
         routes.clients.clear();
         routes.calls.clear();
         routes.owners.clear();
     }
+}
+
+/// [`write_loop`] for a WebSocket: each message one text frame. Dropping
+/// `socket` when done closes it.
+async fn socket_write_loop(
+    socket: mpsc::UnboundedSender<String>,
+    mut messages: mpsc::UnboundedReceiver<Vec<u8>>,
+    closed: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            () = closed.cancelled() => break,
+            message = messages.recv() => match message { Some(m) => m, None => break },
+        };
+        // Serialised JSON: always UTF-8.
+        let text = String::from_utf8(message).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        if socket.send(text).is_err() {
+            break;
+        }
+    }
+    closed.cancel();
+}
+
+/// [`read_loop`] for a WebSocket: each text frame one message.
+async fn socket_read_loop(
+    mut socket: mpsc::UnboundedReceiver<String>,
+    owner: std::sync::Weak<Pipe>,
+    closed: CancellationToken,
+) {
+    loop {
+        let text = tokio::select! {
+            () = closed.cancelled() => break,
+            text = socket.recv() => match text { Some(text) => text, None => break },
+        };
+        let Some(pipe) = owner.upgrade() else { return };
+        pipe.route_message(text.as_bytes());
+    }
+    ended(&owner, &closed);
 }
 
 #[cfg(test)]

@@ -1,0 +1,185 @@
+//! Browsers Browser Relay does not launch: a profile's `cdpUrl` (a farm
+//! such as browserless, Browserbase or Steel, a Selenium Grid's `se:cdp`, a
+//! browser on another machine) or `attachOnly` with `cdpPort`.
+//!
+//! **One connection per profile.** This process holds at most one
+//! WebSocket to each such browser, multiplexed as a pipe is
+//! ([`Pipe::over`]): the control engine and every client of the relay's
+//! `/profiles/<name>/` get a session of their own on it. One connection,
+//! because a farm may start a browser for every connection it accepts (and
+//! bill it): an agent's tools and a Playwright script must see the same
+//! browser.
+//!
+//! **When.** It is opened on first use ([`ManagedBrowsers::remote`]: `start`,
+//! a control route, a `/profiles/<name>/` request), one attempt at a time
+//! per profile; after it dropped (the farm, the network), the next use opens
+//! a new one; when config.toml changes how to reach the browser (its URL,
+//! headers, CA file or deadlines), the next use replaces it. `stop` closes
+//! it (a farm may end its browser then; Browser Relay never closes a
+//! browser it did not launch).
+//!
+//! **Secrets.** The URL's credentials and query and the headers' values
+//! are shown nowhere: errors and logs carry [`config::redacted_url`], and
+//! the headers are [`cdp_client::Secret`]s.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cdp_client::endpoint::EndpointError;
+use cdp_client::{CdpError, Channels, Dial};
+use serde_json::json;
+
+use crate::config::{self, Profile};
+use crate::pipe::Pipe;
+use crate::{ManagedBrowsers, ManagedError};
+
+/// One open connection, and how it was reached.
+#[derive(Debug)]
+struct Remote {
+    reach: (String, Dial),
+    pipe: Arc<Pipe>,
+    browser_id: String,
+}
+
+type Key = (PathBuf, String);
+
+/// The connections of this process, by state directory and profile name.
+static REMOTES: Mutex<Option<HashMap<Key, Remote>>> = Mutex::new(None);
+
+/// One connection attempt at a time per profile.
+static GATES: Mutex<Option<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
+
+fn remotes() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Remote>>> {
+    REMOTES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ManagedBrowsers {
+    fn remote_key(&self, name: &str) -> Key {
+        (self.root.clone(), name.to_string())
+    }
+
+    /// The open connection to a remote profile's browser, when it is open
+    /// and still reaches it as config.toml says.
+    fn open_remote(&self, profile: &Profile, reach: &(String, Dial)) -> Option<Arc<Pipe>> {
+        let remotes = remotes();
+        let remote = remotes.as_ref()?.get(&self.remote_key(&profile.name))?;
+        (!remote.pipe.is_closed() && &remote.reach == reach).then(|| remote.pipe.clone())
+    }
+
+    /// The connection to the browser of `profile` (one that Browser Relay
+    /// does not launch): the open one, or a new one.
+    pub async fn remote(&self, profile: &Profile) -> Result<Arc<Pipe>, ManagedError> {
+        let Some(url) = profile.remote_url() else {
+            return Err(ManagedError::ExtensionProfile(profile.name.clone()));
+        };
+        let reach = (url, profile.dial());
+        if let Some(pipe) = self.open_remote(profile, &reach) {
+            return Ok(pipe);
+        }
+        let gate = GATES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .entry(self.remote_key(&profile.name))
+            .or_default()
+            .clone();
+        let _connecting = gate.lock().await;
+        // Another request may have connected while this one waited.
+        if let Some(pipe) = self.open_remote(profile, &reach) {
+            return Ok(pipe);
+        }
+        let unreachable = |source| ManagedError::AttachUnreachable {
+            profile: profile.name.clone(),
+            url: config::redacted_url(&reach.0),
+            port_only: profile.cdp_url.is_none(),
+            source,
+        };
+        let (url, dial) = &reach;
+        let ws = cdp_client::endpoint::browser_ws_url_with(url, dial).await.map_err(unreachable)?;
+        let socket =
+            Channels::connect(&ws, &cdp_client::endpoint::dial_for(&ws, url, dial)).await.map_err(unreachable)?;
+        let pipe = Pipe::over(socket);
+        // What answers is a browser, and its target's id (for
+        // `/devtools/browser/<id>`).
+        let shown = config::redacted_url(&ws);
+        let first_answer = |error: CdpError| match error {
+            CdpError::Timeout(..) => EndpointError::HandshakeTimeout {
+                url: shown.clone(),
+                stage: "first CDP answer (Browser.getVersion)",
+                within: dial.handshake_within,
+            },
+            other => EndpointError::Handshake { url: shown.clone(), reason: other.to_string() },
+        };
+        let version = pipe.call("Browser.getVersion", json!({}), dial.handshake_within).await;
+        if let Err(error) = version {
+            pipe.close();
+            return Err(unreachable(first_answer(error)));
+        }
+        let info = pipe.call("Target.getTargetInfo", json!({}), dial.handshake_within).await.ok();
+        let browser_id =
+            info.as_ref().and_then(|i| i["targetInfo"]["targetId"].as_str()).unwrap_or("remote").to_string();
+        tracing::info!(profile = %profile.name, endpoint = %shown, "connected to the remote browser");
+        let previous = remotes()
+            .get_or_insert_with(HashMap::new)
+            .insert(self.remote_key(&profile.name), Remote { reach: reach.clone(), pipe: pipe.clone(), browser_id });
+        if let Some(previous) = previous {
+            previous.pipe.close();
+        }
+        Ok(pipe)
+    }
+
+    /// Whether this process has an open connection to the profile's
+    /// (remote) browser.
+    pub fn remote_connected(&self, name: &str) -> bool {
+        remotes().as_ref().and_then(|r| r.get(&self.remote_key(name))).is_some_and(|r| !r.pipe.is_closed())
+    }
+
+    /// The remote browser's target id, while connected.
+    pub fn remote_browser_id(&self, name: &str) -> Option<String> {
+        let remotes = remotes();
+        remotes.as_ref()?.get(&self.remote_key(name)).filter(|r| !r.pipe.is_closed()).map(|r| r.browser_id.clone())
+    }
+
+    /// Closes the connection to the profile's remote browser, if open.
+    pub(crate) fn disconnect_remote(&self, name: &str) {
+        let remote = remotes().as_mut().and_then(|r| r.remove(&self.remote_key(name)));
+        if let Some(remote) = remote {
+            remote.pipe.close();
+            tracing::info!(profile = %name, "closed the connection to the remote browser");
+        }
+    }
+
+    /// Closes every remote connection of this state directory.
+    pub(crate) fn disconnect_remotes(&self) {
+        let names: Vec<String> = remotes()
+            .as_ref()
+            .map(|r| r.keys().filter(|(root, _)| root == &self.root).map(|(_, name)| name.clone()).collect())
+            .unwrap_or_default();
+        for name in names {
+            self.disconnect_remote(&name);
+        }
+    }
+}
+
+/// What to change when a remote browser cannot be reached, by why.
+pub(crate) fn hint(source: &EndpointError, port_only: bool) -> &'static str {
+    match source {
+        EndpointError::ConnectTimeout { .. } => {
+            "; is the address right? (on a slow network, raise remoteCdpTimeoutMs in config.toml)"
+        }
+        EndpointError::HandshakeTimeout { .. } => {
+            "; it accepts connections but does not answer: is it a CDP endpoint? (a slow farm: raise remoteCdpHandshakeTimeoutMs in config.toml)"
+        }
+        EndpointError::Tls { untrusted: true, .. } => {
+            "; if the endpoint's certificate comes from a private CA, set the profile's cdpCaFile to that CA's certificate (PEM)"
+        }
+        EndpointError::Status { status: 401 | 403, .. } => {
+            "; check the profile's cdpHeaders (Authorization) or the token in its cdpUrl"
+        }
+        EndpointError::Unreachable { .. } if port_only => {
+            "; start that browser yourself with --remote-debugging-port (Browser Relay never launches an attach-only profile)"
+        }
+        _ => "",
+    }
+}
