@@ -59,6 +59,10 @@ enum Outgoing {
     Close,
 }
 
+/// The `User-Agent` of [`CdpClient::connect`]: the agent API (the control
+/// engine) is the product's client, and this is its name.
+pub const USER_AGENT: &str = concat!("browser-relay/", env!("CARGO_PKG_VERSION"));
+
 /// A connected CDP client. Dropping it closes the connection.
 pub struct CdpClient {
     out: mpsc::UnboundedSender<Outgoing>,
@@ -72,10 +76,17 @@ pub struct CdpClient {
 }
 
 impl CdpClient {
-    /// Connects to a `ws://` CDP endpoint (browser- or page-level).
+    /// Connects to a `ws://` CDP endpoint (browser- or page-level), as
+    /// [`USER_AGENT`].
     pub async fn connect(url: &str) -> Result<Self, CdpError> {
         let connect_error = |reason: String| CdpError::Connect { url: redact(url), reason };
-        let request = url.into_client_request().map_err(|e| connect_error(e.to_string()))?;
+        let mut request = url.into_client_request().map_err(|e| connect_error(e.to_string()))?;
+        // How the relay names this client to the user (the extension's
+        // options page lists who holds each shared tab).
+        request.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::header::USER_AGENT,
+            tokio_tungstenite::tungstenite::http::HeaderValue::from_static(USER_AGENT),
+        );
         let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true)
             .await
             .map_err(|e| connect_error(e.to_string()))?;

@@ -16,4 +16,4 @@ pub mod endpoint;
 pub mod http;
 pub mod protocol;
 
-pub use client::{CdpClient, CdpError, CdpEvent, Channels, redact};
+pub use client::{CdpClient, CdpError, CdpEvent, Channels, USER_AGENT, redact};
