@@ -534,3 +534,33 @@ async fn without_tab_groups_sharing_works_with_the_badge_alone_and_the_options_p
     assert!(said.as_str().unwrap().contains("not available"), "{said}");
     page_until(&env, &options, "document.querySelectorAll('#rows tr').length === 1").await;
 }
+
+/// Not a check: the README's picture of the group, made by
+/// `scripts/screenshot-tab-group.sh` (headed Chromium under Xvfb, whose
+/// frame buffer this copies once the tabs are in place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/tab-group.png: run scripts/screenshot-tab-group.sh"]
+async fn screenshot_of_the_tab_group() {
+    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-tab-group.sh");
+    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-tab-group.sh");
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    // A second shared tab (opened from the first: Chrome puts it into the
+    // group), and one the user keeps to themselves (taken out again).
+    let form = format!("{}/form.html", env.fixtures.url());
+    env.browser.call("Target.createTarget", json!({"url": form}), None).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    let private = format!("{}/frame.html", env.fixtures.url());
+    env.browser.call("Target.createTarget", json!({"url": private}), None).await.unwrap();
+    env.wait_for_tabs(3, Duration::from_secs(10)).await.unwrap();
+    let tab = env.tab_id(&private).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.ungroup([{tab}])")).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    // A shared tab in front.
+    let pages = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    let shown = pages["targetInfos"].as_array().unwrap().iter().find(|t| t["url"] == form.as_str()).unwrap();
+    env.browser.call("Target.activateTarget", json!({"targetId": shown["targetId"]}), None).await.unwrap();
+    // Let the tab strip settle (its animations), then take the frame.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
+}

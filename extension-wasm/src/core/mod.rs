@@ -60,12 +60,25 @@
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
 //!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`.
-//! - **State in `chrome.storage.session`**, rehydrated and re-announced
-//!   after a worker restart: `restart_rehydrates_reconnects_and_reannounces`;
-//!   e2e `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
+//! - **State in `chrome.storage.session`** (each shared tab with its
+//!   group), rehydrated and re-announced after a worker restart; the group
+//!   is the truth for its tabs ([`Core::start`]):
+//!   `restart_rehydrates_reconnects_and_reannounces`,
+//!   `a_worker_restart_takes_the_group_as_the_truth`; e2e
+//!   `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
 //! - **Replies in Chrome's order, with Chrome's CDP error codes**:
 //!   `relay_calls_are_forwarded_and_answered_in_order`,
 //!   `cdp_errors_keep_their_code_and_unshared_tabs_are_refused`.
+//! - **The "Browser Relay" tab group is the access list** (`groups.rs`;
+//!   tests in `tests_groups.rs`): a share puts the tab into its window's
+//!   orange group, a tab put into the group is shared, a tab leaving it is
+//!   unshared at once (the relay hears it before Chrome detaches), every
+//!   other end of sharing takes the tab out, restricted pages never join,
+//!   the worker's start reconciles with the group, and without tab groups
+//!   the badge alone shows what is shared: e2e
+//!   `a_tab_put_into_the_group_is_shared_with_playwright_and_taken_out_it_leaves_every_client`.
+//! - **"Stop sharing" on the options page**, one tab or all, is the user's
+//!   click: `the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
