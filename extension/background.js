@@ -25,6 +25,13 @@ chrome.tabs.onCreated.addListener((tab) => queue('tabs.onCreated', { tab }));
 chrome.tabs.onRemoved.addListener((tabId, removeInfo) => queue('tabs.onRemoved', { tabId, removeInfo }));
 chrome.tabs.onReplaced.addListener((addedTabId, removedTabId) => queue('tabs.onReplaced', { addedTabId, removedTabId }));
 chrome.tabs.onUpdated.addListener((tabId, changeInfo, tab) => queue('tabs.onUpdated', { tabId, changeInfo, tab }));
+// The "Browser Relay" tab group. A browser without tab groups has no
+// chrome.tabGroups: sharing then works with the badge alone.
+if (chrome.tabGroups) {
+  chrome.tabGroups.onRemoved.addListener((group) => queue('tabGroups.onRemoved', { group }));
+  chrome.tabGroups.onUpdated.addListener((group) => queue('tabGroups.onUpdated', { group }));
+  chrome.tabGroups.onMoved.addListener((group) => queue('tabGroups.onMoved', { group }));
+}
 chrome.alarms.onAlarm.addListener((alarm) => queue('alarms.onAlarm', { alarm }));
 chrome.storage.onChanged.addListener((changes, areaName) => queue('storage.onChanged', { changes, areaName }));
 // Both mean "the worker is starting fresh"; the WASM side treats them alike.

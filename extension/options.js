@@ -1,6 +1,7 @@
 // Options page: relay port + pairing token in chrome.storage.local (the WASM
 // service worker reads `relayPort` / `relayToken` and reconnects when they change),
-// one-step pairing from a `#port=…&token=…` link, and a live status line.
+// one-step pairing from a `#port=…&token=…` link, a live status line, and the
+// shared tabs (with the clients the relay says hold each) with "stop sharing".
 'use strict';
 
 const DEFAULT_PORT = 18792;
@@ -125,6 +126,63 @@ async function relayStatus(port) {
   }
 }
 
+// --- shared tabs --------------------------------------------------------------
+
+function stopSharing(message) {
+  try {
+    chrome.runtime.sendMessage(message, () => void chrome.runtime.lastError);
+  } catch (e) {
+    say(`Could not reach the service worker: ${e && e.message ? e.message : e}`, 'error');
+  }
+  setTimeout(refresh, 300);
+}
+
+function cell(row, className) {
+  const td = document.createElement('td');
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+// Rows are built with textContent only: titles and URLs come from web pages.
+function showTabs(tabs) {
+  const rows = $('rows');
+  rows.replaceChildren();
+  for (const tab of tabs) {
+    const row = document.createElement('tr');
+    row.dataset.tabId = String(tab.tabId);
+    const what = cell(row, 'tab');
+    const title = document.createElement('div');
+    title.textContent = tab.title || '(untitled)';
+    const url = document.createElement('div');
+    url.className = 'url';
+    url.textContent = tab.url;
+    what.append(title, url);
+    if (!tab.inGroup) {
+      const note = document.createElement('div');
+      note.className = 'warn';
+      note.textContent = tab.notInGroup ? `not in the group: ${tab.notInGroup}` : 'not in the group';
+      what.append(note);
+    }
+    const clients = cell(row, 'clients');
+    clients.textContent = tab.clients && tab.clients.length
+      ? tab.clients.map((c) => `${c.name} (#${c.id})`).join(', ')
+      : 'none';
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'stop';
+    button.textContent = 'Stop sharing';
+    button.addEventListener('click', () => stopSharing({ type: 'stopSharing', tabId: tab.tabId }));
+    cell(row).appendChild(button);
+    rows.appendChild(row);
+  }
+  $('shared').hidden = tabs.length === 0;
+  $('none').hidden = tabs.length !== 0;
+  $('stop-all').hidden = tabs.length === 0;
+}
+
+$('stop-all').addEventListener('click', () => stopSharing({ type: 'stopSharingAll' }));
+
 let refreshing = false;
 async function refresh() {
   if (refreshing) return;
@@ -136,6 +194,10 @@ async function refresh() {
     $('state').textContent = ext.state ?? 'unknown';
     $('detail').textContent = ext.detail ? `— ${ext.detail}` : '';
     $('attached').textContent = String(ext.attachedTabs ?? 0);
+    const groups = ext.tabGroups;
+    $('groups').textContent = groups ? groups.detail : '…';
+    $('groups').className = groups && !groups.available ? 'warn' : '';
+    showTabs(Array.isArray(ext.tabs) ? ext.tabs : []);
     $('relay').textContent = relay;
   } finally {
     refreshing = false;

@@ -17,6 +17,7 @@ fi
 step "building extension-wasm for wasm32"
 cargo build --release --locked -p extension-wasm --target wasm32-unknown-unknown
 step "generating extension/pkg"
+# Cargo honours CARGO_TARGET_DIR (worktrees share one); so must we.
 wasm-bindgen --target web --no-typescript --out-dir extension/pkg \
-  target/wasm32-unknown-unknown/release/extension_wasm.wasm
+  "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/extension_wasm.wasm"
 ls -l extension/pkg/extension_wasm_bg.wasm | awk '{printf "==> extension/pkg/extension_wasm_bg.wasm: %d KB\n", $5/1024}'

@@ -22,7 +22,7 @@ pub mod debugger {
     }
 }
 
-/// `chrome.tabs`: get, create, remove, update, query.
+/// `chrome.tabs`: get, create, remove, update, query, group, ungroup.
 pub mod tabs {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
@@ -39,6 +39,30 @@ pub mod tabs {
         pub fn update(tab_id: f64, properties: &JsValue) -> Result<Promise, JsValue>;
         #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = query)]
         pub fn query(query: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = group)]
+        pub fn group(options: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabs"], js_name = ungroup)]
+        pub fn ungroup(tab_ids: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.tabGroups`: query, update (name and colour of our group).
+pub mod tab_groups {
+    use js_sys::{Promise, Reflect};
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabGroups"], js_name = query)]
+        pub fn query(query: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "tabGroups"], js_name = update)]
+        pub fn update(group_id: f64, properties: &JsValue) -> Result<Promise, JsValue>;
+    }
+
+    /// Whether this browser has `chrome.tabGroups` at all.
+    pub fn present() -> bool {
+        let chrome = Reflect::get(&js_sys::global(), &"chrome".into()).unwrap_or(JsValue::UNDEFINED);
+        !chrome.is_undefined() && Reflect::get(&chrome, &"tabGroups".into()).is_ok_and(|g| !g.is_undefined())
     }
 }
 

@@ -12,8 +12,11 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
-use crate::chrome::{action, alarms, debugger, global, runtime, storage, tabs, windows};
-use crate::core::{Badge, ChromeCall, Core, Environment, Host, OpId, Settings, Timer, tab_info_from_chrome};
+use crate::chrome::{action, alarms, debugger, global, runtime, storage, tab_groups, tabs, windows};
+use crate::core::{
+    Badge, ChromeCall, Core, Environment, GroupId, Host, NO_GROUP, OpId, PersistedTab, Settings, StartFacts, Timer,
+    group_from_chrome, groups_from_chrome, tab_info_from_chrome, tabs_from_chrome,
+};
 use crate::text::rust_string;
 
 thread_local! {
@@ -87,6 +90,10 @@ fn debuggee(tab: TabId, session: Option<&str>) -> JsValue {
     object(&pairs)
 }
 
+fn tab_ids(ids: &[TabId]) -> JsValue {
+    ids.iter().map(|t| JsValue::from_f64(*t as f64)).collect::<Array>().into()
+}
+
 /// Runs one allow-listed call; its result as JSON, or Chrome's message.
 async fn run(call: ChromeCall) -> Result<String, String> {
     let tab_id = |tab: TabId| tab as f64;
@@ -137,6 +144,18 @@ async fn run(call: ChromeCall) -> Result<String, String> {
                 pairs.push(("focused", JsValue::from_bool(focused)));
             }
             settle(windows::update(window as f64, &object(&pairs))).await?
+        }
+        ChromeCall::TabsGroup { tabs: ids, group } => {
+            let mut pairs = vec![("tabIds", tab_ids(&ids))];
+            if let Some(group) = group {
+                pairs.push(("groupId", JsValue::from_f64(group as f64)));
+            }
+            settle(tabs::group(&object(&pairs))).await?
+        }
+        ChromeCall::TabsUngroup { tabs: ids } => settle(tabs::ungroup(&tab_ids(&ids))).await?,
+        ChromeCall::TabGroupsUpdate { group, title, color } => {
+            let properties = object(&[("title", title.into()), ("color", color.into())]);
+            settle(tab_groups::update(group as f64, &properties)).await?
         }
     };
     Ok(stringify(&value))
@@ -200,9 +219,9 @@ impl Host for WasmHost {
         });
     }
 
-    fn persist(&mut self, attached: &[TabId]) {
-        let ids: Array = attached.iter().map(|t| JsValue::from_f64(*t as f64)).collect();
-        let items = object(&[("attachedTabs", ids.into())]);
+    fn persist(&mut self, shared: &[PersistedTab]) {
+        let json = serde_json::to_string(shared).unwrap_or_else(|_| "[]".into());
+        let items = object(&[("sharedTabs", JSON::parse(&json).unwrap_or_else(|_| Array::new().into()))]);
         spawn_local(async move {
             if let Err(e) = settle(storage::session_set(&items)).await {
                 web_sys::console::warn_1(&format!("Browser Relay: cannot save state: {e}").into());
@@ -289,11 +308,15 @@ impl Host for WasmHost {
 async fn read_settings() -> Settings {
     let keys: Array = ["relayPort", "relayToken"].iter().map(|k| JsValue::from_str(k)).collect();
     let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
-    let port = get(&stored, "relayPort")
-        .as_f64()
-        .filter(|p| (1.0..=65535.0).contains(p))
-        .map_or(shared_protocol::DEFAULT_RELAY_PORT, |p| p as u16);
-    let token = get(&stored, "relayToken").as_string().filter(|t| !t.is_empty());
+    settings_from(&get(&stored, "relayPort"), &get(&stored, "relayToken"))
+}
+
+/// Stored `relayPort` (1–65535, else the default) and `relayToken`
+/// (non-empty) as [`Settings`].
+fn settings_from(port: &JsValue, token: &JsValue) -> Settings {
+    let port =
+        port.as_f64().filter(|p| (1.0..=65535.0).contains(p)).map_or(shared_protocol::DEFAULT_RELAY_PORT, |p| p as u16);
+    let token = token.as_string().filter(|t| !t.is_empty());
     Settings { port, token }
 }
 
@@ -327,22 +350,20 @@ async fn environment() -> Environment {
     Environment { extension_version, user_agent, browser_version }
 }
 
-/// Tabs an earlier run of this worker attached that Chrome still reports attached.
-async fn still_attached() -> Vec<TabInfo> {
-    let stored = settle(storage::session_get(&JsValue::from_str("attachedTabs"))).await.unwrap_or(JsValue::UNDEFINED);
-    let persisted: Vec<TabId> =
-        array(&get(&stored, "attachedTabs")).iter().filter_map(|v| v.as_f64()).map(|v| v as TabId).collect();
-    if persisted.is_empty() {
-        return Vec::new();
-    }
+/// What the core decides from at start-up: the saved shared tabs, the
+/// tabs Chrome's debugger has attached, every tab with its group, and the
+/// tab groups (or why there are none).
+async fn start_facts() -> StartFacts {
+    let stored = settle(storage::session_get(&JsValue::from_str("sharedTabs"))).await.unwrap_or(JsValue::UNDEFINED);
+    let persisted: Vec<PersistedTab> =
+        serde_json::from_str(&stringify(&get(&stored, "sharedTabs"))).unwrap_or_default();
     let targets = settle(debugger::get_targets()).await.unwrap_or(JsValue::UNDEFINED);
-    array(&targets)
+    let debugger_attached = array(&targets)
         .iter()
         .filter(|t| get(t, "attached").as_bool() == Some(true))
         .filter_map(|t| {
-            let tab_id = get(&t, "tabId").as_f64()? as TabId;
-            persisted.contains(&tab_id).then(|| TabInfo {
-                tab_id,
+            Some(TabInfo {
+                tab_id: get(&t, "tabId").as_f64()? as TabId,
                 window_id: None,
                 url: get(&t, "url").as_string().unwrap_or_default(),
                 title: get(&t, "title").as_string().unwrap_or_default(),
@@ -350,7 +371,18 @@ async fn still_attached() -> Vec<TabInfo> {
                 opener_tab_id: None,
             })
         })
-        .collect()
+        .collect();
+    let all = Object::new().into();
+    let tabs = settle(tabs::query(&all)).await.map(|t| tabs_from_chrome(&stringify(&t))).unwrap_or_default();
+    let groups = if !tab_groups::present() {
+        Err(crate::core::NO_TAB_GROUPS.into())
+    } else {
+        match settle(tab_groups::query(&all)).await {
+            Ok(groups) => Ok(groups_from_chrome(&stringify(&groups))),
+            Err(e) => Err(format!("chrome.tabGroups.query failed: {e}")),
+        }
+    };
+    StartFacts { persisted, debugger_attached, tabs, groups }
 }
 
 /// Called once by `background.js` after the WASM module loaded.
@@ -359,10 +391,10 @@ pub fn start() {
     spawn_local(async {
         let settings = read_settings().await;
         let env = environment().await;
-        let tabs = still_attached().await;
+        let facts = start_facts().await;
         CORE.with(|cell| {
             let mut core = Core::new(WasmHost::default());
-            core.start(settings, env, tabs);
+            core.start(settings, env, facts);
             *cell.borrow_mut() = Some(core);
         });
         // A periodic wake-up: if the worker was stopped, an alarm restarts
@@ -405,8 +437,10 @@ pub fn dispatch(kind: String, payload: JsValue) {
             with_core(move |core| core.on_debugger_detach(tab as TabId, &reason));
         }
         "tabs.onCreated" => {
-            if let Some(tab) = tab_of(&get(&payload, "tab")) {
-                with_core(move |core| core.on_tab_created(tab));
+            let chrome_tab = get(&payload, "tab");
+            let group = get(&chrome_tab, "groupId").as_f64().map_or(NO_GROUP, |g| g as GroupId);
+            if let Some(tab) = tab_of(&chrome_tab) {
+                with_core(move |core| core.on_tab_created(tab, group));
             }
         }
         "tabs.onRemoved" => {
@@ -422,18 +456,56 @@ pub fn dispatch(kind: String, payload: JsValue) {
             }
         }
         "tabs.onUpdated" => {
-            if let Some(tab) = tab_of(&get(&payload, "tab")) {
-                with_core(move |core| core.on_tab_updated(tab));
+            let Some(tab) = tab_of(&get(&payload, "tab")) else { return };
+            let group = get(&get(&payload, "changeInfo"), "groupId").as_f64().map(|g| g as GroupId);
+            with_core(move |core| {
+                core.on_tab_updated(tab.clone());
+                if let Some(group) = group {
+                    core.on_tab_group_changed(tab, group);
+                }
+            });
+        }
+        "tabGroups.onRemoved" => {
+            if let Some(group) = get(&get(&payload, "group"), "id").as_f64() {
+                with_core(move |core| core.on_group_removed(group as GroupId));
+            }
+        }
+        "tabGroups.onUpdated" | "tabGroups.onMoved" => {
+            if let Some(group) = group_from_chrome(&stringify(&get(&payload, "group"))) {
+                with_core(move |core| core.on_group_updated(group));
+            }
+        }
+        "runtime.onMessage" => {
+            let message = get(&payload, "message");
+            match get(&message, "type").as_string().as_deref() {
+                Some("stopSharing") => {
+                    if let Some(tab) = get(&message, "tabId").as_f64() {
+                        with_core(move |core| core.on_stop_sharing(Some(tab as TabId)));
+                    }
+                }
+                Some("stopSharingAll") => with_core(|core| core.on_stop_sharing(None)),
+                // `status` is answered by `status()`.
+                _ => {}
             }
         }
         "alarms.onAlarm" => with_core(|core| core.on_alarm()),
         "storage.onChanged" if get(&payload, "areaName").as_string().as_deref() == Some("local") => {
-            spawn_local(async {
-                let settings = read_settings().await;
-                with_core(move |core| core.on_settings(settings));
+            // Applied at once from the change itself (not read back later),
+            // so that an event queued after it (the click that follows
+            // pairing) finds the new settings.
+            let changes = get(&payload, "changes");
+            with_core(move |core| {
+                let current = core.settings().clone();
+                let value = |key: &str, now: JsValue| {
+                    let change = get(&changes, key);
+                    if change.is_undefined() { now } else { get(&change, "newValue") }
+                };
+                let port = value("relayPort", JsValue::from_f64(f64::from(current.port)));
+                let token = value("relayToken", current.token.map_or(JsValue::UNDEFINED, JsValue::from));
+                core.on_settings(settings_from(&port, &token));
             });
         }
-        // runtime.onStartup/onInstalled: `start` already ran; status: `status()`.
+        // runtime.onStartup/onInstalled: `start` already ran.
         _ => {}
     }
 }

@@ -155,23 +155,39 @@ async fn json_close(State(relay): State<Relay>, Path(id): Path<String>) -> Respo
 }
 
 /// `/cdp`: waits briefly for the extension, then 503 with what to do.
-async fn browser_ws(State(relay): State<Relay>, ws: WebSocketUpgrade) -> Response {
+async fn browser_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
+    let name = client_name(&headers);
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, None, slot).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, None, name, slot).await })
 }
 
-async fn browser_ws_with_id(state: State<Relay>, Path(_id): Path<String>, ws: WebSocketUpgrade) -> Response {
+async fn browser_ws_with_id(
+    state: State<Relay>,
+    Path(_id): Path<String>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
     // Any id is accepted, as clients may hold a URL from before a restart.
-    browser_ws(state, ws).await
+    browser_ws(state, headers, ws).await
 }
 
-async fn page_ws(State(relay): State<Relay>, Path(id): Path<String>, ws: WebSocketUpgrade) -> Response {
+/// What a client calls itself, for the extension's options page.
+fn client_name(headers: &HeaderMap) -> String {
+    relay_engine::client::client_name(headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
+}
+
+async fn page_ws(
+    State(relay): State<Relay>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
@@ -180,10 +196,11 @@ async fn page_ws(State(relay): State<Relay>, Path(id): Path<String>, ws: WebSock
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
+    let name = client_name(&headers);
     let target: Arc<str> = id.into();
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target), slot).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target), name, slot).await })
 }
 
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.

@@ -145,8 +145,29 @@ pub struct TabQuery {
     pub window_id: Option<WindowId>,
 }
 
-/// Relay → extension. Every variant but `ping`/`pong`/`welcome` is a call the
-/// extension answers with exactly one [`Reply`] carrying the same `id`.
+/// One CDP client of the relay, as the extension shows it to the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    /// The relay's number for the connection (unique while the relay runs).
+    pub id: u64,
+    /// What the client calls itself: the first word of its `User-Agent`
+    /// (`Playwright/1.57.0`, `Puppeteer`, `browser-relay/0.1.0` for the
+    /// agent API), or `CDP client`.
+    pub name: String,
+}
+
+/// The clients holding a session on one shared tab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabClients {
+    pub tab_id: TabId,
+    pub clients: Vec<ClientInfo>,
+}
+
+/// Relay → extension. Every variant but `ping`/`pong`/`welcome`/`clients` is
+/// a call the extension answers with exactly one [`Reply`] carrying the same
+/// `id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all_fields = "camelCase")]
 pub enum RelayMessage<'a> {
@@ -201,6 +222,11 @@ pub enum RelayMessage<'a> {
     Ping { nonce: u64 },
     #[serde(rename = "pong")]
     Pong { nonce: u64 },
+    /// A notice, not a call: which clients hold each shared tab (tabs with
+    /// none are left out), sent when it changes. The extension shows it on
+    /// its options page.
+    #[serde(rename = "clients")]
+    Clients { tabs: Vec<TabClients> },
 }
 
 impl RelayMessage<'_> {
@@ -215,7 +241,11 @@ impl RelayMessage<'_> {
             | Self::TabsQuery { id, .. }
             | Self::WindowsUpdate { id, .. } => Some(*id),
             Self::DebuggerSendCommand(cmd) => Some(cmd.id),
-            Self::Challenge { .. } | Self::Welcome { .. } | Self::Ping { .. } | Self::Pong { .. } => None,
+            Self::Challenge { .. }
+            | Self::Welcome { .. }
+            | Self::Ping { .. }
+            | Self::Pong { .. }
+            | Self::Clients { .. } => None,
         }
     }
 
@@ -234,6 +264,7 @@ impl RelayMessage<'_> {
             Self::WindowsUpdate { .. } => "windows.update",
             Self::Ping { .. } => "ping",
             Self::Pong { .. } => "pong",
+            Self::Clients { .. } => "clients",
         }
     }
 }
@@ -300,8 +331,9 @@ pub enum ExtensionMessage<'a> {
     TabReplaced { added_tab_id: TabId, removed_tab_id: TabId },
     #[serde(rename = "tabs.onUpdated")]
     TabUpdated { tab: TabInfo },
-    /// The user clicked the toolbar button: the extension has attached the
-    /// debugger to `tab` (`attached: true`) or detached it (`false`).
+    /// The user shared `tab` (`attached: true`: the debugger is attached) or
+    /// stopped sharing it (`false`: sent at once, the detach follows), by
+    /// the toolbar button, the "Browser Relay" tab group or the options page.
     #[serde(rename = "user.toggledAttach")]
     UserToggledAttach { tab: TabInfo, attached: bool },
     /// The debugger was detached by something other than the user (Chrome

@@ -21,11 +21,16 @@ pub struct Chromium {
 }
 
 /// Flags every test browser gets. The background-networking flags matter on
-/// this machine: without them Chromium floods the closed network.
+/// this machine: without them Chromium floods the closed network. Headless,
+/// unless `BROWSER_RELAY_TEST_HEADED` is set (with a `DISPLAY`, e.g. Xvfb's:
+/// `scripts/screenshot-tab-group.sh`).
 pub fn base_args(profile: &Path) -> Vec<String> {
-    let mut args = vec![
-        "--headless=new".to_string(),
-        "--no-sandbox".into(),
+    let mut args = match std::env::var_os("BROWSER_RELAY_TEST_HEADED") {
+        Some(_) => vec!["--window-position=0,0".to_string(), "--window-size=1024,480".into()],
+        None => vec!["--headless=new".to_string()],
+    };
+    args.extend([
+        "--no-sandbox".to_string(),
         "--disable-gpu".into(),
         "--disable-dev-shm-usage".into(),
         "--no-first-run".into(),
@@ -36,7 +41,7 @@ pub fn base_args(profile: &Path) -> Vec<String> {
         "--disable-features=Translate,MediaRouter,OptimizationHints".into(),
         "--password-store=basic".into(),
         "--remote-debugging-port=0".into(),
-    ];
+    ]);
     args.push(format!("--user-data-dir={}", profile.display()));
     args
 }

@@ -21,6 +21,38 @@ pub fn extension_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// A copy of `extension/` whose manifest does not ask for the `tabGroups`
+/// permission: Chrome then gives it no `chrome.tabGroups`, as a browser
+/// without tab groups would. Same key, same id.
+pub fn extension_without_tab_groups() -> anyhow::Result<tempfile::TempDir> {
+    fn copy(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let target = to.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy(&entry.path(), &target)?
+            } else {
+                std::fs::copy(entry.path(), &target).map(drop)?
+            }
+        }
+        Ok(())
+    }
+    let source = extension_dir()?;
+    let copied = tempfile::Builder::new().prefix("browser-relay-ext-").tempdir()?;
+    copy(&source, copied.path())?;
+    let path = copied.path().join("manifest.json");
+    let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let permissions = manifest["permissions"].as_array_mut().context("manifest permissions")?;
+    let before = permissions.len();
+    permissions.retain(|p| p != "tabGroups");
+    if permissions.len() == before {
+        bail!("extension/manifest.json does not ask for tabGroups");
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest)?)?;
+    Ok(copied)
+}
+
 /// The pinned extension id (from the manifest's key).
 pub fn extension_id() -> anyhow::Result<String> {
     let id = std::fs::read_to_string(crate::tests_dir().join("../extension/EXTENSION_ID"))?;
@@ -48,8 +80,13 @@ impl ExtensionEnv {
     /// Launches Chromium with the extension and a relay, and pairs them
     /// through the options page as a user would with `browser-relay pair`.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(&extension_dir()?).await
+    }
+
+    /// [`Self::start`] with the extension loaded from `dir` (a variant of
+    /// `extension/`, with the same key and so the same id).
+    pub async fn start_with(dir: &std::path::Path) -> anyhow::Result<Self> {
         crate::init_logging();
-        let dir = extension_dir()?;
         let id = extension_id()?;
         let fixtures = FixtureServer::start().await?;
         let token = Token::generate();
@@ -84,7 +121,11 @@ impl ExtensionEnv {
         let env = Self::start().await?;
         let index = env.index_url();
         env.click_toolbar(&index).await?;
-        env.wait_for_tabs(1, Duration::from_secs(20)).await?;
+        if let Err(e) = env.wait_for_tabs(1, Duration::from_secs(20)).await {
+            // What the extension says about it, for the failure message.
+            let title = env.badge_title(&index).await.unwrap_or_else(|e| format!("(no title: {e:#})"));
+            bail!("{e:#}; the toolbar button says: {title}");
+        }
         Ok((env, index))
     }
 
@@ -237,6 +278,69 @@ impl ExtensionEnv {
         Ok(value.as_str().unwrap_or_default().to_string())
     }
 
+    /// Evaluates `expression` (a promise is awaited) in the extension's
+    /// service worker: the test's hands for `chrome.*` (`chrome.tabs.group`
+    /// moves a tab as the user's drag does), never the path under test.
+    pub async fn worker_eval(&self, expression: &str) -> anyhow::Result<Value> {
+        let worker = self.service_worker().await?;
+        let session = self.attach(&worker).await?;
+        let value = self.evaluate(&session, expression).await;
+        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
+        value
+    }
+
+    /// The tab group of the tab showing `url` (`chrome.tabGroups.TabGroup`:
+    /// id, title, color), or `null` when it is in none.
+    pub async fn group_of(&self, url: &str) -> anyhow::Result<Value> {
+        let expression = format!(
+            "chrome.tabs.query({{}}).then(tabs => tabs.find(t => t.url === {url:?})).then(t =>              !t ? Promise.reject(new Error('no tab showing ' + {url:?})) :              t.groupId === chrome.tabGroups.TAB_GROUP_ID_NONE ? null : chrome.tabGroups.get(t.groupId))"
+        );
+        self.worker_eval(&expression).await
+    }
+
+    /// Waits until the tab showing `url` is in a group (`true`: returns it)
+    /// or in none (`false`: returns `null`).
+    pub async fn wait_for_group(&self, url: &str, grouped: bool, within: Duration) -> anyhow::Result<Value> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // A tab just opened shows its URL once it commits: until then,
+            // "no tab showing" it.
+            let group = match self.group_of(url).await {
+                Ok(group) => Some(group),
+                Err(e) if tokio::time::Instant::now() > deadline => return Err(e),
+                Err(_) => None,
+            };
+            if let Some(group) = group.clone().filter(|g| g.is_null() != grouped) {
+                return Ok(group);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "the tab showing {url} is {} a group after {within:?}: {group:?}",
+                    if grouped { "not in" } else { "still in" }
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Chrome's tab id of the tab showing `url` (waiting up to 10 s for
+    /// one: a tab just opened shows its URL once it commits).
+    pub async fn tab_id(&self, url: &str) -> anyhow::Result<i64> {
+        let expression =
+            format!("chrome.tabs.query({{}}).then(tabs => (tabs.find(t => t.url === {url:?}) || {{}}).id)");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(id) = self.worker_eval(&expression).await?.as_i64() {
+                return Ok(id);
+            }
+            if tokio::time::Instant::now() > deadline {
+                let all = self.worker_eval("chrome.tabs.query({}).then(tabs => tabs.map(t => t.url))").await?;
+                bail!("no tab showing {url} within 10 s: {all}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn service_worker(&self) -> anyhow::Result<String> {
         let prefix = format!("chrome-extension://{}/", self.id);
         let targets = self.browser.call("Target.getTargets", json!({}), None).await?;
@@ -272,6 +376,10 @@ impl ExtensionEnv {
             ("RELAY_WS", server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string()),
             ("FIXTURE", self.fixtures.url()),
             ("FIXTURE_ALT", self.fixtures.alt_url()),
+            // The test's hands, for scripts that play the user: Chrome's
+            // own port and the extension (never the path under test).
+            ("CHROME_WS", self.chrome.ws_url.clone()),
+            ("EXTENSION_ID", self.id.clone()),
         ]
     }
 }

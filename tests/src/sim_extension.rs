@@ -462,7 +462,7 @@ impl SimExtension {
                 self.0.welcomed.send_replace(true);
             }
             RelayMessage::Ping { nonce } => self.send(&ExtensionMessage::Pong { nonce }),
-            RelayMessage::Pong { .. } => {}
+            RelayMessage::Pong { .. } | RelayMessage::Clients { .. } => {}
             _ => {
                 let id = message.call_id().expect("a call");
                 let faults = self.0.faults.lock().unwrap().clone();
@@ -606,7 +606,8 @@ impl SimExtension {
             RelayMessage::Challenge { .. }
             | RelayMessage::Welcome { .. }
             | RelayMessage::Ping { .. }
-            | RelayMessage::Pong { .. } => Err(chrome_error("not a call".into())),
+            | RelayMessage::Pong { .. }
+            | RelayMessage::Clients { .. } => Err(chrome_error("not a call".into())),
         }
     }
 }

@@ -26,6 +26,9 @@ async fn relay_client(env: &ExtensionEnv) -> (CdpClient, UnboundedReceiver<CdpEv
 async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
+    // The shared tab is in its window's orange "Browser Relay" group.
+    let group = env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    assert_eq!((group["title"].as_str(), group["color"].as_str()), (Some("Browser Relay"), Some("orange")), "{group}");
     let hello = env.server().relay.hello().unwrap();
     assert!(
         hello.browser_version.starts_with("Chrome/156") || hello.browser_version.starts_with("Chrome/1"),
@@ -44,6 +47,7 @@ async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back
     assert!(detached.params["targetId"].as_str().is_some());
     env.wait_for_tabs(0, Duration::from_secs(10)).await.unwrap();
     assert_eq!(env.badge(&index).await.unwrap(), "", "badge cleared");
+    env.wait_for_group(&index, false, Duration::from_secs(10)).await.expect("out of the group: the group is gone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,6 +61,10 @@ async fn popups_of_a_shared_tab_are_attached() {
     let popup = next_event(&mut events, "Target.attachedToTarget").await;
     assert_eq!(popup.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"]);
     env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    // The popup (a tab of the same window) joins its opener's group.
+    let opener_group = env.wait_for_group(&env.index_url(), true, Duration::from_secs(10)).await.unwrap();
+    let popup_group = env.wait_for_group(&popup_url, true, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(popup_group["id"], opener_group["id"], "one group per window: {popup_group}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,6 +118,7 @@ fn the_relay_allows_exactly_the_pinned_extension_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let group = env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
     let before = env.server().relay.stats().extension_connections;
     // Chrome stops idle MV3 workers; stop this one the same way.
     let worker = env.service_worker().await.unwrap();
@@ -127,6 +136,14 @@ async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
+    // The group is Chrome's: still there, and still the access list of
+    // the restarted worker (it took membership from the group).
+    let after = env.group_of(&index).await.unwrap();
+    assert_eq!(after["id"], group["id"], "the same group: {after}");
+    let tab = env.tab_id(&index).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.ungroup([{tab}])")).await.unwrap();
+    env.wait_for_tabs(0, Duration::from_secs(10)).await.expect("taken out of the group, the tab is unshared");
+    assert_eq!(env.badge(&index).await.unwrap(), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,6 +257,9 @@ async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
     assert_eq!(location["result"]["value"], json!(url), "the page socket drives the new tab");
     let listed = cdp_client::http::request("GET", &format!("{base}/json/list?token={token}"), &[], None).await.unwrap();
     assert!(listed.json().as_array().unwrap().iter().any(|t| t["id"] == entry["id"]), "{}", listed.text());
+    // A tab a client made (Target.createTarget, PUT /json/new) joins the group.
+    let group = env.wait_for_group(&url, true, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(group["title"], "Browser Relay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,4 +391,176 @@ async fn a_program_squatting_the_relays_port_learns_nothing_and_is_obeyed_in_not
     env.restart_relay().await.unwrap();
     env.wait_for_tabs(1, Duration::from_secs(30)).await.unwrap();
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
+}
+
+/// The next `Target.attachedToTarget` for a page showing `url`.
+async fn attached_to(events: &mut UnboundedReceiver<CdpEvent>, url: &str) -> CdpEvent {
+    loop {
+        let event = next_event(events, "Target.attachedToTarget").await;
+        if event.params["targetInfo"]["url"] == url {
+            return event;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tab_put_into_the_group_is_shared_with_playwright_and_taken_out_it_leaves_every_client() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let group = env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    // A raw client on the relay, beside Playwright, to see the CDP events.
+    let (_client, mut events) = relay_client(&env).await;
+    attached_to(&mut events, &index).await;
+
+    // Playwright: the tab the user drags into the group appears, dragged
+    // out it goes (tests/js/playwright_tab_group.mjs).
+    let out = e2e::run_node("playwright_tab_group.mjs", &env.node_env()).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(out.contains("ok - taken out of the group, the page is gone for Playwright"), "{out}");
+    let dragged = format!("{}/index.html?dragged", env.fixtures.url());
+    let attached = attached_to(&mut events, &dragged).await;
+    let detached = next_event(&mut events, "Target.detachedFromTarget").await;
+    assert_eq!(detached.params["sessionId"], attached.params["sessionId"], "every client sees the detach");
+    env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
+
+    // A browser page put into the group is put back out, and never shared.
+    let settings = "chrome://version/";
+    env.browser.call("Target.createTarget", json!({"url": settings}), None).await.unwrap();
+    let tab = env.tab_id(settings).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.group({{tabIds: [{tab}], groupId: {}}})", group["id"])).await.unwrap();
+    env.wait_for_group(settings, false, Duration::from_secs(10)).await.expect("put back out of the group");
+    assert_eq!(env.badge(settings).await.unwrap(), "!");
+    assert!(env.badge_title(settings).await.unwrap().contains("cannot share chrome:"));
+    assert_eq!(env.server().relay.stats().targets, 1, "never announced");
+
+    // "Ungroup" on the whole group (both tabs in it): nothing is shared.
+    let second = env.tab_id(&dragged).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.group({{tabIds: [{second}], groupId: {}}})", group["id"])).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    let first = env.tab_id(&index).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.ungroup([{first}, {second}])")).await.unwrap();
+    env.wait_for_tabs(0, Duration::from_secs(10)).await.expect("ungrouping the group unshares all of it");
+    assert_eq!((env.badge(&index).await.unwrap(), env.badge(&dragged).await.unwrap()), (String::new(), String::new()));
+}
+
+/// Runs `expression` in a tab of Chrome showing `url` (opened for it).
+async fn open_page(env: &ExtensionEnv, url: &str) -> String {
+    let created = env.browser.call("Target.createTarget", json!({"url": url}), None).await.unwrap();
+    let attached = env
+        .browser
+        .call("Target.attachToTarget", json!({"targetId": created["targetId"], "flatten": true}), None)
+        .await
+        .unwrap();
+    attached["sessionId"].as_str().unwrap().to_string()
+}
+
+/// Polls `expression` in the page on `session` until it is truthy.
+async fn page_until(env: &ExtensionEnv, session: &str, expression: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = env
+            .browser
+            .call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true}), Some(session))
+            .await
+            .unwrap();
+        let value = answer["result"]["value"].clone();
+        if !(value.is_null() || value == false || value == "") {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never true: {expression}: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    let (client, mut events) = relay_client(&env).await;
+    attached_to(&mut events, &index).await;
+    let options = open_page(&env, &format!("chrome-extension://{}/options.html", env.id)).await;
+
+    // The row: title, URL, and the client the relay says holds the tab.
+    let row = page_until(
+        &env,
+        &options,
+        "(() => { const r = [...document.querySelectorAll('#rows tr')]; \
+         return r.length === 1 && r[0].textContent.includes('browser-relay/') && r[0].textContent })()",
+    )
+    .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains("Fixture Index") && row.contains(&index), "{row}");
+    let groups = page_until(&env, &options, "document.getElementById('groups').textContent").await;
+    assert!(groups.as_str().unwrap().contains("\"Browser Relay\" tab group"), "{groups}");
+
+    // "Stop sharing" on the row.
+    page_until(&env, &options, "(document.querySelector('#rows tr button.stop').click(), true)").await;
+    env.wait_for_tabs(0, Duration::from_secs(10)).await.expect("stopped from the options page");
+    env.wait_for_group(&index, false, Duration::from_secs(10)).await.unwrap();
+    page_until(&env, &options, "!document.getElementById('none').hidden").await;
+
+    // "Stop sharing all": the tab shared again and one a client made.
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.unwrap();
+    let made = format!("{}/index.html?made", env.fixtures.url());
+    client.call("Target.createTarget", json!({"url": made}), None).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    page_until(&env, &options, "document.querySelectorAll('#rows tr').length === 2").await;
+    page_until(&env, &options, "(document.getElementById('stop-all').click(), true)").await;
+    env.wait_for_tabs(0, Duration::from_secs(10)).await.expect("stopped all from the options page");
+    env.wait_for_group(&index, false, Duration::from_secs(10)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tab_groups_sharing_works_with_the_badge_alone_and_the_options_page_says_so() {
+    // Without the permission Chrome gives the extension no chrome.tabGroups.
+    let dir = e2e::extension_env::extension_without_tab_groups().unwrap();
+    let env = ExtensionEnv::start_with(dir.path()).await.expect("environment");
+    assert_eq!(env.worker_eval("typeof chrome.tabGroups").await.unwrap(), "undefined");
+    let index = env.index_url();
+    env.click_toolbar(&index).await.unwrap();
+    env.wait_for_tabs(1, Duration::from_secs(20)).await.expect("the click shares the tab");
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+    let (client, mut events) = relay_client(&env).await;
+    let session = attached_to(&mut events, &index).await.params["sessionId"].as_str().unwrap().to_string();
+    let title = client
+        .call("Runtime.evaluate", json!({"expression": "document.title", "returnByValue": true}), Some(&session))
+        .await
+        .unwrap();
+    assert_eq!(title["result"]["value"], "Fixture Index");
+    let group = format!("chrome.tabs.query({{}}).then(t => t.find(t => t.url === {index:?}).groupId)");
+    assert_eq!(env.worker_eval(&group).await.unwrap(), -1, "in no group");
+
+    let options = open_page(&env, &format!("chrome-extension://{}/options.html", env.id)).await;
+    let said = page_until(&env, &options, "document.getElementById('groups').textContent.includes('badge alone') && document.getElementById('groups').textContent").await;
+    assert!(said.as_str().unwrap().contains("not available"), "{said}");
+    page_until(&env, &options, "document.querySelectorAll('#rows tr').length === 1").await;
+}
+
+/// Not a check: the README's picture of the group, made by
+/// `scripts/screenshot-tab-group.sh` (headed Chromium under Xvfb, whose
+/// frame buffer this copies once the tabs are in place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/tab-group.png: run scripts/screenshot-tab-group.sh"]
+async fn screenshot_of_the_tab_group() {
+    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-tab-group.sh");
+    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-tab-group.sh");
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    // A second shared tab (opened from the first: Chrome puts it into the
+    // group), and one the user keeps to themselves (taken out again).
+    let form = format!("{}/form.html", env.fixtures.url());
+    env.browser.call("Target.createTarget", json!({"url": form}), None).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    let private = format!("{}/frame.html", env.fixtures.url());
+    env.browser.call("Target.createTarget", json!({"url": private}), None).await.unwrap();
+    env.wait_for_tabs(3, Duration::from_secs(10)).await.unwrap();
+    let tab = env.tab_id(&private).await.unwrap();
+    env.worker_eval(&format!("chrome.tabs.ungroup([{tab}])")).await.unwrap();
+    env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+    // A shared tab in front.
+    let pages = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    let shown = pages["targetInfos"].as_array().unwrap().iter().find(|t| t["url"] == form.as_str()).unwrap();
+    env.browser.call("Target.activateTarget", json!({"targetId": shown["targetId"]}), None).await.unwrap();
+    // Let the tab strip settle (its animations), then take the frame.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
 }

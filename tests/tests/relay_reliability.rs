@@ -812,3 +812,75 @@ async fn fan_out_cost() {
         eprintln!("{sessions} sessions: one event to all of them in {:?}", started.elapsed());
     }
 }
+
+/// The next `clients` notice the extension gets that satisfies `want`.
+async fn clients_notice(ext: &mut FakeExtension, want: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let frame = tokio::time::timeout_at(deadline, ext.other.recv())
+            .await
+            .expect("a clients notice in time")
+            .expect("the extension's socket is open");
+        let Ok(value) = serde_json::from_str::<Value>(&frame) else { continue };
+        if let Some(tabs) = value.get("clients").map(|c| c["tabs"].clone())
+            && want(&tabs)
+        {
+            return tabs;
+        }
+    }
+}
+
+/// The access list at the relay: the extension names who holds each shared
+/// tab, and a tab it stops sharing (the user took it out of the "Browser
+/// Relay" group) leaves every client at once and takes no more commands.
+#[tokio::test]
+async fn the_extension_hears_who_holds_each_tab_and_an_unshared_tab_leaves_every_client_at_once() {
+    let setup = relay().await;
+    let mut ext = setup.extension(&[7, 8], Mode::Manual).await;
+    setup.wait_targets(2).await;
+    // A root client (the agent API's own client library names itself)...
+    let (client, mut events) = setup.client().await;
+    auto_attach(&client).await;
+    let mut sessions = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let attached = next_event(&mut events, "Target.attachedToTarget").await;
+        let target = attached.params["targetInfo"]["targetId"].as_str().unwrap().to_string();
+        sessions.insert(target, attached.params["sessionId"].as_str().unwrap().to_string());
+    }
+    // ...and a page-level client of tab 8 that says it is Playwright.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = setup.page_url(8).into_client_request().unwrap();
+    request.headers_mut().insert("user-agent", "Playwright/9.9.9 (x64; debian 12) node/20".parse().unwrap());
+    let (mut page, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+
+    let agent = json!({"id": 1, "name": cdp_client::USER_AGENT});
+    let both = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(|t| t.len() == 2)).await;
+    assert_eq!(
+        both,
+        json!([
+            {"tabId": 7, "clients": [agent]},
+            {"tabId": 8, "clients": [agent, {"id": 2, "name": "Playwright/9.9.9"}]},
+        ])
+    );
+
+    // The user takes tab 8 out of the group: the extension says so.
+    ext.send(&ExtensionMessage::UserToggledAttach { tab: fake_tab(8), attached: false });
+    let detached = next_event(&mut events, "Target.detachedFromTarget").await;
+    assert_eq!(detached.params["targetId"], fake_target_id(8));
+    let (code, _) = close_frame_of(&mut page).await.expect("the page-level client is closed");
+    assert_eq!(code, 1000);
+    // Its old session takes no command, and nothing reaches the extension.
+    let refused =
+        client.call("Runtime.evaluate", json!({"expression": "1"}), Some(&sessions[&fake_target_id(8)])).await;
+    let (_, message) = protocol_error(refused);
+    assert_eq!(message, "Session with given id not found.", "refused by the relay, as Chrome would");
+    let listed = setup.server.relay.list_json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert!(ext.calls.try_recv().is_err(), "no call reached the extension");
+
+    let one = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(|t| t.len() == 1)).await;
+    assert_eq!(one, json!([{"tabId": 7, "clients": [agent]}]));
+    drop(client);
+    let none = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(Vec::is_empty)).await;
+    assert_eq!(none, json!([]), "nobody left");
+}

@@ -60,31 +60,50 @@
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
 //!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`.
-//! - **State in `chrome.storage.session`**, rehydrated and re-announced
-//!   after a worker restart: `restart_rehydrates_reconnects_and_reannounces`;
-//!   e2e `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
+//! - **State in `chrome.storage.session`** (each shared tab with its
+//!   group), rehydrated and re-announced after a worker restart; the group
+//!   is the truth for its tabs ([`Core::start`]):
+//!   `restart_rehydrates_reconnects_and_reannounces`,
+//!   `a_worker_restart_takes_the_group_as_the_truth`; e2e
+//!   `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
 //! - **Replies in Chrome's order, with Chrome's CDP error codes**:
 //!   `relay_calls_are_forwarded_and_answered_in_order`,
 //!   `cdp_errors_keep_their_code_and_unshared_tabs_are_refused`.
+//! - **The "Browser Relay" tab group is the access list** (`groups.rs`;
+//!   tests in `tests_groups.rs`): a share puts the tab into its window's
+//!   orange group, a tab put into the group is shared, a tab leaving it is
+//!   unshared at once (the relay hears it before Chrome detaches), every
+//!   other end of sharing takes the tab out, restricted pages never join,
+//!   the worker's start reconciles with the group, and without tab groups
+//!   the badge alone shows what is shared: e2e
+//!   `a_tab_put_into_the_group_is_shared_with_playwright_and_taken_out_it_leaves_every_client`.
+//! - **"Stop sharing" on the options page**, one tab or all, is the user's
+//!   click: `the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
 //!   settings changes reconnect (`settings_changes_reconnect_with_the_new_port`),
 //!   unknown relay messages are ignored (`unknown_relay_messages_are_ignored`).
 
+mod groups;
 pub mod policy;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use shared_protocol::auth::{self, Prover};
 use shared_protocol::{
-    CallError, CallId, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, SUBPROTOCOL, TabId, TabInfo,
-    TabQuery, WindowId, close_code, encode, layout,
+    CallError, CallId, ClientInfo, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, SUBPROTOCOL, TabId,
+    TabInfo, TabQuery, WindowId, close_code, encode, layout,
 };
 
+pub use groups::{
+    GROUP_COLOR, GROUP_TITLE, GroupId, GroupInfo, NO_GROUP, NO_TAB_GROUPS, group_from_chrome, groups_from_chrome,
+};
 pub use policy::Badge;
 
 const NOT_PAIRED: &str = "not paired with the relay: run `browser-relay pair` and open the link it prints (or paste the token in the options)";
@@ -124,18 +143,105 @@ pub enum Timer {
     Reattach(TabId),
 }
 
-/// The allow-listed `chrome.*` calls, and nothing else.
+/// The allow-listed `chrome.*` calls, and nothing else. The last three
+/// keep the "Browser Relay" tab group; no relay message can ask for them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChromeCall {
-    DebuggerAttach { tab: TabId },
-    DebuggerDetach { tab: TabId },
-    DebuggerSendCommand { tab: TabId, session: Option<String>, method: String, params: Option<String> },
-    TabsGet { tab: TabId },
-    TabsCreate { url: Option<String>, active: bool, opener: Option<TabId> },
-    TabsRemove { tab: TabId },
-    TabsUpdate { tab: TabId, url: Option<String>, active: Option<bool> },
-    TabsQuery { query: TabQuery },
-    WindowsUpdate { window: WindowId, focused: Option<bool> },
+    DebuggerAttach {
+        tab: TabId,
+    },
+    DebuggerDetach {
+        tab: TabId,
+    },
+    DebuggerSendCommand {
+        tab: TabId,
+        session: Option<String>,
+        method: String,
+        params: Option<String>,
+    },
+    TabsGet {
+        tab: TabId,
+    },
+    TabsCreate {
+        url: Option<String>,
+        active: bool,
+        opener: Option<TabId>,
+    },
+    TabsRemove {
+        tab: TabId,
+    },
+    TabsUpdate {
+        tab: TabId,
+        url: Option<String>,
+        active: Option<bool>,
+    },
+    TabsQuery {
+        query: TabQuery,
+    },
+    WindowsUpdate {
+        window: WindowId,
+        focused: Option<bool>,
+    },
+    /// `chrome.tabs.group`: into `group`, or (`None`) a new group in the
+    /// tabs' window. Result: the group id.
+    TabsGroup {
+        tabs: Vec<TabId>,
+        group: Option<GroupId>,
+    },
+    /// `chrome.tabs.ungroup`.
+    TabsUngroup {
+        tabs: Vec<TabId>,
+    },
+    /// `chrome.tabGroups.update`: name and colour. Result: the group.
+    TabGroupsUpdate {
+        group: GroupId,
+        title: &'static str,
+        color: &'static str,
+    },
+}
+
+/// What `chrome.storage.session` keeps of one shared tab, for a restart of
+/// the service worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PersistedTab {
+    pub tab_id: TabId,
+    /// The "Browser Relay" group it was in, if it was in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<GroupId>,
+}
+
+/// A tab as `chrome.tabs.query` reports it, with its group ([`NO_GROUP`]
+/// when in none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabFacts {
+    pub info: TabInfo,
+    pub group: GroupId,
+}
+
+/// What the service worker finds when it starts: the core decides from
+/// these what is shared ([`Core::start`]).
+#[derive(Debug, Clone)]
+pub struct StartFacts {
+    /// The shared tabs an earlier run of the worker saved.
+    pub persisted: Vec<PersistedTab>,
+    /// Tabs `chrome.debugger.getTargets` reports attached (by anyone).
+    pub debugger_attached: Vec<TabInfo>,
+    /// Every tab, with its group.
+    pub tabs: Vec<TabFacts>,
+    /// `chrome.tabGroups.query({})`, or why tab groups cannot be used.
+    pub groups: Result<Vec<GroupInfo>, String>,
+}
+
+impl Default for StartFacts {
+    fn default() -> Self {
+        Self {
+            persisted: Vec::new(),
+            debugger_attached: Vec::new(),
+            tabs: Vec::new(),
+            groups: Err(groups::NO_TAB_GROUPS.into()),
+        }
+    }
 }
 
 /// What the core needs from the browser. Calls are fire-and-forget: their
@@ -145,8 +251,8 @@ pub trait Host {
     /// Makes an allow-listed `chrome.*` call.
     fn call(&mut self, op: OpId, call: ChromeCall);
     fn set_badge(&mut self, tab: TabId, badge: &Badge, title: &str);
-    /// Saves the attached tab ids (`chrome.storage.session`) for a restart.
-    fn persist(&mut self, attached: &[TabId]);
+    /// Saves the shared tabs (`chrome.storage.session`) for a restart.
+    fn persist(&mut self, shared: &[PersistedTab]);
     /// Opens the relay WebSocket (replacing any previous one).
     fn connect(&mut self, url: &str, protocols: &[String]);
     fn send(&mut self, frame: String);
@@ -178,7 +284,7 @@ pub enum Link {
 }
 
 /// For the options page.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     pub state: &'static str,
@@ -186,6 +292,34 @@ pub struct Status {
     pub attached_tabs: usize,
     pub port: u16,
     pub paired: bool,
+    /// The shared tabs, in tab id order.
+    pub tabs: Vec<SharedTab>,
+    pub tab_groups: TabGroupsStatus,
+}
+
+/// One shared tab on the options page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedTab {
+    pub tab_id: TabId,
+    pub title: String,
+    pub url: String,
+    /// In the "Browser Relay" group.
+    pub in_group: bool,
+    /// Why a shared tab is not in the group (a popup window cannot hold
+    /// groups), if Chrome refused it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_in_group: Option<String>,
+    /// The CDP clients holding it, as the relay last said.
+    pub clients: Vec<ClientInfo>,
+}
+
+/// Whether shared tabs are shown as a tab group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TabGroupsStatus {
+    pub available: bool,
+    pub detail: String,
 }
 
 /// Why a `chrome.*` call was made, to know what its outcome means.
@@ -198,13 +332,23 @@ enum Purpose {
     /// A relay call whose result is an array of `chrome.tabs.Tab`.
     RelayTabs(CallId),
     /// The relay asked to attach: the tab is looked at first.
-    RelayAttachCheck(CallId),
+    RelayAttachCheck(CallId, TabId),
     RelayAttach(CallId, TabInfo),
     RelayDetach(CallId, TabId),
     /// The relay asked to close a tab: first count the tabs.
     RelayRemoveCheck(CallId, TabId),
     UserAttach(TabInfo),
+    /// The user stopped sharing the tab (already done on our side): Chrome
+    /// detaches; the outcome changes nothing.
     UserDetach(TabInfo),
+    /// The user put the tab into the "Browser Relay" group: attaching it.
+    GroupAttach(TabInfo),
+    /// Putting a shared tab into a new group in its window.
+    GroupCreate(TabId, Option<WindowId>),
+    /// Putting a shared tab into our group of its window.
+    GroupJoin(TabId, GroupId),
+    /// Naming and colouring our group; the result tells its window.
+    GroupStyle(GroupId),
     /// After Chrome detached a tab: does it still exist, and where is it?
     ReattachCheck(TabId),
     Reattach(TabId),
@@ -228,6 +372,8 @@ struct ChromeTab {
     active: bool,
     #[serde(default)]
     opener_tab_id: Option<TabId>,
+    #[serde(default)]
+    group_id: Option<GroupId>,
 }
 
 impl ChromeTab {
@@ -246,6 +392,18 @@ impl ChromeTab {
 /// Converts a `chrome.tabs.Tab` (JSON) into the protocol's [`TabInfo`].
 pub fn tab_info_from_chrome(json: &str) -> Option<TabInfo> {
     serde_json::from_str::<ChromeTab>(json).ok()?.info()
+}
+
+/// Converts an array of `chrome.tabs.Tab` (JSON) into [`TabFacts`]; tabs
+/// without an id are left out.
+pub fn tabs_from_chrome(json: &str) -> Vec<TabFacts> {
+    let tabs: Vec<ChromeTab> = serde_json::from_str(json).unwrap_or_default();
+    tabs.into_iter()
+        .filter_map(|tab| {
+            let group = tab.group_id.unwrap_or(NO_GROUP);
+            Some(TabFacts { info: tab.info()?, group })
+        })
+        .collect()
 }
 
 /// The extension's state. Generic over the host so tests use a fake one.
@@ -277,6 +435,10 @@ pub struct Core<H: Host> {
     auth_nonce: String,
     next_nonce: u64,
     grace_running: bool,
+    /// The "Browser Relay" tab groups (see `groups.rs`).
+    groups: groups::TabGroups,
+    /// Who holds each shared tab, as the relay last said (`clients`).
+    clients: BTreeMap<TabId, Vec<ClientInfo>>,
 }
 
 impl<H: Host> Core<H> {
@@ -298,11 +460,17 @@ impl<H: Host> Core<H> {
             auth_nonce: String::new(),
             next_nonce: 1,
             grace_running: false,
+            groups: groups::TabGroups::default(),
+            clients: BTreeMap::new(),
         }
     }
 
     pub fn link(&self) -> Link {
         self.link
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     pub fn attached(&self) -> Vec<TabId> {
@@ -320,24 +488,52 @@ impl<H: Host> Core<H> {
             }
             Link::Idle => ("disconnected", "waiting to reconnect to the relay".into()),
         };
+        let tabs = self
+            .attached
+            .values()
+            .map(|tab| SharedTab {
+                tab_id: tab.tab_id,
+                title: tab.title.clone(),
+                url: tab.url.clone(),
+                in_group: self.groups.members.contains_key(&tab.tab_id),
+                not_in_group: self.groups.outside.get(&tab.tab_id).cloned(),
+                clients: self.clients.get(&tab.tab_id).cloned().unwrap_or_default(),
+            })
+            .collect();
         Status {
             state,
             detail: self.last_error.clone().filter(|_| self.link != Link::Ready).unwrap_or(default),
             attached_tabs: self.attached.len(),
             port: self.settings.port,
             paired: self.settings.token.is_some(),
+            tabs,
+            tab_groups: self.groups.status(),
         }
     }
 
     // ---- start-up and settings ------------------------------------------
 
-    /// The service worker (re)started. `still_attached` are the tabs
-    /// persisted by an earlier run that `chrome.debugger.getTargets` still
-    /// reports attached to us: they are kept, re-announced, and reconnected.
-    pub fn start(&mut self, settings: Settings, env: Environment, still_attached: Vec<TabInfo>) {
+    /// The service worker (re)started: decides from `facts` which tabs are
+    /// shared, then re-announces and reconnects them.
+    ///
+    /// One source of truth per tab. Where tab groups work, a tab is shared
+    /// when it is in one of our "Browser Relay" groups (ours: a group that
+    /// an earlier run of this worker, in this browser session, saved with
+    /// its tabs): Chrome keeps groups across a worker restart, and the user
+    /// edits them. A tab in our group that the debugger lost is attached
+    /// again; a saved tab that was in the group and is not any more was
+    /// taken out while the worker was stopped, and is released. Where a tab
+    /// cannot be in a group (tab groups refused, a popup window), the
+    /// saved list is the truth, as it always was: saved and still attached
+    /// (`chrome.debugger.getTargets`) means shared. A group titled "Browser
+    /// Relay" that is not ours (Chrome restored it after a browser restart,
+    /// or the extension was reloaded) is dissolved: sharing never survives
+    /// a browser restart, and the group must not claim otherwise.
+    pub fn start(&mut self, settings: Settings, env: Environment, facts: StartFacts) {
         self.settings = settings;
         self.env = env;
-        for tab in still_attached {
+        let plan = self.groups.reconcile(facts);
+        for tab in plan.shared {
             self.attached.insert(tab.tab_id, tab);
         }
         self.persist();
@@ -345,6 +541,20 @@ impl<H: Host> Core<H> {
             self.ensure_connected();
         }
         self.refresh_badges();
+        for tab in plan.released {
+            self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab });
+            self.badge(tab, &Badge::Off);
+        }
+        if !plan.dissolve.is_empty() {
+            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: plan.dissolve });
+        }
+        for (tab, group) in plan.rejoin {
+            self.join_from_group(tab, group);
+        }
+        let ungrouped: Vec<TabId> = self.attached.keys().copied().collect();
+        for tab in ungrouped {
+            self.group_tab(tab);
+        }
     }
 
     pub fn on_settings(&mut self, settings: Settings) {
@@ -368,15 +578,11 @@ impl<H: Host> Core<H> {
     // ---- the user's click --------------------------------------------------
 
     pub fn on_action_clicked(&mut self, tab: TabInfo) {
-        let busy = self
-            .pending
-            .values()
-            .any(|(p, _)| matches!(p, Purpose::UserAttach(t) | Purpose::UserDetach(t) if t.tab_id == tab.tab_id));
-        if busy {
+        if self.is_busy(tab.tab_id) {
             return;
         }
         if self.attached.contains_key(&tab.tab_id) {
-            self.start_call(Purpose::UserDetach(tab.clone()), ChromeCall::DebuggerDetach { tab: tab.tab_id });
+            self.unshare(tab.tab_id, true);
         } else if self.settings.token.is_none() {
             // Attaching would show the "being debugged" bar for nobody.
             self.badge(tab.tab_id, &Badge::Error(NOT_PAIRED.into()));
@@ -386,6 +592,56 @@ impl<H: Host> Core<H> {
             self.reattaching.remove(&tab.tab_id);
             self.badge(tab.tab_id, &Badge::Connecting);
             self.start_call(Purpose::UserAttach(tab.clone()), ChromeCall::DebuggerAttach { tab: tab.tab_id });
+        }
+    }
+
+    /// "Stop sharing" on the options page: one tab, or (`None`) all.
+    pub fn on_stop_sharing(&mut self, tab: Option<TabId>) {
+        let tabs: Vec<TabId> = match tab {
+            Some(tab) => vec![tab],
+            None => self.attached.keys().copied().collect(),
+        };
+        for tab in tabs {
+            self.unshare(tab, true);
+        }
+    }
+
+    /// Whether the user's attach or detach of `tab` is running (a second
+    /// click meanwhile is ignored).
+    fn is_busy(&self, tab: TabId) -> bool {
+        self.groups.joining.contains_key(&tab)
+            || self.pending.values().any(|(p, _)| {
+                matches!(p, Purpose::UserAttach(t) | Purpose::UserDetach(t) | Purpose::GroupAttach(t) if t.tab_id == tab)
+            })
+    }
+
+    /// The user stopped sharing `tab` (toolbar, group, options page, a
+    /// restricted page): nothing reaches it from now on, the relay is told
+    /// at once (its clients see the tab go), then Chrome detaches. `ungroup`:
+    /// take it out of our group (not when the user already did).
+    fn unshare(&mut self, tab: TabId, ungroup: bool) {
+        let Some(info) = self.attached.remove(&tab) else { return };
+        if ungroup {
+            self.leave_group(tab);
+        } else {
+            self.groups.forget(tab);
+        }
+        self.persist();
+        self.badge(tab, &Badge::Off);
+        if self.link == Link::Ready {
+            self.send(&ExtensionMessage::UserToggledAttach { tab: info.clone(), attached: false });
+        }
+        self.start_call(Purpose::UserDetach(info), ChromeCall::DebuggerDetach { tab });
+        self.maybe_idle();
+    }
+
+    /// The user shared `tab` (its debugger is attached): tell the relay, or
+    /// connect (the hello carries it).
+    fn announce_share(&mut self, tab: TabInfo) {
+        if self.link == Link::Ready {
+            self.send(&ExtensionMessage::UserToggledAttach { tab, attached: true });
+        } else {
+            self.ensure_connected();
         }
     }
 
@@ -416,9 +672,13 @@ impl<H: Host> Core<H> {
                 self.reply(current, call, outcome);
             }
             // The relay that asked is gone: act for it no further.
-            Purpose::RelayAttachCheck(_) | Purpose::RelayRemoveCheck(..) if !current => {}
-            Purpose::RelayAttachCheck(call) => match outcome.as_deref().map(tab_info_from_chrome) {
+            // A tab put into our group meanwhile waited for this attach:
+            // it attaches itself.
+            Purpose::RelayAttachCheck(_, tab) if !current => self.resume_joining(tab),
+            Purpose::RelayRemoveCheck(..) if !current => {}
+            Purpose::RelayAttachCheck(call, id) => match outcome.as_deref().map(tab_info_from_chrome) {
                 Ok(Some(tab)) if policy::is_restricted(&tab.url) => {
+                    self.settle_joining(id, Err("restricted".into()));
                     self.reply(current, call, Err(format!("Browser Relay does not attach to {}", tab.url)));
                 }
                 Ok(Some(tab)) if self.attached.contains_key(&tab.tab_id) => {
@@ -428,14 +688,31 @@ impl<H: Host> Core<H> {
                     let id = tab.tab_id;
                     self.start_call(Purpose::RelayAttach(call, tab), ChromeCall::DebuggerAttach { tab: id });
                 }
-                Ok(None) => self.reply(current, call, Err("no such tab".into())),
-                Err(e) => self.reply(current, call, Err(e.clone())),
+                Ok(None) => {
+                    self.settle_joining(id, Err("no such tab".into()));
+                    self.reply(current, call, Err("no such tab".into()));
+                }
+                Err(e) => {
+                    self.settle_joining(id, Err(e.clone()));
+                    self.reply(current, call, Err(e.clone()));
+                }
             },
             Purpose::RelayAttach(call, tab) => {
-                if outcome.is_ok() {
-                    self.add_attached(tab);
+                let id = tab.tab_id;
+                match outcome {
+                    Ok(_) => {
+                        self.settle_joining(id, Ok(()));
+                        self.add_attached(tab);
+                        self.reply(current, call, Ok("null".into()));
+                    }
+                    // Attached meanwhile by the user's own share of it (the
+                    // group): what the relay asked for holds.
+                    Err(_) if self.attached.contains_key(&id) => self.reply(current, call, Ok("null".into())),
+                    Err(e) => {
+                        self.settle_joining(id, Err(e.clone()));
+                        self.reply(current, call, Err(e));
+                    }
                 }
-                self.reply(current, call, outcome.map(|_| "null".into()));
             }
             Purpose::RelayDetach(call, tab) => {
                 self.remove_attached(tab);
@@ -455,27 +732,26 @@ impl<H: Host> Core<H> {
             }
             Purpose::UserAttach(tab) => match outcome {
                 Ok(_) => {
+                    self.settle_joining(tab.tab_id, Ok(()));
                     self.add_attached(tab.clone());
-                    if self.link == Link::Ready {
-                        self.send(&ExtensionMessage::UserToggledAttach { tab, attached: true });
-                    } else {
-                        // The hello will carry it.
-                        self.ensure_connected();
-                    }
+                    self.announce_share(tab);
                 }
-                Err(e) => self.badge(tab.tab_id, &Badge::Error(e)),
+                Err(e) => {
+                    self.settle_joining(tab.tab_id, Err(e.clone()));
+                    self.badge(tab.tab_id, &Badge::Error(e));
+                }
             },
-            Purpose::UserDetach(tab) => {
-                // Detached either way: an error means it already was.
-                self.remove_attached(tab.tab_id);
-                self.badge(tab.tab_id, &Badge::Off);
-                if self.link == Link::Ready {
-                    self.send(&ExtensionMessage::UserToggledAttach { tab, attached: false });
-                }
-                self.maybe_idle();
-            }
+            // Already unshared on our side; an error means Chrome had
+            // already detached it.
+            Purpose::UserDetach(_) => self.maybe_idle(),
+            Purpose::GroupAttach(tab) => self.on_group_attach_done(tab, outcome),
+            Purpose::GroupCreate(tab, window) => self.on_group_created(tab, window, outcome),
+            Purpose::GroupJoin(tab, group) => self.on_group_joined(tab, group, outcome),
+            Purpose::GroupStyle(group) => self.on_group_styled(group, outcome),
             Purpose::ReattachCheck(tab_id) => match outcome.as_deref().map(tab_info_from_chrome) {
                 Ok(Some(tab)) if policy::is_restricted(&tab.url) => {
+                    self.leave_group(tab_id);
+                    self.persist();
                     self.badge(tab_id, &Badge::Error(policy::restricted_reason(&tab.url)));
                     self.maybe_idle();
                 }
@@ -484,7 +760,10 @@ impl<H: Host> Core<H> {
                     self.host.set_timer(Timer::Reattach(tab_id), policy::reattach_delay_ms(0));
                 }
                 // The tab is gone: tabs.onRemoved tells the relay.
-                _ => self.maybe_idle(),
+                _ => {
+                    self.groups.forget(tab_id);
+                    self.maybe_idle();
+                }
             },
             Purpose::Reattach(tab_id) => {
                 let Some((tries, tab)) = self.reattaching.remove(&tab_id) else { return };
@@ -501,6 +780,8 @@ impl<H: Host> Core<H> {
                     }
                     Err(e) => {
                         let why = format!("lost this tab after it navigated ({e}): click to share it again");
+                        self.leave_group(tab_id);
+                        self.persist();
                         self.badge(tab_id, &Badge::Error(why));
                         self.maybe_idle();
                     }
@@ -529,6 +810,8 @@ impl<H: Host> Core<H> {
         match reason {
             // The user cancelled the infobar or opened DevTools: their choice.
             "canceled_by_user" | "replaced_with_devtools" => {
+                self.leave_group(tab);
+                self.persist();
                 self.badge(tab, &Badge::Off);
                 self.maybe_idle();
             }
@@ -541,9 +824,17 @@ impl<H: Host> Core<H> {
         }
     }
 
-    pub fn on_tab_created(&mut self, tab: TabInfo) {
-        // Only tabs opened by a shared tab concern the relay (it decides
-        // whether to attach them); the user's other tabs stay private.
+    /// `chrome.tabs.onCreated`, with the group the tab was born in.
+    pub fn on_tab_created(&mut self, tab: TabInfo, group: GroupId) {
+        // Chrome opens a tab into the group of the tab it came from (a link
+        // opened in a new tab, a popup): in our group, it is shared by us,
+        // and the relay hears of it as of any share (its opener says whose).
+        if self.groups.ours.contains_key(&group) {
+            return self.join_from_group(tab, group);
+        }
+        // Otherwise only tabs opened by a shared tab concern the relay (it
+        // decides whether to attach them); the user's other tabs stay
+        // private.
         let from_shared = tab.opener_tab_id.is_some_and(|o| self.attached.contains_key(&o));
         if from_shared && self.link == Link::Ready {
             self.send(&ExtensionMessage::TabCreated { tab });
@@ -551,6 +842,8 @@ impl<H: Host> Core<H> {
     }
 
     pub fn on_tab_removed(&mut self, tab: TabId) {
+        self.groups.forget(tab);
+        self.groups.joining.remove(&tab);
         let was_shared = self.attached.remove(&tab).is_some();
         let was_reattaching = self.reattaching.remove(&tab).is_some();
         if was_reattaching {
@@ -566,6 +859,7 @@ impl<H: Host> Core<H> {
     }
 
     pub fn on_tab_replaced(&mut self, added: TabId, removed: TabId) {
+        self.groups.replace(added, removed);
         if let Some(mut tab) = self.attached.remove(&removed) {
             tab.tab_id = added;
             self.attached.insert(added, tab);
@@ -577,7 +871,15 @@ impl<H: Host> Core<H> {
         }
     }
 
+    /// `chrome.tabs.onUpdated`. A shared tab that goes to a page Browser
+    /// Relay never shares (R19) stops being shared.
     pub fn on_tab_updated(&mut self, tab: TabInfo) {
+        if self.attached.contains_key(&tab.tab_id) && policy::is_restricted(&tab.url) {
+            let id = tab.tab_id;
+            self.unshare(id, true);
+            self.badge(id, &Badge::Error(policy::restricted_reason(&tab.url)));
+            return;
+        }
         let Some(known) = self.attached.get_mut(&tab.tab_id) else { return };
         let changed = (known.url != tab.url && !tab.url.is_empty()) || known.title != tab.title;
         if !tab.url.is_empty() {
@@ -631,6 +933,9 @@ impl<H: Host> Core<H> {
             }
             (Link::Ready, RelayMessage::Ping { nonce }) => self.send(&ExtensionMessage::Pong { nonce }),
             (Link::Ready, RelayMessage::Pong { .. }) => {}
+            (Link::Ready, RelayMessage::Clients { tabs }) => {
+                self.clients = tabs.into_iter().map(|t| (t.tab_id, t.clients)).collect();
+            }
             (Link::Ready, call) => self.on_relay_call(call),
             // Before the relay has proved the pairing (or before its
             // welcome), nothing is obeyed or answered: the other end may be
@@ -676,6 +981,7 @@ impl<H: Host> Core<H> {
         let was_open = self.opened;
         self.link = Link::Idle;
         self.opened = false;
+        self.clients.clear();
         self.host.cancel_timer(Timer::Keepalive);
         let port = self.settings.port;
         let error = match code {
@@ -731,6 +1037,7 @@ impl<H: Host> Core<H> {
                 // The relay stayed away: give the user their tabs back.
                 for tab in std::mem::take(&mut self.attached).into_keys() {
                     self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab });
+                    self.leave_group(tab);
                     self.badge(tab, &Badge::Off);
                 }
                 self.persist();
@@ -764,7 +1071,7 @@ impl<H: Host> Core<H> {
     fn on_relay_call(&mut self, call: RelayMessage<'_>) {
         match call {
             RelayMessage::DebuggerAttach { id, tab_id } => {
-                self.start_call(Purpose::RelayAttachCheck(id), ChromeCall::TabsGet { tab: tab_id });
+                self.start_call(Purpose::RelayAttachCheck(id, tab_id), ChromeCall::TabsGet { tab: tab_id });
             }
             RelayMessage::DebuggerDetach { id, tab_id } => {
                 self.start_call(Purpose::RelayDetach(id, tab_id), ChromeCall::DebuggerDetach { tab: tab_id });
@@ -803,7 +1110,8 @@ impl<H: Host> Core<H> {
             RelayMessage::Challenge { .. }
             | RelayMessage::Welcome { .. }
             | RelayMessage::Ping { .. }
-            | RelayMessage::Pong { .. } => {}
+            | RelayMessage::Pong { .. }
+            | RelayMessage::Clients { .. } => {}
         }
     }
 
@@ -866,7 +1174,8 @@ impl<H: Host> Core<H> {
     /// Nothing shared and nothing pending: close the link and let the
     /// service worker sleep.
     fn maybe_idle(&mut self) {
-        let attaching = self.pending.values().any(|(p, _)| matches!(p, Purpose::UserAttach(_)));
+        let attaching =
+            self.pending.values().any(|(p, _)| matches!(p, Purpose::UserAttach(_) | Purpose::GroupAttach(_)));
         if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching {
             return;
         }
@@ -880,23 +1189,29 @@ impl<H: Host> Core<H> {
         }
     }
 
+    /// A tab is shared: saved, badged, and put into our group.
     fn add_attached(&mut self, tab: TabInfo) {
         let id = tab.tab_id;
         self.attached.insert(id, tab);
         self.persist();
         self.badge(id, &self.tab_badge());
+        self.group_tab(id);
     }
 
     fn remove_attached(&mut self, tab: TabId) {
-        if self.attached.remove(&tab).is_some() {
-            self.persist();
-        }
+        self.attached.remove(&tab);
+        self.leave_group(tab);
+        self.persist();
         self.badge(tab, &Badge::Off);
     }
 
     fn persist(&mut self) {
-        let ids: Vec<TabId> = self.attached.keys().copied().collect();
-        self.host.persist(&ids);
+        let shared: Vec<PersistedTab> = self
+            .attached
+            .keys()
+            .map(|&tab_id| PersistedTab { tab_id, group_id: self.groups.members.get(&tab_id).copied() })
+            .collect();
+        self.host.persist(&shared);
     }
 
     /// The badge every attached tab shows for the current link state.

@@ -66,7 +66,9 @@ impl Badge {
     pub fn title(&self, port: u16) -> String {
         match self {
             Self::Off => "Browser Relay: click to share this tab".into(),
-            Self::On => "Browser Relay: this tab is shared (click to stop)".into(),
+            Self::On => {
+                "Browser Relay: this tab is shared (click, or take it out of the Browser Relay group, to stop)".into()
+            }
             Self::Connecting => format!("Browser Relay: connecting to the relay on 127.0.0.1:{port}…"),
             Self::Error(why) => format!("Browser Relay: {why}"),
         }

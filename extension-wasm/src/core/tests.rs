@@ -9,15 +9,18 @@ use super::*;
 use shared_protocol::auth::{self, Prover};
 
 #[derive(Debug, Default)]
-struct FakeHost {
-    calls: Vec<(OpId, ChromeCall)>,
-    badges: HashMap<TabId, Badge>,
-    titles: HashMap<TabId, String>,
-    persisted: Vec<TabId>,
-    connects: Vec<(String, Vec<String>)>,
-    sent: Vec<String>,
-    disconnects: usize,
-    timers: BTreeMap<Timer, u64>,
+pub(super) struct FakeHost {
+    pub(super) calls: Vec<(OpId, ChromeCall)>,
+    pub(super) badges: HashMap<TabId, Badge>,
+    pub(super) titles: HashMap<TabId, String>,
+    /// The ids of the last saved tabs.
+    pub(super) persisted: Vec<TabId>,
+    /// The last saved state itself.
+    pub(super) saved: Vec<PersistedTab>,
+    pub(super) connects: Vec<(String, Vec<String>)>,
+    pub(super) sent: Vec<String>,
+    pub(super) disconnects: usize,
+    pub(super) timers: BTreeMap<Timer, u64>,
     nonces: u8,
 }
 
@@ -29,8 +32,9 @@ impl Host for FakeHost {
         self.badges.insert(tab, badge.clone());
         self.titles.insert(tab, title.to_string());
     }
-    fn persist(&mut self, attached: &[TabId]) {
-        self.persisted = attached.to_vec();
+    fn persist(&mut self, shared: &[PersistedTab]) {
+        self.persisted = shared.iter().map(|t| t.tab_id).collect();
+        self.saved = shared.to_vec();
     }
     fn connect(&mut self, url: &str, protocols: &[String]) {
         self.connects.push((url.to_string(), protocols.to_vec()));
@@ -57,9 +61,9 @@ impl Host for FakeHost {
     }
 }
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+pub(super) const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-fn tab(id: TabId, url: &str) -> TabInfo {
+pub(super) fn tab(id: TabId, url: &str) -> TabInfo {
     TabInfo {
         tab_id: id,
         window_id: Some(1),
@@ -70,40 +74,52 @@ fn tab(id: TabId, url: &str) -> TabInfo {
     }
 }
 
-fn chrome_tab(id: TabId, url: &str) -> String {
+pub(super) fn chrome_tab(id: TabId, url: &str) -> String {
     json!({"id": id, "windowId": 1, "url": url, "title": format!("T{id}"), "active": true}).to_string()
 }
 
+pub(super) fn environment() -> Environment {
+    Environment {
+        extension_version: "0.1.0".into(),
+        user_agent: "UA".into(),
+        browser_version: "Chrome/156.0.8078.73".into(),
+    }
+}
+
+/// A paired extension in a browser without tab groups (the badge alone):
+/// the rules every browser gets. `tests_groups.rs` adds the group's.
 fn paired() -> Core<FakeHost> {
     let mut core = Core::new(FakeHost::default());
-    core.start(
-        Settings { port: 18792, token: Some(TOKEN.into()) },
-        Environment {
-            extension_version: "0.1.0".into(),
-            user_agent: "UA".into(),
-            browser_version: "Chrome/156.0.8078.73".into(),
-        },
-        vec![],
-    );
+    core.start(Settings { port: 18792, token: Some(TOKEN.into()) }, environment(), StartFacts::default());
     core
+}
+
+/// Start-up facts of a browser without tab groups where an earlier run
+/// shared `tabs` and Chrome still has them attached.
+pub(super) fn still_attached(tabs: Vec<TabInfo>) -> StartFacts {
+    StartFacts {
+        persisted: tabs.iter().map(|t| PersistedTab { tab_id: t.tab_id, group_id: None }).collect(),
+        debugger_attached: tabs,
+        ..StartFacts::default()
+    }
 }
 
 impl Core<FakeHost> {
     /// The last chrome call made, and its op.
-    fn last_call(&self) -> (OpId, ChromeCall) {
+    pub(super) fn last_call(&self) -> (OpId, ChromeCall) {
         self.host.calls.last().cloned().expect("a chrome call")
     }
 
-    fn sent_json(&self) -> Vec<Value> {
+    pub(super) fn sent_json(&self) -> Vec<Value> {
         self.host.sent.iter().map(|f| serde_json::from_str(f).expect("valid JSON frame")).collect()
     }
 
-    fn last_sent(&self) -> Value {
+    pub(super) fn last_sent(&self) -> Value {
         self.sent_json().pop().expect("a frame")
     }
 
     /// User clicks on `tab`, Chrome attaches, the relay connects and welcomes.
-    fn share(&mut self, id: TabId) {
+    pub(super) fn share(&mut self, id: TabId) {
         self.on_action_clicked(tab(id, "https://example.com/"));
         let (op, call) = self.last_call();
         assert_eq!(call, ChromeCall::DebuggerAttach { tab: id });
@@ -117,7 +133,7 @@ impl Core<FakeHost> {
 
     /// The real relay's `challenge` to the `auth` just sent: its proof with
     /// the pairing token. Returns the hello the extension answers with.
-    fn relay_proves(&mut self) -> Value {
+    pub(super) fn relay_proves(&mut self) -> Value {
         let extension_nonce = self.last_sent()["auth"]["nonce"].as_str().expect("auth was sent").to_string();
         let relay_nonce = auth::nonce_hex(&[0xee; 32]);
         let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &relay_nonce);
@@ -128,11 +144,11 @@ impl Core<FakeHost> {
         hello
     }
 
-    fn welcome(&mut self) {
+    pub(super) fn welcome(&mut self) {
         self.relay(json!({"welcome": {"protocolVersion": 2, "relayVersion": "0.2.0"}}));
     }
 
-    fn relay(&mut self, frame: Value) {
+    pub(super) fn relay(&mut self, frame: Value) {
         self.on_socket_message(&frame.to_string());
     }
 }
@@ -231,7 +247,7 @@ fn attach_errors_from_chrome_show_on_the_badge() {
 #[test]
 fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
     let mut core = Core::new(FakeHost::default());
-    core.start(Settings::default(), Environment::default(), vec![]);
+    core.start(Settings::default(), Environment::default(), StartFacts::default());
     core.on_action_clicked(tab(5, "https://example.com/"));
     assert!(core.host.calls.is_empty(), "no debugger bar for nobody");
     assert!(core.host.connects.is_empty());
@@ -247,7 +263,7 @@ fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
 #[test]
 fn tabs_restored_after_a_restart_without_a_token_wait_for_pairing() {
     let mut core = Core::new(FakeHost::default());
-    core.start(Settings::default(), Environment::default(), vec![tab(5, "https://example.com/")]);
+    core.start(Settings::default(), Environment::default(), still_attached(vec![tab(5, "https://example.com/")]));
     assert!(core.host.connects.is_empty());
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
     core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()) });
@@ -339,9 +355,9 @@ fn relay_attach_of_a_popup_marks_it_shared() {
     core.share(5);
     let mut popup = tab(6, "");
     popup.opener_tab_id = Some(5);
-    core.on_tab_created(popup);
+    core.on_tab_created(popup, NO_GROUP);
     assert_eq!(core.last_sent()["tabs.onCreated"]["tab"]["openerTabId"], 5, "popups of shared tabs reach the relay");
-    core.on_tab_created(tab(7, "https://private.example/"));
+    core.on_tab_created(tab(7, "https://private.example/"), NO_GROUP);
     assert_ne!(core.last_sent()["tabs.onCreated"]["tab"]["tabId"], 7, "unrelated tabs stay private");
 
     core.relay(json!({"debugger.attach": {"id": 4, "tabId": 6}}));
@@ -447,7 +463,7 @@ fn restart_rehydrates_reconnects_and_reannounces() {
     core.start(
         Settings { port: 4000, token: Some(TOKEN.into()) },
         Environment::default(),
-        vec![tab(5, "https://example.com/"), tab(8, "https://example.org/")],
+        still_attached(vec![tab(5, "https://example.com/"), tab(8, "https://example.org/")]),
     );
     assert_eq!(core.host.connects[0].0, "ws://127.0.0.1:4000/extension");
     core.on_socket_open();

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 
@@ -79,6 +79,9 @@ async fn websocket(url: &str, dial: &Dial) -> Result<WebSocketStream<Stream>, En
         return Err(bad("credentials in the URL are not sent: use headers (Authorization)".into()));
     }
     let mut request = url.into_client_request().map_err(|e| bad(e.to_string()))?;
+    // How the relay names this client to the user (the extension's options
+    // page lists who holds each shared tab).
+    request.headers_mut().insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
     for (name, value) in &dial.headers {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(format!("header name {name:?}")))?;
         let value = HeaderValue::from_str(value.expose())
@@ -151,6 +154,10 @@ enum Outgoing {
     Close,
 }
 
+/// The `User-Agent` of [`CdpClient::connect`]: the agent API (the control
+/// engine) is the product's client, and this is its name.
+pub const USER_AGENT: &str = concat!("browser-relay/", env!("CARGO_PKG_VERSION"));
+
 /// A connected CDP client. Dropping it closes the connection.
 pub struct CdpClient {
     out: mpsc::UnboundedSender<Outgoing>,
@@ -165,7 +172,8 @@ pub struct CdpClient {
 
 impl CdpClient {
     /// Connects to a `ws://` CDP endpoint (browser- or page-level), with
-    /// no deadline (a local peer, which may hold the upgrade on purpose).
+    /// no deadline (a local peer, which may hold the upgrade on purpose),
+    /// as [`USER_AGENT`].
     pub async fn connect(url: &str) -> Result<Self, CdpError> {
         let socket = websocket(url, &Dial::patient())
             .await

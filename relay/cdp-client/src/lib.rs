@@ -20,6 +20,6 @@ pub mod http;
 pub mod net;
 pub mod protocol;
 
-pub use client::{CdpClient, CdpError, CdpEvent, Channels, redact};
+pub use client::{CdpClient, CdpError, CdpEvent, Channels, USER_AGENT, redact};
 pub use endpoint::EndpointError;
 pub use net::{Dial, Secret};

@@ -48,6 +48,9 @@ pub struct ClientState {
 #[derive(Debug)]
 pub struct ClientHandle {
     pub id: u64,
+    /// What the client calls itself ([`client_name`]), for the extension's
+    /// options page.
+    pub name: Arc<str>,
     tx: mpsc::Sender<Outgoing>,
     /// Bytes queued to this client, and to all clients.
     queued: Arc<Meter>,
@@ -199,13 +202,29 @@ impl Replier<'_> {
     }
 }
 
+/// The name a client goes by on the extension's options page: the first
+/// word of its `User-Agent` (`Playwright/1.57.0`, `Puppeteer`), at most 64
+/// visible ASCII characters, or `CDP client` when it sent none.
+pub fn client_name(user_agent: Option<&str>) -> String {
+    let word = user_agent.and_then(|ua| ua.split_whitespace().next()).unwrap_or_default();
+    let name: String = word.chars().filter(char::is_ascii_graphic).take(64).collect();
+    if name.is_empty() { "CDP client".into() } else { name }
+}
+
 impl Relay {
     /// Runs one CDP client connection to its end. `page_target` makes it a
-    /// page-level endpoint bound to that target.
-    pub async fn serve_client(&self, socket: WebSocket, page_target: Option<Arc<str>>, _slot: crate::ClientSlot) {
+    /// page-level endpoint bound to that target; `name` is what it calls
+    /// itself ([`client_name`]).
+    pub async fn serve_client(
+        &self,
+        socket: WebSocket,
+        page_target: Option<Arc<str>>,
+        name: String,
+        _slot: crate::ClientSlot,
+    ) {
         let (sink, mut stream) = socket.split();
         let default_session = page_target.as_ref().map(|_| new_id());
-        let (client, writer) = self.open_client(sink, default_session);
+        let (client, writer) = self.open_client(sink, default_session, name);
         let kill = client.kill.clone();
         if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
             let subscribed = {
@@ -274,6 +293,7 @@ impl Relay {
         &self,
         sink: SplitSink<WebSocket, Message>,
         default_session: Option<Arc<str>>,
+        name: String,
     ) -> (Arc<ClientHandle>, JoinHandle<()>) {
         let config = self.config();
         let (tx, rx) = mpsc::channel(config.client_queue);
@@ -281,6 +301,7 @@ impl Relay {
         let farewell = Farewell::default();
         let client = Arc::new(ClientHandle {
             id: self.next_client_id(),
+            name: name.into(),
             tx,
             queued: Meter::new(config.client_queue_bytes),
             all_clients: self.client_bytes().clone(),
@@ -309,7 +330,7 @@ impl Relay {
         _slot: crate::ClientSlot,
     ) {
         let (sink, mut stream) = socket.split();
-        let (client, writer) = self.open_client(sink, None);
+        let (client, writer) = self.open_client(sink, None, "managed profile client".into());
         loop {
             tokio::select! {
                 () = client.kill.cancelled() => break,
@@ -525,5 +546,21 @@ impl Relay {
         if method == "Page.captureScreenshot" && child.is_none() {
             self.watch_capture(id, tab_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_name;
+
+    #[test]
+    fn clients_are_named_by_the_first_word_of_their_user_agent() {
+        let playwright = "Playwright/1.57.0 (x64; debian 12) node/20.20";
+        assert_eq!(client_name(Some(playwright)), "Playwright/1.57.0");
+        assert_eq!(client_name(Some("Puppeteer 24.1.0")), "Puppeteer");
+        assert_eq!(client_name(None), "CDP client");
+        assert_eq!(client_name(Some("   ")), "CDP client");
+        assert_eq!(client_name(Some("<b>\u{7}é</b>")), "<b></b>", "visible ASCII only (shown as text)");
+        assert_eq!(client_name(Some(&"x".repeat(500))).len(), 64);
     }
 }

@@ -139,6 +139,10 @@ impl Relay {
 
         let mut ping = tokio::time::interval(config.ping_interval);
         ping.tick().await;
+        // Who holds which tab, for the extension's options page: sent when
+        // it changes (nothing while nobody is connected).
+        let mut report = tokio::time::interval(config.clients_report);
+        let mut reported = Vec::new();
         let mut last_seen = Instant::now();
         let mut nonce = 0u64;
         loop {
@@ -157,6 +161,13 @@ impl Relay {
                         break;
                     }
                 },
+                _ = report.tick() => {
+                    let now = self.tab_clients();
+                    if now != reported {
+                        link.send(encode(&RelayMessage::Clients { tabs: now.clone() })).await;
+                        reported = now;
+                    }
+                }
                 _ = ping.tick() => {
                     if last_seen.elapsed() > config.extension_silence {
                         tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);

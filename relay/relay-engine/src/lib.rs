@@ -95,6 +95,9 @@ pub struct RelayConfig {
     pub capture_check: Duration,
     /// And is answered with an error after this long, in any case.
     pub capture_timeout: Duration,
+    /// How often the relay looks whether the clients holding each tab
+    /// changed, to tell the extension (`clients`, for its options page).
+    pub clients_report: Duration,
 }
 
 impl Default for RelayConfig {
@@ -117,6 +120,7 @@ impl Default for RelayConfig {
             extension_max_message: 256 << 20,
             capture_check: Duration::from_secs(1),
             capture_timeout: Duration::from_secs(30),
+            clients_report: Duration::from_millis(500),
         }
     }
 }
@@ -348,6 +352,28 @@ impl Relay {
         // A panic while holding the lock cannot leave the registry in a state
         // worse than losing one update; keep serving.
         self.0.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The clients holding a session on each attached tab (tabs without
+    /// any left out), in tab and client order: what the extension is told.
+    pub fn tab_clients(&self) -> Vec<shared_protocol::TabClients> {
+        let registry = self.registry();
+        let mut tabs: Vec<shared_protocol::TabClients> = registry
+            .iter()
+            .filter_map(|target| {
+                let mut clients: Vec<shared_protocol::ClientInfo> = Vec::new();
+                for sub in &target.subs {
+                    if !clients.iter().any(|c| c.id == sub.client.id) {
+                        clients
+                            .push(shared_protocol::ClientInfo { id: sub.client.id, name: sub.client.name.to_string() });
+                    }
+                }
+                clients.sort_by_key(|c| c.id);
+                (!clients.is_empty()).then_some(shared_protocol::TabClients { tab_id: target.tab_id, clients })
+            })
+            .collect();
+        tabs.sort_by_key(|t| t.tab_id);
+        tabs
     }
 
     pub fn stats(&self) -> RelayStats {

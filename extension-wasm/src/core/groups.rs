@@ -1,0 +1,442 @@
+//! The "Browser Relay" tab group: one per window, orange, holding exactly
+//! the shared tabs. It is the access list the user sees and edits:
+//!
+//! - sharing a tab (the toolbar, a popup or `createTarget` tab of a shared
+//!   tab) puts it into its window's group, created on first use;
+//! - a tab the user drags into the group is shared (if it may be: R19, R26;
+//!   otherwise it is put back out and its badge says why);
+//! - a tab that leaves the group (dragged out, into another group or
+//!   window, "Ungroup", the group closed) stops being shared at once;
+//! - stopping by any other way (the toolbar, the options page, a restricted
+//!   page, the relay gone for the grace period, the debugging bar
+//!   cancelled) takes the tab out of the group.
+//!
+//! Where the browser has no tab groups (or refuses them), sharing works as
+//! before, with the badge alone; a tab Chrome will not group (a popup
+//! window cannot hold groups) stays shared outside the group, and the
+//! options page says why. Tests: `tests_groups.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use shared_protocol::{TabId, TabInfo, WindowId};
+
+use super::{Badge, ChromeCall, Core, Host, NOT_PAIRED, Purpose, StartFacts, TabGroupsStatus, Timer, policy};
+
+/// A Chrome tab group id.
+pub type GroupId = i64;
+/// `chrome.tabGroups.TAB_GROUP_ID_NONE`: the tab is in no group.
+pub const NO_GROUP: GroupId = -1;
+/// The group's name.
+pub const GROUP_TITLE: &str = "Browser Relay";
+/// The group's colour: Chrome's palette has no `#FF4500`; `orange` is
+/// closest to the product's colour.
+pub const GROUP_COLOR: &str = "orange";
+/// Why tab groups are off when nothing better is known.
+pub const NO_TAB_GROUPS: &str = "this browser has no tab groups (chrome.tabGroups is missing)";
+
+/// A `chrome.tabGroups.TabGroup`, the fields we read.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupInfo {
+    pub id: GroupId,
+    #[serde(default)]
+    pub window_id: Option<WindowId>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub color: Option<String>,
+}
+
+/// A `chrome.tabGroups.TabGroup` (JSON).
+pub fn group_from_chrome(json: &str) -> Option<GroupInfo> {
+    serde_json::from_str(json).ok()
+}
+
+/// An array of `chrome.tabGroups.TabGroup` (JSON).
+pub fn groups_from_chrome(json: &str) -> Vec<GroupInfo> {
+    serde_json::from_str(json).unwrap_or_default()
+}
+
+/// What the core knows of our groups.
+#[derive(Debug)]
+pub(super) struct TabGroups {
+    /// `Some(why)`: no tab groups; sharing works with the badge alone.
+    pub(super) unavailable: Option<String>,
+    /// Our groups and their windows.
+    pub(super) ours: BTreeMap<GroupId, Option<WindowId>>,
+    /// Shared tabs that are in one of our groups.
+    pub(super) members: BTreeMap<TabId, GroupId>,
+    /// Windows whose group is being created, and the tabs waiting for it
+    /// (so that two quick shares in one window make one group).
+    pub(super) creating: BTreeMap<WindowId, Vec<TabId>>,
+    /// Tabs the user put into our group, being attached (by us, or by an
+    /// attach already running for them).
+    pub(super) joining: BTreeMap<TabId, (GroupId, TabInfo)>,
+    /// Shared tabs Chrome would not group, and why.
+    pub(super) outside: BTreeMap<TabId, String>,
+}
+
+impl Default for TabGroups {
+    fn default() -> Self {
+        Self {
+            unavailable: Some(NO_TAB_GROUPS.into()),
+            ours: BTreeMap::new(),
+            members: BTreeMap::new(),
+            creating: BTreeMap::new(),
+            joining: BTreeMap::new(),
+            outside: BTreeMap::new(),
+        }
+    }
+}
+
+/// What [`Core::start`] does, as decided by [`TabGroups::reconcile`].
+#[derive(Debug, Default)]
+pub(super) struct StartPlan {
+    /// Shared, the debugger still attached.
+    pub(super) shared: Vec<TabInfo>,
+    /// In our group but no longer attached: attach again.
+    pub(super) rejoin: Vec<(TabInfo, GroupId)>,
+    /// Still attached, but taken out of the group while the worker was
+    /// stopped: detach.
+    pub(super) released: Vec<TabId>,
+    /// Tabs of "Browser Relay" groups that are not ours: ungroup.
+    pub(super) dissolve: Vec<TabId>,
+}
+
+impl TabGroups {
+    /// Decides, at start-up, what is shared (see [`Core::start`]).
+    pub(super) fn reconcile(&mut self, facts: StartFacts) -> StartPlan {
+        let StartFacts { persisted, debugger_attached, tabs, groups } = facts;
+        let still: BTreeMap<TabId, TabInfo> = debugger_attached.into_iter().map(|t| (t.tab_id, t)).collect();
+        let now: BTreeMap<TabId, TabInfo> = tabs.iter().map(|t| (t.info.tab_id, t.info.clone())).collect();
+        // What Chrome says of the tab now, else what the debugger said.
+        let info = |tab: TabId| now.get(&tab).or_else(|| still.get(&tab)).cloned();
+        let mut plan = StartPlan::default();
+        let groups = match groups {
+            Ok(groups) => groups,
+            Err(why) => {
+                self.unavailable = Some(why);
+                plan.shared =
+                    persisted.iter().filter(|p| still.contains_key(&p.tab_id)).filter_map(|p| info(p.tab_id)).collect();
+                return plan;
+            }
+        };
+        self.unavailable = None;
+        for group in persisted.iter().filter_map(|p| p.group_id) {
+            if let Some(found) = groups.iter().find(|g| g.id == group) {
+                self.ours.insert(group, found.window_id);
+            }
+        }
+        for tab in &tabs {
+            let id = tab.info.tab_id;
+            if self.ours.contains_key(&tab.group) {
+                if still.contains_key(&id) {
+                    self.members.insert(id, tab.group);
+                    plan.shared.push(tab.info.clone());
+                } else {
+                    plan.rejoin.push((tab.info.clone(), tab.group));
+                }
+            } else if groups.iter().any(|g| g.id == tab.group && g.title.as_deref() == Some(GROUP_TITLE)) {
+                plan.dissolve.push(id);
+            }
+        }
+        for saved in &persisted {
+            let id = saved.tab_id;
+            if self.members.contains_key(&id) || !still.contains_key(&id) {
+                continue;
+            }
+            match saved.group_id {
+                // Never in a group (none in its window, or being grouped):
+                // the saved list says it is shared; it is grouped again.
+                None => plan.shared.extend(info(id)),
+                Some(_) => plan.released.push(id),
+            }
+        }
+        plan
+    }
+
+    /// A tab is gone or no longer shared: forget its membership (no call).
+    pub(super) fn forget(&mut self, tab: TabId) {
+        self.members.remove(&tab);
+        self.outside.remove(&tab);
+        for waiting in self.creating.values_mut() {
+            waiting.retain(|t| *t != tab);
+        }
+    }
+
+    /// Chrome replaced a tab (prerendering): it keeps its place.
+    pub(super) fn replace(&mut self, added: TabId, removed: TabId) {
+        if let Some(group) = self.members.remove(&removed) {
+            self.members.insert(added, group);
+        }
+        if let Some(why) = self.outside.remove(&removed) {
+            self.outside.insert(added, why);
+        }
+    }
+
+    /// Our group in `window`, if there is one.
+    fn in_window(&self, window: Option<WindowId>) -> Option<GroupId> {
+        let window = window?;
+        self.ours.iter().find(|(_, w)| **w == Some(window)).map(|(group, _)| *group)
+    }
+
+    pub(super) fn status(&self) -> TabGroupsStatus {
+        match &self.unavailable {
+            None => TabGroupsStatus {
+                available: true,
+                detail: format!("shared tabs are in the orange \"{GROUP_TITLE}\" tab group of their window"),
+            },
+            Some(why) => TabGroupsStatus {
+                available: false,
+                detail: format!("tab groups are not available ({why}): shared tabs are shown by the badge alone"),
+            },
+        }
+    }
+}
+
+impl<H: Host> Core<H> {
+    /// Puts a shared tab into our group of its window (creating it).
+    pub(super) fn group_tab(&mut self, tab: TabId) {
+        let groups = &self.groups;
+        if groups.unavailable.is_some() || groups.members.contains_key(&tab) || groups.outside.contains_key(&tab) {
+            return;
+        }
+        let Some(window) = self.attached.get(&tab).map(|t| t.window_id) else { return };
+        if let Some(group) = groups.in_window(window) {
+            let call = ChromeCall::TabsGroup { tabs: vec![tab], group: Some(group) };
+            return self.start_call(Purpose::GroupJoin(tab, group), call);
+        }
+        if let Some(waiting) = window.and_then(|w| self.groups.creating.get_mut(&w)) {
+            waiting.push(tab);
+            return;
+        }
+        if let Some(window) = window {
+            self.groups.creating.insert(window, Vec::new());
+        }
+        self.start_call(Purpose::GroupCreate(tab, window), ChromeCall::TabsGroup { tabs: vec![tab], group: None });
+    }
+
+    /// Takes a tab out of our group (the caller saves the state).
+    pub(super) fn leave_group(&mut self, tab: TabId) {
+        let member = self.groups.members.contains_key(&tab);
+        self.groups.forget(tab);
+        if member {
+            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+        }
+    }
+
+    /// The user put `tab` into our group `group`: share it, if it may be.
+    pub(super) fn join_from_group(&mut self, tab: TabInfo, group: GroupId) {
+        let id = tab.tab_id;
+        let refusal = if self.settings.token.is_none() {
+            Some(NOT_PAIRED.to_string())
+        } else if policy::is_restricted(&tab.url) {
+            Some(policy::restricted_reason(&tab.url))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // The group holds shared tabs only: out it goes, and the badge
+            // says why.
+            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+            return self.badge(id, &Badge::Error(why));
+        }
+        if self.attached.contains_key(&id) || self.groups.joining.contains_key(&id) {
+            return;
+        }
+        self.groups.joining.insert(id, (group, tab.clone()));
+        if self.reattaching.remove(&id).is_some() {
+            self.host.cancel_timer(Timer::Reattach(id));
+        }
+        self.badge(id, &Badge::Connecting);
+        let running = self.pending.values().any(|(p, _)| match p {
+            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) => t.tab_id == id,
+            Purpose::RelayAttachCheck(_, t) => *t == id,
+            _ => false,
+        });
+        if !running {
+            // (Otherwise the attach already running settles it: see
+            // `settle_joining`; two attaches of one tab would collide.)
+            self.start_call(Purpose::GroupAttach(tab), ChromeCall::DebuggerAttach { tab: id });
+        }
+    }
+
+    /// Another attach of a tab waiting in `joining` finished: on success it
+    /// is a member of the group it was put into; on failure it goes out
+    /// again.
+    pub(super) fn settle_joining(&mut self, tab: TabId, outcome: Result<(), String>) {
+        let Some((group, _)) = self.groups.joining.remove(&tab) else { return };
+        match outcome {
+            Ok(()) => {
+                self.groups.members.insert(tab, group);
+            }
+            Err(why) => {
+                self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+                self.badge(tab, &Badge::Error(why));
+            }
+        }
+    }
+
+    /// The relay that was attaching a tab waiting in `joining` went away:
+    /// we attach it ourselves.
+    pub(super) fn resume_joining(&mut self, tab: TabId) {
+        if let Some((_, info)) = self.groups.joining.get(&tab) {
+            let info = info.clone();
+            self.start_call(Purpose::GroupAttach(info), ChromeCall::DebuggerAttach { tab });
+        }
+    }
+
+    pub(super) fn on_group_attach_done(&mut self, tab: TabInfo, outcome: Result<String, String>) {
+        let id = tab.tab_id;
+        let group = self.groups.joining.remove(&id).map(|(group, _)| group);
+        match (outcome, group) {
+            (Ok(_), Some(group)) => {
+                self.groups.members.insert(id, group);
+                self.add_attached(tab.clone());
+                self.announce_share(tab);
+            }
+            // Shared meanwhile by another attach (the relay's, for a popup):
+            // Chrome refused the second; the tab is shared and in the group.
+            (Err(_), group) if self.attached.contains_key(&id) => {
+                if let Some(group) = group {
+                    self.groups.members.insert(id, group);
+                    self.persist();
+                }
+            }
+            // It left the group while Chrome attached it.
+            (Ok(_), None) => {
+                self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab: id });
+                self.badge(id, &Badge::Off);
+                self.maybe_idle();
+            }
+            (Err(why), group) => {
+                if group.is_some() {
+                    self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+                }
+                self.badge(id, &Badge::Error(why));
+                self.maybe_idle();
+            }
+        }
+    }
+
+    pub(super) fn on_group_created(&mut self, tab: TabId, window: Option<WindowId>, outcome: Result<String, String>) {
+        let waiting = window.and_then(|w| self.groups.creating.remove(&w)).unwrap_or_default();
+        let created =
+            outcome.and_then(|json| json.trim().parse::<GroupId>().map_err(|_| "Chrome made no group".into()));
+        match created {
+            Ok(group) => {
+                self.groups.ours.insert(group, window);
+                let style = ChromeCall::TabGroupsUpdate { group, title: GROUP_TITLE, color: GROUP_COLOR };
+                self.start_call(Purpose::GroupStyle(group), style);
+                self.settle_member(tab, group);
+            }
+            Err(why) => {
+                if self.attached.contains_key(&tab) {
+                    self.groups.outside.insert(tab, why);
+                }
+            }
+        }
+        for tab in waiting {
+            self.group_tab(tab);
+        }
+    }
+
+    pub(super) fn on_group_joined(&mut self, tab: TabId, group: GroupId, outcome: Result<String, String>) {
+        match outcome {
+            Ok(_) => self.settle_member(tab, group),
+            Err(why) => {
+                if self.attached.contains_key(&tab) {
+                    self.groups.outside.insert(tab, why);
+                }
+            }
+        }
+    }
+
+    /// Chrome put `tab` into our `group`: a member if still shared, else
+    /// (unshared meanwhile) out again.
+    fn settle_member(&mut self, tab: TabId, group: GroupId) {
+        if self.attached.contains_key(&tab) {
+            self.groups.outside.remove(&tab);
+            self.groups.members.insert(tab, group);
+            self.persist();
+        } else {
+            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+        }
+    }
+
+    pub(super) fn on_group_styled(&mut self, group: GroupId, outcome: Result<String, String>) {
+        if let Some(info) = outcome.ok().as_deref().and_then(group_from_chrome)
+            && let Some(window) = self.groups.ours.get_mut(&group)
+        {
+            *window = info.window_id;
+        }
+    }
+
+    /// `chrome.tabs.onUpdated` with a new `groupId` ([`NO_GROUP`]: none).
+    pub fn on_tab_group_changed(&mut self, tab: TabInfo, group: GroupId) {
+        let id = tab.tab_id;
+        let ours = self.groups.ours.contains_key(&group);
+        if self.attached.contains_key(&id) {
+            if ours {
+                if self.groups.members.insert(id, group) != Some(group) {
+                    self.groups.outside.remove(&id);
+                    self.persist();
+                }
+            } else if self.groups.members.contains_key(&id) {
+                // Dragged out (or into another group or window): unshared.
+                self.unshare(id, false);
+            }
+            // Else not grouped yet (our call is running) or not groupable.
+            return;
+        }
+        if self.groups.joining.contains_key(&id) {
+            if !ours {
+                // Out again before Chrome attached it (see on_group_attach_done).
+                self.groups.joining.remove(&id);
+            }
+            return;
+        }
+        if self.reattaching.contains_key(&id) && !ours && self.groups.members.contains_key(&id) {
+            // Out of the group while we were re-attaching it: stop.
+            self.reattaching.remove(&id);
+            self.host.cancel_timer(Timer::Reattach(id));
+            self.groups.forget(id);
+            self.persist();
+            self.badge(id, &Badge::Off);
+            return self.maybe_idle();
+        }
+        if ours {
+            self.join_from_group(tab, group);
+        }
+    }
+
+    /// `chrome.tabGroups.onRemoved`: closing or ungrouping our group
+    /// unshares what is left in it (its tabs' own events usually came
+    /// first).
+    pub fn on_group_removed(&mut self, group: GroupId) {
+        if self.groups.ours.remove(&group).is_none() {
+            return;
+        }
+        let left: Vec<TabId> = self.groups.members.iter().filter(|(_, g)| **g == group).map(|(t, _)| *t).collect();
+        for tab in left {
+            self.groups.forget(tab);
+            self.unshare(tab, false);
+        }
+        self.persist();
+    }
+
+    /// `chrome.tabGroups.onUpdated`/`onMoved`: our group keeps its name and
+    /// colour (they are how the user recognises the access list), and we
+    /// follow it to another window.
+    pub fn on_group_updated(&mut self, group: GroupInfo) {
+        let Some(window) = self.groups.ours.get_mut(&group.id) else { return };
+        if group.window_id.is_some() {
+            *window = group.window_id;
+        }
+        if group.title.as_deref() != Some(GROUP_TITLE) || group.color.as_deref() != Some(GROUP_COLOR) {
+            let style = ChromeCall::TabGroupsUpdate { group: group.id, title: GROUP_TITLE, color: GROUP_COLOR };
+            self.start_call(Purpose::GroupStyle(group.id), style);
+        }
+    }
+}
