@@ -5,8 +5,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use js_sys::{Array, JSON, Object, Reflect};
-use shared_protocol::{TabId, TabInfo};
+use js_sys::{Array, JSON, JsString, Object, Reflect};
+use shared_protocol::{TabId, TabInfo, layout};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
@@ -61,10 +61,16 @@ fn object(pairs: &[(&str, JsValue)]) -> JsValue {
 }
 
 fn stringify(value: &JsValue) -> String {
+    rust_string(&json_text(value)).unwrap_or_else(|| "null".into())
+}
+
+/// `value`'s JSON as a JavaScript string (`null` for what has none), for
+/// payloads the core forwards unread: they never enter WASM.
+fn json_text(value: &JsValue) -> JsString {
     if value.is_undefined() {
         return "null".into();
     }
-    JSON::stringify(value).ok().and_then(|s| rust_string(&s)).unwrap_or_else(|| "null".into())
+    JSON::stringify(value).ok().filter(|text| text.is_string()).unwrap_or_else(|| "null".into())
 }
 
 fn get(value: &JsValue, key: &str) -> JsValue {
@@ -94,6 +100,22 @@ fn tab_ids(ids: &[TabId]) -> JsValue {
     ids.iter().map(|t| JsValue::from_f64(*t as f64)).collect::<Array>().into()
 }
 
+/// `chrome.debugger.sendCommand`: Chrome's result as JSON text (`{}` when
+/// it has none), or Chrome's message.
+async fn send_command(
+    tab: TabId,
+    session: Option<&str>,
+    method: &str,
+    params: Option<&str>,
+) -> Result<JsString, String> {
+    let params = match params {
+        Some(json) => JSON::parse(json).map_err(|e| error_message(&e))?,
+        None => JsValue::UNDEFINED,
+    };
+    let result = settle(debugger::send_command(&debuggee(tab, session), method, &params)).await?;
+    Ok(if result.is_undefined() { "{}".into() } else { json_text(&result) })
+}
+
 /// Runs one allow-listed call; its result as JSON, or Chrome's message.
 async fn run(call: ChromeCall) -> Result<String, String> {
     let tab_id = |tab: TabId| tab as f64;
@@ -101,15 +123,8 @@ async fn run(call: ChromeCall) -> Result<String, String> {
         ChromeCall::DebuggerAttach { tab } => settle(debugger::attach(&debuggee(tab, None), "1.3")).await?,
         ChromeCall::DebuggerDetach { tab } => settle(debugger::detach(&debuggee(tab, None))).await?,
         ChromeCall::DebuggerSendCommand { tab, session, method, params } => {
-            let params = match params {
-                Some(json) => JSON::parse(&json).map_err(|e| error_message(&e))?,
-                None => JsValue::UNDEFINED,
-            };
-            let result = settle(debugger::send_command(&debuggee(tab, session.as_deref()), &method, &params)).await?;
-            if result.is_undefined() {
-                return Ok("{}".into());
-            }
-            result
+            let answer = send_command(tab, session.as_deref(), &method, params.as_deref()).await?;
+            return Ok(rust_string(&answer).unwrap_or_else(|| "{}".into()));
         }
         ChromeCall::TabsGet { tab } => settle(tabs::get(tab_id(tab))).await?,
         ChromeCall::TabsCreate { url, active, opener } => {
@@ -161,6 +176,16 @@ async fn run(call: ChromeCall) -> Result<String, String> {
     Ok(stringify(&value))
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The relay socket seen as taking a JavaScript string to send
+    /// (web-sys's `send_with_str` takes a `&str`, which would copy a
+    /// payload out of WASM).
+    type TextSocket;
+    #[wasm_bindgen(method, catch, js_name = send)]
+    fn send(this: &TextSocket, data: &JsString) -> Result<(), JsValue>;
+}
+
 /// The live relay socket and the handlers keeping its callbacks alive.
 struct Socket {
     ws: WebSocket,
@@ -197,10 +222,18 @@ impl WasmHost {
 }
 
 impl Host for WasmHost {
+    type Json = JsString;
+
     fn call(&mut self, op: OpId, call: ChromeCall) {
         spawn_local(async move {
-            let outcome = run(call).await;
-            with_core(move |core| core.on_op_done(op, outcome));
+            // A forwarded command's answer stays a JavaScript string.
+            if let ChromeCall::DebuggerSendCommand { tab, session, method, params } = call {
+                let answer = send_command(tab, session.as_deref(), &method, params.as_deref()).await;
+                with_core(move |core| core.on_answer(op, answer));
+            } else {
+                let outcome = run(call).await;
+                with_core(move |core| core.on_op_done(op, outcome));
+            }
         });
     }
 
@@ -271,6 +304,15 @@ impl Host for WasmHost {
     fn send(&mut self, frame: String) {
         if let Some(socket) = &self.socket {
             let _ = socket.ws.send_with_str(&frame);
+        }
+    }
+
+    fn send_framed(&mut self, head: String, payload: JsString) {
+        if let Some(socket) = &self.socket {
+            // Concatenation makes a rope; the socket flattens it once, as it
+            // encodes the frame.
+            let frame = JsString::from(head).concat(&payload).concat(&JsString::from(layout::TAIL));
+            let _ = socket.ws.unchecked_ref::<TextSocket>().send(&frame);
         }
     }
 
@@ -428,8 +470,8 @@ pub fn dispatch(kind: String, payload: JsValue) {
             let session = get(&source, "sessionId").as_string();
             let method = get(&payload, "method").as_string().unwrap_or_default();
             let params = get(&payload, "params");
-            let params = (!params.is_undefined()).then(|| stringify(&params));
-            with_core(move |core| core.on_debugger_event(tab as TabId, session.as_deref(), &method, params.as_deref()));
+            let params = (!params.is_undefined()).then(|| json_text(&params));
+            with_core(move |core| core.on_debugger_event(tab as TabId, session.as_deref(), &method, params));
         }
         "debugger.onDetach" => {
             let Some(tab) = get(&get(&payload, "source"), "tabId").as_f64() else { return };

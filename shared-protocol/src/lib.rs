@@ -458,16 +458,28 @@ pub mod layout {
         Some(raw)
     }
 
-    /// Encodes a successful reply around an already-serialised result, in
-    /// the canonical layout (what [`super::encode`] would produce), without
-    /// re-parsing the result. The extension uses this for Chrome's answers.
-    pub fn encode_reply(id: CallId, result_json: &str) -> String {
-        format!(r#"{{"reply":{{"id":{id},"result":{result_json}}}}}"#)
+    /// What closes a reply or an event frame after its payload.
+    pub const TAIL: &str = "}}";
+
+    /// A successful reply's frame up to its result: `head + result + TAIL`
+    /// is the canonical layout (what [`super::encode`] would produce), made
+    /// without re-parsing the result. The extension frames Chrome's answers
+    /// so, where they are (its WASM side keeps large ones in JavaScript).
+    pub fn reply_head(id: CallId) -> String {
+        format!(r#"{{"reply":{{"id":{id},"result":"#)
     }
 
-    /// Encodes a `debugger.onEvent` around already-serialised params.
-    pub fn encode_event(tab_id: TabId, session_id: Option<&str>, method: &str, params_json: Option<&str>) -> String {
-        let mut out = String::with_capacity(64 + method.len() + params_json.map_or(0, str::len));
+    /// A whole reply frame around an already-serialised result.
+    pub fn encode_reply(id: CallId, result_json: &str) -> String {
+        let mut out = reply_head(id);
+        out.push_str(result_json);
+        out.push_str(TAIL);
+        out
+    }
+
+    /// A `debugger.onEvent` frame up to its params: `head + params + TAIL`.
+    pub fn event_head(tab_id: TabId, session_id: Option<&str>, method: &str) -> String {
+        let mut out = String::with_capacity(64 + method.len());
         out.push_str(r#"{"debugger.onEvent":{"tabId":"#);
         out.push_str(&tab_id.to_string());
         if let Some(session) = session_id {
@@ -476,11 +488,19 @@ pub mod layout {
         }
         out.push_str(r#","method":"#);
         out.push_str(&serde_json::to_string(method).unwrap_or_default());
-        if let Some(params) = params_json {
-            out.push_str(r#","params":"#);
-            out.push_str(params);
+        out.push_str(r#","params":"#);
+        out
+    }
+
+    /// A whole `debugger.onEvent` frame around already-serialised params.
+    pub fn encode_event(tab_id: TabId, session_id: Option<&str>, method: &str, params_json: Option<&str>) -> String {
+        let mut out = event_head(tab_id, session_id, method);
+        match params_json {
+            Some(params) => out.push_str(params),
+            // No params: the key goes too, as `encode` leaves it out.
+            None => out.truncate(out.len() - r#","params":"#.len()),
         }
-        out.push_str("}}");
+        out.push_str(TAIL);
         out
     }
 

@@ -248,7 +248,13 @@ impl Default for StartFacts {
 /// outcome comes back through [`Core::on_op_done`] and the other `on_*`
 /// methods, never from inside the call (the host must not re-enter the core).
 pub trait Host {
-    /// Makes an allow-listed `chrome.*` call.
+    /// The JSON text of a payload the core forwards without reading it (a
+    /// forwarded command's answer, an event's params), as the host holds
+    /// it: the WASM host keeps it a JavaScript string, so a 1 MiB answer
+    /// never crosses into WASM and back.
+    type Json;
+    /// Makes an allow-listed `chrome.*` call. Its outcome comes back by
+    /// [`Core::on_op_done`], a forwarded command's by [`Core::on_answer`].
     fn call(&mut self, op: OpId, call: ChromeCall);
     fn set_badge(&mut self, tab: TabId, badge: &Badge, title: &str);
     /// Saves the shared tabs (`chrome.storage.session`) for a restart.
@@ -256,6 +262,8 @@ pub trait Host {
     /// Opens the relay WebSocket (replacing any previous one).
     fn connect(&mut self, url: &str, protocols: &[String]);
     fn send(&mut self, frame: String);
+    /// Sends the frame `head + payload + layout::TAIL`.
+    fn send_framed(&mut self, head: String, payload: Self::Json);
     /// Closes the relay WebSocket; no `on_socket_closed` follows.
     fn disconnect(&mut self);
     fn set_timer(&mut self, timer: Timer, after_ms: u64);
@@ -647,6 +655,23 @@ impl<H: Host> Core<H> {
 
     // ---- outcomes of chrome.* calls -----------------------------------------
 
+    /// A command forwarded for the relay (`chrome.debugger.sendCommand`)
+    /// finished: Chrome's result as JSON text (`{}` when none), passed on
+    /// unread, or Chrome's error.
+    pub fn on_answer(&mut self, op: OpId, outcome: Result<H::Json, String>) {
+        let Some((purpose, generation)) = self.pending.remove(&op) else { return };
+        let Purpose::Relay(call) = purpose else { return };
+        // Relay calls are answered only on the connection that made them.
+        let current = generation == self.link_generation;
+        match outcome {
+            Ok(answer) if current && self.link == Link::Ready => {
+                self.host.send_framed(layout::reply_head(call), answer);
+            }
+            Ok(_) => {}
+            Err(message) => self.reply(current, call, Err(message)),
+        }
+    }
+
     /// A `chrome.*` call finished: its result as JSON (`null` when none), or
     /// Chrome's error message.
     pub fn on_op_done(&mut self, op: OpId, outcome: Result<String, String>) {
@@ -793,9 +818,12 @@ impl<H: Host> Core<H> {
 
     // ---- chrome.debugger and chrome.tabs events ------------------------------
 
-    pub fn on_debugger_event(&mut self, tab: TabId, session: Option<&str>, method: &str, params_json: Option<&str>) {
+    pub fn on_debugger_event(&mut self, tab: TabId, session: Option<&str>, method: &str, params: Option<H::Json>) {
         if self.link == Link::Ready && self.attached.contains_key(&tab) {
-            self.host.send(layout::encode_event(tab, session, method, params_json));
+            match params {
+                Some(params) => self.host.send_framed(layout::event_head(tab, session, method), params),
+                None => self.host.send(layout::encode_event(tab, session, method, None)),
+            }
         }
     }
 

@@ -25,6 +25,7 @@ pub(super) struct FakeHost {
 }
 
 impl Host for FakeHost {
+    type Json = String;
     fn call(&mut self, op: OpId, call: ChromeCall) {
         self.calls.push((op, call));
     }
@@ -41,6 +42,9 @@ impl Host for FakeHost {
     }
     fn send(&mut self, frame: String) {
         self.sent.push(frame);
+    }
+    fn send_framed(&mut self, head: String, payload: String) {
+        self.sent.push(head + &payload + layout::TAIL);
     }
     fn disconnect(&mut self) {
         self.disconnects += 1;
@@ -289,8 +293,8 @@ fn relay_calls_are_forwarded_and_answered_in_order() {
     let (second, call) = core.last_call();
     assert!(matches!(call, ChromeCall::DebuggerSendCommand { session: Some(ref s), .. } if s == "CHILD"));
     // Chrome answers the second first: replies follow Chrome's order.
-    core.on_op_done(second, Ok("{}".into()));
-    core.on_op_done(first, Ok(r#"{"result":{"type":"number","value":2}}"#.into()));
+    core.on_answer(second, Ok("{}".into()));
+    core.on_answer(first, Ok(r#"{"result":{"type":"number","value":2}}"#.into()));
     let replies: Vec<i64> = core.sent_json().iter().filter_map(|f| f["reply"]["id"].as_i64()).collect();
     assert_eq!(replies, vec![8, 7]);
     assert_eq!(core.last_sent()["reply"]["result"]["result"]["value"], 2);
@@ -304,7 +308,7 @@ fn cdp_errors_keep_their_code_and_unshared_tabs_are_refused() {
     core.share(5);
     core.relay(json!({"debugger.sendCommand": {"id": 7, "tabId": 5, "method": "Runtime.evaluate"}}));
     let (op, _) = core.last_call();
-    core.on_op_done(op, Err(r#"{"code":-32000,"message":"Cannot find context with specified id"}"#.into()));
+    core.on_answer(op, Err(r#"{"code":-32000,"message":"Cannot find context with specified id"}"#.into()));
     assert_eq!(
         core.last_sent()["reply"]["error"],
         json!({"message": "Cannot find context with specified id", "code": -32000})
@@ -375,13 +379,13 @@ fn relay_attach_of_a_popup_marks_it_shared() {
 fn events_are_forwarded_only_for_shared_tabs() {
     let mut core = paired();
     core.share(5);
-    core.on_debugger_event(5, Some("CHILD"), "Runtime.consoleAPICalled", Some(r#"{"type":"log"}"#));
+    core.on_debugger_event(5, Some("CHILD"), "Runtime.consoleAPICalled", Some(r#"{"type":"log"}"#.into()));
     assert_eq!(
         core.last_sent(),
         json!({"debugger.onEvent": {"tabId": 5, "sessionId": "CHILD", "method": "Runtime.consoleAPICalled", "params": {"type": "log"}}})
     );
     let before = core.host.sent.len();
-    core.on_debugger_event(99, None, "Page.loadEventFired", Some("{}"));
+    core.on_debugger_event(99, None, "Page.loadEventFired", Some("{}".into()));
     assert_eq!(core.host.sent.len(), before);
 }
 
@@ -570,7 +574,7 @@ fn answers_never_reach_a_later_relay_connection() {
     core.relay_proves();
     core.welcome();
     let sent = core.host.sent.len();
-    core.on_op_done(evaluate, Ok("{}".into()));
+    core.on_answer(evaluate, Ok("{}".into()));
     core.on_op_done(count, Ok(format!("[{},{}]", chrome_tab(5, "a"), chrome_tab(6, "b"))));
     assert_eq!(core.host.sent.len(), sent, "no stale reply to the new relay");
     let closed = core.host.calls.iter().any(|(_, c)| matches!(c, ChromeCall::TabsRemove { .. }));
