@@ -143,14 +143,7 @@ fn error_frame(id: Option<Box<RawValue>>, code: i64, message: &str) -> String {
 impl Pipe {
     /// Starts reading and writing the browser's pipe.
     pub fn start(to_browser: Sender, from_browser: Receiver) -> Arc<Self> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let pipe = Arc::new(Self {
-            to_browser: tx,
-            routes: Mutex::new(Routes::default()),
-            closed: CancellationToken::new(),
-            next_id: AtomicU64::new(1),
-            next_client: AtomicU64::new(1),
-        });
+        let (pipe, rx) = Self::new();
         tokio::spawn(write_loop(to_browser, rx, pipe.closed.clone()));
         tokio::spawn(read_loop(from_browser, Arc::downgrade(&pipe), pipe.closed.clone()));
         pipe
@@ -160,6 +153,15 @@ impl Pipe {
     /// multiplexed as a pipe is. Dropping the last `Arc` or [`Self::close`]
     /// closes the socket.
     pub fn over(socket: Channels) -> Arc<Self> {
+        let (pipe, rx) = Self::new();
+        tokio::spawn(socket_write_loop(socket.outgoing, rx, pipe.closed.clone()));
+        tokio::spawn(socket_read_loop(socket.incoming, Arc::downgrade(&pipe), pipe.closed.clone()));
+        pipe
+    }
+
+    /// A multiplexer with no clients yet, and the frames it will write to
+    /// the browser, for the caller's write loop.
+    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Vec<u8>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let pipe = Arc::new(Self {
             to_browser: tx,
@@ -168,9 +170,7 @@ impl Pipe {
             next_id: AtomicU64::new(1),
             next_client: AtomicU64::new(1),
         });
-        tokio::spawn(socket_write_loop(socket.outgoing, rx, pipe.closed.clone()));
-        tokio::spawn(socket_read_loop(socket.incoming, Arc::downgrade(&pipe), pipe.closed.clone()));
-        pipe
+        (pipe, rx)
     }
 
     /// Ends the connection: every client's `incoming` ends, every call
