@@ -476,6 +476,31 @@ async fn after_the_farm_drops_the_connection_the_next_request_reconnects() {
     serve.assert_log_clean();
 }
 
+/// A network that drops the farm's connection silently (no FIN, as a NAT
+/// timing out) is noticed by the liveness check within a few handshake
+/// deadlines, and the next request connects again instead of waiting on a
+/// dead socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_goes_silent_is_closed_and_the_next_request_reconnects() {
+    let farm = Farm::start("token");
+    let config = format!("remoteCdpHandshakeTimeoutMs = 400\n{}", farm.config);
+    let serve = Serve::start(&config, &[&farm.secret]).await;
+    let page = "data:text/html,<title>Before</title>";
+    serve.api_ok("POST", "/tabs/open", Some(json!({"url": page}))).await;
+    assert_eq!(farm.front.upgrades(), 1);
+
+    farm.front.go_silent();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while serve.api_ok("GET", "/?profile=farm", None).await["connected"] != false {
+        assert!(Instant::now() < deadline, "the silent connection was never given up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tabs = serve.api_ok("GET", "/tabs", None).await;
+    assert!(tabs.to_string().contains("Before"), "{tabs}");
+    assert_eq!(farm.front.upgrades(), 2, "one new connection");
+    serve.assert_log_clean();
+}
+
 /// An untrusted certificate and an endpoint that never answers are errors
 /// that say what to change, the latter within the handshake deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,12 +82,6 @@ pub fn version_url(endpoint: &str) -> String {
     }
 }
 
-/// Fetches a local endpoint's `/json/version` document (no headers,
-/// default deadlines).
-pub async fn json_version(endpoint: &str) -> Result<Value, EndpointError> {
-    json_version_with(endpoint, &Dial::default()).await
-}
-
 /// Fetches an endpoint's `/json/version` document, dialled as `dial` says.
 pub async fn json_version_with(endpoint: &str, dial: &Dial) -> Result<Value, EndpointError> {
     json_document_with(&version_url(endpoint), dial).await
@@ -105,12 +99,6 @@ async fn json_document_with(url: &str, dial: &Dial) -> Result<Value, EndpointErr
         return Err(EndpointError::Status { url: shown, status: response.status });
     }
     serde_json::from_slice(&response.body).map_err(|_| EndpointError::NotAVersionDocument { url: shown })
-}
-
-/// The browser-level WebSocket URL of a local endpoint (no headers,
-/// default deadlines).
-pub async fn browser_ws_url(endpoint: &str) -> Result<String, EndpointError> {
-    browser_ws_url_with(endpoint, &Dial::default()).await
 }
 
 /// The browser-level WebSocket URL of an endpoint: a `ws(s)://` URL as it
@@ -174,32 +162,55 @@ pub fn normalize_ws_url(ws: &str, endpoint: &url::Url) -> Option<String> {
     };
     let mut same_place =
         url.host_str() == endpoint.host_str() && url.port_or_known_default() == endpoint.port_or_known_default();
+    // Chrome names its socket `ws://` + the request's Host: behind a TLS
+    // front on the default port that is `ws://host/` (port 80), which means
+    // the front itself.
+    let named_by_host_behind_tls = is_tls(endpoint.scheme())
+        && url.scheme() == "ws"
+        && url.port().is_none()
+        && url.host_str() == endpoint.host_str();
     if unspecified || (local(url.host()) && !local(endpoint.host())) {
         url.set_host(endpoint.host_str()).ok()?;
         same_place = true;
     }
-    if same_place {
-        let scheme = if endpoint.scheme() == "https" { "wss" } else { "ws" };
+    if same_place || named_by_host_behind_tls {
+        let scheme = if is_tls(endpoint.scheme()) { "wss" } else { "ws" };
         url.set_scheme(scheme).ok()?;
         url.set_port(endpoint.port()).ok()?;
     }
-    // The endpoint's secrets go only to the endpoint's host.
-    if url.query().is_none() && endpoint.query().is_some() && url.host_str() == endpoint.host_str() {
+    // The endpoint's secrets go only where the endpoint is.
+    if url.query().is_none() && endpoint.query().is_some() && same_origin(&url, endpoint) {
         url.set_query(endpoint.query());
     }
     Some(url.to_string())
 }
 
+fn is_tls(scheme: &str) -> bool {
+    matches!(scheme, "https" | "wss")
+}
+
+/// The same host and port, and TLS on both or neither: where an endpoint's
+/// token and headers may go. Never a plain socket for a TLS endpoint's
+/// secrets, never another port of its host.
+fn same_origin(url: &url::Url, endpoint: &url::Url) -> bool {
+    let host = |u: &url::Url| u.host_str().map(str::to_ascii_lowercase);
+    host(url).is_some()
+        && host(url) == host(endpoint)
+        && url.port_or_known_default() == endpoint.port_or_known_default()
+        && is_tls(url.scheme()) == is_tls(endpoint.scheme())
+}
+
 /// How to dial the browser WebSocket `ws` found at `endpoint`: as `dial`
-/// says, but without its headers when `ws` is on another host. A
-/// `/json/version` document (over plain HTTP, anyone on the path could
-/// write it) must not send the endpoint's credentials elsewhere.
+/// says, but without its headers when `ws` is not where the endpoint is
+/// ([`same_origin`]). A `/json/version` document (over plain HTTP, anyone
+/// on the path could write it) must not send the endpoint's credentials
+/// elsewhere, nor in the clear.
 pub fn dial_for(ws: &str, endpoint: &str, dial: &Dial) -> Dial {
-    let host = |url: &str| url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
-    match host(ws).is_some() && host(ws) == host(endpoint) {
-        true => dial.clone(),
-        false => Dial { headers: Vec::new(), ..dial.clone() },
-    }
+    let same = match (url::Url::parse(ws), url::Url::parse(endpoint)) {
+        (Ok(ws), Ok(endpoint)) => same_origin(&ws, &endpoint),
+        _ => false,
+    };
+    if same { dial.clone() } else { Dial { headers: Vec::new(), ..dial.clone() } }
 }
 
 #[cfg(test)]
@@ -246,7 +257,22 @@ mod tests {
         );
         let dial = Dial { headers: vec![("Authorization".into(), crate::Secret::new("k"))], ..Dial::default() };
         assert!(dial_for("wss://elsewhere.example/x", "https://farm.example/", &dial).headers.is_empty());
-        assert_eq!(dial_for("wss://FARM.example:8443/x", "https://farm.example/", &dial), dial);
+        assert_eq!(dial_for("wss://FARM.example/x", "https://farm.example/", &dial), dial);
+        // Another port of the host, or plain where the endpoint is TLS: no
+        // headers (the review of the farm change found them sent in clear).
+        assert!(dial_for("wss://farm.example:8443/x", "https://farm.example/", &dial).headers.is_empty());
+        assert!(dial_for("ws://farm.example:443/x", "https://farm.example/", &dial).headers.is_empty());
+        // Chrome behind a TLS front on 443 names `ws://host/` (its Host
+        // header): that is the front, reached over TLS with the token.
+        assert_eq!(
+            normalize("ws://203.0.113.5/devtools/browser/X", "https://203.0.113.5/?token=t").as_deref(),
+            Some("wss://203.0.113.5/devtools/browser/X?token=t")
+        );
+        // A plain socket on another port of the host never gets the token.
+        assert_eq!(
+            normalize("ws://farm.example:9222/devtools/browser/X", "https://farm.example/?token=t").as_deref(),
+            Some("ws://farm.example:9222/devtools/browser/X")
+        );
         // Same host and port as an https endpoint: wss.
         assert_eq!(
             normalize("ws://127.0.0.1:4443/devtools/browser/X", "https://127.0.0.1:4443").as_deref(),

@@ -69,7 +69,9 @@ pub async fn request(
 
 /// `GET url` (`http://` or `https://`) with `dial`'s headers, roots and
 /// deadlines: TCP within its connect deadline, TLS and the answer's head
-/// within its handshake deadline, the body within [`REQUEST_WITHIN`].
+/// within its handshake deadline, and the body within a handshake deadline
+/// more (a farm that sends a head and stalls must not hold a profile's
+/// connection for a minute).
 pub async fn get_with(url: &str, dial: &Dial) -> Result<HttpResponse, EndpointError> {
     let shown = crate::redact(url);
     let parsed =
@@ -96,9 +98,13 @@ pub async fn get_with(url: &str, dial: &Dial) -> Result<HttpResponse, EndpointEr
             within: dial.handshake_within,
         })?
         .map_err(failed)?;
-    tokio::time::timeout(REQUEST_WITHIN, answer.read())
+    tokio::time::timeout(dial.handshake_within, answer.read())
         .await
-        .map_err(|_| failed(std::io::Error::other("timed out reading the answer")))?
+        .map_err(|_| EndpointError::HandshakeTimeout {
+            url: shown.clone(),
+            stage: "HTTP answer's body",
+            within: dial.handshake_within,
+        })?
         .map_err(failed)
 }
 

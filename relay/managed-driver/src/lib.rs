@@ -679,7 +679,7 @@ impl ManagedBrowsers {
     pub async fn stop(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
         if !profile.launches() {
             // Not ours to stop: only our connection to it ends.
-            self.disconnect_remote(&profile.name);
+            self.disconnect_remote(&profile.name).await;
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
@@ -729,7 +729,7 @@ impl ManagedBrowsers {
     /// (when `serve` ends: its pipes would close anyway, and the browsers
     /// quit; this waits until they have).
     pub async fn stop_owned<'a>(&self, profiles: impl IntoIterator<Item = &'a Profile>) {
-        self.disconnect_remotes();
+        self.disconnect_remotes().await;
         let mut stops = tokio::task::JoinSet::new();
         let configured = profiles.into_iter().filter(|p| !p.ephemeral && pipe_in(&self.folder(p)).is_some());
         for profile in configured.cloned().chain(self.ephemeral_profiles()) {

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use cdp_client::endpoint::EndpointError;
 use cdp_client::{CdpError, Channels, Dial};
@@ -34,8 +35,8 @@ use crate::config::{self, Profile};
 use crate::pipe::Pipe;
 use crate::{ManagedBrowsers, ManagedError};
 
-/// One open connection, and how it was reached.
-#[derive(Debug)]
+/// One open connection, and how it was reached. No `Debug`: `reach`
+/// holds the farm's URL and headers as written, secrets included.
 struct Remote {
     reach: (String, Dial),
     pipe: Arc<Pipe>,
@@ -77,13 +78,7 @@ impl ManagedBrowsers {
         if let Some(pipe) = self.open_remote(profile, &reach) {
             return Ok(pipe);
         }
-        let gate = GATES
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .entry(self.remote_key(&profile.name))
-            .or_default()
-            .clone();
+        let gate = self.gate(&profile.name);
         let _connecting = gate.lock().await;
         // Another request may have connected while this one waited.
         if let Some(pipe) = self.open_remote(profile, &reach) {
@@ -126,7 +121,19 @@ impl ManagedBrowsers {
         if let Some(previous) = previous {
             previous.pipe.close();
         }
+        tokio::spawn(watch_liveness(Arc::downgrade(&pipe), profile.name.clone(), dial.handshake_within));
         Ok(pipe)
+    }
+
+    /// The lock that lets one connection attempt at a time run for `name`.
+    fn gate(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        GATES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .entry(self.remote_key(name))
+            .or_default()
+            .clone()
     }
 
     /// Whether this process has an open connection to the profile's
@@ -141,8 +148,12 @@ impl ManagedBrowsers {
         remotes.as_ref()?.get(&self.remote_key(name)).filter(|r| !r.pipe.is_closed()).map(|r| r.browser_id.clone())
     }
 
-    /// Closes the connection to the profile's remote browser, if open.
-    pub(crate) fn disconnect_remote(&self, name: &str) {
+    /// Closes the connection to the profile's remote browser, if open,
+    /// after an attempt under way has finished (else it would open one
+    /// after `stop` returned, and a farm may bill it).
+    pub(crate) async fn disconnect_remote(&self, name: &str) {
+        let gate = self.gate(name);
+        let _connecting = gate.lock().await;
         let remote = remotes().as_mut().and_then(|r| r.remove(&self.remote_key(name)));
         if let Some(remote) = remote {
             remote.pipe.close();
@@ -151,13 +162,34 @@ impl ManagedBrowsers {
     }
 
     /// Closes every remote connection of this state directory.
-    pub(crate) fn disconnect_remotes(&self) {
+    pub(crate) async fn disconnect_remotes(&self) {
         let names: Vec<String> = remotes()
             .as_ref()
             .map(|r| r.keys().filter(|(root, _)| root == &self.root).map(|(_, name)| name.clone()).collect())
             .unwrap_or_default();
         for name in names {
-            self.disconnect_remote(&name);
+            self.disconnect_remote(&name).await;
+        }
+    }
+}
+
+/// Asks the remote browser for its version every five handshake deadlines
+/// (15 s by default, at least a second) and closes the connection when no
+/// answer comes within one. A network that drops silently (a NAT timeout, a farm host
+/// gone) sends no FIN: without this the next requests would wait on a dead
+/// socket for minutes; with it, the next request connects again.
+async fn watch_liveness(pipe: std::sync::Weak<Pipe>, profile: String, within: Duration) {
+    let every = (within * 5).max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(pipe) = pipe.upgrade() else { return };
+        if pipe.is_closed() {
+            return;
+        }
+        if let Err(error) = pipe.call("Browser.getVersion", json!({}), within).await {
+            tracing::warn!(profile = %profile, %error, "the remote browser stopped answering: closing its connection");
+            pipe.close();
+            return;
         }
     }
 }

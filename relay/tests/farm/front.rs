@@ -90,6 +90,9 @@ struct FrontState {
     generation: Arc<Mutex<CancellationToken>>,
     upgrades: Arc<AtomicUsize>,
     refused: Arc<AtomicUsize>,
+    /// Connections open now stop passing frames but stay open
+    /// ([`Front::go_silent`]).
+    silenced: Arc<Mutex<CancellationToken>>,
 }
 
 pub struct Front {
@@ -115,6 +118,7 @@ impl Front {
             generation: Arc::new(Mutex::new(CancellationToken::new())),
             upgrades: Arc::new(AtomicUsize::new(0)),
             refused: Arc::new(AtomicUsize::new(0)),
+            silenced: Arc::new(Mutex::new(CancellationToken::new())),
         };
         let acceptor = tokio_rustls::TlsAcceptor::from(ca.server_config());
         let stop = CancellationToken::new();
@@ -143,6 +147,17 @@ impl Front {
         let mut generation = self.state.generation.lock().unwrap();
         generation.cancel();
         *generation = CancellationToken::new();
+    }
+}
+
+impl Front {
+    /// Every open WebSocket stops passing frames, its TCP connection left
+    /// open (no FIN, no close frame): a network that drops silently, as a
+    /// NAT timing out does. New connections pass frames again.
+    pub fn go_silent(&self) {
+        let mut silenced = self.state.silenced.lock().unwrap();
+        silenced.cancel();
+        *silenced = CancellationToken::new();
     }
 }
 
@@ -227,13 +242,14 @@ async fn socket(State(state): State<FrontState>, upgrade: WebSocketUpgrade, requ
     }
     state.upgrades.fetch_add(1, Ordering::SeqCst);
     let cut = state.generation.lock().unwrap().clone();
+    let silenced = state.silenced.lock().unwrap().clone();
     let browser_ws = state.browser_ws.clone();
-    upgrade.max_message_size(256 << 20).on_upgrade(move |client| relay(client, browser_ws, cut))
+    upgrade.max_message_size(256 << 20).on_upgrade(move |client| relay(client, browser_ws, cut, silenced))
 }
 
 /// Frames both ways between the client and the browser, until either
 /// closes or the front cuts the connection.
-async fn relay(client: WebSocket, browser_ws: String, cut: CancellationToken) {
+async fn relay(client: WebSocket, browser_ws: String, cut: CancellationToken, silenced: CancellationToken) {
     let Ok((browser, _)) = tokio_tungstenite::connect_async(browser_ws.as_str()).await else { return };
     let (mut to_browser, mut from_browser) = browser.split();
     let (mut to_client, mut from_client) = client.split();
@@ -245,6 +261,9 @@ async fn relay(client: WebSocket, browser_ws: String, cut: CancellationToken) {
                 AxumMessage::Close(_) => break,
                 _ => continue,
             };
+            if silenced.is_cancelled() {
+                continue;
+            }
             if to_browser.send(message).await.is_err() {
                 break;
             }
@@ -258,6 +277,9 @@ async fn relay(client: WebSocket, browser_ws: String, cut: CancellationToken) {
                 Message::Close(_) => break,
                 _ => continue,
             };
+            if silenced.is_cancelled() {
+                continue;
+            }
             if to_client.send(message).await.is_err() {
                 break;
             }
