@@ -52,19 +52,27 @@ impl Path {
         }
     }
 
-    /// Waits for `count` events named `method`; a lost one fails the run
+    /// Sends a command without waiting for its answer (events it causes may
+    /// come before the answer: through `chrome.debugger` they travel apart).
+    async fn send(&mut self, method: &str, params: &Value) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = json!({"id": id, "method": method, "params": params}).to_string();
+        self.ws.send(Message::Text(frame.into())).await.unwrap();
+    }
+
+    /// Waits for `count` frames holding `needle`; a lost one fails the run
     /// after a minute instead of hanging it.
-    async fn events(&mut self, method: &str, count: usize) {
-        let needle = format!(r#""method":"{method}""#);
+    async fn frames_with(&mut self, needle: &str, count: usize) {
         let mut seen = 0;
         while seen < count {
             let next = tokio::time::timeout(Duration::from_secs(60), self.ws.next()).await;
             let Ok(next) = next else {
-                panic!("{}: {seen} of {count} {method} events arrived, then none for 60 s", self.name)
+                panic!("{}: {seen} of {count} frames with {needle} arrived, then none for 60 s", self.name)
             };
             match next {
-                Some(Ok(Message::Text(text))) => seen += usize::from(text.contains(&needle)),
-                other => panic!("{}: connection lost after {seen} of {count} events: {other:?}", self.name),
+                Some(Ok(Message::Text(text))) => seen += usize::from(text.contains(needle)),
+                other => panic!("{}: connection lost after {seen} of {count} frames: {other:?}", self.name),
             }
         }
     }
@@ -117,12 +125,18 @@ fn report(label: &str, rounds: usize, relay: &Stats, direct: &Stats, target: &st
 }
 
 /// Time until `count` console messages logged by the page reach the client.
+/// Each run logs its own marker, so messages Chrome replays on
+/// `Runtime.enable` are not counted, and counting starts when the command
+/// is sent (an event may overtake the command's answer through the
+/// extension).
 async fn console_throughput(path: &mut Path, count: usize) -> Duration {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let marker = format!("run{}", RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     path.call("Runtime.enable", &json!({})).await;
     let started = Instant::now();
-    let script = format!("setTimeout(() => {{ for (let i = 0; i < {count}; i++) console.log('m', i); }}, 0)");
-    path.call("Runtime.evaluate", &json!({"expression": script})).await;
-    path.events("Runtime.consoleAPICalled", count).await;
+    let script = format!("setTimeout(() => {{ for (let i = 0; i < {count}; i++) console.log('{marker}', i); }}, 0)");
+    path.send("Runtime.evaluate", &json!({"expression": script})).await;
+    path.frames_with(&format!(r#""value":"{marker}""#), count).await;
     let took = started.elapsed();
     path.call("Runtime.disable", &json!({})).await;
     took
@@ -299,6 +313,16 @@ async fn main() {
     println!(
         "  relay = sendCmd + stringfy + ours in + our out + socket + unexplained + relay+client; relay's = relay - relay+client"
     );
+    // The floor's tail: Chrome's two stages in series, per round trip, as
+    // the relay path meets them (sendCommand, then a socket round trip).
+    let serial = in_worker(&serial_floor_script(&index, echo_port, rounds)).await.unwrap()["result"]["value"].clone();
+    let (floor_p50, floor_p99) = (serial[0].as_f64().unwrap_or(f64::NAN), serial[1].as_f64().unwrap_or(f64::NAN));
+    println!(
+        "\nthe floor per round trip (sendCommand, then the worker's socket to a bare server; {rounds} in series, 100 µs clock): \
+         p50 {floor_p50:.0} µs, p99 {floor_p99:.0} µs; against direct (above) p50 {:.2}x, p99 {:.2}x",
+        floor_p50 / us(small_direct.p50),
+        floor_p99 / us(small_direct.p99)
+    );
     drop(env);
 }
 
@@ -329,6 +353,23 @@ fn floor_script(index: &str, params: &Value, rounds: usize) -> String {
          for (let i = 0; i < 20; i++) await once(); call = 0; text = 0; \
          for (let i = 0; i < {rounds}; i++) await once(); \
          return [call * 1000 / {rounds}, text * 1000 / {rounds}]; }})()"
+    )
+}
+
+/// Chrome's stages of one small relay round trip in series, as the relay
+/// path meets them: `chrome.debugger.sendCommand`, then a WebSocket round
+/// trip to [`echo_server`]. [p50, p99] µs over `rounds` after 20.
+fn serial_floor_script(index: &str, port: u16, rounds: usize) -> String {
+    format!(
+        "(async () => {{ const [tab] = await chrome.tabs.query({{url: {index:?}}}); \
+         const ws = new WebSocket('ws://127.0.0.1:{port}/'); \
+         await new Promise((ok, no) => {{ ws.onopen = ok; ws.onerror = no; }}); \
+         const once = async () => {{ const a = performance.now(); \
+           const r = await chrome.debugger.sendCommand({{tabId: tab.id}}, 'Runtime.evaluate', {{expression: '1'}}); \
+           await new Promise(ok => {{ ws.onmessage = ok; ws.send(JSON.stringify(r)); }}); return performance.now() - a; }}; \
+         for (let i = 0; i < 20; i++) await once(); const t = []; \
+         for (let i = 0; i < {rounds}; i++) t.push(await once()); ws.close(); t.sort((a, b) => a - b); \
+         return [t[t.length >> 1] * 1000, t[Math.min(t.length - 1, Math.floor(t.length * 0.99))] * 1000]; }})()"
     )
 }
 
