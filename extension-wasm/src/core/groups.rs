@@ -222,8 +222,14 @@ impl<H: Host> Core<H> {
         let member = self.groups.members.contains_key(&tab);
         self.groups.forget(tab);
         if member {
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+            self.ungroup(tab);
         }
+    }
+
+    /// Takes `tab` out of whatever group it is in (a tab that is not
+    /// shared never stays in ours).
+    pub(super) fn ungroup(&mut self, tab: TabId) {
+        self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
     }
 
     /// The user put `tab` into our group `group`: share it, if it may be.
@@ -239,7 +245,7 @@ impl<H: Host> Core<H> {
         if let Some(why) = refusal {
             // The group holds shared tabs only: out it goes, and the badge
             // says why.
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+            self.ungroup(id);
             return self.badge(id, &Badge::Error(why));
         }
         if self.attached.contains_key(&id) || self.groups.joining.contains_key(&id) {
@@ -251,7 +257,7 @@ impl<H: Host> Core<H> {
         }
         self.badge(id, &Badge::Connecting);
         let running = self.pending.values().any(|(p, _)| match p {
-            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) => t.tab_id == id,
+            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) | Purpose::GroupAttach(t) => t.tab_id == id,
             Purpose::RelayAttachCheck(_, t) => *t == id,
             _ => false,
         });
@@ -272,10 +278,32 @@ impl<H: Host> Core<H> {
                 self.groups.members.insert(tab, group);
             }
             Err(why) => {
-                self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+                self.ungroup(tab);
                 self.badge(tab, &Badge::Error(why));
             }
         }
+    }
+
+    /// Sharing `tab` ended before its (re)attach finished (stop all, the
+    /// grace period, the debugging bar cancelled): it leaves `joining` and
+    /// `reattaching` and our group, and the running attach, when it
+    /// finishes, detaches instead of sharing. Whether it was pending.
+    pub(super) fn drop_pending_share(&mut self, tab: TabId) -> bool {
+        let reattaching = self.reattaching.remove(&tab).is_some();
+        if reattaching {
+            self.host.cancel_timer(Timer::Reattach(tab));
+        }
+        let joining = self.groups.joining.remove(&tab).is_some();
+        if !reattaching && !joining {
+            return false;
+        }
+        let member = self.groups.members.contains_key(&tab);
+        self.groups.forget(tab);
+        if member || joining {
+            self.ungroup(tab);
+        }
+        self.badge(tab, &Badge::Off);
+        true
     }
 
     /// The relay that was attaching a tab waiting in `joining` went away:
@@ -312,7 +340,7 @@ impl<H: Host> Core<H> {
             }
             (Err(why), group) => {
                 if group.is_some() {
-                    self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+                    self.ungroup(id);
                 }
                 self.badge(id, &Badge::Error(why));
                 self.maybe_idle();
@@ -361,7 +389,7 @@ impl<H: Host> Core<H> {
             self.groups.members.insert(tab, group);
             self.persist();
         } else {
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+            self.ungroup(tab);
         }
     }
 

@@ -612,6 +612,24 @@ impl<H: Host> Core<H> {
         for tab in tabs {
             self.unshare(tab, true);
         }
+        if tab.is_none() {
+            // Also the tabs being attached again or joining: they must not
+            // become shared when their attach finishes.
+            self.drop_pending_shares();
+            self.maybe_idle();
+        }
+    }
+
+    /// [`Core::drop_pending_share`] for every tab being (re)attached.
+    fn drop_pending_shares(&mut self) {
+        let pending: Vec<TabId> = self.reattaching.keys().chain(self.groups.joining.keys()).copied().collect();
+        let mut dropped = false;
+        for tab in pending {
+            dropped |= self.drop_pending_share(tab);
+        }
+        if dropped {
+            self.persist();
+        }
     }
 
     /// Whether the user's attach or detach of `tab` is running (a second
@@ -791,7 +809,13 @@ impl<H: Host> Core<H> {
                 }
             },
             Purpose::Reattach(tab_id) => {
-                let Some((tries, tab)) = self.reattaching.remove(&tab_id) else { return };
+                let Some((tries, tab)) = self.reattaching.remove(&tab_id) else {
+                    // Sharing ended while Chrome attached it again.
+                    if outcome.is_ok() && !self.attached.contains_key(&tab_id) {
+                        self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab: tab_id });
+                    }
+                    return;
+                };
                 match outcome {
                     Ok(_) => {
                         self.add_attached(tab.clone());
@@ -829,6 +853,13 @@ impl<H: Host> Core<H> {
 
     pub fn on_debugger_detach(&mut self, tab: TabId, reason: &str) {
         if self.attached.remove(&tab).is_none() {
+            // Cancelled while being attached again (the bar cancelled while
+            // the worker was stopped, seen after it re-attached the tab):
+            // the user's choice holds; the running attach detaches.
+            if matches!(reason, "canceled_by_user" | "replaced_with_devtools") && self.drop_pending_share(tab) {
+                self.persist();
+                self.maybe_idle();
+            }
             return;
         }
         self.persist();
@@ -1068,6 +1099,7 @@ impl<H: Host> Core<H> {
                     self.leave_group(tab);
                     self.badge(tab, &Badge::Off);
                 }
+                self.drop_pending_shares();
                 self.persist();
                 self.host.cancel_timer(Timer::Reconnect);
                 if self.link != Link::Idle {

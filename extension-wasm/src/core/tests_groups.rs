@@ -518,3 +518,90 @@ fn a_popup_the_relay_attaches_while_chrome_groups_it_is_attached_once() {
     assert_eq!(core.host.badges[&7], Badge::On);
     assert!(core.status().tabs.iter().all(|t| t.in_group));
 }
+
+impl Core<FakeHost> {
+    /// Shared tab `id` in group `G`, whose debugger Chrome dropped (a
+    /// renderer swap): being attached again, its timer set.
+    fn reattaching_in_group(&mut self, id: TabId) {
+        self.share(id);
+        self.group_joined(id, G);
+        self.on_debugger_detach(id, "target_closed");
+        let check = self.op_of(&ChromeCall::TabsGet { tab: id });
+        self.on_op_done(check, Ok(chrome_tab(id, "https://example.com/")));
+        assert!(self.host.timers.contains_key(&Timer::Reattach(id)));
+    }
+}
+
+#[test]
+fn dragging_out_and_back_in_during_the_attach_attaches_once() {
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), NO_GROUP);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+    let attaches = core.host.calls.iter().filter(|(_, c)| *c == ChromeCall::DebuggerAttach { tab: 9 }).count();
+    assert_eq!(attaches, 1, "the running attach settles it");
+    let op = core.op_of(&ChromeCall::DebuggerAttach { tab: 9 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.attached(), vec![5, 9]);
+}
+
+#[test]
+fn stop_sharing_all_and_the_grace_expiry_also_end_tabs_being_attached_again_or_joining() {
+    for grace in [false, true] {
+        let mut core = paired_with_groups();
+        core.sharing_in_group(5);
+        core.reattaching_in_group(6);
+        core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+        let calls = core.host.calls.len();
+        if grace {
+            core.on_socket_closed(1006, "");
+            core.on_timer(Timer::DetachGrace);
+        } else {
+            core.on_stop_sharing(None);
+        }
+        let made = core.calls_since(calls);
+        for tab in [5, 6, 9] {
+            assert!(made.contains(&ChromeCall::TabsUngroup { tabs: vec![tab] }), "{grace} {tab}: {made:?}");
+            assert_eq!(core.host.badges[&tab], Badge::Off, "{grace} {tab}");
+        }
+        assert!(!core.host.timers.contains_key(&Timer::Reattach(6)), "{grace}");
+        // The attaches already running detach instead of sharing.
+        let op = core.op_of(&ChromeCall::DebuggerAttach { tab: 9 });
+        core.on_op_done(op, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 9 }, "{grace}");
+        core.on_timer(Timer::Reattach(6));
+        assert!(core.attached().is_empty(), "{grace}");
+        assert!(core.host.saved.is_empty(), "{grace}");
+        assert!(!core.toggled().contains(&(9, true)), "{grace}");
+    }
+}
+
+#[test]
+fn the_debugging_bar_cancelled_while_the_worker_was_stopped_is_not_undone_by_the_restart() {
+    for reason in ["canceled_by_user", "replaced_with_devtools"] {
+        // In our group, the debugger gone: the restart attaches it again...
+        let facts = StartFacts {
+            persisted: vec![PersistedTab { tab_id: 5, group_id: Some(G) }],
+            tabs: vec![TabFacts { info: tab(5, "https://example.com/"), group: G }],
+            groups: Ok(vec![GroupInfo {
+                id: G,
+                window_id: Some(1),
+                title: Some("Browser Relay".into()),
+                color: Some("orange".into()),
+            }]),
+            ..StartFacts::default()
+        };
+        let mut core = Core::new(FakeHost::default());
+        core.start(Settings { port: 18792, token: Some(TOKEN.into()) }, environment(), facts);
+        let attach = core.op_of(&ChromeCall::DebuggerAttach { tab: 5 });
+        // ...then the queued onDetach says the user cancelled the bar.
+        core.on_debugger_detach(5, reason);
+        assert_eq!(core.last_call().1, ChromeCall::TabsUngroup { tabs: vec![5] }, "{reason}");
+        assert_eq!(core.host.badges[&5], Badge::Off, "{reason}");
+        core.on_op_done(attach, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 5 }, "{reason}: the user's choice holds");
+        assert!(core.attached().is_empty(), "{reason}");
+        assert!(core.host.saved.is_empty(), "{reason}");
+    }
+}
