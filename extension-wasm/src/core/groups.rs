@@ -32,6 +32,32 @@ pub const GROUP_TITLE: &str = "Browser Relay";
 /// The group's colour: Chrome's palette has no `#FF4500`; `orange` is
 /// closest to the product's colour.
 pub const GROUP_COLOR: &str = "orange";
+/// A refused `tabs.group`/`tabs.ungroup` is tried again after 200 ms,
+/// doubling up to 3.2 s, this many times.
+pub const REGROUP_TRIES: u32 = 5;
+
+/// The wait before try `tries + 1` of a refused group call.
+pub fn regroup_delay_ms(tries: u32) -> u64 {
+    200 << tries.min(4)
+}
+
+/// Whether Chrome's refusal of a group call is for now only: during a drag
+/// or an animation ("Tabs cannot be edited right now (user may be dragging
+/// a tab)"), or the group vanished under us ("No group with id: 7"). Any
+/// other refusal ("does not support tab groups": a popup window) is final.
+pub fn refused_for_now(why: &str) -> bool {
+    why.contains("cannot be edited right now") || why.contains("No group with id")
+}
+
+/// What a [`Timer::Regroup`] tries again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Regroup {
+    /// Put the (shared) tab into our group.
+    Group,
+    /// Take the (no longer shared) tab out of our group.
+    Ungroup,
+}
+
 /// Why tab groups are off when nothing better is known.
 pub const NO_TAB_GROUPS: &str = "this browser has no tab groups (chrome.tabGroups is missing)";
 
@@ -75,6 +101,9 @@ pub(super) struct TabGroups {
     pub(super) joining: BTreeMap<TabId, (GroupId, TabInfo)>,
     /// Shared tabs Chrome would not group, and why.
     pub(super) outside: BTreeMap<TabId, String>,
+    /// Tabs whose group call Chrome refused for now: the tries so far, and
+    /// what is tried again when their [`Timer::Regroup`] fires.
+    pub(super) retrying: BTreeMap<TabId, (u32, Regroup)>,
 }
 
 impl Default for TabGroups {
@@ -86,6 +115,7 @@ impl Default for TabGroups {
             creating: BTreeMap::new(),
             joining: BTreeMap::new(),
             outside: BTreeMap::new(),
+            retrying: BTreeMap::new(),
         }
     }
 }
@@ -160,6 +190,7 @@ impl TabGroups {
     pub(super) fn forget(&mut self, tab: TabId) {
         self.members.remove(&tab);
         self.outside.remove(&tab);
+        self.retrying.remove(&tab);
         for waiting in self.creating.values_mut() {
             waiting.retain(|t| *t != tab);
         }
@@ -229,7 +260,57 @@ impl<H: Host> Core<H> {
     /// Takes `tab` out of whatever group it is in (a tab that is not
     /// shared never stays in ours).
     pub(super) fn ungroup(&mut self, tab: TabId) {
-        self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+        self.start_call(Purpose::Ungroup(tab), ChromeCall::TabsUngroup { tabs: vec![tab] });
+    }
+
+    /// Chrome refused to group or ungroup `tab` (`why`): if only for now,
+    /// try again after a while (whether it will).
+    fn retry_later(&mut self, tab: TabId, what: Regroup, why: &str) -> bool {
+        let tries = match self.groups.retrying.get(&tab) {
+            Some((tries, was)) if *was == what => *tries,
+            _ => 0,
+        };
+        if !refused_for_now(why) || tries >= REGROUP_TRIES {
+            self.groups.retrying.remove(&tab);
+            return false;
+        }
+        self.groups.retrying.insert(tab, (tries + 1, what));
+        self.host.set_timer(Timer::Regroup(tab), regroup_delay_ms(tries));
+        true
+    }
+
+    pub(super) fn on_ungrouped(&mut self, tab: TabId, outcome: Result<String, String>) {
+        match outcome {
+            Ok(_) => {
+                if matches!(self.groups.retrying.get(&tab), Some((_, Regroup::Ungroup))) {
+                    self.groups.retrying.remove(&tab);
+                }
+            }
+            Err(why) => {
+                self.retry_later(tab, Regroup::Ungroup, &why);
+            }
+        }
+    }
+
+    /// A refused group call's wait is over: decided again from what holds
+    /// now (the tab may have been unshared, shared again or closed).
+    pub(super) fn on_regroup_timer(&mut self, tab: TabId) {
+        let Some(&(_, what)) = self.groups.retrying.get(&tab) else { return };
+        if self.attached.contains_key(&tab) {
+            if what == Regroup::Ungroup {
+                self.groups.retrying.remove(&tab);
+            }
+            // (Into the group of its window now, a new one if ours vanished.)
+            self.group_tab(tab);
+        } else if self.groups.joining.contains_key(&tab) {
+            // Put back into the group by the user: its attach settles it.
+            self.groups.retrying.remove(&tab);
+        } else if what == Regroup::Ungroup {
+            self.ungroup(tab);
+        } else {
+            // Unshared before it could be grouped: nothing to undo.
+            self.groups.retrying.remove(&tab);
+        }
     }
 
     /// The user put `tab` into our group `group`: share it, if it may be.
@@ -359,11 +440,7 @@ impl<H: Host> Core<H> {
                 self.start_call(Purpose::GroupStyle(group), style);
                 self.settle_member(tab, group);
             }
-            Err(why) => {
-                if self.attached.contains_key(&tab) {
-                    self.groups.outside.insert(tab, why);
-                }
-            }
+            Err(why) => self.group_refused(tab, why),
         }
         for tab in waiting {
             self.group_tab(tab);
@@ -374,16 +451,32 @@ impl<H: Host> Core<H> {
         match outcome {
             Ok(_) => self.settle_member(tab, group),
             Err(why) => {
-                if self.attached.contains_key(&tab) {
-                    self.groups.outside.insert(tab, why);
+                if why.contains("No group with id") {
+                    // Gone under us (closed, or moved to another window):
+                    // the next try makes a new group in the tab's window.
+                    self.groups.ours.remove(&group);
                 }
+                self.group_refused(tab, why);
             }
+        }
+    }
+
+    /// Chrome would not group shared `tab`: later, if only for now; else it
+    /// stays shared outside the group, and the options page says why.
+    fn group_refused(&mut self, tab: TabId, why: String) {
+        if !self.attached.contains_key(&tab) {
+            self.groups.retrying.remove(&tab);
+            return;
+        }
+        if !self.retry_later(tab, Regroup::Group, &why) {
+            self.groups.outside.insert(tab, why);
         }
     }
 
     /// Chrome put `tab` into our `group`: a member if still shared, else
     /// (unshared meanwhile) out again.
     fn settle_member(&mut self, tab: TabId, group: GroupId) {
+        self.groups.retrying.remove(&tab);
         if self.attached.contains_key(&tab) {
             self.groups.outside.remove(&tab);
             self.groups.members.insert(tab, group);
@@ -405,6 +498,14 @@ impl<H: Host> Core<H> {
     pub fn on_tab_group_changed(&mut self, tab: TabInfo, group: GroupId) {
         let id = tab.tab_id;
         let ours = self.groups.ours.contains_key(&group);
+        // A refused call tried again is moot once the tab is where it was
+        // meant to be.
+        if let Some((_, what)) = self.groups.retrying.get(&id)
+            && (*what == Regroup::Group) == ours
+        {
+            self.groups.retrying.remove(&id);
+            self.host.cancel_timer(Timer::Regroup(id));
+        }
         if self.attached.contains_key(&id) {
             if ours {
                 if self.groups.members.insert(id, group) != Some(group) {

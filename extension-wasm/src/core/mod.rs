@@ -141,6 +141,9 @@ pub enum Timer {
     Keepalive,
     DetachGrace,
     Reattach(TabId),
+    /// Trying a refused `tabs.group`/`tabs.ungroup` of a tab again (Chrome
+    /// refuses them while the user drags a tab).
+    Regroup(TabId),
 }
 
 /// The allow-listed `chrome.*` calls, and nothing else. The last three
@@ -357,6 +360,8 @@ enum Purpose {
     GroupJoin(TabId, GroupId),
     /// Naming and colouring our group; the result tells its window.
     GroupStyle(GroupId),
+    /// Taking a tab out of its group (tried again if Chrome refuses for now).
+    Ungroup(TabId),
     /// After Chrome detached a tab: does it still exist, and where is it?
     ReattachCheck(TabId),
     Reattach(TabId),
@@ -836,6 +841,7 @@ impl<H: Host> Core<H> {
                     }
                 }
             }
+            Purpose::Ungroup(tab) => self.on_ungrouped(tab, outcome),
             Purpose::Cleanup => {}
         }
     }
@@ -902,6 +908,7 @@ impl<H: Host> Core<H> {
 
     pub fn on_tab_removed(&mut self, tab: TabId) {
         self.groups.forget(tab);
+        self.host.cancel_timer(Timer::Regroup(tab));
         self.groups.joining.remove(&tab);
         let was_shared = self.attached.remove(&tab).is_some();
         let was_reattaching = self.reattaching.remove(&tab).is_some();
@@ -1111,6 +1118,7 @@ impl<H: Host> Core<H> {
                     policy::DETACH_GRACE_MS / 1000
                 ));
             }
+            Timer::Regroup(tab) => self.on_regroup_timer(tab),
             Timer::Reattach(tab) => {
                 if self.reattaching.contains_key(&tab) {
                     self.start_call(Purpose::Reattach(tab), ChromeCall::DebuggerAttach { tab });

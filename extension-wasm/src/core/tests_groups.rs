@@ -605,3 +605,80 @@ fn the_debugging_bar_cancelled_while_the_worker_was_stopped_is_not_undone_by_the
         assert!(core.host.saved.is_empty(), "{reason}");
     }
 }
+
+const DRAGGING: &str = "Tabs cannot be edited right now (user may be dragging a tab).";
+
+#[test]
+fn a_group_call_chrome_refuses_during_a_drag_is_tried_again_from_what_holds_then() {
+    let mut core = paired_with_groups();
+    core.share(5);
+    let create = ChromeCall::TabsGroup { tabs: vec![5], group: None };
+    core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+    assert_eq!(core.host.timers.get(&Timer::Regroup(5)), Some(&200), "not outside for good");
+    assert!(core.groups.outside.is_empty());
+    core.on_timer(Timer::Regroup(5));
+    assert_eq!(core.last_call().1, create);
+    core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+    assert_eq!(core.host.timers.get(&Timer::Regroup(5)), Some(&400), "backing off");
+    core.on_timer(Timer::Regroup(5));
+    core.group_made(5, G);
+    assert_eq!(core.host.saved, vec![PersistedTab { tab_id: 5, group_id: Some(G) }]);
+
+    // Our group vanished as a tab was being put into it: a new one.
+    core.share(6);
+    let join = ChromeCall::TabsGroup { tabs: vec![6], group: Some(G) };
+    core.on_op_done(core.op_of(&join), Err(format!("No group with id: {G}.")));
+    core.on_timer(Timer::Regroup(6));
+    assert_eq!(core.last_call().1, ChromeCall::TabsGroup { tabs: vec![6], group: None });
+
+    // Unshared while waiting: nothing is grouped.
+    core.on_action_clicked(in_window(8, "https://example.net/", 2));
+    core.on_op_done(core.last_call().0, Ok("null".into()));
+    let create8 = ChromeCall::TabsGroup { tabs: vec![8], group: None };
+    core.on_op_done(core.op_of(&create8), Err(DRAGGING.into()));
+    core.on_action_clicked(in_window(8, "https://example.net/", 2));
+    let calls = core.host.calls.len();
+    core.on_timer(Timer::Regroup(8));
+    assert_eq!(core.host.calls.len(), calls);
+
+    // Refused every time: it stays shared outside the group, and says why.
+    let mut core = paired_with_groups();
+    core.share(5);
+    for _ in 0..=groups::REGROUP_TRIES {
+        core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+        core.on_timer(Timer::Regroup(5));
+    }
+    assert_eq!(core.groups.outside.get(&5).map(String::as_str), Some(DRAGGING));
+    assert_eq!(core.attached(), vec![5]);
+}
+
+#[test]
+fn an_ungroup_chrome_refuses_during_a_drag_is_tried_again_so_the_group_never_shows_an_unshared_tab() {
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.share(6);
+    core.group_joined(6, G);
+    for unshared in [5, 6] {
+        if unshared == 5 {
+            core.on_action_clicked(tab(5, "https://example.com/"));
+        } else {
+            // Cancelling the debugging bar (leave_group too).
+            core.on_debugger_detach(6, "canceled_by_user");
+        }
+        let ungroup = ChromeCall::TabsUngroup { tabs: vec![unshared] };
+        core.on_op_done(core.op_of(&ungroup), Err(DRAGGING.into()));
+        assert_eq!(core.host.timers.get(&Timer::Regroup(unshared)), Some(&200));
+        let calls = core.host.calls.len();
+        core.on_timer(Timer::Regroup(unshared));
+        assert_eq!(core.calls_since(calls), vec![ungroup.clone()], "tried again");
+        core.on_op_done(core.op_of(&ungroup), Ok("null".into()));
+        assert!(core.groups.retrying.is_empty());
+    }
+    // A tab put out by the user meanwhile is not ungrouped again.
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    core.on_op_done(core.op_of(&ChromeCall::TabsUngroup { tabs: vec![5] }), Err(DRAGGING.into()));
+    core.on_tab_group_changed(tab(5, "https://example.com/"), 50);
+    assert!(!core.host.timers.contains_key(&Timer::Regroup(5)));
+}
