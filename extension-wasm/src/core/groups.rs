@@ -6,15 +6,20 @@
 //! - a tab the user drags into the group is shared (if it may be: R19, R26;
 //!   otherwise it is put back out and its badge says why);
 //! - a tab that leaves the group (dragged out, into another group or
-//!   window, "Ungroup", the group closed) stops being shared at once;
+//!   window, "Ungroup", the group closed) stops being shared at once, by
+//!   its own event (the group's removal alone unshares nothing: dragging
+//!   the whole group to another window removes and re-creates it there);
 //! - stopping by any other way (the toolbar, the options page, a restricted
 //!   page, the relay gone for the grace period, the debugging bar
 //!   cancelled) takes the tab out of the group.
 //!
 //! Where the browser has no tab groups (or refuses them), sharing works as
-//! before, with the badge alone; a tab Chrome will not group (a popup
-//! window cannot hold groups) stays shared outside the group, and the
-//! options page says why. Tests: `tests_groups.rs`.
+//! before, with the badge alone. A group or ungroup call Chrome refuses
+//! for now (during a drag: "cannot be edited right now"; a vanished group)
+//! is tried again after a short wait ([`Timer::Regroup`]); a tab Chrome
+//! will not group at all (a popup window cannot hold groups) stays shared
+//! outside the group, and the options page says why. Tests:
+//! `tests_groups.rs`.
 
 use std::collections::BTreeMap;
 
@@ -104,6 +109,10 @@ pub(super) struct TabGroups {
     /// Tabs whose group call Chrome refused for now: the tries so far, and
     /// what is tried again when their [`Timer::Regroup`] fires.
     pub(super) retrying: BTreeMap<TabId, (u32, Regroup)>,
+    /// Our groups Chrome removed whose tabs may still be in them: a group
+    /// dragged to another window is removed from the old one and created
+    /// in the new one (`tabGroups.onCreated`), which is ours again.
+    pub(super) vanished: Vec<GroupId>,
 }
 
 impl Default for TabGroups {
@@ -116,6 +125,7 @@ impl Default for TabGroups {
             joining: BTreeMap::new(),
             outside: BTreeMap::new(),
             retrying: BTreeMap::new(),
+            vanished: Vec::new(),
         }
     }
 }
@@ -540,19 +550,31 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// `chrome.tabGroups.onRemoved`: closing or ungrouping our group
-    /// unshares what is left in it (its tabs' own events usually came
-    /// first).
+    /// `chrome.tabGroups.onRemoved`: by itself it unshares nothing. Closing
+    /// or ungrouping our group sends each tab's own event (closed, or its
+    /// group none), which does; dragging it to another window removes it
+    /// here and creates it there ([`Core::on_group_appeared`]), its tabs
+    /// still shared.
     pub fn on_group_removed(&mut self, group: GroupId) {
-        if self.groups.ours.remove(&group).is_none() {
-            return;
+        if self.groups.ours.remove(&group).is_some() {
+            self.groups.vanished.push(group);
         }
-        let left: Vec<TabId> = self.groups.members.iter().filter(|(_, g)| **g == group).map(|(t, _)| *t).collect();
-        for tab in left {
-            self.groups.forget(tab);
-            self.unshare(tab, false);
+    }
+
+    /// `chrome.tabGroups.onCreated`: our group dragged to another window
+    /// (the same id, or a new one with our name) is ours again; its tabs'
+    /// `onUpdated` then name it as their group.
+    pub fn on_group_appeared(&mut self, group: GroupInfo) {
+        let moved = match self.groups.vanished.iter().position(|g| *g == group.id) {
+            Some(at) => Some(at),
+            None if group.title.as_deref() == Some(GROUP_TITLE) && !self.groups.vanished.is_empty() => Some(0),
+            None => None,
+        };
+        if let Some(at) = moved {
+            self.groups.vanished.remove(at);
+            self.groups.ours.insert(group.id, group.window_id);
+            self.on_group_updated(group);
         }
-        self.persist();
     }
 
     /// `chrome.tabGroups.onUpdated`/`onMoved`: our group keeps its name and

@@ -227,16 +227,15 @@ fn closing_or_ungrouping_the_group_unshares_all_of_it() {
     assert_eq!(core.toggled()[core.toggled().len() - 2..], [(5, false), (6, false)]);
     assert!(core.attached().is_empty());
 
-    // "Close group": the tabs close; the group's removal is a backstop for
-    // any member whose own event did not come.
+    // "Close group": the tabs close, then the group goes.
     let mut core = paired_with_groups();
     core.sharing_in_group(5);
     core.share(6);
     core.group_joined(6, G);
     core.on_tab_removed(5);
     assert_eq!(core.last_sent(), json!({"tabs.onRemoved": {"tabId": 5}}));
+    core.on_tab_removed(6);
     core.on_group_removed(G);
-    assert_eq!(core.toggled().last(), Some(&(6, false)));
     assert!(core.attached().is_empty());
     assert!(!core.made(&ChromeCall::TabsUngroup { tabs: vec![6] }), "nothing to ungroup: the group is gone");
 }
@@ -406,7 +405,7 @@ fn without_tab_groups_sharing_works_with_the_badge_alone_and_says_so() {
 }
 
 #[test]
-fn the_group_keeps_its_name_and_colour_and_is_followed_to_another_window() {
+fn the_group_keeps_its_name_and_colour_and_its_window_is_followed() {
     let mut core = paired_with_groups();
     core.sharing_in_group(5);
     let calls = core.host.calls.len();
@@ -429,6 +428,43 @@ fn the_group_keeps_its_name_and_colour_and_is_followed_to_another_window() {
     let calls = core.host.calls.len();
     core.on_group_updated(GroupInfo { id: 50, ..group("Work", "blue", 1) });
     assert_eq!(core.host.calls.len(), calls);
+}
+
+#[test]
+fn the_group_dragged_to_another_window_keeps_its_tabs_shared() {
+    // What Chrome sends: the group removed from window 1 and created in
+    // window 2 (its id kept, or a new one), then each tab's new group.
+    for moved in [G, 78] {
+        let mut core = paired_with_groups();
+        core.sharing_in_group(5);
+        core.share(6);
+        core.group_joined(6, G);
+        core.on_group_removed(G);
+        core.on_group_appeared(GroupInfo {
+            id: moved,
+            window_id: Some(2),
+            title: Some("Browser Relay".into()),
+            color: Some("orange".into()),
+        });
+        for id in [5, 6] {
+            core.on_tab_group_changed(in_window(id, "https://example.com/", 2), moved);
+        }
+        assert_eq!(core.attached(), vec![5, 6], "{moved}");
+        assert!(!core.toggled().contains(&(5, false)), "{moved}: the relay saw no unshare");
+        assert!(core.host.saved.iter().all(|t| t.group_id == Some(moved)), "{moved}: {:?}", core.host.saved);
+        // A tab shared in window 2 joins the moved group.
+        core.on_action_clicked(in_window(8, "https://example.net/", 2));
+        core.on_op_done(core.last_call().0, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::TabsGroup { tabs: vec![8], group: Some(moved) }, "{moved}");
+        // Dragged out of it afterwards: unshared as ever.
+        core.on_tab_group_changed(in_window(5, "https://example.com/", 2), NO_GROUP);
+        assert_eq!(core.toggled().last(), Some(&(5, false)), "{moved}");
+    }
+    // A group named like ours that the user makes later is not ours.
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_group_appeared(GroupInfo { id: 90, window_id: Some(1), title: Some("Browser Relay".into()), color: None });
+    assert!(!core.groups.ours.contains_key(&90));
 }
 
 #[test]
