@@ -28,6 +28,7 @@ chrome.tabs.onUpdated.addListener((tabId, changeInfo, tab) => queue('tabs.onUpda
 // The "Browser Relay" tab group. A browser without tab groups has no
 // chrome.tabGroups: sharing then works with the badge alone.
 if (chrome.tabGroups) {
+  chrome.tabGroups.onCreated.addListener((group) => queue('tabGroups.onCreated', { group }));
   chrome.tabGroups.onRemoved.addListener((group) => queue('tabGroups.onRemoved', { group }));
   chrome.tabGroups.onUpdated.addListener((group) => queue('tabGroups.onUpdated', { group }));
   chrome.tabGroups.onMoved.addListener((group) => queue('tabGroups.onMoved', { group }));

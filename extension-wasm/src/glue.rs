@@ -512,6 +512,11 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 with_core(move |core| core.on_group_removed(group as GroupId));
             }
         }
+        "tabGroups.onCreated" => {
+            if let Some(group) = group_from_chrome(&stringify(&get(&payload, "group"))) {
+                with_core(move |core| core.on_group_appeared(group));
+            }
+        }
         "tabGroups.onUpdated" | "tabGroups.onMoved" => {
             if let Some(group) = group_from_chrome(&stringify(&get(&payload, "group"))) {
                 with_core(move |core| core.on_group_updated(group));

@@ -6,15 +6,20 @@
 //! - a tab the user drags into the group is shared (if it may be: R19, R26;
 //!   otherwise it is put back out and its badge says why);
 //! - a tab that leaves the group (dragged out, into another group or
-//!   window, "Ungroup", the group closed) stops being shared at once;
+//!   window, "Ungroup", the group closed) stops being shared at once, by
+//!   its own event (the group's removal alone unshares nothing: dragging
+//!   the whole group to another window removes and re-creates it there);
 //! - stopping by any other way (the toolbar, the options page, a restricted
 //!   page, the relay gone for the grace period, the debugging bar
 //!   cancelled) takes the tab out of the group.
 //!
 //! Where the browser has no tab groups (or refuses them), sharing works as
-//! before, with the badge alone; a tab Chrome will not group (a popup
-//! window cannot hold groups) stays shared outside the group, and the
-//! options page says why. Tests: `tests_groups.rs`.
+//! before, with the badge alone. A group or ungroup call Chrome refuses
+//! for now (during a drag: "cannot be edited right now"; a vanished group)
+//! is tried again after a short wait ([`Timer::Regroup`]); a tab Chrome
+//! will not group at all (a popup window cannot hold groups) stays shared
+//! outside the group, and the options page says why. Tests:
+//! `tests_groups.rs`.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +37,32 @@ pub const GROUP_TITLE: &str = "Browser Relay";
 /// The group's colour: Chrome's palette has no `#FF4500`; `orange` is
 /// closest to the product's colour.
 pub const GROUP_COLOR: &str = "orange";
+/// A refused `tabs.group`/`tabs.ungroup` is tried again after 200 ms,
+/// doubling up to 3.2 s, this many times.
+pub const REGROUP_TRIES: u32 = 5;
+
+/// The wait before try `tries + 1` of a refused group call.
+pub fn regroup_delay_ms(tries: u32) -> u64 {
+    200 << tries.min(4)
+}
+
+/// Whether Chrome's refusal of a group call is for now only: during a drag
+/// or an animation ("Tabs cannot be edited right now (user may be dragging
+/// a tab)"), or the group vanished under us ("No group with id: 7"). Any
+/// other refusal ("does not support tab groups": a popup window) is final.
+pub fn refused_for_now(why: &str) -> bool {
+    why.contains("cannot be edited right now") || why.contains("No group with id")
+}
+
+/// What a [`Timer::Regroup`] tries again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Regroup {
+    /// Put the (shared) tab into our group.
+    Group,
+    /// Take the (no longer shared) tab out of our group.
+    Ungroup,
+}
+
 /// Why tab groups are off when nothing better is known.
 pub const NO_TAB_GROUPS: &str = "this browser has no tab groups (chrome.tabGroups is missing)";
 
@@ -75,6 +106,13 @@ pub(super) struct TabGroups {
     pub(super) joining: BTreeMap<TabId, (GroupId, TabInfo)>,
     /// Shared tabs Chrome would not group, and why.
     pub(super) outside: BTreeMap<TabId, String>,
+    /// Tabs whose group call Chrome refused for now: the tries so far, and
+    /// what is tried again when their [`Timer::Regroup`] fires.
+    pub(super) retrying: BTreeMap<TabId, (u32, Regroup)>,
+    /// Our groups Chrome removed whose tabs may still be in them: a group
+    /// dragged to another window is removed from the old one and created
+    /// in the new one (`tabGroups.onCreated`), which is ours again.
+    pub(super) vanished: Vec<GroupId>,
 }
 
 impl Default for TabGroups {
@@ -86,6 +124,8 @@ impl Default for TabGroups {
             creating: BTreeMap::new(),
             joining: BTreeMap::new(),
             outside: BTreeMap::new(),
+            retrying: BTreeMap::new(),
+            vanished: Vec::new(),
         }
     }
 }
@@ -160,6 +200,7 @@ impl TabGroups {
     pub(super) fn forget(&mut self, tab: TabId) {
         self.members.remove(&tab);
         self.outside.remove(&tab);
+        self.retrying.remove(&tab);
         for waiting in self.creating.values_mut() {
             waiting.retain(|t| *t != tab);
         }
@@ -222,7 +263,63 @@ impl<H: Host> Core<H> {
         let member = self.groups.members.contains_key(&tab);
         self.groups.forget(tab);
         if member {
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+            self.ungroup(tab);
+        }
+    }
+
+    /// Takes `tab` out of whatever group it is in (a tab that is not
+    /// shared never stays in ours).
+    pub(super) fn ungroup(&mut self, tab: TabId) {
+        self.start_call(Purpose::Ungroup(tab), ChromeCall::TabsUngroup { tabs: vec![tab] });
+    }
+
+    /// Chrome refused to group or ungroup `tab` (`why`): if only for now,
+    /// try again after a while (whether it will).
+    fn retry_later(&mut self, tab: TabId, what: Regroup, why: &str) -> bool {
+        let tries = match self.groups.retrying.get(&tab) {
+            Some((tries, was)) if *was == what => *tries,
+            _ => 0,
+        };
+        if !refused_for_now(why) || tries >= REGROUP_TRIES {
+            self.groups.retrying.remove(&tab);
+            return false;
+        }
+        self.groups.retrying.insert(tab, (tries + 1, what));
+        self.host.set_timer(Timer::Regroup(tab), regroup_delay_ms(tries));
+        true
+    }
+
+    pub(super) fn on_ungrouped(&mut self, tab: TabId, outcome: Result<String, String>) {
+        match outcome {
+            Ok(_) => {
+                if matches!(self.groups.retrying.get(&tab), Some((_, Regroup::Ungroup))) {
+                    self.groups.retrying.remove(&tab);
+                }
+            }
+            Err(why) => {
+                self.retry_later(tab, Regroup::Ungroup, &why);
+            }
+        }
+    }
+
+    /// A refused group call's wait is over: decided again from what holds
+    /// now (the tab may have been unshared, shared again or closed).
+    pub(super) fn on_regroup_timer(&mut self, tab: TabId) {
+        let Some(&(_, what)) = self.groups.retrying.get(&tab) else { return };
+        if self.attached.contains_key(&tab) {
+            if what == Regroup::Ungroup {
+                self.groups.retrying.remove(&tab);
+            }
+            // (Into the group of its window now, a new one if ours vanished.)
+            self.group_tab(tab);
+        } else if self.groups.joining.contains_key(&tab) {
+            // Put back into the group by the user: its attach settles it.
+            self.groups.retrying.remove(&tab);
+        } else if what == Regroup::Ungroup {
+            self.ungroup(tab);
+        } else {
+            // Unshared before it could be grouped: nothing to undo.
+            self.groups.retrying.remove(&tab);
         }
     }
 
@@ -239,7 +336,7 @@ impl<H: Host> Core<H> {
         if let Some(why) = refusal {
             // The group holds shared tabs only: out it goes, and the badge
             // says why.
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+            self.ungroup(id);
             return self.badge(id, &Badge::Error(why));
         }
         if self.attached.contains_key(&id) || self.groups.joining.contains_key(&id) {
@@ -251,7 +348,7 @@ impl<H: Host> Core<H> {
         }
         self.badge(id, &Badge::Connecting);
         let running = self.pending.values().any(|(p, _)| match p {
-            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) => t.tab_id == id,
+            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) | Purpose::GroupAttach(t) => t.tab_id == id,
             Purpose::RelayAttachCheck(_, t) => *t == id,
             _ => false,
         });
@@ -272,10 +369,32 @@ impl<H: Host> Core<H> {
                 self.groups.members.insert(tab, group);
             }
             Err(why) => {
-                self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+                self.ungroup(tab);
                 self.badge(tab, &Badge::Error(why));
             }
         }
+    }
+
+    /// Sharing `tab` ended before its (re)attach finished (stop all, the
+    /// grace period, the debugging bar cancelled): it leaves `joining` and
+    /// `reattaching` and our group, and the running attach, when it
+    /// finishes, detaches instead of sharing. Whether it was pending.
+    pub(super) fn drop_pending_share(&mut self, tab: TabId) -> bool {
+        let reattaching = self.reattaching.remove(&tab).is_some();
+        if reattaching {
+            self.host.cancel_timer(Timer::Reattach(tab));
+        }
+        let joining = self.groups.joining.remove(&tab).is_some();
+        if !reattaching && !joining {
+            return false;
+        }
+        let member = self.groups.members.contains_key(&tab);
+        self.groups.forget(tab);
+        if member || joining {
+            self.ungroup(tab);
+        }
+        self.badge(tab, &Badge::Off);
+        true
     }
 
     /// The relay that was attaching a tab waiting in `joining` went away:
@@ -312,7 +431,7 @@ impl<H: Host> Core<H> {
             }
             (Err(why), group) => {
                 if group.is_some() {
-                    self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![id] });
+                    self.ungroup(id);
                 }
                 self.badge(id, &Badge::Error(why));
                 self.maybe_idle();
@@ -331,11 +450,7 @@ impl<H: Host> Core<H> {
                 self.start_call(Purpose::GroupStyle(group), style);
                 self.settle_member(tab, group);
             }
-            Err(why) => {
-                if self.attached.contains_key(&tab) {
-                    self.groups.outside.insert(tab, why);
-                }
-            }
+            Err(why) => self.group_refused(tab, why),
         }
         for tab in waiting {
             self.group_tab(tab);
@@ -346,22 +461,38 @@ impl<H: Host> Core<H> {
         match outcome {
             Ok(_) => self.settle_member(tab, group),
             Err(why) => {
-                if self.attached.contains_key(&tab) {
-                    self.groups.outside.insert(tab, why);
+                if why.contains("No group with id") {
+                    // Gone under us (closed, or moved to another window):
+                    // the next try makes a new group in the tab's window.
+                    self.groups.ours.remove(&group);
                 }
+                self.group_refused(tab, why);
             }
+        }
+    }
+
+    /// Chrome would not group shared `tab`: later, if only for now; else it
+    /// stays shared outside the group, and the options page says why.
+    fn group_refused(&mut self, tab: TabId, why: String) {
+        if !self.attached.contains_key(&tab) {
+            self.groups.retrying.remove(&tab);
+            return;
+        }
+        if !self.retry_later(tab, Regroup::Group, &why) {
+            self.groups.outside.insert(tab, why);
         }
     }
 
     /// Chrome put `tab` into our `group`: a member if still shared, else
     /// (unshared meanwhile) out again.
     fn settle_member(&mut self, tab: TabId, group: GroupId) {
+        self.groups.retrying.remove(&tab);
         if self.attached.contains_key(&tab) {
             self.groups.outside.remove(&tab);
             self.groups.members.insert(tab, group);
             self.persist();
         } else {
-            self.start_call(Purpose::Cleanup, ChromeCall::TabsUngroup { tabs: vec![tab] });
+            self.ungroup(tab);
         }
     }
 
@@ -377,6 +508,14 @@ impl<H: Host> Core<H> {
     pub fn on_tab_group_changed(&mut self, tab: TabInfo, group: GroupId) {
         let id = tab.tab_id;
         let ours = self.groups.ours.contains_key(&group);
+        // A refused call tried again is moot once the tab is where it was
+        // meant to be.
+        if let Some((_, what)) = self.groups.retrying.get(&id)
+            && (*what == Regroup::Group) == ours
+        {
+            self.groups.retrying.remove(&id);
+            self.host.cancel_timer(Timer::Regroup(id));
+        }
         if self.attached.contains_key(&id) {
             if ours {
                 if self.groups.members.insert(id, group) != Some(group) {
@@ -411,19 +550,31 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// `chrome.tabGroups.onRemoved`: closing or ungrouping our group
-    /// unshares what is left in it (its tabs' own events usually came
-    /// first).
+    /// `chrome.tabGroups.onRemoved`: by itself it unshares nothing. Closing
+    /// or ungrouping our group sends each tab's own event (closed, or its
+    /// group none), which does; dragging it to another window removes it
+    /// here and creates it there ([`Core::on_group_appeared`]), its tabs
+    /// still shared.
     pub fn on_group_removed(&mut self, group: GroupId) {
-        if self.groups.ours.remove(&group).is_none() {
-            return;
+        if self.groups.ours.remove(&group).is_some() {
+            self.groups.vanished.push(group);
         }
-        let left: Vec<TabId> = self.groups.members.iter().filter(|(_, g)| **g == group).map(|(t, _)| *t).collect();
-        for tab in left {
-            self.groups.forget(tab);
-            self.unshare(tab, false);
+    }
+
+    /// `chrome.tabGroups.onCreated`: our group dragged to another window
+    /// (the same id, or a new one with our name) is ours again; its tabs'
+    /// `onUpdated` then name it as their group.
+    pub fn on_group_appeared(&mut self, group: GroupInfo) {
+        let moved = match self.groups.vanished.iter().position(|g| *g == group.id) {
+            Some(at) => Some(at),
+            None if group.title.as_deref() == Some(GROUP_TITLE) && !self.groups.vanished.is_empty() => Some(0),
+            None => None,
+        };
+        if let Some(at) = moved {
+            self.groups.vanished.remove(at);
+            self.groups.ours.insert(group.id, group.window_id);
+            self.on_group_updated(group);
         }
-        self.persist();
     }
 
     /// `chrome.tabGroups.onUpdated`/`onMoved`: our group keeps its name and

@@ -141,6 +141,9 @@ pub enum Timer {
     Keepalive,
     DetachGrace,
     Reattach(TabId),
+    /// Trying a refused `tabs.group`/`tabs.ungroup` of a tab again (Chrome
+    /// refuses them while the user drags a tab).
+    Regroup(TabId),
 }
 
 /// The allow-listed `chrome.*` calls, and nothing else. The last three
@@ -357,6 +360,8 @@ enum Purpose {
     GroupJoin(TabId, GroupId),
     /// Naming and colouring our group; the result tells its window.
     GroupStyle(GroupId),
+    /// Taking a tab out of its group (tried again if Chrome refuses for now).
+    Ungroup(TabId),
     /// After Chrome detached a tab: does it still exist, and where is it?
     ReattachCheck(TabId),
     Reattach(TabId),
@@ -612,6 +617,24 @@ impl<H: Host> Core<H> {
         for tab in tabs {
             self.unshare(tab, true);
         }
+        if tab.is_none() {
+            // Also the tabs being attached again or joining: they must not
+            // become shared when their attach finishes.
+            self.drop_pending_shares();
+            self.maybe_idle();
+        }
+    }
+
+    /// [`Core::drop_pending_share`] for every tab being (re)attached.
+    fn drop_pending_shares(&mut self) {
+        let pending: Vec<TabId> = self.reattaching.keys().chain(self.groups.joining.keys()).copied().collect();
+        let mut dropped = false;
+        for tab in pending {
+            dropped |= self.drop_pending_share(tab);
+        }
+        if dropped {
+            self.persist();
+        }
     }
 
     /// Whether the user's attach or detach of `tab` is running (a second
@@ -791,7 +814,13 @@ impl<H: Host> Core<H> {
                 }
             },
             Purpose::Reattach(tab_id) => {
-                let Some((tries, tab)) = self.reattaching.remove(&tab_id) else { return };
+                let Some((tries, tab)) = self.reattaching.remove(&tab_id) else {
+                    // Sharing ended while Chrome attached it again.
+                    if outcome.is_ok() && !self.attached.contains_key(&tab_id) {
+                        self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab: tab_id });
+                    }
+                    return;
+                };
                 match outcome {
                     Ok(_) => {
                         self.add_attached(tab.clone());
@@ -812,6 +841,7 @@ impl<H: Host> Core<H> {
                     }
                 }
             }
+            Purpose::Ungroup(tab) => self.on_ungrouped(tab, outcome),
             Purpose::Cleanup => {}
         }
     }
@@ -829,6 +859,13 @@ impl<H: Host> Core<H> {
 
     pub fn on_debugger_detach(&mut self, tab: TabId, reason: &str) {
         if self.attached.remove(&tab).is_none() {
+            // Cancelled while being attached again (the bar cancelled while
+            // the worker was stopped, seen after it re-attached the tab):
+            // the user's choice holds; the running attach detaches.
+            if matches!(reason, "canceled_by_user" | "replaced_with_devtools") && self.drop_pending_share(tab) {
+                self.persist();
+                self.maybe_idle();
+            }
             return;
         }
         self.persist();
@@ -871,6 +908,7 @@ impl<H: Host> Core<H> {
 
     pub fn on_tab_removed(&mut self, tab: TabId) {
         self.groups.forget(tab);
+        self.host.cancel_timer(Timer::Regroup(tab));
         self.groups.joining.remove(&tab);
         let was_shared = self.attached.remove(&tab).is_some();
         let was_reattaching = self.reattaching.remove(&tab).is_some();
@@ -1068,6 +1106,7 @@ impl<H: Host> Core<H> {
                     self.leave_group(tab);
                     self.badge(tab, &Badge::Off);
                 }
+                self.drop_pending_shares();
                 self.persist();
                 self.host.cancel_timer(Timer::Reconnect);
                 if self.link != Link::Idle {
@@ -1079,6 +1118,7 @@ impl<H: Host> Core<H> {
                     policy::DETACH_GRACE_MS / 1000
                 ));
             }
+            Timer::Regroup(tab) => self.on_regroup_timer(tab),
             Timer::Reattach(tab) => {
                 if self.reattaching.contains_key(&tab) {
                     self.start_call(Purpose::Reattach(tab), ChromeCall::DebuggerAttach { tab });

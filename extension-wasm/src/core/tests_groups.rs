@@ -227,16 +227,15 @@ fn closing_or_ungrouping_the_group_unshares_all_of_it() {
     assert_eq!(core.toggled()[core.toggled().len() - 2..], [(5, false), (6, false)]);
     assert!(core.attached().is_empty());
 
-    // "Close group": the tabs close; the group's removal is a backstop for
-    // any member whose own event did not come.
+    // "Close group": the tabs close, then the group goes.
     let mut core = paired_with_groups();
     core.sharing_in_group(5);
     core.share(6);
     core.group_joined(6, G);
     core.on_tab_removed(5);
     assert_eq!(core.last_sent(), json!({"tabs.onRemoved": {"tabId": 5}}));
+    core.on_tab_removed(6);
     core.on_group_removed(G);
-    assert_eq!(core.toggled().last(), Some(&(6, false)));
     assert!(core.attached().is_empty());
     assert!(!core.made(&ChromeCall::TabsUngroup { tabs: vec![6] }), "nothing to ungroup: the group is gone");
 }
@@ -406,7 +405,7 @@ fn without_tab_groups_sharing_works_with_the_badge_alone_and_says_so() {
 }
 
 #[test]
-fn the_group_keeps_its_name_and_colour_and_is_followed_to_another_window() {
+fn the_group_keeps_its_name_and_colour_and_its_window_is_followed() {
     let mut core = paired_with_groups();
     core.sharing_in_group(5);
     let calls = core.host.calls.len();
@@ -429,6 +428,43 @@ fn the_group_keeps_its_name_and_colour_and_is_followed_to_another_window() {
     let calls = core.host.calls.len();
     core.on_group_updated(GroupInfo { id: 50, ..group("Work", "blue", 1) });
     assert_eq!(core.host.calls.len(), calls);
+}
+
+#[test]
+fn the_group_dragged_to_another_window_keeps_its_tabs_shared() {
+    // What Chrome sends: the group removed from window 1 and created in
+    // window 2 (its id kept, or a new one), then each tab's new group.
+    for moved in [G, 78] {
+        let mut core = paired_with_groups();
+        core.sharing_in_group(5);
+        core.share(6);
+        core.group_joined(6, G);
+        core.on_group_removed(G);
+        core.on_group_appeared(GroupInfo {
+            id: moved,
+            window_id: Some(2),
+            title: Some("Browser Relay".into()),
+            color: Some("orange".into()),
+        });
+        for id in [5, 6] {
+            core.on_tab_group_changed(in_window(id, "https://example.com/", 2), moved);
+        }
+        assert_eq!(core.attached(), vec![5, 6], "{moved}");
+        assert!(!core.toggled().contains(&(5, false)), "{moved}: the relay saw no unshare");
+        assert!(core.host.saved.iter().all(|t| t.group_id == Some(moved)), "{moved}: {:?}", core.host.saved);
+        // A tab shared in window 2 joins the moved group.
+        core.on_action_clicked(in_window(8, "https://example.net/", 2));
+        core.on_op_done(core.last_call().0, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::TabsGroup { tabs: vec![8], group: Some(moved) }, "{moved}");
+        // Dragged out of it afterwards: unshared as ever.
+        core.on_tab_group_changed(in_window(5, "https://example.com/", 2), NO_GROUP);
+        assert_eq!(core.toggled().last(), Some(&(5, false)), "{moved}");
+    }
+    // A group named like ours that the user makes later is not ours.
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_group_appeared(GroupInfo { id: 90, window_id: Some(1), title: Some("Browser Relay".into()), color: None });
+    assert!(!core.groups.ours.contains_key(&90));
 }
 
 #[test]
@@ -517,4 +553,168 @@ fn a_popup_the_relay_attaches_while_chrome_groups_it_is_attached_once() {
     assert_eq!(core.last_sent(), json!({"reply": {"id": 5, "result": null}}));
     assert_eq!(core.host.badges[&7], Badge::On);
     assert!(core.status().tabs.iter().all(|t| t.in_group));
+}
+
+impl Core<FakeHost> {
+    /// Shared tab `id` in group `G`, whose debugger Chrome dropped (a
+    /// renderer swap): being attached again, its timer set.
+    fn reattaching_in_group(&mut self, id: TabId) {
+        self.share(id);
+        self.group_joined(id, G);
+        self.on_debugger_detach(id, "target_closed");
+        let check = self.op_of(&ChromeCall::TabsGet { tab: id });
+        self.on_op_done(check, Ok(chrome_tab(id, "https://example.com/")));
+        assert!(self.host.timers.contains_key(&Timer::Reattach(id)));
+    }
+}
+
+#[test]
+fn dragging_out_and_back_in_during_the_attach_attaches_once() {
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), NO_GROUP);
+    core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+    let attaches = core.host.calls.iter().filter(|(_, c)| *c == ChromeCall::DebuggerAttach { tab: 9 }).count();
+    assert_eq!(attaches, 1, "the running attach settles it");
+    let op = core.op_of(&ChromeCall::DebuggerAttach { tab: 9 });
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.attached(), vec![5, 9]);
+}
+
+#[test]
+fn stop_sharing_all_and_the_grace_expiry_also_end_tabs_being_attached_again_or_joining() {
+    for grace in [false, true] {
+        let mut core = paired_with_groups();
+        core.sharing_in_group(5);
+        core.reattaching_in_group(6);
+        core.on_tab_group_changed(tab(9, "https://example.org/"), G);
+        let calls = core.host.calls.len();
+        if grace {
+            core.on_socket_closed(1006, "");
+            core.on_timer(Timer::DetachGrace);
+        } else {
+            core.on_stop_sharing(None);
+        }
+        let made = core.calls_since(calls);
+        for tab in [5, 6, 9] {
+            assert!(made.contains(&ChromeCall::TabsUngroup { tabs: vec![tab] }), "{grace} {tab}: {made:?}");
+            assert_eq!(core.host.badges[&tab], Badge::Off, "{grace} {tab}");
+        }
+        assert!(!core.host.timers.contains_key(&Timer::Reattach(6)), "{grace}");
+        // The attaches already running detach instead of sharing.
+        let op = core.op_of(&ChromeCall::DebuggerAttach { tab: 9 });
+        core.on_op_done(op, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 9 }, "{grace}");
+        core.on_timer(Timer::Reattach(6));
+        assert!(core.attached().is_empty(), "{grace}");
+        assert!(core.host.saved.is_empty(), "{grace}");
+        assert!(!core.toggled().contains(&(9, true)), "{grace}");
+    }
+}
+
+#[test]
+fn the_debugging_bar_cancelled_while_the_worker_was_stopped_is_not_undone_by_the_restart() {
+    for reason in ["canceled_by_user", "replaced_with_devtools"] {
+        // In our group, the debugger gone: the restart attaches it again...
+        let facts = StartFacts {
+            persisted: vec![PersistedTab { tab_id: 5, group_id: Some(G) }],
+            tabs: vec![TabFacts { info: tab(5, "https://example.com/"), group: G }],
+            groups: Ok(vec![GroupInfo {
+                id: G,
+                window_id: Some(1),
+                title: Some("Browser Relay".into()),
+                color: Some("orange".into()),
+            }]),
+            ..StartFacts::default()
+        };
+        let mut core = Core::new(FakeHost::default());
+        core.start(Settings { port: 18792, token: Some(TOKEN.into()) }, environment(), facts);
+        let attach = core.op_of(&ChromeCall::DebuggerAttach { tab: 5 });
+        // ...then the queued onDetach says the user cancelled the bar.
+        core.on_debugger_detach(5, reason);
+        assert_eq!(core.last_call().1, ChromeCall::TabsUngroup { tabs: vec![5] }, "{reason}");
+        assert_eq!(core.host.badges[&5], Badge::Off, "{reason}");
+        core.on_op_done(attach, Ok("null".into()));
+        assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 5 }, "{reason}: the user's choice holds");
+        assert!(core.attached().is_empty(), "{reason}");
+        assert!(core.host.saved.is_empty(), "{reason}");
+    }
+}
+
+const DRAGGING: &str = "Tabs cannot be edited right now (user may be dragging a tab).";
+
+#[test]
+fn a_group_call_chrome_refuses_during_a_drag_is_tried_again_from_what_holds_then() {
+    let mut core = paired_with_groups();
+    core.share(5);
+    let create = ChromeCall::TabsGroup { tabs: vec![5], group: None };
+    core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+    assert_eq!(core.host.timers.get(&Timer::Regroup(5)), Some(&200), "not outside for good");
+    assert!(core.groups.outside.is_empty());
+    core.on_timer(Timer::Regroup(5));
+    assert_eq!(core.last_call().1, create);
+    core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+    assert_eq!(core.host.timers.get(&Timer::Regroup(5)), Some(&400), "backing off");
+    core.on_timer(Timer::Regroup(5));
+    core.group_made(5, G);
+    assert_eq!(core.host.saved, vec![PersistedTab { tab_id: 5, group_id: Some(G) }]);
+
+    // Our group vanished as a tab was being put into it: a new one.
+    core.share(6);
+    let join = ChromeCall::TabsGroup { tabs: vec![6], group: Some(G) };
+    core.on_op_done(core.op_of(&join), Err(format!("No group with id: {G}.")));
+    core.on_timer(Timer::Regroup(6));
+    assert_eq!(core.last_call().1, ChromeCall::TabsGroup { tabs: vec![6], group: None });
+
+    // Unshared while waiting: nothing is grouped.
+    core.on_action_clicked(in_window(8, "https://example.net/", 2));
+    core.on_op_done(core.last_call().0, Ok("null".into()));
+    let create8 = ChromeCall::TabsGroup { tabs: vec![8], group: None };
+    core.on_op_done(core.op_of(&create8), Err(DRAGGING.into()));
+    core.on_action_clicked(in_window(8, "https://example.net/", 2));
+    let calls = core.host.calls.len();
+    core.on_timer(Timer::Regroup(8));
+    assert_eq!(core.host.calls.len(), calls);
+
+    // Refused every time: it stays shared outside the group, and says why.
+    let mut core = paired_with_groups();
+    core.share(5);
+    for _ in 0..=groups::REGROUP_TRIES {
+        core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
+        core.on_timer(Timer::Regroup(5));
+    }
+    assert_eq!(core.groups.outside.get(&5).map(String::as_str), Some(DRAGGING));
+    assert_eq!(core.attached(), vec![5]);
+}
+
+#[test]
+fn an_ungroup_chrome_refuses_during_a_drag_is_tried_again_so_the_group_never_shows_an_unshared_tab() {
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.share(6);
+    core.group_joined(6, G);
+    for unshared in [5, 6] {
+        if unshared == 5 {
+            core.on_action_clicked(tab(5, "https://example.com/"));
+        } else {
+            // Cancelling the debugging bar (leave_group too).
+            core.on_debugger_detach(6, "canceled_by_user");
+        }
+        let ungroup = ChromeCall::TabsUngroup { tabs: vec![unshared] };
+        core.on_op_done(core.op_of(&ungroup), Err(DRAGGING.into()));
+        assert_eq!(core.host.timers.get(&Timer::Regroup(unshared)), Some(&200));
+        let calls = core.host.calls.len();
+        core.on_timer(Timer::Regroup(unshared));
+        assert_eq!(core.calls_since(calls), vec![ungroup.clone()], "tried again");
+        core.on_op_done(core.op_of(&ungroup), Ok("null".into()));
+        assert!(core.groups.retrying.is_empty());
+    }
+    // A tab put out by the user meanwhile is not ungrouped again.
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    core.on_op_done(core.op_of(&ChromeCall::TabsUngroup { tabs: vec![5] }), Err(DRAGGING.into()));
+    core.on_tab_group_changed(tab(5, "https://example.com/"), 50);
+    assert!(!core.host.timers.contains_key(&Timer::Regroup(5)));
 }
