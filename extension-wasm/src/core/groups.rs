@@ -21,7 +21,7 @@
 //! outside the group, and the options page says why. Tests:
 //! `tests_groups.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use shared_protocol::{TabId, TabInfo, WindowId};
@@ -40,6 +40,9 @@ pub const GROUP_COLOR: &str = "orange";
 /// A refused `tabs.group`/`tabs.ungroup` is tried again after 200 ms,
 /// doubling up to 3.2 s, this many times.
 pub const REGROUP_TRIES: u32 = 5;
+/// How long a moved group's tabs may be out of it (Chrome puts them back
+/// within a few milliseconds; the margin is for a busy machine).
+pub const GROUP_MOVE_MS: u64 = 1000;
 
 /// The wait before try `tries + 1` of a refused group call.
 pub fn regroup_delay_ms(tries: u32) -> u64 {
@@ -113,6 +116,12 @@ pub(super) struct TabGroups {
     /// dragged to another window is removed from the old one and created
     /// in the new one (`tabGroups.onCreated`), which is ours again.
     pub(super) vanished: Vec<GroupId>,
+    /// Shared tabs taken out of a vanished group of ours: Chrome moves a
+    /// group to another window by removing it, taking each tab out
+    /// (`groupId` none), and putting it back into the group of the same id
+    /// there. They stay shared until [`Timer::GroupMove`] fires; then those
+    /// not back in a group of ours are unshared.
+    pub(super) moving: BTreeSet<TabId>,
 }
 
 impl Default for TabGroups {
@@ -126,6 +135,7 @@ impl Default for TabGroups {
             outside: BTreeMap::new(),
             retrying: BTreeMap::new(),
             vanished: Vec::new(),
+            moving: BTreeSet::new(),
         }
     }
 }
@@ -507,7 +517,12 @@ impl<H: Host> Core<H> {
     /// `chrome.tabs.onUpdated` with a new `groupId` ([`NO_GROUP`]: none).
     pub fn on_tab_group_changed(&mut self, tab: TabInfo, group: GroupId) {
         let id = tab.tab_id;
-        let ours = self.groups.ours.contains_key(&group);
+        // A group of ours being moved to another window is still ours: the
+        // tab names it before Chrome says it was created there.
+        let ours = self.groups.ours.contains_key(&group) || self.groups.vanished.contains(&group);
+        if ours {
+            self.groups.moving.remove(&id);
+        }
         // A refused call tried again is moot once the tab is where it was
         // meant to be.
         if let Some((_, what)) = self.groups.retrying.get(&id)
@@ -522,6 +537,13 @@ impl<H: Host> Core<H> {
                     self.groups.outside.remove(&id);
                     self.persist();
                 }
+            } else if group == NO_GROUP
+                && self.groups.members.get(&id).is_some_and(|g| self.groups.vanished.contains(g))
+            {
+                // Its group was removed first: a move to another window,
+                // which puts it back into the same group in a moment.
+                self.groups.moving.insert(id);
+                self.host.set_timer(Timer::GroupMove, GROUP_MOVE_MS);
             } else if self.groups.members.contains_key(&id) {
                 // Dragged out (or into another group or window): unshared.
                 self.unshare(id, false);
@@ -558,6 +580,16 @@ impl<H: Host> Core<H> {
     pub fn on_group_removed(&mut self, group: GroupId) {
         if self.groups.ours.remove(&group).is_some() {
             self.groups.vanished.push(group);
+        }
+    }
+
+    /// [`Timer::GroupMove`]: tabs of a moved group that are not back in a
+    /// group of ours by now were taken out for good: unshared.
+    pub(super) fn on_group_move_done(&mut self) {
+        for tab in std::mem::take(&mut self.groups.moving) {
+            if self.attached.contains_key(&tab) {
+                self.unshare(tab, false);
+            }
         }
     }
 

@@ -144,6 +144,9 @@ pub enum Timer {
     /// Trying a refused `tabs.group`/`tabs.ungroup` of a tab again (Chrome
     /// refuses them while the user drags a tab).
     Regroup(TabId),
+    /// The end of a moment for a moved group's tabs to be back in it
+    /// (`groups::TabGroups::moving`).
+    GroupMove,
 }
 
 /// The allow-listed `chrome.*` calls, and nothing else. The last three
@@ -1087,6 +1090,7 @@ impl<H: Host> Core<H> {
     pub fn on_timer(&mut self, timer: Timer) {
         match timer {
             Timer::Reconnect => self.ensure_connected(),
+            Timer::GroupMove => self.on_group_move_done(),
             Timer::Keepalive => {
                 if self.link == Link::Ready && !self.attached.is_empty() {
                     let nonce = self.next_nonce;

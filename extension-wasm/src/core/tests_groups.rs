@@ -467,6 +467,43 @@ fn the_group_dragged_to_another_window_keeps_its_tabs_shared() {
     assert!(!core.groups.ours.contains_key(&90));
 }
 
+/// Real Chrome's order for `chrome.tabGroups.move` to another window (seen
+/// in e2e `the_group_dragged_to_another_window_stays_the_access_list`):
+/// the group removed, each tab out of it (`groupId` none), each tab into
+/// the same group id in the new window, then the group created there.
+#[test]
+fn a_group_moved_as_chrome_tells_it_keeps_its_tabs_shared() {
+    let mut core = paired_with_groups();
+    core.sharing_in_group(5);
+    core.share(6);
+    core.group_joined(6, G);
+    core.on_group_removed(G);
+    for id in [5, 6] {
+        core.on_tab_group_changed(in_window(id, "https://example.com/", 1), NO_GROUP);
+    }
+    assert_eq!(core.attached(), vec![5, 6], "out of a removed group for a moment: still shared");
+    assert!(core.host.timers.contains_key(&Timer::GroupMove));
+    for id in [5, 6] {
+        core.on_tab_group_changed(in_window(id, "https://example.com/", 2), G);
+    }
+    core.on_group_appeared(GroupInfo {
+        id: G,
+        window_id: Some(2),
+        title: Some("Browser Relay".into()),
+        color: Some("orange".into()),
+    });
+    core.on_timer(Timer::GroupMove);
+    assert_eq!(core.attached(), vec![5, 6]);
+    assert!(!core.toggled().iter().any(|(_, shared)| !shared), "the relay saw no unshare: {:?}", core.toggled());
+    // A tab that is not back in the group when the moment ends was taken
+    // out for good (Chrome closing the group the same way): unshared.
+    core.on_group_removed(G);
+    core.on_tab_group_changed(in_window(5, "https://example.com/", 2), NO_GROUP);
+    core.on_timer(Timer::GroupMove);
+    assert_eq!(core.attached(), vec![6]);
+    assert_eq!(core.toggled().last(), Some(&(5, false)));
+}
+
 #[test]
 fn the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing() {
     let mut core = paired_with_groups();
