@@ -62,7 +62,7 @@ pub async fn request(
     let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
     let exchange = async {
         let stream = tokio::net::TcpStream::connect(host).await?;
-        exchange(stream, method, host, &path, headers, body).await
+        send(stream, method, host, &path, headers, body).await?.read().await
     };
     tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
 }
@@ -106,21 +106,6 @@ pub async fn get_with(url: &str, dial: &Dial) -> Result<HttpResponse, EndpointEr
             within: dial.handshake_within,
         })?
         .map_err(failed)
-}
-
-/// Sends one request over `stream` and reads the whole answer.
-async fn exchange<S>(
-    stream: S,
-    method: &str,
-    host: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> std::io::Result<HttpResponse>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    send(stream, method, host, path, headers, body).await?.read().await
 }
 
 /// An answer whose head has arrived; its body is still to read.
