@@ -327,6 +327,9 @@ async fn main() {
 }
 
 /// Mean round trip of `params` on each path, interleaved in blocks of 50.
+/// Unlike [`round_trips`] it keeps no warm-up block out: the relay's own
+/// clock ([`relay_engine::Relay::extension_round_trips`]) is read around
+/// the whole call, so both means must cover the same commands.
 async fn mean_round_trips(relay: &mut Path, direct: &mut Path, params: &Value, rounds: usize) -> (f64, f64) {
     let mut totals = [Duration::ZERO; 2];
     for _ in 0..rounds.div_ceil(50) {
