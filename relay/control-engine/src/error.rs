@@ -5,7 +5,7 @@
 //! [`ErrorKind`] to a status.
 
 use crate::api::DialogInfo;
-use cdp_client::{CdpError, EndpointError};
+use cdp_client::CdpError;
 use managed_driver::ManagedError;
 use managed_driver::config::ConfigError;
 
@@ -229,12 +229,8 @@ impl ControlError {
             | Self::StaleRef(_) => ErrorKind::Conflict,
             Self::Managed(ManagedError::ExtensionProfile(_)) => ErrorKind::Conflict,
             Self::NotAllowed { .. } => ErrorKind::Forbidden,
-            Self::Timeout { .. }
-            | Self::Cdp { source: CdpError::Timeout(..), .. }
-            | Self::Managed(ManagedError::AttachUnreachable {
-                source: EndpointError::ConnectTimeout { .. } | EndpointError::HandshakeTimeout { .. },
-                ..
-            }) => ErrorKind::Timeout,
+            Self::Timeout { .. } | Self::Cdp { source: CdpError::Timeout(..), .. } => ErrorKind::Timeout,
+            Self::Managed(ManagedError::AttachUnreachable { source, .. }) if source.is_timeout() => ErrorKind::Timeout,
             Self::Managed(_) | Self::Navigation { .. } | Self::Cdp { .. } | Self::Page(_) | Self::Io { .. } => {
                 ErrorKind::Upstream
             }
