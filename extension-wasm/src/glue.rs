@@ -172,6 +172,9 @@ async fn run(call: ChromeCall) -> Result<String, String> {
             let properties = object(&[("title", title.into()), ("color", color.into())]);
             settle(tab_groups::update(group as f64, &properties)).await?
         }
+        ChromeCall::ReadPairing => {
+            return serde_json::to_string(&read_settings().await).map_err(|e| e.to_string());
+        }
     };
     Ok(stringify(&value))
 }

@@ -112,7 +112,7 @@ const NOT_PAIRED: &str = "not paired with the relay: run `browser-relay pair` an
 pub type OpId = u64;
 
 /// What the user configured in the options page.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Settings {
     pub port: u16,
     /// The pairing token (`browser-relay token`); `None` until paired.
@@ -204,6 +204,9 @@ pub enum ChromeCall {
         title: &'static str,
         color: &'static str,
     },
+    /// The pairing as `chrome.storage.local` holds it now. Result: the
+    /// [`Settings`] as JSON.
+    ReadPairing,
 }
 
 /// What `chrome.storage.session` keeps of one shared tab, for a restart of
@@ -352,6 +355,9 @@ enum Purpose {
     /// The relay asked to close a tab: first count the tabs.
     RelayRemoveCheck(CallId, TabId),
     UserAttach(TabInfo),
+    /// The user clicked while we knew no pairing: storage is read before
+    /// the click is refused.
+    PairingCheck(TabInfo),
     /// The user stopped sharing the tab (already done on our side): Chrome
     /// detaches; the outcome changes nothing.
     UserDetach(TabInfo),
@@ -600,9 +606,36 @@ impl<H: Host> Core<H> {
         if self.attached.contains_key(&tab.tab_id) {
             self.unshare(tab.tab_id, true);
         } else if self.settings.token.is_none() {
+            // Storage is the truth, and `storage.onChanged` can reach the
+            // worker after a click that follows the pairing at once (or
+            // not at all, around the worker's start): read it, then decide.
+            self.start_call(Purpose::PairingCheck(tab), ChromeCall::ReadPairing);
+        } else {
+            self.share_clicked(tab);
+        }
+    }
+
+    /// The pairing storage holds, read for a click: share the tab if there
+    /// is one.
+    fn on_pairing_read(&mut self, tab: TabInfo, outcome: Result<String, String>) {
+        if let Some(stored) = outcome.ok().and_then(|json| serde_json::from_str::<Settings>(&json).ok()) {
+            self.on_settings(stored);
+        }
+        if self.attached.contains_key(&tab.tab_id) {
+            // Shared meanwhile (the group): the click asked for that.
+            return;
+        }
+        if self.settings.token.is_none() {
             // Attaching would show the "being debugged" bar for nobody.
             self.badge(tab.tab_id, &Badge::Error(NOT_PAIRED.into()));
-        } else if policy::is_restricted(&tab.url) {
+        } else {
+            self.share_clicked(tab);
+        }
+    }
+
+    /// A click on a tab that is not shared, with a pairing: attach.
+    fn share_clicked(&mut self, tab: TabInfo) {
+        if policy::is_restricted(&tab.url) {
             self.badge(tab.tab_id, &Badge::Error(policy::restricted_reason(&tab.url)));
         } else {
             self.reattaching.remove(&tab.tab_id);
@@ -645,7 +678,7 @@ impl<H: Host> Core<H> {
     fn is_busy(&self, tab: TabId) -> bool {
         self.groups.joining.contains_key(&tab)
             || self.pending.values().any(|(p, _)| {
-                matches!(p, Purpose::UserAttach(t) | Purpose::UserDetach(t) | Purpose::GroupAttach(t) if t.tab_id == tab)
+                matches!(p, Purpose::UserAttach(t) | Purpose::PairingCheck(t) | Purpose::UserDetach(t) | Purpose::GroupAttach(t) if t.tab_id == tab)
             })
     }
 
@@ -781,6 +814,7 @@ impl<H: Host> Core<H> {
                     None => self.reply(current, call, Err(outcome.err().unwrap_or_else(|| "cannot count tabs".into()))),
                 }
             }
+            Purpose::PairingCheck(tab) => self.on_pairing_read(tab, outcome),
             Purpose::UserAttach(tab) => match outcome {
                 Ok(_) => {
                     self.settle_joining(tab.tab_id, Ok(()));

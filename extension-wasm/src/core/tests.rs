@@ -253,7 +253,13 @@ fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
     let mut core = Core::new(FakeHost::default());
     core.start(Settings::default(), Environment::default(), StartFacts::default());
     core.on_action_clicked(tab(5, "https://example.com/"));
-    assert!(core.host.calls.is_empty(), "no debugger bar for nobody");
+    // Storage is asked first (it may hold a pairing we were not told of).
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::ReadPairing);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    assert_eq!(core.host.calls.len(), 1, "a second click while reading does not read twice");
+    core.on_op_done(op, Ok(json!({"port": 18792, "token": null}).to_string()));
+    assert_eq!(core.host.calls.len(), 1, "no debugger bar for nobody");
     assert!(core.host.connects.is_empty());
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
     assert!(!core.status().paired);
@@ -262,6 +268,39 @@ fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
     core.share(5);
     assert_eq!(core.host.connects.len(), 1);
     assert_eq!(core.host.badges[&5], Badge::On);
+}
+
+/// Chrome can hand the worker a click before the `storage.onChanged` of the
+/// pairing saved just before it, or drop that change around the worker's
+/// start: the click reads the pairing from storage and shares the tab.
+#[test]
+fn a_click_that_overtakes_the_pairings_storage_change_still_shares() {
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), Environment::default(), StartFacts::default());
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::ReadPairing);
+    core.on_op_done(op, Ok(json!({"port": 18792, "token": TOKEN}).to_string()));
+    assert!(core.status().paired);
+    let (op, call) = core.last_call();
+    assert_eq!(call, ChromeCall::DebuggerAttach { tab: 5 });
+    assert_eq!(core.host.badges[&5], Badge::Connecting);
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    core.relay_proves();
+    core.welcome();
+    assert_eq!(core.host.badges[&5], Badge::On);
+    // The late storage change itself changes nothing.
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()) });
+    assert_eq!((core.host.connects.len(), core.host.disconnects), (1, 0));
+    // Unreadable storage refuses as before, with how to pair.
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), Environment::default(), StartFacts::default());
+    core.on_action_clicked(tab(6, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Err("storage unavailable".into()));
+    assert!(matches!(&core.host.badges[&6], Badge::Error(why) if why.contains("browser-relay pair")));
+    assert_eq!(core.host.calls.len(), 1);
 }
 
 #[test]
