@@ -146,6 +146,62 @@ async fn the_client_still_connected_keeps_what_it_set() {
     assert!(undone.contains(&("Network.disable".to_string(), json!({}))), "{undone:?}");
 }
 
+/// On Chrome's own port a client's session gets only the Network and Log
+/// events it enabled; through the one shared debugger session the relay
+/// sends them only to the clients that enabled the domain there.
+#[tokio::test]
+async fn network_and_log_events_reach_only_the_clients_that_enabled_them() {
+    let mut setup = setup().await;
+    let (a, mut a_events, a_page) = setup.client().await;
+    let (_b, mut b_events, _b_page) = setup.client().await;
+    setup.forwarded(&a, &a_page, "Network.enable", json!({}), json!({})).await;
+    setup.forwarded(&a, &a_page, "Log.enable", json!({}), json!({})).await;
+
+    let request = json!({"requestId": "r1", "loaderId": "l1", "documentURL": "https://example.com/"});
+    setup.ext.event(4, None, "Network.requestWillBeSent", request);
+    setup.ext.event(
+        4,
+        None,
+        "Log.entryAdded",
+        json!({"entry": {"source": "network", "level": "error", "text": "404"}}),
+    );
+    // An event of a domain nobody gates, sent last: B has everything it gets
+    // once it has this one (events keep their order).
+    setup.ext.event(4, None, "Page.loadEventFired", json!({"timestamp": 1.5}));
+    for method in ["Network.requestWillBeSent", "Log.entryAdded", "Page.loadEventFired"] {
+        let event = e2e::next_event(&mut a_events, method, Duration::from_secs(5)).await;
+        assert_eq!(event.session_id.as_deref(), Some(a_page.as_str()));
+    }
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), b_events.recv()).await.expect("B's events").unwrap();
+        seen.push(event.method.clone());
+        if event.method == "Page.loadEventFired" {
+            break;
+        }
+    }
+    assert!(!seen.iter().any(|m| m.starts_with("Network.") || m.starts_with("Log.")), "B enabled neither: {seen:?}");
+
+    // A's disable stops its own (Chrome's domain stays on for nobody else
+    // here, so the disable reaches Chrome).
+    let disabled = a.start_call("Network.disable", json!({}), Some(&a_page));
+    let call = setup.next_call().await;
+    assert_eq!(call.method.as_deref(), Some("Network.disable"));
+    setup.ext.reply(call.id, Ok(json!({})));
+    disabled.await.unwrap();
+    setup.ext.event(4, None, "Network.loadingFinished", json!({"requestId": "r1", "timestamp": 2.0}));
+    setup.ext.event(4, None, "Page.domContentEventFired", json!({"timestamp": 2.5}));
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), a_events.recv()).await.expect("A's events").unwrap();
+        seen.push(event.method.clone());
+        if event.method == "Page.domContentEventFired" {
+            break;
+        }
+    }
+    assert!(!seen.contains(&"Network.loadingFinished".to_string()), "A disabled Network: {seen:?}");
+}
+
 #[tokio::test]
 async fn a_once_only_setting_does_not_fail_the_next_client() {
     // Chrome takes Page.setFontFamilies once per session; Playwright sets it

@@ -449,8 +449,7 @@ impl Relay {
             target.track_runtime_event(event.session_id, method, params);
         }
         let target = &*target;
-        let context_event = method.starts_with("Runtime.executionContext");
-        let wanted = |client: u64| !context_event || target.wants_runtime_events(client, event.session_id);
+        let wanted = |client: u64| target.wants_event(client, event.session_id, method);
         match event.session_id {
             None => {
                 // One frame per distinct session id; clients sharing a session

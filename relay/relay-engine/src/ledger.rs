@@ -169,6 +169,19 @@ const ONCE: [&str; 2] = ["Page.setFontFamilies", "Page.setFontSizes"];
 /// the module doc) and Fetch (a setting: its patterns are its value).
 const NOT_COUNTED: [&str; 2] = ["Runtime", "Fetch"];
 
+/// Domains whose events reach only the clients that enabled the domain on
+/// that session, as on Chrome's own port where each client's session gets
+/// only what it enabled. Both are chatty and neither is enabled by a
+/// command of another domain; Page and the others stay shared (Chrome
+/// enables parts of them implicitly, e.g. DOM by `DOM.getDocument`).
+const OWN_ENABLE_EVENTS: [&str; 2] = ["Network", "Log"];
+
+/// The domain of an event that goes only to clients that enabled it
+/// ([`Ledger::has_enabled`]), if `method` is one.
+pub fn own_enable_domain(method: &str) -> Option<&str> {
+    method.split_once('.').map(|(domain, _)| domain).filter(|domain| OWN_ENABLE_EVENTS.contains(domain))
+}
+
 /// What `method` (with raw `params`) does to the shared session.
 pub fn classify(method: &str, params: Option<&RawValue>) -> Effect {
     if let Some(setting) = SETTINGS.iter().find(|s| s.method == method) {
@@ -257,6 +270,15 @@ impl Ledger {
             }
         };
         &mut self.sessions[index].1
+    }
+
+    /// Whether `client` enabled `domain` on `child` (`None`: the tab itself).
+    pub fn has_enabled(&self, client: u64, child: Option<&str>, domain: &str) -> bool {
+        self.sessions
+            .iter()
+            .find(|(c, _)| c.as_deref() == child)
+            .and_then(|(_, books)| books.enabled.get(domain))
+            .is_some_and(|clients| clients.contains(&client))
     }
 
     /// Keeps the books for `client`'s command on `child` (before it is

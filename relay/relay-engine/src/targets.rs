@@ -202,6 +202,16 @@ impl Target {
         self.runtime(child).is_some_and(|s| s.clients.contains(&client))
     }
 
+    /// Whether Chrome's event `method` on this session goes to `client`:
+    /// context events and those of [`crate::ledger::own_enable_domain`]
+    /// only when the client enabled their domain there; the rest to all.
+    pub fn wants_event(&self, client: u64, child: Option<&str>, method: &str) -> bool {
+        if method.starts_with("Runtime.executionContext") {
+            return self.wants_runtime_events(client, child);
+        }
+        crate::ledger::own_enable_domain(method).is_none_or(|domain| self.ledger.has_enabled(client, child, domain))
+    }
+
     /// A client left: its subscriptions go, and the commands that take back
     /// what it set are returned (Runtime off when nobody else uses it, then
     /// its ledger entries).
