@@ -145,7 +145,13 @@ function cell(row, className) {
 }
 
 // Rows are built with textContent only: titles and URLs come from web pages.
+// They are rebuilt only when what they show changed, so that a refresh does
+// not take the focus (or a half-done click) from a "Stop sharing" button.
+let shownTabs = null;
 function showTabs(tabs) {
+  const shown = JSON.stringify(tabs);
+  if (shown === shownTabs) return;
+  shownTabs = shown;
   const rows = $('rows');
   rows.replaceChildren();
   for (const tab of tabs) {

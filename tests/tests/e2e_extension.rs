@@ -527,6 +527,16 @@ async fn the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing
     let groups = page_until(&env, &options, "document.getElementById('groups').textContent").await;
     assert!(groups.as_str().unwrap().contains("\"Browser Relay\" tab group"), "{groups}");
 
+    // A focused "Stop sharing" button keeps the focus across refreshes (each
+    // rewrites #state) while nothing it shows changed.
+    let focus = "(() => { window.__stop = document.querySelector('#rows tr button.stop'); __stop.focus(); \
+                 window.__refreshes = 0; new MutationObserver(() => __refreshes++) \
+                 .observe(document.getElementById('state'), {childList: true}); return true; })()";
+    page_until(&env, &options, focus).await;
+    page_until(&env, &options, "__refreshes >= 2").await;
+    let kept = page_until(&env, &options, "String(__stop.isConnected && document.activeElement === __stop)").await;
+    assert_eq!(kept, "true", "a refresh took the focus from the button");
+
     // "Stop sharing" on the row.
     page_until(&env, &options, "(document.querySelector('#rows tr button.stop').click(), true)").await;
     env.wait_for_tabs(0, Duration::from_secs(10)).await.expect("stopped from the options page");
