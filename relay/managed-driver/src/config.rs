@@ -565,6 +565,12 @@ fn check_headers(headers: &BTreeMap<String, Secret>) -> Result<CdpHeaders, Strin
         if OWN_HEADERS.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
             return Err(format!("{name} is set by Browser Relay's client"));
         }
+        // Header names are case-insensitive: two spellings would send the
+        // header twice, and which one a farm reads is its own choice.
+        if let Some((other, _)) = checked.iter().find(|(other, _): &&(String, Secret)| other.eq_ignore_ascii_case(name))
+        {
+            return Err(format!("{other} and {name} are the same header (names ignore case): keep one"));
+        }
         // Visible ASCII, spaces and tabs: never a line break that would end
         // the header and start another.
         let value = value.expose();
@@ -865,6 +871,10 @@ mod tests {
                 "set by Browser Relay",
             ),
             (remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { \"a b\" = \"s3cr3t\" }"), "is not a header name"),
+            (
+                remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Authorization = \"s3cr3t\", authorization = \"x\" }"),
+                "Authorization and authorization are the same header",
+            ),
             (
                 remote("cdpUrl = \"wss://f/\"\ncdpHeaders = { Authorization = \"Bearer s3cr3t\\r\\nX: y\" }"),
                 "line breaks",
