@@ -3,10 +3,11 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use browser_relay::control::DEFAULT_CONTROL_PORT;
-use browser_relay::control::client::ControlClient;
+use browser_relay::control::client::{ControlClient, StartServer};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
 use control_engine::error::Surface;
@@ -259,7 +260,9 @@ fn init_logging() {
                 .with_filter(filter)
                 .with_filter(quotes_requests),
         )
-        .init();
+        // Once per process: an `mcp` that takes over a server calls it again.
+        .try_init()
+        .ok();
 }
 
 /// Stops the server, then the browsers this process launched: they speak
@@ -276,39 +279,81 @@ async fn stop_server(state: &StateDir, server: RunningServer) {
 /// `browser-relay mcp`: the tools over the running serve's control API
 /// when one listens on `control_port`; else over a relay and control API
 /// this process runs itself, on the usual ports (the extension and CDP
-/// clients reach it as they reach serve), until the host ends it.
+/// clients reach it as they reach serve), until the host ends it. When the
+/// server it used goes away later (another `mcp` that ran it was closed by
+/// its host), it runs its own from then on: agents sharing one machine keep
+/// working whichever of them ends first.
 async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<()> {
     let token = state.load_or_create_token()?;
     let control = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), control_port);
-    let mut own = None;
-    if !browser_relay::net::is_taken(control) {
-        init_logging();
-        let addr = SocketAddr::new(control.ip(), port);
-        let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
-        match RunningServer::start(options).await {
-            Ok(server) => {
-                tracing::info!(
-                    "no `browser-relay serve` was running: this MCP server runs the relay on {} and the control API on {} until its host ends it",
-                    server.addr,
-                    server.control_url().unwrap_or_default()
-                );
-                own = Some(server);
-            }
-            // Another process (a second MCP server, a serve starting)
-            // took the port meanwhile: use it.
-            Err(_) if browser_relay::net::is_taken(control) => {}
-            Err(error) => {
-                return Err(error).context("no `browser-relay serve` answers, and this MCP server cannot run its own");
-            }
-        }
+    let own: Arc<tokio::sync::Mutex<Option<RunningServer>>> = Arc::default();
+    if let Some(server) = own_server(state, port, control)
+        .await
+        .context("no `browser-relay serve` answers, and this MCP server cannot run its own")?
+    {
+        tracing::info!(
+            "no `browser-relay serve` was running: this MCP server runs the relay on {} and the control API on {} until its host ends it",
+            server.addr,
+            server.control_url().unwrap_or_default()
+        );
+        *own.lock().await = Some(server);
     }
-    let control_port = own.as_ref().and_then(|s| s.control.as_ref()).map_or(control_port, |(addr, _)| addr.port());
-    let client = ControlClient::new(control_port, token).on(Surface::Mcp);
+    let control_port = match own.lock().await.as_ref().and_then(|s| s.control.as_ref()) {
+        Some((addr, _)) => addr.port(),
+        None => control_port,
+    };
+    let revive: Arc<StartServer> = {
+        let (state, own) = (state.clone(), own.clone());
+        let control = SocketAddr::new(control.ip(), control_port);
+        Arc::new(move || {
+            let (state, own) = (state.clone(), own.clone());
+            Box::pin(async move {
+                let mut own = own.lock().await;
+                if own.is_some() {
+                    // Ours answers no more: nothing this process can mend.
+                    return Err("this MCP server's own control API stopped answering".to_string());
+                }
+                match own_server(&state, port, control).await {
+                    Ok(Some(server)) => {
+                        tracing::info!(
+                            "the control API this MCP server used went away: it now runs the relay on {} and the control API on {} itself",
+                            server.addr,
+                            server.control_url().unwrap_or_default()
+                        );
+                        *own = Some(server);
+                        Ok(())
+                    }
+                    // Another process took the port first: use it.
+                    Ok(None) => Ok(()),
+                    Err(error) => Err(format!("it went away, and this MCP server cannot run its own: {error:#}")),
+                }
+            })
+        })
+    };
+    let client = ControlClient::new(control_port, token).on(Surface::Mcp).reviving(revive);
     let served = mcp::McpServer::new(client, state.media()).serve_stdio().await;
-    if let Some(server) = own {
+    if let Some(server) = own.lock().await.take() {
         stop_server(state, server).await;
     }
     served
+}
+
+/// A relay on `port` and a control API on `control`, run by this process,
+/// unless something already listens on `control` (`None`: use that).
+async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow::Result<Option<RunningServer>> {
+    if browser_relay::net::is_taken(control) {
+        return Ok(None);
+    }
+    init_logging();
+    let addr = SocketAddr::new(control.ip(), port);
+    let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
+    match RunningServer::start(options).await {
+        Ok(server) => Ok(Some(server)),
+        // Another process (a second MCP server, a serve starting) took the
+        // port meanwhile: use it.
+        Err(_) if browser_relay::net::is_taken(control) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, start }: Serve) -> anyhow::Result<()> {

@@ -513,6 +513,51 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     assert_no_token(home.path(), "the MCP server's log", "");
 }
 
+/// Two agents on one machine, each with its MCP server: the first runs the
+/// relay and the control API, the second uses them. When the first one's
+/// host ends it (and its browsers with it), the second keeps working: its
+/// next call finds nothing listening and it runs its own server.
+#[test]
+fn the_second_mcp_server_keeps_working_when_the_first_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let control = free_port().to_string();
+    let log = || std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("serve.log")).unwrap();
+    let args = ["mcp", "--port", "0", "--control-port", &control];
+    let initialized = |host: &mut McpHost| {
+        host.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        );
+        host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    };
+    // The first answers only once its server runs (it starts before stdio).
+    let mut first = McpHost::spawn_with(home.path(), &args, log());
+    let guard = Running::for_browsers_of(home.path());
+    initialized(&mut first);
+    let mut second = McpHost::spawn_with(home.path(), &args, log());
+    initialized(&mut second);
+
+    let site = tiny_site("<title>Shared</title>");
+    let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": format!("{site}/")}));
+    assert!(!is_error, "{opened}");
+    let first_chrome = guard.browser_pid().expect("the first's server launched the managed Chrome");
+    assert!(first.close().success());
+    within("the first's Chrome to go with it", 10, || !group_has_live_process(first_chrome));
+
+    let again = format!("{site}/?again");
+    let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": again}));
+    assert!(!is_error, "the second MCP server lost its control API: {opened}");
+    let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
+    assert_eq!((opened["profile"].as_str(), opened["url"].as_str()), (Some("managed"), Some(again.as_str())));
+    let second_chrome = guard.browser_pid().expect("a managed Chrome of its own");
+    assert_ne!(second_chrome, first_chrome);
+    let (is_error, snapshot, _) = second.call("browser_snapshot", serde_json::json!({}));
+    assert!(!is_error && snapshot.starts_with("managed · tab "), "{snapshot}");
+    assert!(second.close().success());
+    within("the second's Chrome to go with it", 10, || !group_has_live_process(second_chrome));
+    assert_no_token(home.path(), "the MCP servers' log", "");
+}
+
 /// The README's main command, then the agent commands as a new user types
 /// them, without a flag: they reach the managed Chrome run.sh started (no
 /// tab is shared, so `auto` means it). The ports are moved through the

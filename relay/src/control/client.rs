@@ -33,9 +33,14 @@ pub enum ClientError {
     Unexpected { path: String, reason: String },
 }
 
+/// Starts a control API on the client's port when none listens there any
+/// more; `Ok` when one may be reached now (started, or another process
+/// was faster), else why not.
+pub type StartServer = dyn Fn() -> futures_util::future::BoxFuture<'static, Result<(), String>> + Send + Sync + 'static;
+
 /// A control API on a loopback port, with this install's token (which
 /// never leaves: see the module doc).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ControlClient {
     port: u16,
     token: Token,
@@ -43,11 +48,33 @@ pub struct ControlClient {
     surface: Surface,
     /// The session secret, once the server proved itself.
     session: std::sync::Arc<tokio::sync::Mutex<Option<String>>>,
+    /// What to do when nothing listens on the port (see [`Self::reviving`]).
+    revive: Option<std::sync::Arc<StartServer>>,
+}
+
+impl std::fmt::Debug for ControlClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlClient")
+            .field("port", &self.port)
+            .field("surface", &self.surface)
+            .field("revives", &self.revive.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token, surface: Surface::Http, session: Default::default() }
+        Self { port, token, surface: Surface::Http, session: Default::default(), revive: None }
+    }
+
+    /// A client that, finding nothing listening on its port (the server it
+    /// used ended: another `browser-relay mcp` that ran it was closed by
+    /// its host), has `start` run one and sends the request again. Only a
+    /// refused connection does this: the request never reached a server,
+    /// so sending it again cannot do anything twice.
+    pub fn reviving(mut self, start: std::sync::Arc<StartServer>) -> Self {
+        self.revive = Some(start);
+        self
     }
 
     /// A client whose answers are read on `surface` (the CLI, MCP): the
@@ -154,8 +181,13 @@ impl ControlClient {
         body: Option<&[u8]>,
     ) -> Result<HttpResponse, ClientError> {
         let url = format!("http://127.0.0.1:{}{path}", self.port);
-        http_client::request(method, &url, headers, body)
-            .await
-            .map_err(|source| ClientError::Unreachable { port: self.port, source })
+        let unreachable = |source| ClientError::Unreachable { port: self.port, source };
+        match (http_client::request(method, &url, headers, body).await, &self.revive) {
+            (Err(refused), Some(start)) if refused.kind() == std::io::ErrorKind::ConnectionRefused => {
+                start().await.map_err(|why| unreachable(std::io::Error::new(refused.kind(), why)))?;
+                http_client::request(method, &url, headers, body).await.map_err(unreachable)
+            }
+            (answer, _) => answer.map_err(unreachable),
+        }
     }
 }
