@@ -476,6 +476,28 @@ async fn after_the_farm_drops_the_connection_the_next_request_reconnects() {
     serve.assert_log_clean();
 }
 
+/// config.toml edited while serve runs to point the profile at another
+/// farm: the next request goes there, and the connection to the old farm
+/// is closed (a farm may bill an open one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_config_edit_the_next_request_goes_to_the_new_farm() {
+    let (old, new) = (Farm::start("header"), Farm::start("token"));
+    let serve = Serve::start(&old.config, &[&old.secret, &new.secret]).await;
+    serve.api_ok("POST", "/tabs/open", Some(json!({"url": "data:text/html,<title>On the old farm</title>"}))).await;
+    assert_eq!((old.front.upgrades(), old.front.open_connections()), (1, 1));
+
+    std::fs::write(serve.path().join("config.toml"), &new.config).unwrap();
+    let tabs = serve.api_ok("GET", "/tabs", None).await;
+    assert!(!tabs.to_string().contains("On the old farm"), "still the old farm's browser: {tabs}");
+    assert_eq!(new.front.upgrades(), 1, "one connection to the new farm");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while old.front.open_connections() != 0 {
+        assert!(Instant::now() < deadline, "the old farm's connection stays open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    serve.assert_log_clean();
+}
+
 /// A network that drops the farm's connection silently (no FIN, as a NAT
 /// timing out) is noticed by the liveness check within a few handshake
 /// deadlines, and the next request connects again instead of waiting on a

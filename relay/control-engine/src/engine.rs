@@ -152,7 +152,12 @@ impl Engine {
     /// one (a lost connection is replaced on the next request).
     pub(crate) async fn conn(&self, profile: &Profile) -> Result<Arc<Conn>, ControlError> {
         if let Some(conn) = self.live_conn(&profile.name) {
-            return Ok(conn);
+            if !self.0.browsers.drop_outdated_remote(profile).await {
+                return Ok(conn);
+            }
+            // config.toml was edited to reach the profile's browser another
+            // way: this connection went to the old one.
+            self.disconnect(&profile.name).await;
         }
         let gate = self
             .0

@@ -148,6 +148,25 @@ impl ManagedBrowsers {
         remotes.as_ref()?.get(&self.remote_key(name)).filter(|r| !r.pipe.is_closed()).map(|r| r.browser_id.clone())
     }
 
+    /// Closes the open connection of `profile` to a remote browser when
+    /// config.toml no longer reaches it that way (the `cdpUrl`, its
+    /// headers or deadlines were edited, or the profile is not remote any
+    /// more); whether it did. The next request connects as config.toml says.
+    pub async fn drop_outdated_remote(&self, profile: &Profile) -> bool {
+        let outdated = {
+            let remotes = remotes();
+            remotes.as_ref().and_then(|r| r.get(&self.remote_key(&profile.name))).is_some_and(|remote| {
+                let now = profile.remote_url().map(|url| (url, profile.dial()));
+                !remote.pipe.is_closed() && now.as_ref() != Some(&remote.reach)
+            })
+        };
+        if outdated {
+            tracing::info!(profile = %profile.name, "config.toml reaches the remote browser another way now");
+            self.disconnect_remote(&profile.name).await;
+        }
+        outdated
+    }
+
     /// Closes the connection to the profile's remote browser, if open,
     /// after an attempt under way has finished (else it would open one
     /// after `stop` returned, and a farm may bill it).

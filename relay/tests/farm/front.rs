@@ -89,6 +89,8 @@ struct FrontState {
     /// Cancelled to cut every connection of the current generation.
     generation: Arc<Mutex<CancellationToken>>,
     upgrades: Arc<AtomicUsize>,
+    /// WebSockets open now (relaying).
+    open: Arc<AtomicUsize>,
     refused: Arc<AtomicUsize>,
     /// Connections open now stop passing frames but stay open
     /// ([`Front::go_silent`]).
@@ -117,6 +119,7 @@ impl Front {
             browser_ws: browser_ws.to_string(),
             generation: Arc::new(Mutex::new(CancellationToken::new())),
             upgrades: Arc::new(AtomicUsize::new(0)),
+            open: Arc::new(AtomicUsize::new(0)),
             refused: Arc::new(AtomicUsize::new(0)),
             silenced: Arc::new(Mutex::new(CancellationToken::new())),
         };
@@ -134,6 +137,11 @@ impl Front {
     /// WebSockets it has accepted (and relayed) so far.
     pub fn upgrades(&self) -> usize {
         self.state.upgrades.load(Ordering::SeqCst)
+    }
+
+    /// WebSockets open now: accepted and not yet closed by either side.
+    pub fn open_connections(&self) -> usize {
+        self.state.open.load(Ordering::SeqCst)
     }
 
     /// Requests it refused for want of the credential.
@@ -244,7 +252,12 @@ async fn socket(State(state): State<FrontState>, upgrade: WebSocketUpgrade, requ
     let cut = state.generation.lock().unwrap().clone();
     let silenced = state.silenced.lock().unwrap().clone();
     let browser_ws = state.browser_ws.clone();
-    upgrade.max_message_size(256 << 20).on_upgrade(move |client| relay(client, browser_ws, cut, silenced))
+    let open = state.open.clone();
+    upgrade.max_message_size(256 << 20).on_upgrade(move |client| async move {
+        open.fetch_add(1, Ordering::SeqCst);
+        relay(client, browser_ws, cut, silenced).await;
+        open.fetch_sub(1, Ordering::SeqCst);
+    })
 }
 
 /// Frames both ways between the client and the browser, until either
