@@ -218,6 +218,31 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     assert_eq!(documents["requests"][0]["url"], second.as_str(), "{documents}");
 }
 
+/// An agent and scripts take turns on the user's browser, as they do all
+/// day: a tab a script opens (and the relay closes when the script leaves)
+/// never takes the agent's requests nor makes them ambiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_keeps_its_tab_while_scripts_open_and_leave_their_own() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let api = &env.control;
+    let href = json!({"kind": "evaluate", "fn": "() => location.href"});
+    assert_eq!(api.ok("POST", "/act", Some(href.clone())).await["result"], index.as_str());
+    for round in 0..3 {
+        let (script, _events) = relay_client(&env).await;
+        let url = format!("{}/index.html?script={round}", env.fixtures.url());
+        script.call("Target.createTarget", json!({"url": url}), None).await.unwrap();
+        env.wait_for_tabs(2, Duration::from_secs(10)).await.unwrap();
+        let (status, answer) = api.call("POST", "/act", Some(href.clone())).await;
+        assert_eq!((status, &answer["result"]), (200, &json!(index)), "round {round}, the script's tab open: {answer}");
+        script.close();
+        // The relay closes the tab the script opened.
+        env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
+        let (status, answer) = api.call("GET", "/snapshot", None).await;
+        assert_eq!(status, 200, "round {round}, after the script left: {answer}");
+        assert_eq!(answer["url"], index.as_str(), "{answer}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");

@@ -69,7 +69,9 @@ async fn unanswered_dialog(
 impl Engine {
     /// The connection and the tab a request is about: an explicit
     /// `targetId`, else the profile's current tab (last opened or focused),
-    /// else the only tab.
+    /// else the only tab, which becomes current: a tab another client opens
+    /// later (a script on the same browser) must not take the agent's
+    /// requests, nor make them ambiguous.
     pub(crate) async fn tab(&self, selector: &TabSelector) -> Result<(Profile, Arc<Conn>, String), ControlError> {
         let profile = self.profile(selector.profile()).await?;
         let conn = self.conn(&profile).await?;
@@ -88,7 +90,10 @@ impl Engine {
             }
             None => match (current, tabs.as_slice()) {
                 (Some(current), _) => current,
-                (None, [only]) => only.target_id.clone(),
+                (None, [only]) => {
+                    self.set_current(&profile.name, &only.target_id);
+                    only.target_id.clone()
+                }
                 (None, []) if profile.driver == Driver::Extension => return Err(ControlError::NoSharedTab),
                 (None, []) => return Err(ControlError::NoTab(profile.name.clone())),
                 (None, _) => return Err(ControlError::AmbiguousTab(tab_list(&tabs))),
