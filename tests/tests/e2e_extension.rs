@@ -65,6 +65,16 @@ async fn popups_of_a_shared_tab_are_attached() {
     let opener_group = env.wait_for_group(&env.index_url(), true, Duration::from_secs(10)).await.unwrap();
     let popup_group = env.wait_for_group(&popup_url, true, Duration::from_secs(10)).await.unwrap();
     assert_eq!(popup_group["id"], opener_group["id"], "one group per window: {popup_group}");
+
+    // The popup is the active tab now; the opener, in the background, opens
+    // another. Chrome's tab strip names the active tab as its `openerTabId`;
+    // the client is told the page that really opened it (Playwright's
+    // `popup` event fires on it; it timed out when the relay passed the
+    // tab strip's opener on).
+    let second_url = format!("{}/index.html?second-popup", env.fixtures.url());
+    e2e::open_popup(&client, &session, &second_url).await.unwrap();
+    let second = next_event(&mut events, "Target.attachedToTarget").await;
+    assert_eq!(second.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"], "{second:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

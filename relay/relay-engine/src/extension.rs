@@ -565,6 +565,10 @@ impl Relay {
             url: String,
             #[serde(default)]
             title: String,
+            /// The page that opened it (`window.open`, a link with a
+            /// target), as Chrome knows it.
+            #[serde(default)]
+            opener_id: Option<String>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -580,7 +584,13 @@ impl Relay {
         if let Some(target) = registry.by_tab(tab.tab_id) {
             return Ok(target.target_id.clone());
         }
-        let opener_target = tab.opener_tab_id.and_then(|o| registry.by_tab(o));
+        // Chrome's own opener first: the tab strip's `openerTabId` names the
+        // tab that was active when the tab opened, which is not the opener
+        // when a page in a background tab calls `window.open`.
+        let opener_target = match &info.opener_id {
+            Some(opener) => registry.by_target_id(opener),
+            None => tab.opener_tab_id.and_then(|o| registry.by_tab(o)),
+        };
         let opener = opener_target.map(|t| t.target_id.clone());
         // A popup belongs to the clients driving its opener (see `owners`).
         let mut owners: Vec<u64> =
