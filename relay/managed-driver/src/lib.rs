@@ -227,6 +227,15 @@ fn signal_group(pid: u32, signal: nix::sys::signal::Signal) {
     }
 }
 
+/// Waits (up to `within`) until no live process remains in the process
+/// group `pgid`; a process gives no event to await from here.
+async fn wait_group_gone(pgid: u32, within: Duration) {
+    let deadline = Instant::now() + within;
+    while group_alive(pgid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Whether any live process remains in the process group `pgid` (zombies,
 /// which run nothing and wait for a reaper, do not count).
 fn group_alive(pgid: u32) -> bool {
@@ -699,7 +708,11 @@ impl ManagedBrowsers {
         let Some(record) = record_in(dir) else { return };
         if !is_ours_on_disk(dir, record.pid) {
             // Crashed, or the pid now belongs to another process: signal
-            // nothing, forget the record.
+            // nothing, forget the record. A crashed browser's helpers can
+            // still be writing into the folder for a moment: let them go
+            // first, so that deleting an ephemeral folder does not race
+            // them (it did: the folder was left behind).
+            wait_group_gone(record.pid, Duration::from_secs(3)).await;
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -716,10 +729,7 @@ impl ManagedBrowsers {
         // Helpers that outlived the browser: none may be left when stop
         // returns (no orphans).
         signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while group_alive(record.pid) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_group_gone(record.pid, Duration::from_secs(3)).await;
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
     }
