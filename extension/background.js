@@ -14,7 +14,12 @@ function dispatch(kind, payload) {
   try { wasm.dispatch(kind, payload); } catch (e) { console.error('Browser Relay: dispatch failed', kind, e); }
 }
 
+// Events received by this run of the worker, by kind: for diagnostics from
+// DevTools (chrome://extensions → "service worker" → `browserRelay.events`).
+self.browserRelay = { events: {} };
+
 function queue(kind, payload) {
+  self.browserRelay.events[kind] = (self.browserRelay.events[kind] ?? 0) + 1;
   if (ready) dispatch(kind, payload); else early.push([kind, payload]);
 }
 

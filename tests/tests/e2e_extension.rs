@@ -26,6 +26,10 @@ async fn relay_client(env: &ExtensionEnv) -> (CdpClient, UnboundedReceiver<CdpEv
 async fn a_click_shares_the_tab_with_playwright_and_a_second_click_takes_it_back() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
+    // The worker counts what it received (for DevTools, and for the set-up's
+    // check that Chrome delivered the click).
+    let clicks = env.worker_eval("self.browserRelay.events['action.onClicked']").await.unwrap();
+    assert!(clicks.as_u64() >= Some(1), "{clicks}");
     // The shared tab is in its window's orange "Browser Relay" group.
     let group = env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
     assert_eq!((group["title"].as_str(), group["color"].as_str()), (Some("Browser Relay"), Some("orange")), "{group}");
