@@ -146,6 +146,16 @@ async fn the_client_still_connected_keeps_what_it_set() {
     assert!(undone.contains(&("Network.disable".to_string(), json!({}))), "{undone:?}");
 }
 
+/// The methods of the events a client receives, up to and with `last`.
+async fn methods_until(events: &mut UnboundedReceiver<CdpEvent>, last: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    while seen.last().is_none_or(|m| m != last) {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.recv()).await.expect("events").unwrap();
+        seen.push(event.method);
+    }
+    seen
+}
+
 /// On Chrome's own port a client's session gets only the Network and Log
 /// events it enabled; through the one shared debugger session the relay
 /// sends them only to the clients that enabled the domain there.
@@ -172,14 +182,7 @@ async fn network_and_log_events_reach_only_the_clients_that_enabled_them() {
         let event = e2e::next_event(&mut a_events, method, Duration::from_secs(5)).await;
         assert_eq!(event.session_id.as_deref(), Some(a_page.as_str()));
     }
-    let mut seen = Vec::new();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(5), b_events.recv()).await.expect("B's events").unwrap();
-        seen.push(event.method.clone());
-        if event.method == "Page.loadEventFired" {
-            break;
-        }
-    }
+    let seen = methods_until(&mut b_events, "Page.loadEventFired").await;
     assert!(!seen.iter().any(|m| m.starts_with("Network.") || m.starts_with("Log.")), "B enabled neither: {seen:?}");
 
     // A's disable stops its own (Chrome's domain stays on for nobody else
@@ -191,14 +194,7 @@ async fn network_and_log_events_reach_only_the_clients_that_enabled_them() {
     disabled.await.unwrap();
     setup.ext.event(4, None, "Network.loadingFinished", json!({"requestId": "r1", "timestamp": 2.0}));
     setup.ext.event(4, None, "Page.domContentEventFired", json!({"timestamp": 2.5}));
-    let mut seen = Vec::new();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(5), a_events.recv()).await.expect("A's events").unwrap();
-        seen.push(event.method.clone());
-        if event.method == "Page.domContentEventFired" {
-            break;
-        }
-    }
+    let seen = methods_until(&mut a_events, "Page.domContentEventFired").await;
     assert!(!seen.contains(&"Network.loadingFinished".to_string()), "A disabled Network: {seen:?}");
 }
 
