@@ -153,13 +153,8 @@ impl ManagedBrowsers {
     /// headers or deadlines were edited, or the profile is not remote any
     /// more); whether it did. The next request connects as config.toml says.
     pub async fn drop_outdated_remote(&self, profile: &Profile) -> bool {
-        let outdated = {
-            let remotes = remotes();
-            remotes.as_ref().and_then(|r| r.get(&self.remote_key(&profile.name))).is_some_and(|remote| {
-                let now = profile.remote_url().map(|url| (url, profile.dial()));
-                !remote.pipe.is_closed() && now.as_ref() != Some(&remote.reach)
-            })
-        };
+        let outdated = self.remote_connected(&profile.name)
+            && profile.remote_url().is_none_or(|url| self.open_remote(profile, &(url, profile.dial())).is_none());
         if outdated {
             tracing::info!(profile = %profile.name, "config.toml reaches the remote browser another way now");
             self.disconnect_remote(&profile.name).await;
