@@ -378,11 +378,9 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         }
     }
     let options = server_options(state, addr, control, extension_ids, no_auth)?;
-    // From here on Ctrl-C and SIGTERM end serve cleanly (also while
-    // `--start` is launching browsers).
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt()).context("listening for Ctrl-C")?;
-    let mut terminate = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    // From here on Ctrl-C and the system's stop requests end serve cleanly
+    // (also while `--start` is launching browsers).
+    let mut signals = browser_relay::shutdown::ShutdownSignals::listen().context("listening for Ctrl-C")?;
     let server = RunningServer::start(options).await?;
     if let Some(url) = server.control_url() {
         tracing::info!(
@@ -405,11 +403,8 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
             }
         }
     }
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
-    tracing::info!("shutting down");
+    let why = signals.recv().await;
+    tracing::info!("shutting down ({why})");
     stop_server(state, server).await;
     Ok(())
 }

@@ -1,5 +1,9 @@
 //! The `browser-relay` binary as a user or script runs it: text by default,
 //! a stable `--json` envelope, non-zero exit codes on failure.
+//!
+//! Unix only: it starts Chromium and signals process groups. The Windows binary's own run is
+//! `tests/tests/e2e_wine.rs`.
+#![cfg(unix)]
 
 use std::process::Command;
 

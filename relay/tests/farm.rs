@@ -8,6 +8,10 @@
 //! answer, no CLI or MCP output, not serve's log at trace level. Then the
 //! failures a user meets: an untrusted certificate, an endpoint that never
 //! answers, a connection the farm drops.
+//!
+//! Unix only: it runs Chromium, Java and TLS fronts, and signals process groups. The Windows binary's own run is
+//! `tests/tests/e2e_wine.rs`.
+#![cfg(unix)]
 
 #[path = "../../tests/src/chromium.rs"]
 #[allow(dead_code)]

@@ -756,11 +756,12 @@ mod tests {
         let defaults = parse("").unwrap();
         assert!(!defaults.allow_file_urls && defaults.upload_roots.is_empty());
         assert_eq!((defaults.media_keep, defaults.media_max_age.as_secs()), (100, 24 * 3600));
+        let uploads = absolute("/home/me/uploads");
         let set =
-            parse("allowFileUrls = true\nuploadRoots = [\"/home/me/uploads\"]\nmediaKeep = 5\nmediaMaxAgeHours = 2")
+            parse(&format!("allowFileUrls = true\nuploadRoots = [{uploads:?}]\nmediaKeep = 5\nmediaMaxAgeHours = 2"))
                 .unwrap();
         assert!(set.allow_file_urls);
-        assert_eq!(set.upload_roots, vec![PathBuf::from("/home/me/uploads")]);
+        assert_eq!(set.upload_roots, vec![PathBuf::from(uploads)]);
         assert_eq!((set.media_keep, set.media_max_age.as_secs()), (5, 7200));
         assert!(parse("uploadRoots = [\"uploads\"]").unwrap_err().contains("not an absolute path"));
         assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
@@ -814,22 +815,28 @@ mod tests {
         assert!(shown.contains("wss://farm.example/?***") && !shown.contains("abc"), "{shown}");
     }
 
+    /// A path that is absolute on this system (`C:/…` on Windows).
+    fn absolute(unix: &str) -> String {
+        if cfg!(windows) { format!("C:{unix}") } else { unix.to_string() }
+    }
+
     #[test]
     fn remote_profiles_take_tls_urls_secret_headers_a_ca_file_and_deadlines() {
-        let config = parse(
+        let ca = absolute("/etc/farm/ca.pem");
+        let config = parse(&format!(
             r##"
             remoteCdpTimeoutMs = 2500
             remoteCdpHandshakeTimeoutMs = 7000
             [profiles.farm]
             driver = "managed"
             cdpUrl = "https://farm.example/?token=t0ps3cret"
-            cdpHeaders = { Authorization = "Bearer h3ad3rs3cret", "X-Team" = "qa" }
-            cdpCaFile = "/etc/farm/ca.pem"
+            cdpHeaders = {{ Authorization = "Bearer h3ad3rs3cret", "X-Team" = "qa" }}
+            cdpCaFile = {ca:?}
             [profiles.grid]
             driver = "managed"
             cdpUrl = "wss://grid.example:4444/session/abc/se/cdp"
             "##,
-        )
+        ))
         .unwrap();
         let farm = config.profile(Some("farm")).unwrap();
         assert!(!farm.launches());
@@ -837,7 +844,7 @@ mod tests {
         let dial = farm.dial();
         assert_eq!(dial.headers[0].0, "Authorization");
         assert_eq!(dial.headers[0].1.expose(), "Bearer h3ad3rs3cret");
-        assert_eq!(dial.ca_file.as_deref(), Some(Path::new("/etc/farm/ca.pem")));
+        assert_eq!(dial.ca_file.as_deref(), Some(Path::new(&ca)));
         assert_eq!((dial.connect_within.as_millis(), dial.handshake_within.as_millis()), (2500, 7000));
         assert_eq!(config.profile(Some("grid")).unwrap().dial().handshake_within.as_millis(), 7000);
         // Shown: the header's name, never its value nor the URL's token, in

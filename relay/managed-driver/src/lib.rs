@@ -76,12 +76,12 @@
 pub mod config;
 pub mod discovery;
 pub mod pipe;
+mod process;
 pub mod profile_files;
 pub mod remote;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,7 @@ use serde_json::json;
 use cdp_client::{CdpError, Channels};
 use config::{Config, ConfigError, Profile};
 use pipe::{Endpoint, Pipe};
+use process::Ending;
 
 /// How long a launched browser has to answer `Browser.getVersion`.
 pub const READY_WITHIN: Duration = Duration::from_secs(15);
@@ -166,9 +167,10 @@ pub struct BrowserStatus {
     pub detail: String,
 }
 
-/// Children this process launched, so their exit is reaped (a zombie still
-/// answers `kill(pid, 0)`).
-static CHILDREN: Mutex<Option<HashMap<u32, std::process::Child>>> = Mutex::new(None);
+/// Browsers this process launched, by pid: reaped when they exit (a
+/// zombie still answers `kill(pid, 0)`), and their process tree (on
+/// Windows a Job Object, which kills what is left when it drops).
+static CHILDREN: Mutex<Option<HashMap<u32, process::Launched>>> = Mutex::new(None);
 
 /// The pipes of the browsers this process launched, by profile folder.
 static PIPES: Mutex<Option<HashMap<PathBuf, Arc<Pipe>>>> = Mutex::new(None);
@@ -208,8 +210,8 @@ impl Drop for LaunchSlot {
 
 fn is_alive(pid: u32) -> bool {
     let mut children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(child) = children.get_or_insert_with(HashMap::new).get_mut(&pid) {
-        return match child.try_wait() {
+    if let Some(launched) = children.get_or_insert_with(HashMap::new).get_mut(&pid) {
+        return match launched.child.try_wait() {
             Ok(None) => true,
             _ => {
                 children.as_mut().map(|c| c.remove(&pid));
@@ -217,46 +219,28 @@ fn is_alive(pid: u32) -> bool {
             }
         };
     }
-    let Ok(pid) = i32::try_from(pid) else { return false };
-    !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH))
+    process::is_alive(pid)
 }
 
-fn signal_group(pid: u32, signal: nix::sys::signal::Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal);
-    }
+/// Ends the browser `pid` and every helper it started.
+fn end_tree(pid: u32, ending: Ending) {
+    let children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
+    process::end_tree(pid, children.as_ref().and_then(|c| c.get(&pid)).map(|l| &l.tree), ending);
 }
 
-/// Waits (up to `within`) until no live process remains in the process
-/// group `pgid`; a process gives no event to await from here.
-async fn wait_group_gone(pgid: u32, within: Duration) {
+/// Waits (up to `within`) until no live process remains of the browser
+/// `pid`'s tree; a process gives no event to await from here.
+async fn wait_tree_gone(pid: u32, within: Duration) {
     let deadline = Instant::now() + within;
-    while group_alive(pgid) && Instant::now() < deadline {
+    while tree_alive(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Whether any live process remains in the process group `pgid` (zombies,
-/// which run nothing and wait for a reaper, do not count).
-fn group_alive(pgid: u32) -> bool {
-    let Ok(group) = i32::try_from(pgid) else { return false };
-    if matches!(nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None), Err(nix::errno::Errno::ESRCH)) {
-        return false;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(entries) = std::fs::read_dir("/proc") else { return true };
-        entries.filter_map(Result::ok).any(|entry| {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-            // "pid (comm) state ppid pgrp …": comm may hold spaces.
-            let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-            matches!((fields.first(), fields.get(2)), (Some(state), Some(pgrp)) if *state != "Z" && pgrp.parse::<u32>() == Ok(pgid))
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        true
-    }
+/// Whether any live process remains of the browser `pid`'s tree.
+fn tree_alive(pid: u32) -> bool {
+    let children = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
+    process::tree_alive(pid, children.as_ref().and_then(|c| c.get(&pid)).map(|l| &l.tree))
 }
 
 /// Waits until `pid` is gone, up to `within`.
@@ -310,7 +294,7 @@ fn resolve_headless(profile: &Profile) -> bool {
 
 /// Chrome refuses to run as root without `--no-sandbox`.
 fn resolve_no_sandbox(profile: &Profile) -> bool {
-    profile.no_sandbox || nix::unistd::geteuid().is_root()
+    profile.no_sandbox || process::is_superuser()
 }
 
 /// The managed browsers of one state directory. Every value on the same
@@ -542,7 +526,7 @@ impl ManagedBrowsers {
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
-        let _lock = Self::lock(&dir).await?;
+        let lock = Self::lock(&dir).await?;
         // Registered under the lock: the stop of a previous run of this
         // name, which forgets it, has finished.
         if profile.ephemeral {
@@ -552,7 +536,7 @@ impl ManagedBrowsers {
         // Another process's browser on that folder is left alone.
         if profile.ephemeral && launched.as_ref().is_err_and(|e| !matches!(e, ManagedError::OwnedElsewhere { .. })) {
             self.forget_ephemeral(&profile.name);
-            let _ = std::fs::remove_dir_all(&dir);
+            let _ = remove_locked_folder(&dir, lock);
         }
         launched
     }
@@ -571,7 +555,7 @@ impl ManagedBrowsers {
         // A browser left on this profile's folder (its owner died and it has
         // not quit yet) would take the new launch over: end it first.
         if let Some(record) = record_in(dir).filter(|r| is_ours_on_disk(dir, r.pid)) {
-            signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+            end_tree(record.pid, Ending::Kill);
             wait_exit(record.pid, Duration::from_secs(2)).await;
         }
         // An ephemeral run starts clean: whatever a crashed run, or a serve
@@ -594,47 +578,14 @@ impl ManagedBrowsers {
 
         let args = launch_args(profile, &user_data_dir, resolve_headless(profile), resolve_no_sandbox(profile));
         let spawn_error = |source| ManagedError::Spawn { executable: executable.clone(), source };
-        let (browser_reads, to_browser) = std::io::pipe().map_err(spawn_error)?;
-        let (from_browser, browser_writes) = std::io::pipe().map_err(spawn_error)?;
-        let child = {
-            use command_fds::{CommandFdExt, FdMapping};
-            let mut command = std::process::Command::new(&executable);
-            command.args(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-            // The browser reads CDP on its fd 3 and writes on its fd 4.
-            command
-                .fd_mappings(vec![
-                    FdMapping { parent_fd: browser_reads.into(), child_fd: 3 },
-                    FdMapping { parent_fd: browser_writes.into(), child_fd: 4 },
-                ])
-                .expect("two distinct descriptors");
-            #[cfg(unix)]
-            {
-                use std::os::unix::process::CommandExt;
-                // Its own process group: stop can end every helper process,
-                // and a Ctrl-C aimed at our terminal does not reach it.
-                command.process_group(0);
-            }
-            command.spawn().map_err(spawn_error)?
-            // The command, and with it the browser's ends of the pipes,
-            // drops here: the browser's exit is then our end-of-file.
-        };
-        let pid = child.id();
-        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(pid, child);
+        let (launched, to_browser, from_browser) =
+            process::spawn_with_pipe(&executable, &args, stderr).map_err(spawn_error)?;
+        let pid = launched.child.id();
+        CHILDREN.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(pid, launched);
         tracing::info!(profile = %profile.name, pid, executable = %executable.display(), "launched the managed browser");
-        let pipe = match (
-            tokio::net::unix::pipe::Sender::from_owned_fd(to_browser.into()),
-            tokio::net::unix::pipe::Receiver::from_owned_fd(from_browser.into()),
-        ) {
-            (Ok(to_browser), Ok(from_browser)) => Ok(Pipe::start(to_browser, from_browser)),
-            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
-        };
-
-        let ready = match &pipe {
-            Ok(pipe) => Self::wait_ready(pipe, pid).await,
-            Err(why) => Err(why.clone()),
-        };
-        match (pipe, ready) {
-            (Ok(pipe), Ok((browser_id, browser_version))) => {
+        let pipe = Pipe::start(to_browser, from_browser);
+        match Self::wait_ready(&pipe, pid).await {
+            Ok((browser_id, browser_version)) => {
                 let record = RunRecord {
                     pid,
                     owner: std::process::id(),
@@ -653,15 +604,14 @@ impl ManagedBrowsers {
                 std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).map_err(profile_io)?;
                 Ok(self.status(profile))
             }
-            (_, Err(why)) => {
-                signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+            Err(why) => {
+                end_tree(pid, Ending::Kill);
                 wait_exit(pid, Duration::from_secs(2)).await;
                 let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(20).collect();
                 let stderr = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
                 Err(ManagedError::NotReady { secs: READY_WITHIN.as_secs(), why, stderr })
             }
-            (Err(why), Ok(_)) => unreachable!("no readiness without a pipe: {why}"),
         }
     }
 
@@ -692,10 +642,10 @@ impl ManagedBrowsers {
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
-        let _lock = Self::lock(&dir).await?;
+        let lock = Self::lock(&dir).await?;
         self.stop_locked(profile, &dir).await;
         if profile.ephemeral {
-            let removed = std::fs::remove_dir_all(&dir);
+            let removed = remove_locked_folder(&dir, lock);
             self.forget_ephemeral(&profile.name);
             removed.map_err(|source| ManagedError::Profile { path: dir.clone(), source })?;
         }
@@ -712,7 +662,7 @@ impl ManagedBrowsers {
             // still be writing into the folder for a moment: let them go
             // first, so that deleting an ephemeral folder does not race
             // them (it did: the folder was left behind).
-            wait_group_gone(record.pid, Duration::from_secs(3)).await;
+            wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -720,16 +670,16 @@ impl ManagedBrowsers {
             let _ = pipe.call("Browser.close", json!({}), Duration::from_secs(2)).await;
         }
         if !wait_exit(record.pid, Duration::from_secs(3)).await {
-            signal_group(record.pid, nix::sys::signal::Signal::SIGTERM);
+            end_tree(record.pid, Ending::Ask);
             if !wait_exit(record.pid, Duration::from_millis(2500)).await {
-                signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+                end_tree(record.pid, Ending::Kill);
                 wait_exit(record.pid, Duration::from_secs(2)).await;
             }
         }
         // Helpers that outlived the browser: none may be left when stop
         // returns (no orphans).
-        signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
-        wait_group_gone(record.pid, Duration::from_secs(3)).await;
+        end_tree(record.pid, Ending::Kill);
+        wait_tree_gone(record.pid, Duration::from_secs(3)).await;
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
     }
@@ -778,9 +728,9 @@ impl ManagedBrowsers {
                 continue;
             }
             if let Some(record) = record.filter(|r| is_ours_on_disk(&dir, r.pid)) {
-                signal_group(record.pid, nix::sys::signal::Signal::SIGKILL);
+                end_tree(record.pid, Ending::Kill);
             }
-            if std::fs::remove_dir_all(&dir).is_ok() {
+            if remove_locked_folder(&dir, lock).is_ok() {
                 tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
                 removed += 1;
             }
@@ -810,29 +760,32 @@ fn is_running_in(dir: &Path, record: &RunRecord) -> bool {
     piped && is_ours_on_disk(dir, record.pid)
 }
 
-/// A process is a browser on the profile folder `dir` (Linux reads its
-/// command line; elsewhere a live pid is taken as one).
+/// A process is a browser on the profile folder `dir` (where the system
+/// shows a process's command line, Linux; elsewhere a live pid is taken as
+/// one).
 fn is_ours_on_disk(dir: &Path, pid: u32) -> bool {
     if !is_alive(pid) {
         return false;
     }
-    #[cfg(target_os = "linux")]
-    {
-        let marker = format!("--user-data-dir={}", dir.join("user-data").display());
-        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-            return cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes());
-        }
-    }
-    true
+    let marker = format!("--user-data-dir={}", dir.join("user-data").display());
+    process::has_argument(pid, &marker).unwrap_or(true)
 }
 
 /// Whether the open `file` is the one at `path` now.
 fn is_same_file(file: &std::fs::File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(open), Ok(now)) => (open.dev(), open.ino()) == (now.dev(), now.ino()),
-        _ => false,
-    }
+    let open = file.try_clone().and_then(same_file::Handle::from_file);
+    matches!((open, same_file::Handle::from_path(path)), (Ok(open), Ok(now)) if open == now)
+}
+
+/// Deletes a profile folder whose `lock` the caller holds: all but the
+/// lock under it, then the lock and the folder (Windows deletes no file
+/// that is open, nor a folder with one in it). A start that takes the lock
+/// meanwhile finds its file deleted and takes a new one ([`ManagedBrowsers::lock`]).
+fn remove_locked_folder(dir: &Path, lock: std::fs::File) -> std::io::Result<()> {
+    clear_folder_but_lock(dir)?;
+    drop(lock);
+    std::fs::remove_file(dir.join("lock"))?;
+    std::fs::remove_dir(dir)
 }
 
 /// Empties a profile folder, keeping the lock its caller holds.
@@ -930,9 +883,9 @@ mod tests {
     fn only_ephemeral_folders_whose_process_is_gone_are_deleted_at_serve_start() {
         let state = tempfile::tempdir().unwrap();
         let browsers = ManagedBrowsers::new(state.path());
-        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        let mut exited = process::tests::exit_at_once();
         exited.wait().unwrap();
-        let mut alive = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut alive = process::tests::run_for_a_while();
         let folder = |name: &str, owner: Option<u32>| {
             let dir = state.path().join("ephemeral").join(name);
             std::fs::create_dir_all(dir.join("user-data")).unwrap();

@@ -41,11 +41,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::pipe::{Receiver, Sender};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use cdp_client::{CdpError, Channels};
+
+use crate::process::{BrowserReader as Receiver, BrowserWriter as Sender};
 
 /// The largest message the browser may send (a full-page screenshot is
 /// large; Chrome's own WebSocket limit is 256 MiB).
@@ -142,7 +143,7 @@ fn error_frame(id: Option<Box<RawValue>>, code: i64, message: &str) -> String {
 
 impl Pipe {
     /// Starts reading and writing the browser's pipe.
-    pub fn start(to_browser: Sender, from_browser: Receiver) -> Arc<Self> {
+    pub(crate) fn start(to_browser: Sender, from_browser: Receiver) -> Arc<Self> {
         let (pipe, rx) = Self::new();
         tokio::spawn(write_loop(to_browser, rx, pipe.closed.clone()));
         tokio::spawn(read_loop(from_browser, Arc::downgrade(&pipe), pipe.closed.clone()));
@@ -530,16 +531,10 @@ mod tests {
     }
 
     fn pipe_and_browser() -> (Arc<Pipe>, FakeBrowser) {
-        let (browser_reads, to_browser) = std::io::pipe().unwrap();
-        let (from_browser, browser_writes) = std::io::pipe().unwrap();
-        let pipe = Pipe::start(
-            Sender::from_owned_fd(to_browser.into()).unwrap(),
-            Receiver::from_owned_fd(from_browser.into()).unwrap(),
-        );
-        let browser = FakeBrowser {
-            commands: tokio::io::BufReader::new(Receiver::from_owned_fd(browser_reads.into()).unwrap()),
-            events: Sender::from_owned_fd(browser_writes.into()).unwrap(),
-        };
+        let (browser_reads, to_browser) = crate::process::async_pipe().unwrap();
+        let (from_browser, browser_writes) = crate::process::async_pipe().unwrap();
+        let pipe = Pipe::start(to_browser, from_browser);
+        let browser = FakeBrowser { commands: tokio::io::BufReader::new(browser_reads), events: browser_writes };
         (pipe, browser)
     }
 

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 mod media;
+mod private;
 pub use media::{MediaDir, Retention};
 
 /// Name of the environment variable that overrides the state directory.
@@ -61,34 +62,16 @@ impl StateDir {
         if self.root.is_dir() {
             return Ok(());
         }
-        fs::create_dir_all(&self.root).map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&self.root, fs::Permissions::from_mode(0o700))
-                .map_err(|source| StateDirError::Create { path: self.root.clone(), source })?;
-        }
-        Ok(())
+        private::create_private_dir(&self.root)
+            .map_err(|source| StateDirError::Create { path: self.root.clone(), source })
     }
 
     /// An existing token file readable by others is made owner-only again.
     fn tighten(path: &Path) -> Result<(), StateDirError> {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(path)
-                .map_err(|source| StateDirError::ReadToken { path: path.to_path_buf(), source })?
-                .permissions()
-                .mode();
-            if mode & 0o077 != 0 {
-                tracing::warn!(
-                    "token file {} was readable by others (mode {:o}); made it 0600",
-                    path.display(),
-                    mode & 0o777
-                );
-                fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-                    .map_err(|source| StateDirError::WriteToken { path: path.to_path_buf(), source })?;
-            }
+        let was = private::tighten_file(path)
+            .map_err(|source| StateDirError::WriteToken { path: path.to_path_buf(), source })?;
+        if let Some(was) = was {
+            tracing::warn!("token file {} was readable by others ({was}); made it the owner's alone", path.display());
         }
         Ok(())
     }
@@ -102,7 +85,7 @@ impl StateDir {
         self.root.join(TOKEN_FILE)
     }
 
-    /// Reads the install's token, creating it (random, mode 0600) on first use.
+    /// Reads the install's token, creating it (random, owner-only) on first use.
     pub fn load_or_create_token(&self) -> Result<Token, StateDirError> {
         self.ensure()?;
         let path = self.token_path();
@@ -136,14 +119,7 @@ fn write_new_private_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let temporary = path.with_file_name(format!(".{name}.{}.{call}", std::process::id()));
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let written = options.open(&temporary).and_then(|mut file| {
+    let written = private::create_new_private(&temporary).and_then(|mut file| {
         file.write_all(contents)?;
         file.write_all(b"\n")?;
         file.sync_all()

@@ -44,14 +44,7 @@ impl MediaDir {
         getrandom::fill(&mut random).map_err(|e| io::Error::other(e.to_string()))?;
         let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
         let path = self.dir.join(format!("{kind}-{}-{suffix}.{extension}", now.as_millis()));
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        options.open(&path)?.write_all(data)?;
+        crate::private::create_new_private(&path)?.write_all(data)?;
         self.prune(retention, &path);
         Ok(path)
     }
@@ -69,15 +62,7 @@ impl MediaDir {
     /// again (it is ours, unlike the state directory the user may choose).
     fn ensure(&self) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(&self.dir)?.permissions().mode();
-            if mode & 0o777 != 0o700 {
-                fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?;
-            }
-        }
-        Ok(())
+        crate::private::tighten_dir(&self.dir)
     }
 
     /// Deletes our files beyond the newest `keep` or older than `max_age`;

@@ -1,0 +1,153 @@
+//! The one seam between the managed driver and the operating system's
+//! processes: launching a browser with its CDP pipe, telling whether it
+//! (and every helper it started) still runs, and ending it.
+//!
+//! | concern | Unix (Linux, macOS) | Windows |
+//! |---|---|---|
+//! | the CDP pipe | the browser's fds 3 and 4 | two inherited handles named by `--remote-debugging-io-pipes=R,W` |
+//! | the browser and its helpers | its own process group | a Job Object that kills them all when closed |
+//! | asking it to end | `SIGTERM` to the group | none (Chrome has no console to signal): ending is killing |
+//! | killing it | `SIGKILL` to the group | `TerminateJobObject` |
+//! | a process of another serve | its group, by pid | the process, by pid (its job died with that serve) |
+//!
+//! The rules that are data (which switch names the pipes, which ending
+//! does what) are plain functions tested on every host; what needs the
+//! system is behind `cfg` in [`unix`] and [`windows`].
+
+use std::path::Path;
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as os;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as os;
+
+pub(crate) use os::{BrowserReader, BrowserWriter, Tree};
+
+/// How to end a browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Ask it to quit (Unix: `SIGTERM`); where a platform cannot ask, it
+    /// kills.
+    Ask,
+    /// Kill it and every helper it started.
+    Kill,
+}
+
+/// A browser this process launched: the child (reaped when it exits: a
+/// zombie still answers "alive") and the handle on all of its processes.
+#[derive(Debug)]
+pub(crate) struct Launched {
+    pub(crate) child: std::process::Child,
+    pub(crate) tree: Tree,
+}
+
+/// Launches `executable` with `args` (which hold `--remote-debugging-pipe`),
+/// its stdin and stdout empty and its stderr to `stderr`, in a tree of its
+/// own (so `stop` reaches every helper and a Ctrl-C aimed at our terminal
+/// does not reach it). Returns it and our ends of its CDP pipe.
+pub(crate) fn spawn_with_pipe(
+    executable: &Path,
+    args: &[String],
+    stderr: std::fs::File,
+) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
+    os::spawn_with_pipe(executable, args, stderr)
+}
+
+/// Our ends of an OS pipe as the async halves the CDP pipe reads and
+/// writes: what the tests' fake browser speaks over.
+#[cfg(test)]
+pub(crate) fn async_pipe() -> std::io::Result<(BrowserReader, BrowserWriter)> {
+    let (reader, writer) = std::io::pipe()?;
+    Ok((os::reader(reader)?, os::writer(writer)?))
+}
+
+/// Whether the process `pid` (not one of ours: those are asked through
+/// their [`Launched::child`]) is alive.
+pub(crate) fn is_alive(pid: u32) -> bool {
+    os::is_alive(pid)
+}
+
+/// Ends the browser `pid` and its helpers: through `ours` when this
+/// process launched it, else by pid (a browser of a serve that died).
+pub(crate) fn end_tree(pid: u32, ours: Option<&Tree>, ending: Ending) {
+    os::end_tree(pid, ours, ending);
+}
+
+/// Whether any process of the browser `pid`'s tree still runs (zombies,
+/// which run nothing, do not count).
+pub(crate) fn tree_alive(pid: u32, ours: Option<&Tree>) -> bool {
+    os::tree_alive(pid, ours)
+}
+
+/// Whether the process `pid` was started with the argument `arg`, where
+/// the system lets us read a process's command line (Linux); `None`
+/// elsewhere.
+pub(crate) fn has_argument(pid: u32, arg: &str) -> Option<bool> {
+    os::has_argument(pid, arg)
+}
+
+/// Whether we run with the rights that make Chrome refuse its sandbox
+/// (root on Unix; Chrome on Windows has no such rule).
+pub(crate) fn is_superuser() -> bool {
+    os::is_superuser()
+}
+
+/// The switch that names the browser's ends of the pipe on Windows: two
+/// handle values, read first, as unsigned integers (Chromium's
+/// `--remote-debugging-io-pipes`; without it Chrome looks for fds 3 and 4,
+/// which a Windows process does not have). Compiled on every host for its
+/// test.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) fn io_pipes_switch(browser_reads: usize, browser_writes: usize) -> String {
+    format!("--remote-debugging-io-pipes={browser_reads},{browser_writes}")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_names_the_pipe_handles_read_first_as_chromium_parses_them() {
+        assert_eq!(io_pipes_switch(3, 4), "--remote-debugging-io-pipes=3,4");
+        assert_eq!(io_pipes_switch(0x2c8, 0x2d0), "--remote-debugging-io-pipes=712,720");
+    }
+
+    #[tokio::test]
+    async fn an_os_pipe_carries_bytes_and_ends_when_its_writer_goes() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut reader, mut writer) = async_pipe().unwrap();
+        writer.write_all(b"{\"id\":1}\0").await.unwrap();
+        writer.flush().await.unwrap();
+        drop(writer);
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"{\"id\":1}\0");
+    }
+
+    #[test]
+    fn a_process_that_exited_is_not_alive_and_its_tree_is_gone() {
+        let mut exited = exit_at_once();
+        let pid = exited.id();
+        exited.wait().unwrap();
+        assert!(!is_alive(pid));
+        assert!(!tree_alive(pid, None));
+        assert!(is_alive(std::process::id()), "this test runs");
+    }
+
+    /// A process that exits at once.
+    pub(crate) fn exit_at_once() -> std::process::Child {
+        let (program, args): (&str, &[&str]) = if cfg!(windows) { ("cmd", &["/c", "exit"]) } else { ("true", &[]) };
+        std::process::Command::new(program).args(args).spawn().unwrap()
+    }
+
+    /// A process that runs for 30 s unless killed.
+    pub(crate) fn run_for_a_while() -> std::process::Child {
+        let (program, args): (&str, &[&str]) =
+            if cfg!(windows) { ("cmd", &["/c", "ping -n 30 127.0.0.1 >NUL"]) } else { ("sleep", &["30"]) };
+        std::process::Command::new(program).args(args).spawn().unwrap()
+    }
+}
