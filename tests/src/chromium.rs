@@ -113,11 +113,8 @@ fn tail(text: &str, max: usize) -> &str {
 
 impl Drop for Chromium {
     fn drop(&mut self) {
-        // SIGKILL the whole process group (the browser and every helper it
-        // started), addressed explicitly as a group: never a bare pid list.
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        }
+        // The whole process group: the browser and every helper it started.
+        crate::kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

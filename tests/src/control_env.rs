@@ -10,8 +10,6 @@ use browser_relay::server::RunningServer;
 use cdp_client::http::HttpResponse;
 use control_engine::Engine;
 use managed_driver::ManagedBrowsers;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::Value;
 use state_dir::Token;
 
@@ -181,8 +179,8 @@ impl Drop for ControlEnv {
             let Ok(profiles) = std::fs::read_dir(self.state.path().join(folder)) else { continue };
             for profile in profiles.filter_map(Result::ok) {
                 let run = std::fs::read(profile.path().join("run.json")).unwrap_or_default();
-                if let Some(pid) = serde_json::from_slice::<Value>(&run).ok().and_then(|r| r["pid"].as_i64()) {
-                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                if let Some(pid) = serde_json::from_slice::<Value>(&run).ok().and_then(|r| r["pid"].as_u64()) {
+                    crate::kill_group(pid as u32);
                 }
             }
         }

@@ -9,8 +9,6 @@ use browser_relay::server::RunningServer;
 use cdp_client::CdpClient;
 use managed_driver::ManagedBrowsers;
 use managed_driver::config::Config;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 use state_dir::Token;
 
@@ -117,7 +115,7 @@ pub struct Managed {
 impl Drop for Managed {
     fn drop(&mut self) {
         if let Some(record) = self.browsers.record("managed") {
-            let _ = killpg(Pid::from_raw(record.pid as i32), Signal::SIGKILL);
+            crate::kill_group(record.pid);
         }
     }
 }

@@ -1,6 +1,19 @@
 //! Which Chrome to launch: the profile's `executablePath`, else
-//! `$BROWSER_RELAY_CHROME`, else the usual places for the platform. A pure
-//! function over a view of the filesystem, so it is tested with fake trees.
+//! `$BROWSER_RELAY_CHROME`, else the usual places for the platform, in
+//! this order:
+//!
+//! - **Linux**: Debian's Chromium, Google Chrome, Ubuntu's Chromium, Chrome
+//!   for Testing (Puppeteer's cache, newest first), Edge, Brave; then
+//!   `chromium`, `google-chrome`, `microsoft-edge`, `brave-browser`… on `PATH`.
+//! - **macOS**: in `/Applications`, then `~/Applications`: Chrome Canary,
+//!   Chromium, Google Chrome, Microsoft Edge, Brave.
+//! - **Windows**: Chrome, Chrome Canary, Chromium, Edge, Brave, each in
+//!   `%ProgramFiles%`, `%ProgramFiles(x86)%` and `%LOCALAPPDATA%` where its
+//!   installer puts it; then `chrome.exe`, `msedge.exe`, `brave.exe` on `PATH`.
+//!
+//! A pure function over a view of the filesystem and the platform's
+//! [`Places`], so every platform's rules are tested on every host with
+//! fake trees.
 
 use std::path::{Path, PathBuf};
 
@@ -26,11 +39,48 @@ impl Platform {
     }
 }
 
+/// Where a platform keeps its applications, as the environment says
+/// (`%ProgramFiles%`, `%ProgramFiles(x86)%`, `%LOCALAPPDATA%` on Windows;
+/// the home folder everywhere).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Places {
+    pub home: Option<PathBuf>,
+    pub program_files: Option<PathBuf>,
+    pub program_files_x86: Option<PathBuf>,
+    pub local_app_data: Option<PathBuf>,
+}
+
+impl Places {
+    /// This process's places.
+    pub fn current() -> Self {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        Self {
+            home: std::env::home_dir(),
+            program_files: var("ProgramFiles"),
+            program_files_x86: var("ProgramFiles(x86)"),
+            local_app_data: var("LOCALAPPDATA"),
+        }
+    }
+
+    /// Windows' folders, with the defaults of an English install where the
+    /// environment does not name them.
+    fn windows_roots(&self) -> (PathBuf, PathBuf, Option<PathBuf>) {
+        let local = self.local_app_data.clone().or_else(|| self.home.as_ref().map(|h| h.join(r"AppData\Local")));
+        (
+            self.program_files.clone().unwrap_or_else(|| PathBuf::from(r"C:\Program Files")),
+            self.program_files_x86.clone().unwrap_or_else(|| PathBuf::from(r"C:\Program Files (x86)")),
+            local,
+        )
+    }
+}
+
 /// What discovery may look at.
 pub trait FileView {
     fn is_executable(&self, path: &Path) -> bool;
     /// A command name resolved through `PATH`.
     fn which(&self, name: &str) -> Option<PathBuf>;
+    /// The entries of a folder (none when it does not exist).
+    fn list(&self, dir: &Path) -> Vec<PathBuf>;
 }
 
 /// The real filesystem.
@@ -57,6 +107,10 @@ impl FileView for RealFiles {
             .map(|dir| dir.join(name))
             .find(|candidate| self.is_executable(candidate))
     }
+
+    fn list(&self, dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir).map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,46 +120,99 @@ pub enum DiscoveryError {
     #[error("${CHROME_ENV}={0} is not an executable file")]
     EnvMissing(PathBuf),
     #[error(
-        "no Chrome or Chromium found; looked in: {}. Install Chromium (Debian: apt-get install chromium) or set executablePath in config.toml or ${CHROME_ENV}",
+        "no Chrome, Chromium, Edge or Brave found; looked in: {}. Install one (Chrome: https://www.google.com/chrome/; Debian: apt-get install chromium) or set executablePath in config.toml or ${CHROME_ENV}",
         .0.join(", ")
     )]
     NotFound(Vec<String>),
 }
 
-/// Where to look on each platform, in order of preference.
-fn candidates(platform: Platform, home: Option<&Path>) -> (Vec<PathBuf>, Vec<&'static str>) {
+/// Where to look on each platform, in order of preference: paths, then
+/// commands on `PATH`.
+fn candidates(platform: Platform, places: &Places, files: &impl FileView) -> (Vec<PathBuf>, Vec<&'static str>) {
     match platform {
-        Platform::Linux => (
-            // Debian's real binary first: /usr/bin/chromium is a wrapper script.
-            ["/usr/lib/chromium/chromium", "/opt/google/chrome/chrome", "/usr/lib/chromium-browser/chromium-browser"]
-                .iter()
-                .map(PathBuf::from)
-                .collect(),
-            vec!["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"],
-        ),
+        Platform::Linux => {
+            let mut paths: Vec<PathBuf> = [
+                // Debian's real binary first: /usr/bin/chromium is a wrapper script.
+                "/usr/lib/chromium/chromium",
+                "/opt/google/chrome/chrome",
+                "/usr/lib/chromium-browser/chromium-browser",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+            paths.extend(chrome_for_testing(places, files));
+            paths.extend(["/opt/microsoft/msedge/msedge", "/opt/brave.com/brave/brave"].iter().map(PathBuf::from));
+            let commands = vec![
+                "chromium",
+                "chromium-browser",
+                "google-chrome",
+                "google-chrome-stable",
+                "chrome",
+                "microsoft-edge",
+                "microsoft-edge-stable",
+                "brave-browser",
+            ];
+            (paths, commands)
+        }
         Platform::MacOs => {
+            // The specs' order, then Edge and Brave.
             let apps = [
                 "Google Chrome Canary.app/Contents/MacOS/Google Chrome Canary",
                 "Chromium.app/Contents/MacOS/Chromium",
                 "Google Chrome.app/Contents/MacOS/Google Chrome",
+                "Microsoft Edge.app/Contents/MacOS/Microsoft Edge",
+                "Brave Browser.app/Contents/MacOS/Brave Browser",
             ];
             let mut dirs = vec![PathBuf::from("/Applications")];
-            if let Some(home) = home {
+            if let Some(home) = &places.home {
                 dirs.push(home.join("Applications"));
             }
             (dirs.iter().flat_map(|dir| apps.iter().map(move |app| dir.join(app))).collect(), Vec::new())
         }
         Platform::Windows => {
-            let roots = [r"C:\Program Files", r"C:\Program Files (x86)"];
-            let mut paths: Vec<PathBuf> =
-                roots.iter().map(|r| Path::new(r).join(r"Google\Chrome\Application\chrome.exe")).collect();
-            if let Some(home) = home {
-                paths.push(home.join(r"AppData\Local\Google\Chrome\Application\chrome.exe"));
-                paths.push(home.join(r"AppData\Local\Chromium\Application\chrome.exe"));
+            let (program_files, program_files_x86, local) = places.windows_roots();
+            // Each browser where its installer puts it: for every user
+            // (Program Files, either) or for one (LOCALAPPDATA).
+            let browsers: [(&str, bool, bool); 5] = [
+                // (its folder and executable, installed for every user, for one)
+                (r"Google\Chrome\Application\chrome.exe", true, true),
+                (r"Google\Chrome SxS\Application\chrome.exe", false, true),
+                (r"Chromium\Application\chrome.exe", true, true),
+                (r"Microsoft\Edge\Application\msedge.exe", true, false),
+                (r"BraveSoftware\Brave-Browser\Application\brave.exe", true, true),
+            ];
+            let mut paths = Vec::new();
+            for (app, machine, user) in browsers {
+                if machine {
+                    paths.push(program_files.join(app));
+                    paths.push(program_files_x86.join(app));
+                }
+                if let Some(local) = local.as_ref().filter(|_| user) {
+                    paths.push(local.join(app));
+                }
             }
-            (paths, vec!["chrome.exe"])
+            (paths, vec!["chrome.exe", "msedge.exe", "brave.exe"])
         }
     }
+}
+
+/// Chrome for Testing as Puppeteer and `@puppeteer/browsers` install it
+/// (`~/.cache/puppeteer/chrome/linux-<version>/chrome-linux64/chrome`),
+/// newest version first.
+fn chrome_for_testing(places: &Places, files: &impl FileView) -> Vec<PathBuf> {
+    let Some(home) = &places.home else { return Vec::new() };
+    let mut builds: Vec<(Vec<u64>, PathBuf)> = files
+        .list(&home.join(".cache/puppeteer/chrome"))
+        .into_iter()
+        .filter_map(|dir| {
+            let name = dir.file_name()?.to_str()?.to_string();
+            let version =
+                name.strip_prefix("linux-")?.split('.').map(str::parse).collect::<Result<Vec<u64>, _>>().ok()?;
+            Some((version, dir.join("chrome-linux64/chrome")))
+        })
+        .collect();
+    builds.sort_by(|a, b| b.0.cmp(&a.0));
+    builds.into_iter().map(|(_, path)| path).collect()
 }
 
 /// Finds the browser to launch.
@@ -113,7 +220,7 @@ pub fn discover(
     configured: Option<&Path>,
     env_override: Option<&Path>,
     platform: Platform,
-    home: Option<&Path>,
+    places: &Places,
     files: &impl FileView,
 ) -> Result<PathBuf, DiscoveryError> {
     if let Some(path) = configured {
@@ -130,7 +237,7 @@ pub fn discover(
             Err(DiscoveryError::EnvMissing(path.to_path_buf()))
         };
     }
-    let (paths, commands) = candidates(platform, home);
+    let (paths, commands) = candidates(platform, places, files);
     if let Some(found) = paths.iter().find(|p| files.is_executable(p)) {
         return Ok(found.clone());
     }
@@ -167,24 +274,38 @@ mod tests {
         fn which(&self, name: &str) -> Option<PathBuf> {
             Some(self.bin.join(name)).filter(|p| self.files.contains(p))
         }
+        fn list(&self, dir: &Path) -> Vec<PathBuf> {
+            let children = self.files.iter().filter_map(|f| {
+                let rest = f.strip_prefix(dir).ok()?;
+                Some(dir.join(rest.components().next()?))
+            });
+            children.collect::<HashSet<_>>().into_iter().collect()
+        }
+    }
+
+    fn linux(tree: &Tree) -> Result<PathBuf, DiscoveryError> {
+        let places = Places { home: Some("/home/ana".into()), ..Places::default() };
+        discover(None, None, Platform::Linux, &places, tree)
     }
 
     #[test]
     fn configured_path_wins_and_must_exist() {
         let tree = Tree::new(&["/opt/c/chrome", "/usr/lib/chromium/chromium"]);
-        let found = discover(Some(Path::new("/opt/c/chrome")), None, Platform::Linux, None, &tree);
+        let places = Places::default();
+        let found = discover(Some(Path::new("/opt/c/chrome")), None, Platform::Linux, &places, &tree);
         assert_eq!(found.unwrap(), PathBuf::from("/opt/c/chrome"));
-        let missing = discover(Some(Path::new("/nope")), None, Platform::Linux, None, &tree).unwrap_err();
+        let missing = discover(Some(Path::new("/nope")), None, Platform::Linux, &places, &tree).unwrap_err();
         assert_eq!(missing, DiscoveryError::ConfiguredMissing("/nope".into()));
     }
 
     #[test]
     fn env_override_comes_next() {
         let tree = Tree::new(&["/env/chrome", "/usr/lib/chromium/chromium"]);
-        let found = discover(None, Some(Path::new("/env/chrome")), Platform::Linux, None, &tree).unwrap();
+        let places = Places::default();
+        let found = discover(None, Some(Path::new("/env/chrome")), Platform::Linux, &places, &tree).unwrap();
         assert_eq!(found, PathBuf::from("/env/chrome"));
         assert!(
-            discover(None, Some(Path::new("/gone")), Platform::Linux, None, &tree)
+            discover(None, Some(Path::new("/gone")), Platform::Linux, &places, &tree)
                 .unwrap_err()
                 .to_string()
                 .contains(CHROME_ENV)
@@ -194,41 +315,118 @@ mod tests {
     #[test]
     fn linux_prefers_the_real_chromium_binary_then_path() {
         let tree = Tree::new(&["/usr/lib/chromium/chromium", "/usr/local/bin/google-chrome"]);
-        assert_eq!(
-            discover(None, None, Platform::Linux, None, &tree).unwrap(),
-            PathBuf::from("/usr/lib/chromium/chromium")
-        );
+        assert_eq!(linux(&tree).unwrap(), PathBuf::from("/usr/lib/chromium/chromium"));
         let tree = Tree::new(&["/usr/local/bin/google-chrome"]);
+        assert_eq!(linux(&tree).unwrap(), PathBuf::from("/usr/local/bin/google-chrome"));
+    }
+
+    #[test]
+    fn linux_finds_chrome_for_testing_newest_first_then_edge_then_brave() {
+        let cft = "/home/ana/.cache/puppeteer/chrome";
+        let old = format!("{cft}/linux-131.0.6778.85/chrome-linux64/chrome");
+        let new = format!("{cft}/linux-142.0.7444.59/chrome-linux64/chrome");
+        let edge = "/opt/microsoft/msedge/msedge";
+        let brave = "/opt/brave.com/brave/brave";
+        let tree = Tree::new(&[&old, &new, edge, brave]);
+        assert_eq!(linux(&tree).unwrap(), PathBuf::from(&new), "142 before 131, though '13' sorts after '14'");
+        assert_eq!(linux(&Tree::new(&[edge, brave])).unwrap(), PathBuf::from(edge));
+        assert_eq!(linux(&Tree::new(&[brave])).unwrap(), PathBuf::from(brave));
+        let on_path = Tree::new(&["/usr/local/bin/microsoft-edge"]);
+        assert_eq!(linux(&on_path).unwrap(), PathBuf::from("/usr/local/bin/microsoft-edge"));
+        // Google Chrome is preferred to all of them.
         assert_eq!(
-            discover(None, None, Platform::Linux, None, &tree).unwrap(),
-            PathBuf::from("/usr/local/bin/google-chrome")
+            linux(&Tree::new(&["/opt/google/chrome/chrome", &new])).unwrap(),
+            PathBuf::from("/opt/google/chrome/chrome")
         );
     }
 
     #[test]
     fn macos_looks_in_both_application_folders_canary_first() {
-        let home = Path::new("/Users/ana");
+        let places = Places { home: Some("/Users/ana".into()), ..Places::default() };
         let canary = "/Users/ana/Applications/Google Chrome Canary.app/Contents/MacOS/Google Chrome Canary";
         let tree = Tree::new(&[canary, "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"]);
         // /Applications is searched before ~/Applications, Canary first in each.
-        let found = discover(None, None, Platform::MacOs, Some(home), &tree).unwrap();
+        let found = discover(None, None, Platform::MacOs, &places, &tree).unwrap();
         assert_eq!(found, PathBuf::from("/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"));
         let tree = Tree::new(&[canary]);
-        assert_eq!(discover(None, None, Platform::MacOs, Some(home), &tree).unwrap(), PathBuf::from(canary));
+        assert_eq!(discover(None, None, Platform::MacOs, &places, &tree).unwrap(), PathBuf::from(canary));
     }
 
     #[test]
-    fn windows_program_files_and_local_app_data() {
-        let home = Path::new(r"C:\Users\ana");
-        let local = home.join(r"AppData\Local\Google\Chrome\Application\chrome.exe");
-        let tree = Tree { files: [local.clone()].into_iter().collect(), bin: PathBuf::from(r"C:\bin") };
-        assert_eq!(discover(None, None, Platform::Windows, Some(home), &tree).unwrap(), local);
+    fn macos_takes_edge_then_brave_after_the_chromes() {
+        let places = Places { home: Some("/Users/ana".into()), ..Places::default() };
+        let edge = "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge";
+        let brave = "/Applications/Brave Browser.app/Contents/MacOS/Brave Browser";
+        let chromium = "/Applications/Chromium.app/Contents/MacOS/Chromium";
+        let find = |files: &[&str]| discover(None, None, Platform::MacOs, &places, &Tree::new(files)).unwrap();
+        assert_eq!(find(&[brave, edge, chromium]), PathBuf::from(chromium));
+        assert_eq!(find(&[brave, edge]), PathBuf::from(edge));
+        assert_eq!(find(&[brave]), PathBuf::from(brave));
+        let error = discover(None, None, Platform::MacOs, &places, &Tree::new(&[])).unwrap_err().to_string();
+        let in_home = Path::new("/Users/ana/Applications").join("Brave Browser.app/Contents/MacOS/Brave Browser");
+        assert!(error.contains(&in_home.display().to_string()), "{error}");
+    }
+
+    /// A Windows user whose folders the environment names, on drive D:.
+    fn windows_places() -> Places {
+        Places {
+            home: Some(PathBuf::from(r"D:\Users\ana")),
+            program_files: Some(PathBuf::from(r"D:\Program Files")),
+            program_files_x86: Some(PathBuf::from(r"D:\Program Files (x86)")),
+            local_app_data: Some(PathBuf::from(r"D:\Users\ana\AppData\Local")),
+        }
+    }
+
+    fn windows(places: &Places, files: &[PathBuf]) -> Result<PathBuf, DiscoveryError> {
+        let tree = Tree { files: files.iter().cloned().collect(), bin: PathBuf::from(r"C:\bin") };
+        discover(None, None, Platform::Windows, places, &tree)
+    }
+
+    #[test]
+    fn windows_looks_where_each_installer_puts_its_browser_in_order() {
+        let places = windows_places();
+        let program_files = places.program_files.clone().unwrap();
+        let x86 = places.program_files_x86.clone().unwrap();
+        let local = places.local_app_data.clone().unwrap();
+        let chrome = program_files.join(r"Google\Chrome\Application\chrome.exe");
+        let chrome_x86 = x86.join(r"Google\Chrome\Application\chrome.exe");
+        let chrome_user = local.join(r"Google\Chrome\Application\chrome.exe");
+        let canary = local.join(r"Google\Chrome SxS\Application\chrome.exe");
+        let chromium = local.join(r"Chromium\Application\chrome.exe");
+        let edge = x86.join(r"Microsoft\Edge\Application\msedge.exe");
+        let brave = program_files.join(r"BraveSoftware\Brave-Browser\Application\brave.exe");
+        // Each found alone, where the environment says.
+        for alone in [&chrome, &chrome_x86, &chrome_user, &canary, &chromium, &edge, &brave] {
+            assert_eq!(&windows(&places, std::slice::from_ref(alone)).unwrap(), alone);
+        }
+        // And in order of preference.
+        let all = [brave.clone(), edge.clone(), chromium.clone(), canary.clone(), chrome_user.clone(), chrome.clone()];
+        assert_eq!(windows(&places, &all).unwrap(), chrome);
+        assert_eq!(windows(&places, &all[..5]).unwrap(), chrome_user);
+        assert_eq!(windows(&places, &all[..4]).unwrap(), canary);
+        assert_eq!(windows(&places, &all[..3]).unwrap(), chromium);
+        assert_eq!(windows(&places, &all[..2]).unwrap(), edge);
+        // On PATH last.
+        assert_eq!(
+            windows(&places, &[PathBuf::from(r"C:\bin").join("msedge.exe")]).unwrap(),
+            PathBuf::from(r"C:\bin").join("msedge.exe")
+        );
+    }
+
+    #[test]
+    fn windows_defaults_its_folders_when_the_environment_is_silent() {
+        let places = Places { home: Some(PathBuf::from(r"C:\Users\ana")), ..Places::default() };
+        let local = PathBuf::from(r"C:\Users\ana").join(r"AppData\Local").join(r"Google\Chrome\Application\chrome.exe");
+        assert_eq!(windows(&places, std::slice::from_ref(&local)).unwrap(), local);
+        let machine = PathBuf::from(r"C:\Program Files (x86)").join(r"Microsoft\Edge\Application\msedge.exe");
+        assert_eq!(windows(&places, std::slice::from_ref(&machine)).unwrap(), machine);
     }
 
     #[test]
     fn nothing_found_lists_where_it_looked() {
-        let error = discover(None, None, Platform::Linux, None, &Tree::new(&[])).unwrap_err().to_string();
+        let error = linux(&Tree::new(&[])).unwrap_err().to_string();
         assert!(error.contains("/usr/lib/chromium/chromium") && error.contains("google-chrome on PATH"), "{error}");
+        assert!(error.contains("/opt/microsoft/msedge/msedge") && error.contains("brave-browser on PATH"), "{error}");
         assert!(error.contains("apt-get install chromium") && error.contains("executablePath"), "{error}");
     }
 }

@@ -285,11 +285,15 @@ pub fn launch_args(profile: &Profile, user_data_dir: &Path, headless: bool, no_s
 
 /// Headless unless asked otherwise and a display is available.
 fn resolve_headless(profile: &Profile) -> bool {
-    profile.headless.unwrap_or_else(|| {
-        cfg!(target_os = "linux")
-            && std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty())
-            && std::env::var_os("WAYLAND_DISPLAY").is_none_or(|d| d.is_empty())
-    })
+    let has_display = ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|d| !d.is_empty()));
+    profile.headless.unwrap_or_else(|| headless_by_default(discovery::Platform::current(), has_display))
+}
+
+/// Whether a profile that does not say runs headless: on Linux when no X
+/// or Wayland display is there (a server, CI); never on macOS and Windows,
+/// whose desktop is always there for a person to watch.
+fn headless_by_default(platform: discovery::Platform, has_display: bool) -> bool {
+    platform == discovery::Platform::Linux && !has_display
 }
 
 /// Chrome refuses to run as root without `--no-sandbox`.
@@ -567,7 +571,7 @@ impl ManagedBrowsers {
             profile.executable_path.as_deref(),
             std::env::var_os(discovery::CHROME_ENV).as_deref().map(Path::new),
             discovery::Platform::current(),
-            std::env::home_dir().as_deref(),
+            &discovery::Places::current(),
             &discovery::RealFiles,
         )?;
         let user_data_dir = dir.join("user-data");
@@ -846,6 +850,16 @@ mod tests {
         assert!(!args.iter().any(|a| a.starts_with("--remote-debugging-port")), "no port: {args:?}");
         let headed = launch_args(&profile, Path::new("/p"), false, false);
         assert!(!headed.iter().any(|a| a.starts_with("--headless") || a == "--no-sandbox"));
+    }
+
+    #[test]
+    fn only_a_linux_without_a_display_is_headless_by_default() {
+        use discovery::Platform::{Linux, MacOs, Windows};
+        assert!(headless_by_default(Linux, false));
+        assert!(!headless_by_default(Linux, true));
+        for desktop in [MacOs, Windows] {
+            assert!(!headless_by_default(desktop, false) && !headless_by_default(desktop, true), "{desktop:?}");
+        }
     }
 
     #[test]
