@@ -111,10 +111,25 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
+/// Kills the process group `pgid` (a browser and every helper it started,
+/// addressed as a group: never a bare pid list). The tests' processes run
+/// on Linux; on Windows (where this crate is built only for its in-process
+/// tests, under Wine) the browser's whole tree is ended by pid.
+pub fn kill_group(pgid: u32) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(pgid) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    #[cfg(windows)]
+    {
+        let _ = std::process::Command::new("taskkill").args(["/F", "/T", "/PID", &pgid.to_string()]).output();
+    }
+}
+
 impl Drop for Chromium {
     fn drop(&mut self) {
         // The whole process group: the browser and every helper it started.
-        crate::kill_group(self.child.id());
+        kill_group(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

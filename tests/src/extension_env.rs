@@ -153,57 +153,9 @@ impl ExtensionEnv {
 
     /// Opens the pairing link and waits for the options page to confirm.
     async fn pair(&self) -> anyhow::Result<()> {
-        let url =
+        let link =
             format!("chrome-extension://{}/options.html#port={}&token={}", self.id, self.port, self.token.as_str());
-        // A connection of its own, to await this page's load event.
-        let pairing = CdpClient::connect(&self.chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
-        let mut events = pairing.take_events().context("events")?;
-        let created = pairing.call("Target.createTarget", json!({"url": "about:blank"}), None).await?;
-        let target = created["targetId"].as_str().context("targetId")?.to_string();
-        let attached =
-            pairing.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await?;
-        let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
-        pairing.call("Page.enable", json!({}), Some(&session)).await?;
-        pairing.call("Page.navigate", json!({"url": url}), Some(&session)).await?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let event = tokio::time::timeout_at(deadline, events.recv())
-                .await
-                .context("the options page did not load")?
-                .context("connection closed")?;
-            if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
-                break;
-            }
-        }
-        // options.js saves the pairing from the link on load; wait for it.
-        let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
-            chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \
-            Date.now() - t > 10000 ? fail(new Error('options page did not save the pairing')) : setTimeout(check, 50)); })(); })";
-        let result = pairing
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": paired, "awaitPromise": true, "returnByValue": true}),
-                Some(&session),
-            )
-            .await?;
-        let stored = &result["result"]["value"];
-        if stored["relayPort"] != json!(self.port) || stored["relayToken"] != json!(self.token.as_str()) {
-            bail!("pairing stored {result}");
-        }
-        // Wait until the options tab is really gone: Chrome gives a toolbar
-        // click to the active tab, and that must be the page under test.
-        pairing.call("Target.setDiscoverTargets", json!({"discover": true}), None).await?;
-        pairing.call("Target.closeTarget", json!({"targetId": target}), None).await?;
-        loop {
-            let event = tokio::time::timeout_at(deadline, events.recv())
-                .await
-                .context("the options tab did not close")?
-                .context("connection closed")?;
-            if event.method == "Target.targetDestroyed" && event.params["targetId"] == json!(target) {
-                break;
-            }
-        }
-        Ok(())
+        open_pairing_link(&self.chrome, &link, self.port, &self.token).await
     }
 
     async fn attach(&self, target_id: &str) -> anyhow::Result<String> {
@@ -227,31 +179,10 @@ impl ExtensionEnv {
         Ok(result["result"]["value"].clone())
     }
 
-    /// The tab target (not the page) showing `url`.
-    async fn tab_target(&self, url: &str) -> anyhow::Result<String> {
-        let targets = self.browser.call("Target.getTargets", json!({"filter": [{"type": "tab"}]}), None).await?;
-        targets["targetInfos"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["url"] == url)
-            .and_then(|t| t["targetId"].as_str())
-            .map(str::to_string)
-            .with_context(|| format!("no tab showing {url}: {targets}"))
-    }
-
     /// A real click on the toolbar button, on the tab showing `url` (brought
     /// to the front first, as a user's click always is).
     pub async fn click_toolbar(&self, url: &str) -> anyhow::Result<()> {
-        let pages = self.browser.call("Target.getTargets", json!({}), None).await?;
-        if let Some(page) =
-            pages["targetInfos"].as_array().into_iter().flatten().find(|t| t["type"] == "page" && t["url"] == url)
-        {
-            self.browser.call("Target.activateTarget", json!({"targetId": page["targetId"]}), None).await?;
-        }
-        let tab = self.tab_target(url).await?;
-        self.browser.call("Extensions.triggerAction", json!({"id": self.id, "targetId": tab}), None).await?;
-        Ok(())
+        click_toolbar(&self.browser, &self.id, url).await
     }
 
     /// Waits until the relay lists `n` attached tabs from a connected
@@ -395,4 +326,83 @@ impl ExtensionEnv {
             ("EXTENSION_ID", self.id.clone()),
         ]
     }
+}
+
+/// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&token=…`,
+/// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
+/// pastes it, waits until the options page has stored `port` and `token`,
+/// and closes the tab again.
+pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
+    // A connection of its own, to await this page's load event.
+    let pairing = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+    let mut events = pairing.take_events().context("events")?;
+    let created = pairing.call("Target.createTarget", json!({"url": "about:blank"}), None).await?;
+    let target = created["targetId"].as_str().context("targetId")?.to_string();
+    let attached = pairing.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await?;
+    let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
+    pairing.call("Page.enable", json!({}), Some(&session)).await?;
+    pairing.call("Page.navigate", json!({"url": link}), Some(&session)).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .context("the options page did not load")?
+            .context("connection closed")?;
+        if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
+            break;
+        }
+    }
+    // options.js saves the pairing from the link on load; wait for it.
+    let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
+        chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \
+        Date.now() - t > 10000 ? fail(new Error('options page did not save the pairing')) : setTimeout(check, 50)); })(); })";
+    let result = pairing
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": paired, "awaitPromise": true, "returnByValue": true}),
+            Some(&session),
+        )
+        .await?;
+    let stored = &result["result"]["value"];
+    if stored["relayPort"] != json!(port) || stored["relayToken"] != json!(token.as_str()) {
+        bail!("pairing stored {result}");
+    }
+    // Wait until the options tab is really gone: Chrome gives a toolbar
+    // click to the active tab, and that must be the page under test.
+    pairing.call("Target.setDiscoverTargets", json!({"discover": true}), None).await?;
+    pairing.call("Target.closeTarget", json!({"targetId": target}), None).await?;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .context("the options tab did not close")?
+            .context("connection closed")?;
+        if event.method == "Target.targetDestroyed" && event.params["targetId"] == json!(target) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A real click on the extension `id`'s toolbar button, on the tab showing
+/// `url` (brought to the front first, as a user's click always is), given
+/// through `browser`, a connection to Chrome's own port: the test's hands.
+pub async fn click_toolbar(browser: &CdpClient, id: &str, url: &str) -> anyhow::Result<()> {
+    let pages = browser.call("Target.getTargets", json!({}), None).await?;
+    if let Some(page) =
+        pages["targetInfos"].as_array().into_iter().flatten().find(|t| t["type"] == "page" && t["url"] == url)
+    {
+        browser.call("Target.activateTarget", json!({"targetId": page["targetId"]}), None).await?;
+    }
+    // The tab target (not the page) showing `url`.
+    let targets = browser.call("Target.getTargets", json!({"filter": [{"type": "tab"}]}), None).await?;
+    let tab = targets["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["url"] == url)
+        .and_then(|t| t["targetId"].as_str())
+        .map(str::to_string)
+        .with_context(|| format!("no tab showing {url}: {targets}"))?;
+    browser.call("Extensions.triggerAction", json!({"id": id, "targetId": tab}), None).await?;
+    Ok(())
 }

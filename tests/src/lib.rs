@@ -18,7 +18,7 @@ use browser_relay::server::{RunningServer, ServerOptions};
 use relay_engine::RelayConfig;
 use state_dir::Token;
 
-pub use chromium::Chromium;
+pub use chromium::{Chromium, kill_group};
 pub use control_env::ControlEnv;
 pub use fixtures::FixtureServer;
 pub use sim_extension::{Faults, SimExtension};
@@ -27,21 +27,6 @@ pub use sim_extension::{Faults, SimExtension};
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
-}
-
-/// Kills the process group `pgid` (a browser and every helper it started,
-/// addressed as a group: never a bare pid list). The tests' processes run
-/// on Linux; on Windows (where this crate is built only for its in-process
-/// tests, under Wine) the browser's whole tree is ended by pid.
-pub fn kill_group(pgid: u32) {
-    #[cfg(unix)]
-    if let Ok(pid) = i32::try_from(pgid) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-    }
-    #[cfg(windows)]
-    {
-        let _ = std::process::Command::new("taskkill").args(["/F", "/T", "/PID", &pgid.to_string()]).output();
-    }
 }
 
 /// The `tests/` directory.

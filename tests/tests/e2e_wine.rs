@@ -1,0 +1,188 @@
+//! The Windows build, for real: `browser-relay.exe` (cross-built for
+//! x86_64-pc-windows-gnu) runs under Wine and serves the real extension in
+//! Linux Chromium and a real Playwright client over loopback, as it would
+//! on a Windows desktop. The pairing link comes from the exe's own `pair`;
+//! the user shares a tab with a toolbar click; Playwright connects,
+//! evaluates, takes a screenshot and leaves, twice in a row; the tab stays
+//! shared; Ctrl-C ends serve cleanly.
+//!
+//! Needs `BROWSER_RELAY_WINDOWS_EXE` (scripts/test.sh builds the exe and
+//! sets it, with `BROWSER_RELAY_REQUIRE_WINE=1`, which makes its absence a
+//! failure); without it, and not required, the test says so and passes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use e2e::extension_env::{click_toolbar, extension_dir, extension_id, open_pairing_link};
+use e2e::{Chromium, FixtureServer};
+use serde_json::Value;
+use state_dir::Token;
+
+/// `browser-relay.exe serve` under Wine; its process group is killed when
+/// the test ends, also on failure.
+struct WineServe {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Drop for WineServe {
+    fn drop(&mut self) {
+        e2e::kill_group(self.child.id());
+        let _ = self.child.wait();
+    }
+}
+
+/// The exe's view of a Linux path: Wine's drive Z: is `/`.
+fn windows_path(path: &Path) -> String {
+    format!("Z:{}", path.display().to_string().replace('/', "\\"))
+}
+
+fn wine(exe: &Path, home: &Path) -> Command {
+    let mut command = Command::new(e2e::tests_dir().join("../scripts/wine-run.sh"));
+    command.arg(exe).env("BROWSER_RELAY_HOME", windows_path(home));
+    command
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The relay's `/json/list`, with the token as a CDP client sends it.
+async fn targets(port: u16, token: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, body) = e2e::http_get(&format!("http://127.0.0.1:{port}/json/list?token={token}")).await?;
+    if status != 200 {
+        bail!("/json/list answered {status}: {body}");
+    }
+    Ok(serde_json::from_str::<Vec<Value>>(&body)?)
+}
+
+/// Waits until the relay lists exactly the page at `url`.
+async fn wait_for_shared(port: u16, token: &str, url: &str, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let listed = targets(port, token).await;
+        if let Ok(list) = &listed
+            && list.len() == 1
+            && list[0]["url"] == url
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the relay did not list the shared tab {url} alone within {within:?}: {listed:?}");
+        }
+        // The relay learns of the share from the extension: nothing to
+        // await from here but its answer.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -> anyhow::Result<()> {
+    let Some(exe) = std::env::var_os("BROWSER_RELAY_WINDOWS_EXE").map(PathBuf::from) else {
+        if std::env::var("BROWSER_RELAY_REQUIRE_WINE").is_ok_and(|v| v == "1") {
+            bail!("BROWSER_RELAY_WINDOWS_EXE is not set, and this run requires the Wine test");
+        }
+        eprintln!("skipped: set BROWSER_RELAY_WINDOWS_EXE to a built browser-relay.exe (scripts/test.sh does)");
+        return Ok(());
+    };
+    anyhow::ensure!(exe.is_file(), "{} is not a file", exe.display());
+    e2e::init_logging();
+    let home = tempfile::Builder::new().prefix("browser-relay-wine-").tempdir()?;
+    let (port, control) = (free_port(), free_port());
+
+    // The pairing link, as the Windows user gets it.
+    let pair = wine(&exe, home.path()).args(["pair", "--port", &port.to_string()]).output()?;
+    let printed = String::from_utf8_lossy(&pair.stdout).to_string();
+    anyhow::ensure!(pair.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&pair.stderr));
+    let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
+    let token = Token::parse(link.rsplit_once("token=").context("a token in the link")?.1).context("a token")?;
+    // The state directory the exe made is the user's alone (Wine shows a
+    // Windows DACL as Unix mode bits).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(home.path().join("token"))?.permissions().mode();
+        anyhow::ensure!(mode & 0o007 == 0, "the token file is open to others: {mode:o}");
+    }
+
+    // serve, under Wine, in a process group of its own.
+    let log = home.path().join("serve.log");
+    let child = {
+        use std::os::unix::process::CommandExt;
+        wine(&exe, home.path())
+            .args(["serve", "--port", &port.to_string(), "--control-port", &control.to_string()])
+            .env("BROWSER_RELAY_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .process_group(0)
+            .spawn()?
+    };
+    let mut serve = WineServe { child, log };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&serve.log)?.contains("relay listening on") {
+        if let Some(status) = serve.child.try_wait()? {
+            bail!("serve exited ({status}): {}", std::fs::read_to_string(&serve.log)?);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "serve did not listen within 60 s");
+        // Wine gives no event for its program's log line.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The user's Chrome with the extension, paired by opening the link.
+    let fixtures = FixtureServer::start().await?;
+    let index = format!("{}/index.html", fixtures.url());
+    let dir = extension_dir()?;
+    let chrome = Chromium::launch(
+        &[
+            format!("--load-extension={}", dir.display()),
+            format!("--disable-extensions-except={}", dir.display()),
+            "--enable-unsafe-extension-debugging".into(),
+        ],
+        &index,
+    )?;
+    open_pairing_link(&chrome, link, port, &token).await?;
+    let hands = cdp_client::CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+    click_toolbar(&hands, &extension_id()?, &index).await?;
+    wait_for_shared(port, token.as_str(), &index, Duration::from_secs(30)).await?;
+
+    // Playwright, twice: each run connects, works and leaves, and the tab
+    // stays shared with nothing of the client left behind.
+    let relay_http = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
+    for run in 1..=2 {
+        let out = e2e::run_node("wine_client.mjs", &[("RELAY_HTTP", relay_http.clone()), ("FIXTURE", fixtures.url())])
+            .await
+            .with_context(|| {
+                format!("run {run}; serve's log:\n{}", std::fs::read_to_string(&serve.log).unwrap_or_default())
+            })?;
+        for check in ["page.evaluate runs in the shared tab", "page.screenshot() returns a PNG", "ok - left"] {
+            anyhow::ensure!(out.contains(check), "run {run} did not report '{check}':\n{out}");
+        }
+        wait_for_shared(port, token.as_str(), &index, Duration::from_secs(10)).await?;
+    }
+
+    // The token never went to a log.
+    let logged = std::fs::read_to_string(&serve.log)?;
+    anyhow::ensure!(!logged.contains(token.as_str()), "serve's log holds the token");
+
+    // Ctrl-C (Wine turns SIGINT into the console's Ctrl-C event) ends it
+    // cleanly, through the Windows signal seam.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(serve.child.id() as i32), nix::sys::signal::Signal::SIGINT)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = serve.child.try_wait()? {
+            break status;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "serve did not end within 30 s of Ctrl-C");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let logged = std::fs::read_to_string(&serve.log)?;
+    anyhow::ensure!(
+        logged.contains("shutting down (Ctrl-C)"),
+        "serve did not shut down on Ctrl-C ({status}):\n{logged}"
+    );
+    drop(chrome);
+    Ok(())
+}
