@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Runs every check and test: formatting, lints (native and wasm32), the
-# extension build, unit tests (including the extension's core), in-process
-# relay tests, and end-to-end tests with real Chromium, the real extension
-# and real Playwright/Puppeteer clients.
+# Runs every check and test: formatting, lints (native, wasm32, Windows and
+# both macOS targets), the extension build, unit tests (including the
+# extension's core), in-process relay tests, the Windows build's unit and
+# in-process tests under Wine, and end-to-end tests with real Chromium, the
+# real extension and real Playwright/Puppeteer clients (one of them against
+# the Windows browser-relay.exe under Wine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+./scripts/cross-setup.sh
+# shellcheck source=scripts/cross-env.sh
+source scripts/cross-env.sh
 
 step() { printf '==> %s\n' "$*"; }
 step "cargo fmt --check"
@@ -14,6 +19,26 @@ step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy on the extension's WASM glue (wasm32)"
 cargo clippy -p extension-wasm --target wasm32-unknown-unknown --locked -- -D warnings
+# The crates that make the binary (the e2e crate is Linux's test bench).
+product=(-p shared-protocol -p state-dir -p cdp-client -p relay-engine -p managed-driver -p control-engine -p browser-relay)
+# Cross builds: their own target folder (kept between runs), line tables only.
+cross() { CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo "$1" --target-dir "$cross_target_dir" --locked "${@:2}"; }
+step "clippy for Windows (x86_64-pc-windows-gnu; warnings are errors)"
+cross clippy --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins --tests -- -D warnings
+for target in aarch64-apple-darwin x86_64-apple-darwin; do
+  step "clippy for macOS ($target, through zig; warnings are errors)"
+  CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo-zigbuild clippy --target "$target" --target-dir "$cross_target_dir" --locked "${product[@]}" --lib --bins -- -D warnings
+done
+step "Windows: unit tests of every product crate, under Wine"
+cross test --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins
+step "Windows: the managed driver's launch, pipe handles, readiness and stop (Job Object) with a stand-in browser, under Wine"
+cross test --target x86_64-pc-windows-gnu -p managed-driver --test stand_in_browser
+step "Windows: the relay's in-process tests (a scripted extension and clients), under Wine"
+cross test --target x86_64-pc-windows-gnu -p e2e --test relay_reliability
+step "Windows: browser-relay.exe for the Wine end-to-end test"
+cross build --target x86_64-pc-windows-gnu -p browser-relay
+export BROWSER_RELAY_WINDOWS_EXE="$cross_target_dir/x86_64-pc-windows-gnu/debug/browser-relay.exe"
+export BROWSER_RELAY_REQUIRE_WINE=1
 step "build the extension (Rust → WASM → extension/pkg)"
 ./scripts/build-extension.sh
 step "cargo test (unit, in-process, real Chromium, real clients)"

@@ -4,7 +4,8 @@
 # end-to-end test starts browser-relay.exe.
 #   scripts/wine-run.sh path/to/program.exe [args...]
 # Wine 8 lacks ProcessPrng, which Rust's standard library needs: the
-# stand-in DLL scripts/cross-setup.sh builds goes beside the program.
+# stand-in DLL scripts/cross-setup.sh builds goes beside the program, and
+# its folder on the Windows PATH for the programs that one starts.
 # Wine's own prefix is the project's (BROWSER_RELAY_WINEPREFIX, default
 # ~/.cache/browser-relay/wine), never the user's ~/.wine.
 set -euo pipefail
@@ -19,6 +20,8 @@ dir="$(dirname "$exe")"
 cmp -s "$shim" "$dir/bcryptprimitives.dll" || cp "$shim" "$dir/bcryptprimitives.dll"
 export WINEPREFIX="${BROWSER_RELAY_WINEPREFIX:-${BROWSER_RELAY_CACHE:-$HOME/.cache/browser-relay}/wine}"
 export WINEDEBUG="${WINEDEBUG:--all}"
+shim_dir="$(cd "$(dirname "$shim")" && pwd)"
+export WINEPATH="Z:${shim_dir//\//\\}${WINEPATH:+;$WINEPATH}"
 export WINEDLLOVERRIDES="bcryptprimitives=n,b;mscoree,mshtml=;${WINEDLLOVERRIDES:-}"
 mkdir -p "$WINEPREFIX"
 # The Rust test harness and our binary talk on stdout/stderr; Wine's

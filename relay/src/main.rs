@@ -110,9 +110,10 @@ enum Command {
     Pair {
         #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
-        /// The extension's id, if you loaded it with another key.
-        #[arg(long, default_value = DEFAULT_EXTENSION_ID)]
-        extension_id: String,
+        /// The extension's id (default: the pinned development id, and
+        /// each of config.toml's extensionIds, e.g. the Chrome Web Store's).
+        #[arg(long)]
+        extension_id: Option<String>,
     },
 }
 
@@ -184,9 +185,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
+            let ids = match extension_id {
+                Some(id) => vec![id],
+                None => {
+                    let mut ids = vec![DEFAULT_EXTENSION_ID.to_string()];
+                    ids.extend(Config::load(state.root())?.extension_ids);
+                    ids
+                }
+            };
+            let links: Vec<String> = ids
+                .iter()
+                .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&token={}", token.as_str()))
+                .collect();
+            let which = match links.len() {
+                1 => "",
+                _ => " (one per extension id: the one of the extension you installed opens)",
+            };
             println_stdout(&format!(
-                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension:\n\n  chrome-extension://{extension_id}/options.html#port={port}&token={}\n",
-                token.as_str()
+                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n",
+                links.join("\n")
             ));
             Ok(())
         }
@@ -237,7 +254,15 @@ fn server_options(
     let mut options = ServerOptions::new(addr, (!no_auth).then(|| pairing.clone()));
     // The extension proves its pairing even when CDP clients need no token.
     options.pairing = Some(pairing);
+    // The published extension's id (config.toml's extensionIds) next to
+    // the ones asked for.
+    let config = Config::load(state.root()).context("reading config.toml")?;
     options.extension_ids = extension_ids;
+    for id in config.extension_ids {
+        if !options.extension_ids.contains(&id) {
+            options.extension_ids.push(id);
+        }
+    }
     options.state_root = Some(state.root().to_path_buf());
     options.control_addr = control;
     Ok(options)

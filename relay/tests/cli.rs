@@ -795,3 +795,55 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
         drop(running);
     }
 }
+
+/// The Chrome Web Store gives the published extension an id of its own:
+/// config.toml's `extensionIds` lets it in next to the pinned development
+/// id (pairing links for both), and no other extension gets in.
+#[test]
+fn a_store_extension_id_from_config_is_paired_and_let_in_and_no_other() {
+    use std::io::{Read, Write};
+    let home = tempfile::tempdir().unwrap();
+    let store = "abcdefghijklmnopabcdefghijklmnop";
+    std::fs::write(home.path().join("config.toml"), format!("extensionIds = [{store:?}]\n")).unwrap();
+    let (_, pair, _) = browser_relay(home.path(), &["pair", "--port", "18000"]);
+    let token = token_of(home.path());
+    for id in ["jmiiinhebnhaoabpngnocjfmolckbbea", store] {
+        assert!(pair.contains(&format!("chrome-extension://{id}/options.html#port=18000&token={token}")), "{pair}");
+    }
+
+    let port = free_port();
+    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+    let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        .args(["serve", "--port", &port.to_string(), "--no-control"])
+        .env("BROWSER_RELAY_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("serve starts");
+    let _running = Running { serve, home: home.path().to_path_buf() };
+    // The status line of a WebSocket upgrade of /extension from `origin`.
+    let upgrade = |origin: &str| -> Option<String> {
+        let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        let request = format!(
+            "GET /extension HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        );
+        socket.write_all(request.as_bytes()).ok()?;
+        let mut head = [0u8; 12];
+        socket.read_exact(&mut head).ok()?;
+        Some(String::from_utf8_lossy(&head).into_owned())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let store_answer = loop {
+        if let Some(answer) = upgrade(&format!("chrome-extension://{store}")) {
+            break answer;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(store_answer, "HTTP/1.1 101", "the store's extension is let in");
+    let pinned = upgrade("chrome-extension://jmiiinhebnhaoabpngnocjfmolckbbea").unwrap();
+    assert_eq!(pinned, "HTTP/1.1 101", "so is the development one");
+    let other = upgrade("chrome-extension://pponmlkjihgfedcbaponmlkjihgfedcba").unwrap();
+    assert_eq!(other, "HTTP/1.1 403", "an extension of another id is not");
+}

@@ -76,6 +76,7 @@ struct ConfigFile {
     max_managed_browsers: Option<usize>,
     remote_cdp_timeout_ms: Option<u64>,
     remote_cdp_handshake_timeout_ms: Option<u64>,
+    extension_ids: Option<Vec<String>>,
     #[serde(default)]
     profiles: BTreeMap<String, ProfileEntry>,
 }
@@ -290,7 +291,17 @@ pub struct Config {
     /// (`remoteCdpTimeoutMs`, `remoteCdpHandshakeTimeoutMs`); every profile
     /// carries them too.
     pub remote_deadlines: RemoteDeadlines,
+    /// Ids of the Browser Relay extension allowed on `/extension` besides
+    /// the pinned development id (`extensionIds`): the Chrome Web Store
+    /// gives the published extension an id of its own.
+    pub extension_ids: Vec<String>,
     pub profiles: BTreeMap<String, Profile>,
+}
+
+/// Whether `id` has the form of a Chrome extension id: 32 letters from
+/// `a` to `p` (a hash's hex digits, shifted).
+pub fn is_extension_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| (b'a'..=b'p').contains(&b))
 }
 
 impl Config {
@@ -313,6 +324,7 @@ impl Config {
             allow_evaluate: true,
             allow_file_urls: false,
             upload_roots: Vec::new(),
+            extension_ids: Vec::new(),
             media_keep: 100,
             media_max_age: std::time::Duration::from_secs(24 * 3600),
             max_managed_browsers: DEFAULT_MAX_MANAGED_BROWSERS,
@@ -411,6 +423,14 @@ impl Config {
                 profile.args = entry.args;
             }
             config.profiles.insert(name, profile);
+        }
+        if let Some(ids) = file.extension_ids {
+            if let Some(bad) = ids.iter().find(|id| !is_extension_id(id)) {
+                return Err(invalid(format!(
+                    "extensionIds: \"{bad}\" is not an extension id (32 letters a-p, as chrome://extensions shows it)"
+                )));
+            }
+            config.extension_ids = ids;
         }
         config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
         config.allow_file_urls = file.allow_file_urls.unwrap_or(false);
@@ -765,6 +785,17 @@ mod tests {
         assert_eq!((set.media_keep, set.media_max_age.as_secs()), (5, 7200));
         assert!(parse("uploadRoots = [\"uploads\"]").unwrap_err().contains("not an absolute path"));
         assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
+    }
+
+    #[test]
+    fn store_extension_ids_are_taken_next_to_the_pinned_one_and_checked() {
+        assert!(parse("").unwrap().extension_ids.is_empty());
+        let store = "abcdefghijklmnopabcdefghijklmnop";
+        assert_eq!(parse(&format!("extensionIds = [{store:?}]")).unwrap().extension_ids, [store]);
+        for bad in ["short", "ABCDEFGHIJKLMNOPABCDEFGHIJKLMNOP", "qbcdefghijklmnopabcdefghijklmnop"] {
+            let error = parse(&format!("extensionIds = [{bad:?}]")).unwrap_err();
+            assert!(error.contains("extensionIds") && error.contains(bad), "{error}");
+        }
     }
 
     #[test]

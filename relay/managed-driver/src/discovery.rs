@@ -363,7 +363,8 @@ mod tests {
         assert_eq!(find(&[brave, edge]), PathBuf::from(edge));
         assert_eq!(find(&[brave]), PathBuf::from(brave));
         let error = discover(None, None, Platform::MacOs, &places, &Tree::new(&[])).unwrap_err().to_string();
-        let in_home = Path::new("/Users/ana/Applications").join("Brave Browser.app/Contents/MacOS/Brave Browser");
+        let in_home =
+            Path::new("/Users/ana").join("Applications").join("Brave Browser.app/Contents/MacOS/Brave Browser");
         assert!(error.contains(&in_home.display().to_string()), "{error}");
     }
 

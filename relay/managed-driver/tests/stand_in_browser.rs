@@ -1,0 +1,70 @@
+//! The managed driver's own launch, pipe, readiness and stop, for real, on
+//! every system the tests run on, against `support/pipe_browser.rs`, a
+//! stand-in that takes the pipe as Chrome does (fds 3 and 4 on Unix,
+//! `--remote-debugging-io-pipes` handles on Windows) and starts a helper
+//! process as Chrome does. On Linux the real Chrome runs too
+//! (`tests/tests/e2e_managed.rs`); on Windows (under Wine) this is the
+//! managed driver's only run with a browser on the other end.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use managed_driver::config::Config;
+use managed_driver::{ManagedBrowsers, State};
+
+/// The stand-in, which Cargo builds for this test.
+fn stand_in() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pipe-browser-stand-in"))
+}
+
+/// The helper's heartbeat: its count, or `None` before its first beat.
+fn beat(dir: &std::path::Path) -> Option<u32> {
+    std::fs::read_to_string(dir.join("helper.beat")).ok()?.trim().parse().ok()
+}
+
+/// Whether the helper beats within `within` (it beats every 20 ms).
+async fn helper_beats(dir: &std::path::Path, within: Duration) -> bool {
+    let before = beat(dir);
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        // A process of another program gives no event to await.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if beat(dir).is_some() && beat(dir) != before {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
+    let state = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "[profiles.standin]\ndriver = \"managed\"\nheadless = true\nexecutablePath = {:?}\n",
+        stand_in().display().to_string()
+    );
+    std::fs::write(state.path().join("config.toml"), toml).unwrap();
+    let profile = Config::load(state.path()).unwrap().profile(Some("standin")).unwrap().clone();
+    let browsers = ManagedBrowsers::new(state.path());
+
+    let status = browsers.start(&profile).await.expect("the stand-in becomes ready over the pipe");
+    assert_eq!(status.state, State::Running, "{status:?}");
+    assert_eq!(status.browser_version.as_deref(), Some("PipeBrowser/1.0"), "read over the pipe");
+    let pid = status.pid.expect("a pid");
+    let record = browsers.record("standin").expect("run.json");
+    assert_eq!(record.browser_id, "pipe-browser");
+    let dir = browsers.user_data_dir("standin");
+    assert!(helper_beats(&dir, Duration::from_secs(10)).await, "the stand-in's helper runs");
+
+    // A client's own session on the pipe, as /profiles/<name>/ gives one.
+    let pipe = browsers.pipe("standin").expect("this process holds the pipe");
+    let version = pipe.call("Browser.getVersion", serde_json::json!({}), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(version["product"], "PipeBrowser/1.0");
+
+    let stopped = browsers.stop(&profile).await.unwrap();
+    assert_eq!(stopped.state, State::Stopped, "{stopped:?}");
+    assert!(browsers.record("standin").is_none(), "run.json is gone");
+    assert!(pipe.is_closed(), "the pipe closed with the browser");
+    // Its helper ended with it (its process group, or its Job Object).
+    assert!(!helper_beats(&dir, Duration::from_millis(500)).await, "the helper of browser {pid} still runs");
+}

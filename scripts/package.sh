@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds the release archives into dist/:
+#   browser-relay-<version>-linux-x86_64.tar.gz    (this machine's build)
+#   browser-relay-<version>-linux-aarch64.tar.gz   (zig as cross linker)
+#   browser-relay-<version>-macos-aarch64.tar.gz   (zig; frameworks from scripts/macos-stubs)
+#   browser-relay-<version>-macos-x86_64.tar.gz
+#   browser-relay-<version>-windows-x86_64.zip     (MinGW-w64)
+# each with the binary, the built extension (extension/, to load unpacked)
+# and INSTALL.txt for its system; the extension as a zip for the Chrome Web
+# Store (browser-relay-extension-<version>-store.zip: the manifest without
+# its development "key", which the store refuses); and SHA256SUMS.
+# Idempotent; installs what it needs (scripts/setup.sh, cross-setup.sh).
+# PACKAGE_TARGETS="linux-x86_64 windows-x86_64" builds only those.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '==> %s\n' "$*"; }
+./scripts/setup.sh
+BROWSER_RELAY_EXTRA_TARGETS=aarch64-unknown-linux-gnu ./scripts/cross-setup.sh
+# shellcheck source=scripts/cross-env.sh
+source scripts/cross-env.sh
+
+version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+platforms=(${PACKAGE_TARGETS:-linux-x86_64 linux-aarch64 macos-aarch64 macos-x86_64 windows-x86_64})
+dist=dist
+rm -rf "$dist"
+mkdir -p "$dist"
+
+step "building the extension"
+./scripts/build-extension.sh
+# What Chrome loads: everything of extension/ but its build notes.
+extension_files=(manifest.json background.js options.html options.js icons pkg EXTENSION_ID)
+for f in "${extension_files[@]}"; do
+  [ -e "extension/$f" ] || { echo "extension/$f is missing" >&2; exit 1; }
+done
+
+triple() {
+  case "$1" in
+    linux-x86_64) echo x86_64-unknown-linux-gnu ;;
+    linux-aarch64) echo aarch64-unknown-linux-gnu ;;
+    macos-aarch64) echo aarch64-apple-darwin ;;
+    macos-x86_64) echo x86_64-apple-darwin ;;
+    windows-x86_64) echo x86_64-pc-windows-gnu ;;
+    *) echo "unknown platform $1" >&2; exit 2 ;;
+  esac
+}
+
+for platform in "${platforms[@]}"; do
+  target=$(triple "$platform")
+  step "building browser-relay for $platform ($target, release)"
+  case "$platform" in
+    linux-x86_64 | windows-*) cargo build --release --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
+    *) cargo-zigbuild zigbuild --release --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
+  esac
+  exe=browser-relay
+  [[ "$platform" == windows-* ]] && exe=browser-relay.exe
+  name="browser-relay-$version-$platform"
+  stage="$dist/$name"
+  mkdir -p "$stage/extension"
+  cp "$cross_target_dir/$target/release/$exe" "$stage/"
+  for f in "${extension_files[@]}"; do cp -R "extension/$f" "$stage/extension/"; done
+  os=${platform%%-*}
+  sed -e "s/@VERSION@/$version/g" -e "s/@PLATFORM@/$platform/g" "scripts/install/INSTALL-$os.txt" > "$stage/INSTALL.txt"
+  if [[ "$platform" == windows-* ]]; then
+    # Windows users expect CRLF in a text file they open in Notepad.
+    sed -i 's/$/\r/' "$stage/INSTALL.txt"
+    (cd "$dist" && python3 -m zipfile -c "$name.zip" "$name" >/dev/null)
+  else
+    tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
+  fi
+  rm -rf "$stage"
+done
+
+step "the extension for the Chrome Web Store (no development key)"
+store="$dist/browser-relay-extension-$version-store"
+mkdir -p "$store"
+for f in "${extension_files[@]}"; do
+  [ "$f" = EXTENSION_ID ] || cp -R "extension/$f" "$store/"
+done
+python3 - "$store/manifest.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+manifest = json.load(open(path))
+manifest.pop("key", None)
+json.dump(manifest, open(path, "w"), indent=2)
+PY
+# The store wants manifest.json at the zip's root.
+(cd "$store" && python3 -m zipfile -c "../$(basename "$store").zip" . >/dev/null)
+rm -rf "$store"
+
+step "SHA256SUMS"
+(cd "$dist" && sha256sum -- *.tar.gz *.zip > SHA256SUMS)
+ls -l "$dist"
