@@ -2,8 +2,8 @@
 //! owns, with its own profile under the state directory.
 //!
 //! **No port: a pipe.** The browser speaks CDP only over
-//! `--remote-debugging-pipe` (its fds 3 and 4), to the process that
-//! launched it ([`pipe`]): no other local user or process can reach it,
+//! `--remote-debugging-pipe` (its fds 3 and 4; on Windows two inherited
+//! handles, see `process`), to the process that launched it ([`pipe`]): no other local user or process can reach it,
 //! and when that process exits the pipe closes and the browser quits. Every
 //! client (the relay's `/profiles/<name>/` sockets, the control engine)
 //! gets its own session over that one pipe ([`ManagedBrowsers::connect`]).
@@ -23,9 +23,9 @@
 //! running browser makes `start` a no-op; [`discovery::discover`] picks the
 //! executable; [`profile_files::decorate`] writes the profile's name and
 //! colour into Chrome's own files; Chrome's stderr goes to
-//! `chrome-stderr.log`; the browser is spawned with [`launch_args`] in its
-//! own process group (so `stop` reaches every helper and a Ctrl-C aimed at
-//! the terminal does not).
+//! `chrome-stderr.log`; the browser is spawned with [`launch_args`] in a
+//! tree of its own (a process group; on Windows a Job Object), so `stop`
+//! reaches every helper and a Ctrl-C aimed at the terminal does not.
 //!
 //! **Readiness.** `Browser.getVersion` answered over the pipe within
 //! [`READY_WITHIN`]. A browser that exits or stays silent is killed and
@@ -34,7 +34,8 @@
 //! **Stop.** `Browser.close`; after 3 s SIGTERM to the group; after 2.5 s
 //! SIGKILL; then a last SIGKILL for helpers that outlived the browser, and
 //! a wait until no live process of the group is left (zombies do not count),
-//! so nothing is orphaned when `stop` returns.
+//! so nothing is orphaned when `stop` returns. On Windows, which has no
+//! SIGTERM for a browser, both are `TerminateJobObject`.
 //!
 //! **Crash detection.** `status` says `crashed` when the pipe closed
 //! without `stop`, when `run.json` names a pid that is gone or that is no

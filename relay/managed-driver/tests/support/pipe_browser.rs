@@ -27,7 +27,9 @@ fn main() {
     }
     let user_data = args.iter().find_map(|a| a.strip_prefix("--user-data-dir=")).expect("--user-data-dir");
     std::fs::create_dir_all(user_data).expect("user data dir");
-    std::process::Command::new(std::env::current_exe().expect("own path"))
+    // Not waited for, as Chrome's helpers are not: the driver ends them.
+    #[allow(clippy::zombie_processes)]
+    let _helper = std::process::Command::new(std::env::current_exe().expect("own path"))
         .args(["--helper", user_data])
         .stdin(std::process::Stdio::null())
         .spawn()
