@@ -6,14 +6,8 @@
 # scripts/test.sh and scripts/package.sh call it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { printf '==> %s\n' "$*"; }
-SUDO=""
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
-APT_UPDATED=""
-apt_install() {
-  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
-}
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 targets=(x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin ${BROWSER_RELAY_EXTRA_TARGETS:-})
 missing=()

@@ -13,7 +13,8 @@
 # PACKAGE_TARGETS="linux-x86_64 windows-x86_64" builds only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { printf '==> %s\n' "$*"; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 ./scripts/setup.sh
 BROWSER_RELAY_EXTRA_TARGETS=aarch64-unknown-linux-gnu ./scripts/cross-setup.sh
 # shellcheck source=scripts/cross-env.sh

@@ -4,14 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '==> %s\n' "$*"; }
-SUDO=""
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
-APT_UPDATED=""
-apt_install() {
-  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
-}
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup first (https://rustup.rs)" >&2

@@ -842,8 +842,10 @@ fn a_store_extension_id_from_config_is_paired_and_let_in_and_no_other() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert_eq!(store_answer, "HTTP/1.1 101", "the store's extension is let in");
+    // The Origin is checked before the one extension slot, which the
+    // store's connection may still hold (409) until serve sees it closed.
     let pinned = upgrade("chrome-extension://jmiiinhebnhaoabpngnocjfmolckbbea").unwrap();
-    assert_eq!(pinned, "HTTP/1.1 101", "so is the development one");
+    assert!(["HTTP/1.1 101", "HTTP/1.1 409"].contains(&pinned.as_str()), "so is the development one: {pinned}");
     let other = upgrade("chrome-extension://pponmlkjihgfedcbaponmlkjihgfedcba").unwrap();
     assert_eq!(other, "HTTP/1.1 403", "an extension of another id is not");
 }
