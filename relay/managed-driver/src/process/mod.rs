@@ -54,7 +54,14 @@ pub(crate) fn spawn_with_pipe(
     args: &[String],
     stderr: std::fs::File,
 ) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
-    os::spawn_with_pipe(executable, args, stderr)
+    let (browser_reads, to_browser) = std::io::pipe()?;
+    let (from_browser, browser_writes) = std::io::pipe()?;
+    let mut command = std::process::Command::new(executable);
+    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
+    // The browser's ends go to it and close here, in this process: its exit
+    // is then our end-of-file.
+    let launched = os::spawn(command, args, browser_reads, browser_writes)?;
+    Ok((launched, os::writer(to_browser)?, os::reader(from_browser)?))
 }
 
 /// Our ends of an OS pipe as the async halves the CDP pipe reads and

@@ -1,9 +1,6 @@
 //! Processes on Unix: the pipe on fds 3 and 4, a process group per browser,
 //! signals.
 
-use std::path::Path;
-use std::process::Stdio;
-
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -25,31 +22,27 @@ pub(super) fn writer(end: std::io::PipeWriter) -> std::io::Result<BrowserWriter>
     BrowserWriter::from_owned_fd(end.into())
 }
 
-pub(super) fn spawn_with_pipe(
-    executable: &Path,
+/// Spawns `command` with `args`, the browser reading CDP on its fd 3 and
+/// writing on its fd 4, in a process group of its own.
+pub(super) fn spawn(
+    mut command: std::process::Command,
     args: &[String],
-    stderr: std::fs::File,
-) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
+    browser_reads: std::io::PipeReader,
+    browser_writes: std::io::PipeWriter,
+) -> std::io::Result<Launched> {
     use command_fds::{CommandFdExt, FdMapping};
     use std::os::unix::process::CommandExt;
-    let (browser_reads, to_browser) = std::io::pipe()?;
-    let (from_browser, browser_writes) = std::io::pipe()?;
-    let child = {
-        let mut command = std::process::Command::new(executable);
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-        // The browser reads CDP on its fd 3 and writes on its fd 4.
-        command
-            .fd_mappings(vec![
-                FdMapping { parent_fd: browser_reads.into(), child_fd: 3 },
-                FdMapping { parent_fd: browser_writes.into(), child_fd: 4 },
-            ])
-            .expect("two distinct descriptors");
-        command.process_group(0);
-        command.spawn()?
-        // The command, and with it the browser's ends of the pipes, drops
-        // here: the browser's exit is then our end-of-file.
-    };
-    Ok((Launched { child, tree: Tree }, writer(to_browser)?, reader(from_browser)?))
+    command.args(args);
+    command
+        .fd_mappings(vec![
+            FdMapping { parent_fd: browser_reads.into(), child_fd: 3 },
+            FdMapping { parent_fd: browser_writes.into(), child_fd: 4 },
+        ])
+        .expect("two distinct descriptors");
+    command.process_group(0);
+    // The command, and with it the browser's ends of the pipes, drops on
+    // return.
+    Ok(Launched { child: command.spawn()?, tree: Tree })
 }
 
 pub(super) fn is_alive(pid: u32) -> bool {

@@ -11,8 +11,6 @@
 use std::io::{Read, Write};
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::os::windows::process::CommandExt;
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::Mutex;
 
 use windows_sys::Win32::Foundation::{
@@ -122,27 +120,27 @@ fn set_inherited(handle: &impl AsRawHandle, inherited: bool) -> std::io::Result<
 /// exits).
 static SPAWNING: Mutex<()> = Mutex::new(());
 
-pub(super) fn spawn_with_pipe(
-    executable: &Path,
+/// Spawns `command` with the switch that names the browser's ends of the
+/// pipe, then `args`, in a Job Object of its own.
+pub(super) fn spawn(
+    mut command: std::process::Command,
     args: &[String],
-    stderr: std::fs::File,
-) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
-    let (browser_reads, to_browser) = std::io::pipe()?;
-    let (from_browser, browser_writes) = std::io::pipe()?;
+    browser_reads: std::io::PipeReader,
+    browser_writes: std::io::PipeWriter,
+) -> std::io::Result<Launched> {
     let tree = Tree::new()?;
     let child = {
         let _one_at_a_time = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
         set_inherited(&browser_reads, true)?;
         set_inherited(&browser_writes, true)?;
-        let mut command = std::process::Command::new(executable);
         // An inherited handle keeps its value in the child.
         let switch = io_pipes_switch(browser_reads.as_raw_handle() as usize, browser_writes.as_raw_handle() as usize);
-        command.arg(switch).args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        command.arg(switch).args(args);
         // Not in our console's group: a Ctrl-C there is serve's to handle.
         command.creation_flags(CREATE_NEW_PROCESS_GROUP);
         let spawned = command.spawn();
-        // Our copies of the browser's ends close here: its exit is then
-        // our end-of-file.
+        // Our copies of the browser's ends close before the next spawn may
+        // inherit them.
         drop((browser_reads, browser_writes));
         spawned?
     };
@@ -154,7 +152,7 @@ pub(super) fn spawn_with_pipe(
         let _ = child.wait();
         return Err(error);
     }
-    Ok((Launched { child, tree }, writer(to_browser)?, reader(from_browser)?))
+    Ok(Launched { child, tree })
 }
 
 pub(super) fn reader(mut end: std::io::PipeReader) -> std::io::Result<BrowserReader> {
