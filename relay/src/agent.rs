@@ -10,7 +10,7 @@ use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, FindInPage, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated,
     OpenTab, ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
-    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot,
+    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot, Trouble,
 };
 use control_engine::error::{Step, Surface};
 use serde::Serialize;
@@ -150,8 +150,12 @@ pub enum AgentCommand {
         /// How many (the newest; default 100).
         #[arg(long)]
         limit: Option<usize>,
+        /// Earlier pages' requests too (default: the current page's, since
+        /// the tab last loaded a document).
+        #[arg(long)]
+        all: bool,
         /// Print this request's response body instead (text up to 256 KiB).
-        #[arg(long, value_name = "REQUEST_ID", conflicts_with_all = ["failed", "url", "resource_type", "limit"])]
+        #[arg(long, value_name = "REQUEST_ID", conflicts_with_all = ["failed", "url", "resource_type", "limit", "all"])]
         body: Option<String>,
         #[command(flatten)]
         args: AgentArgs,
@@ -274,13 +278,17 @@ fn navigated_line(navigated: &Profiled<Navigated>) -> String {
     format!("{}  {}  {}  [{}]", navigated.target_id, navigated.title, navigated.url, navigated.profile)
 }
 
-/// One line per request, and how many more matched when `limit` cut them.
+/// One line per request, and how many more matched when `limit` cut them
+/// or were left out as earlier pages'.
 fn requests_text(list: &Profiled<RequestList>) -> String {
-    let mut lines: Vec<String> = list.requests.iter().map(|request| request.line()).collect();
+    let mut lines = list.lines();
     if list.total == 0 {
         lines.push("no requests".into());
     } else if list.shown < list.total {
         lines.push(format!("# the newest {} of {} (--limit)", list.shown, list.total));
+    }
+    if list.earlier_pages > 0 {
+        lines.push(format!("# {} more of earlier pages (--all)", list.earlier_pages));
     }
     lines.join("\n")
 }
@@ -301,17 +309,9 @@ fn act_text(outcome: &Profiled<ActOutcome>) -> String {
             dialog.kind, dialog.message
         ));
     }
-    for error in &page.console_errors {
-        lines.push(format!("console error: {error}"));
-    }
-    if page.more_console_errors > 0 {
-        lines.push(format!("… {} more console errors (`browser-relay console`)", page.more_console_errors));
-    }
-    for request in &page.failed_requests {
-        lines.push(format!("failed request: {request}"));
-    }
-    if page.more_failed_requests > 0 {
-        lines.push(format!("… {} more failed requests (`browser-relay requests --failed`)", page.more_failed_requests));
+    trouble_lines(&mut lines, &page.caused, "");
+    if let Some(earlier) = &page.earlier {
+        trouble_lines(&mut lines, earlier, "before this action, ");
     }
     for tab in &page.new_tabs {
         lines.push(format!("new tab: {}  {}", tab.target_id, tab.url));
@@ -320,6 +320,25 @@ fn act_text(outcome: &Profiled<ActOutcome>) -> String {
         lines.push(snapshot.clone());
     }
     lines.join("\n")
+}
+
+/// What went wrong, a line each (`prefix` says when).
+fn trouble_lines(lines: &mut Vec<String>, trouble: &Trouble, prefix: &str) {
+    for error in &trouble.console_errors {
+        lines.push(format!("{prefix}console error: {error}"));
+    }
+    if trouble.more_console_errors > 0 {
+        lines.push(format!("… {} more console errors (`browser-relay console`)", trouble.more_console_errors));
+    }
+    for request in &trouble.failed_requests {
+        lines.push(format!("{prefix}failed request: {request}"));
+    }
+    if trouble.more_failed_requests > 0 {
+        lines.push(format!(
+            "… {} more failed requests (`browser-relay requests --failed`)",
+            trouble.more_failed_requests
+        ));
+    }
 }
 
 /// Runs one agent command against the control API of a running relay.
@@ -367,8 +386,8 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
             let request = ReadResponseBody { request_id };
             run(&client, &args, Selected::new(tab, request), |body| format!("# {}\n{}", body.header(), body.body)).await
         }
-        AgentCommand::Requests { failed, url, resource_type, limit, body: None, .. } => {
-            let request = ListRequests { url, failed, resource_type, limit };
+        AgentCommand::Requests { failed, url, resource_type, limit, all, body: None, .. } => {
+            let request = ListRequests { url, failed, resource_type, limit, all };
             run(&client, &args, Selected::new(tab, request), requests_text).await
         }
         AgentCommand::Snapshot { interactive, compact, selector, .. } => {

@@ -344,12 +344,15 @@ impl ShownInProfile for Pdf {}
 impl ShownInProfile for RequestList {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         let mut text = format!(
-            "{} · tab {} · {} of {} requests (newest last)",
-            answer.profile, answer.target_id, answer.shown, answer.total
+            "{} · tab {} · page {} · {} of {} requests (newest last)",
+            answer.profile, answer.target_id, answer.page, answer.shown, answer.total
         );
-        for request in &answer.requests {
+        for line in answer.lines() {
             text.push('\n');
-            text.push_str(&request.line());
+            text.push_str(&line);
+        }
+        if answer.earlier_pages > 0 {
+            text.push_str(&format!("\n# {} more of earlier pages (all: true)", answer.earlier_pages));
         }
         vec![ContentBlock::text(text)]
     }
@@ -649,17 +652,26 @@ mod tests {
         };
         let list = Profiled {
             profile: "managed".into(),
-            answer: RequestList { target_id: "T1".into(), requests: vec![request], total: 7, shown: 1 },
+            answer: RequestList {
+                target_id: "T1".into(),
+                requests: vec![request],
+                total: 7,
+                shown: 1,
+                page: 2,
+                earlier_pages: 3,
+            },
         };
         let state = tempfile::tempdir().unwrap();
         let content = list.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(
             text,
-            "managed · tab T1 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json"
+            "managed · tab T1 · page 2 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json\n# 3 more of earlier pages (all: true)"
         );
         let properties = properties("browser_network_requests");
-        assert!(["url", "failed", "resourceType", "limit", "targetId"].iter().all(|p| properties.contains_key(*p)));
+        assert!(
+            ["url", "failed", "resourceType", "limit", "all", "targetId"].iter().all(|p| properties.contains_key(*p))
+        );
         assert_eq!((spec("browser_network_request_body").schema)().get("required"), Some(&json!(["requestId"])));
     }
 

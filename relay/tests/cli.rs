@@ -611,8 +611,9 @@ fn run_sh_then_agent_commands_with_no_flags() {
     assert!(tabs.lines().any(|l| l.starts_with('*') && l.contains("pressed")), "{tabs}");
 }
 
-/// A web site of one page on a free loopback port (every other path is a
-/// 404), for as long as the test runs; its `http://127.0.0.1:PORT`.
+/// A web site of one page on a free loopback port, at `/` and `/?anything`
+/// (`/slow-fail` answers 503 after 300 ms; every other path is a 404), for
+/// as long as the test runs; its `http://127.0.0.1:PORT`.
 fn tiny_site(page: &'static str) -> String {
     use std::io::{Read as _, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -620,21 +621,87 @@ fn tiny_site(page: &'static str) -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { break };
-            let mut buffer = [0u8; 4096];
-            let n = stream.read(&mut buffer).unwrap_or(0);
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let (status, body) = match request.split_whitespace().nth(1) {
-                Some("/") => ("200 OK", page),
-                _ => ("404 Not Found", "not here"),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes());
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                let n = stream.read(&mut buffer).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..n]);
+                let (status, body) = match request.split_whitespace().nth(1) {
+                    Some(path) if path == "/" || path.starts_with("/?") => ("200 OK", page),
+                    Some("/slow-fail") => {
+                        std::thread::sleep(std::time::Duration::from_millis(300));
+                        ("503 Service Unavailable", "try later")
+                    }
+                    _ => ("404 Not Found", "not here"),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes());
+            });
         }
     });
     format!("http://{addr}")
+}
+
+/// What an action caused is in its own answer, as an agent reads it
+/// through MCP: a request that fails after the click (and what the page
+/// logged about it), the page's title while an alert holds it, the URL of
+/// a tab it opened; and the network log after a navigation is the new
+/// page's.
+#[test]
+fn an_mcp_action_answer_tells_what_the_action_caused() {
+    let home = tempfile::tempdir().unwrap();
+    let (_running, control) = serve_managed(home.path());
+    wait_for_control_api(home.path());
+    let mut host = McpHost::spawn(home.path(), &control);
+    host.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert!(!host.call("browser_start", serde_json::json!({})).0);
+    let site = tiny_site(concat!(
+        "<title>Consequences</title>",
+        "<button onclick=\"fetch('/slow-fail').then((r) => console.error('saving failed: ' + r.status))\">Save</button>",
+        "<button onclick=\"alert('Sure?')\">Ask</button>",
+        "<button onclick=\"window.open('/?opened')\">Open</button>",
+    ));
+    let (is_error, opened, _) = host.call("browser_open", serde_json::json!({"url": format!("{site}/")}));
+    assert!(!is_error, "{opened}");
+    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({}));
+    assert!(snapshot.contains("button \"Open\" [ref=e3]"), "{snapshot}");
+    let click = |host: &mut McpHost, element: &str| -> serde_json::Value {
+        let (is_error, text, _) = host.call("browser_click", serde_json::json!({"ref": element}));
+        assert!(!is_error, "{text}");
+        serde_json::from_str(&text).expect(&text)
+    };
+
+    let saved = click(&mut host, "e1");
+    let page = &saved["page"];
+    assert_eq!(page["failedRequests"], serde_json::json!([format!("503 GET {site}/slow-fail")]), "{saved}");
+    assert_eq!(page["consoleErrors"], serde_json::json!(["saving failed: 503"]), "{saved}");
+    assert!(!saved.to_string().contains("favicon"), "the browser's own fetch is no news: {saved}");
+
+    let asked = click(&mut host, "e2");
+    assert_eq!(asked["page"]["dialog"]["message"], "Sure?", "{asked}");
+    assert_eq!(asked["page"]["title"], "Consequences", "the title, not the URL: {asked}");
+    assert!(!host.call("browser_handle_dialog", serde_json::json!({"accept": true})).0);
+
+    let opened = click(&mut host, "e3");
+    let new_tabs = opened["page"]["newTabs"].as_array().expect("the new tab is told");
+    assert_eq!(new_tabs.len(), 1, "{opened}");
+    assert_eq!(new_tabs[0]["url"], format!("{site}/?opened"), "with the URL it opened: {opened}");
+
+    let (is_error, navigated, _) = host.call("browser_navigate", serde_json::json!({"url": format!("{site}/?next")}));
+    assert!(!is_error, "{navigated}");
+    let (_, requests, _) = host.call("browser_network_requests", serde_json::json!({}));
+    assert!(requests.contains(&format!(" GET Document ")) && requests.contains(&format!("{site}/?next")), "{requests}");
+    assert!(!requests.contains("slow-fail"), "the earlier page's requests are not this page's: {requests}");
+    assert!(requests.contains("more of earlier pages (all: true)"), "{requests}");
+    let (_, every, _) = host.call("browser_network_requests", serde_json::json!({"all": true}));
+    assert!(every.contains("/slow-fail") && every.contains("(the current page)"), "{every}");
+    assert_log_has_no_token(home.path());
 }
 
 /// `serve` with `args` on a free relay port: the guard, its log, and the

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use axum::Router;
-use axum::extract::Path;
+use axum::extract::{Path, Query};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -25,8 +25,10 @@ impl FixtureServer {
     pub async fn start() -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let app =
-            Router::new().route("/{*path}", get(serve_file)).route("/", get(|| serve_file(Path("index.html".into()))));
+        let app = Router::new()
+            .route("/status/{code}", get(status))
+            .route("/{*path}", get(serve_file))
+            .route("/", get(|| serve_file(Path("index.html".into()))));
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         tokio::spawn(async move {
@@ -50,6 +52,15 @@ impl Drop for FixtureServer {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// `/status/503?delay=300`: that status, after that many milliseconds (at
+/// most 5 s): a request that fails, and takes a while to.
+async fn status(Path(code): Path<u16>, Query(query): Query<std::collections::HashMap<String, u64>>) -> Response {
+    let delay = query.get("delay").copied().unwrap_or(0).min(5_000);
+    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, format!("status {code}")).into_response()
 }
 
 async fn serve_file(Path(path): Path<String>) -> Response {

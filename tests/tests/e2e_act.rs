@@ -265,23 +265,77 @@ async fn an_action_answer_carries_the_page_state_an_agent_checks_next() {
     let popup = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Popup\"")})).await;
     let new_tabs = popup["page"]["newTabs"].as_array().expect("the popup is reported");
     assert_eq!(new_tabs.len(), 1, "{popup}");
+    assert!(new_tabs[0]["url"].as_str().unwrap().ends_with("/act/page.html"), "with the URL it opened: {popup}");
     let tabs = env.api.ok("GET", "/tabs", None).await;
     assert!(tabs["tabs"].as_array().unwrap().iter().any(|t| t["targetId"] == new_tabs[0]["targetId"]), "{tabs}");
 
-    // A request that fails is told once: by the click's answer if it was
-    // back by then, else by the next one (the wait for what the page shows
-    // once it has the 404).
+    // A request the click starts is told by the click's own answer, with
+    // what the page logged when it came back; it is told once.
     let news = env.api.ok("POST", "/tabs/focus", Some(json!({"targetId": popup["targetId"]}))).await;
     assert_eq!(news["ok"], true);
-    let clicked = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Fetch\"")})).await;
-    let waited = act_ok(&env, json!({"kind": "wait", "text": "fetched 404"})).await;
-    let told: Vec<String> = [&clicked, &waited]
-        .iter()
-        .flat_map(|answer| answer["page"]["failedRequests"].as_array().cloned().unwrap_or_default())
-        .filter_map(|line| line.as_str().map(str::to_string))
-        .collect();
-    assert_eq!(told.len(), 1, "told once: {clicked} {waited}");
-    assert!(told[0].starts_with("404 GET ") && told[0].ends_with("/act/missing.json"), "{told:?}");
+    for (button, failed, logged) in
+        [("Fetch", "404 GET ", "/act/missing.json"), ("Slow failure", "503 GET ", "/status/503?delay=300")]
+    {
+        let clicked =
+            act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, &format!("button \"{button}\""))})).await;
+        let told: Vec<&str> =
+            clicked["page"]["failedRequests"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        assert_eq!(told.len(), 1, "{button}: {clicked}");
+        assert!(told[0].starts_with(failed) && told[0].ends_with(logged), "{button}: {told:?}");
+        if button == "Slow failure" {
+            let errors = clicked["page"]["consoleErrors"].as_array().expect("what the page logged");
+            assert_eq!(errors, &[json!("slow request answered 503")], "{clicked}");
+        }
+        assert!(clicked["page"].get("earlier").is_none(), "nothing before the click: {clicked}");
+        let next = act_ok(&env, json!({"kind": "press", "key": "Shift"})).await;
+        assert!(next["page"].get("failedRequests").is_none() && next["page"].get("earlier").is_none(), "{next}");
+    }
+
+    // What went wrong before an action is told apart from what it caused.
+    let later = "() => { setTimeout(() => console.error('on its own'), 200); }";
+    act_ok(&env, json!({"kind": "evaluate", "fn": later})).await;
+    eventually("the page's own error to be logged", Duration::from_secs(5), || async {
+        let console = env.api.ok("GET", "/console", None).await;
+        console.to_string().contains("on its own").then_some(())
+    })
+    .await;
+    let quiet = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Quiet\"")})).await;
+    assert!(quiet["page"].get("consoleErrors").is_none(), "not the click's doing: {quiet}");
+    assert_eq!(quiet["page"]["earlier"]["consoleErrors"], json!(["on its own"]), "{quiet}");
+}
+
+/// The network log shows the current page by default: requests since the
+/// tab last loaded a document, each marked with its page; `all` shows the
+/// earlier pages' too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_log_is_per_page() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    env.open("act/news.html").await;
+    let snap = env.snapshot_text("").await;
+    act_ok(&env, json!({"kind": "click", "ref": ref_of(&snap, "button \"Fetch\"")})).await;
+    let first = env.api.ok("GET", "/requests", None).await;
+    let urls = |list: &Value| -> Vec<String> {
+        list["requests"].as_array().unwrap().iter().map(|r| r["url"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(urls(&first).iter().any(|u| u.ends_with("/act/missing.json")), "{first}");
+    let page = first["page"].as_u64().unwrap();
+
+    let second = env.fixtures.url() + "/act/form.html";
+    env.api.ok("POST", "/navigate", Some(json!({"url": second}))).await;
+    let now = env.api.ok("GET", "/requests", None).await;
+    assert_eq!(now["page"].as_u64(), Some(page + 1), "{now}");
+    assert_eq!(urls(&now).first(), Some(&second), "the page's own document first: {now}");
+    assert!(!urls(&now).iter().any(|u| u.contains("/act/news.html") || u.contains("missing.json")), "{now}");
+    assert!(now["requests"].as_array().unwrap().iter().all(|r| r["page"].as_u64() == Some(page + 1)), "{now}");
+    assert!(now["earlierPages"].as_u64().unwrap() >= 2, "the earlier page's are counted: {now}");
+
+    let all = env.api.ok("GET", "/requests?all=true", None).await;
+    assert!(urls(&all).iter().any(|u| u.ends_with("/act/missing.json")), "{all}");
+    let missing =
+        all["requests"].as_array().unwrap().iter().find(|r| r["url"].as_str().unwrap().ends_with("missing.json"));
+    assert_eq!(missing.unwrap()["page"].as_u64(), Some(page), "marked with its page: {all}");
+    assert!(all.get("earlierPages").is_none(), "{all}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,6 +353,7 @@ async fn dialogs_never_deadlock_and_files_upload() {
     assert!(started.elapsed() < Duration::from_secs(5), "no deadlock: {:?}", started.elapsed());
     assert_eq!(clicked["page"]["dialog"], json!({"type": "alert", "message": "Hello!"}), "{clicked}");
     assert!(clicked["page"]["url"].as_str().unwrap().ends_with("/act/page.html"), "{clicked}");
+    assert_eq!(clicked["page"]["title"], "Act: page", "the page's title, although its scripts are paused: {clicked}");
     let tabs = env.api.ok("GET", "/tabs", None).await;
     let me = tabs["tabs"].as_array().unwrap().iter().find(|t| t["targetId"] == tab.as_str()).unwrap().clone();
     assert_eq!(me["dialog"]["message"], "Hello!", "{tabs}");

@@ -1254,8 +1254,15 @@ fn control_requests_round_trip_through_their_query_string_or_body() {
         any::<bool>(),
         prop::option::of(any_text(6)),
         prop::option::of(any::<usize>()),
+        any::<bool>(),
     )
-        .prop_map(|(url, failed, resource_type, limit)| api::ListRequests { url, failed, resource_type, limit });
+        .prop_map(|(url, failed, resource_type, limit, all)| api::ListRequests {
+            url,
+            failed,
+            resource_type,
+            limit,
+            all,
+        });
     let find = (
         prop::option::of(any_text(12)),
         prop::option::of(any_text(8)),

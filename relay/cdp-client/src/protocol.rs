@@ -170,6 +170,21 @@ pub mod target {
     }
     command!(ActivateTarget, "Target.activateTarget" => Empty);
 
+    /// One target as the browser knows it: answered by the browser, so it
+    /// works while the page's scripts are paused (by a dialog).
+    #[derive(Debug, Clone, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct GetTargetInfo {
+        pub target_id: String,
+    }
+    command!(GetTargetInfo, "Target.getTargetInfo" => TargetInfoOf);
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct TargetInfoOf {
+        pub target_info: TargetInfo,
+    }
+
     #[derive(Debug, Clone, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct TargetCreated {
@@ -716,6 +731,14 @@ pub mod network {
         pub encoded_data_length: f64,
     }
 
+    /// What made a request: `parser`, `script`, `preload`, `other` (the
+    /// browser itself, e.g. a navigation or the favicon), …
+    #[derive(Debug, Clone, Default, Deserialize)]
+    pub struct Initiator {
+        #[serde(rename = "type", default)]
+        pub kind: String,
+    }
+
     /// A request is about to be sent; with `redirect_response`, the same
     /// `request_id` is being redirected (the response that redirected it).
     #[derive(Debug, Clone, Deserialize)]
@@ -733,6 +756,14 @@ pub mod network {
         pub kind: Option<String>,
         #[serde(default)]
         pub redirect_response: Option<Response>,
+        /// The document the request belongs to; a navigation's own
+        /// request carries the loader of the document it will commit.
+        #[serde(default)]
+        pub loader_id: String,
+        #[serde(default)]
+        pub frame_id: Option<String>,
+        #[serde(default)]
+        pub initiator: Initiator,
     }
     event!(RequestWillBeSent, "Network.requestWillBeSent");
 

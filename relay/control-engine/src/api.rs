@@ -779,6 +779,10 @@ pub struct ListRequests {
     /// Requests to return (the newest; default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Earlier pages' requests too (default: the current page's, since
+    /// the tab's main frame last loaded a document).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
 }
 route!(ListRequests, Get "/requests", Tab => Profiled<RequestList>);
 
@@ -791,6 +795,11 @@ pub struct RequestList {
     pub total: usize,
     /// Requests in `requests` (the newest `limit` of `total`).
     pub shown: usize,
+    /// The current page (each request says its own).
+    pub page: u32,
+    /// Requests of earlier pages that match, left out (`all` shows them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub earlier_pages: usize,
 }
 
 /// One request as the tab made it. A redirect is one entry per hop, all
@@ -823,6 +832,10 @@ pub struct NetworkRequest {
     pub failure: Option<String>,
     /// Answered from the browser's cache.
     pub from_cache: bool,
+    /// The page it belongs to: 1 for the tab's first document the log
+    /// saw, one more for each document the tab loaded since.
+    #[serde(default)]
+    pub page: u32,
 }
 
 impl NetworkRequest {
@@ -916,32 +929,54 @@ pub struct ActOutcome {
 }
 
 /// A tab as an agent checks it after acting: where it is, whether a dialog
-/// waits, and what went wrong since the last action's answer.
+/// waits, what went wrong because of the action, and what went wrong
+/// before it (since the last answer).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PageState {
     pub url: String,
+    /// The page's title (also while a dialog holds the page).
     pub title: String,
     /// A dialog the action opened (or one still open): the action happened;
     /// answer the dialog before the next one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialog: Option<DialogInfo>,
-    /// Console errors and uncaught exceptions since the last action (the
-    /// newest few, one line each).
+    /// What went wrong from the action's start until its answer: the
+    /// requests it started (waited for, briefly) and the errors logged.
+    #[serde(flatten)]
+    pub caused: Trouble,
+    /// What went wrong after the last answer but before this action began:
+    /// not the action's doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<Trouble>,
+    /// Tabs the action opened (popups, `target=_blank`), with the URL of
+    /// their first page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_tabs: Vec<NewTab>,
+}
+
+/// What went wrong on a tab in a span of time: the newest few console
+/// errors and uncaught exceptions (one line each) and failed requests
+/// (status or reason, method, URL), each with how many more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Trouble {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub console_errors: Vec<String>,
     /// Errors beyond those shown.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_console_errors: usize,
-    /// Requests that failed or answered 400 or more since the last action
-    /// (the newest few: status or reason, method, URL).
+    /// Requests that failed or answered 400 or more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_requests: Vec<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_failed_requests: usize,
-    /// Tabs the action opened (popups, `target=_blank`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub new_tabs: Vec<NewTab>,
+}
+
+impl Trouble {
+    pub fn is_empty(&self) -> bool {
+        self.console_errors.is_empty() && self.failed_requests.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

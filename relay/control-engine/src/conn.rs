@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, watch};
 use cdp_client::protocol::{Command as _, dom, log, network, page, runtime, target};
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 
-use crate::api::{ConsoleMessage, DialogInfo, NetworkRequest, PageError, TabInfo};
+use crate::api::{ConsoleMessage, DialogInfo, NetworkRequest, PageError, TabInfo, Trouble};
 use crate::network::{NetworkLog, Recorded};
 
 /// The isolated world the snapshot script runs in (invisible to the page).
@@ -241,13 +241,30 @@ impl Conn {
 
     /// What went wrong on the tab since the last call, which starts the
     /// count over.
-    pub fn take_news(&self, target_id: &str) -> TabNews {
-        self.state().tabs.get_mut(target_id).map(|tab| std::mem::take(&mut tab.news)).unwrap_or_default()
+    pub fn take_news(&self, target_id: &str) -> Trouble {
+        let news = self.state().tabs.get_mut(target_id).map(|tab| std::mem::take(&mut tab.news)).unwrap_or_default();
+        Trouble {
+            console_errors: news.console_errors.into(),
+            more_console_errors: news.more_console_errors,
+            failed_requests: news.failed_requests.into(),
+            more_failed_requests: news.more_failed_requests,
+        }
     }
 
-    /// The tab's requests, oldest first.
-    pub fn requests(&self, target_id: &str) -> Option<Vec<NetworkRequest>> {
-        self.state().tabs.get(target_id).map(|tab| tab.network.requests())
+    /// The tab's requests, oldest first, and its current page.
+    pub fn requests(&self, target_id: &str) -> Option<(Vec<NetworkRequest>, u32)> {
+        self.state().tabs.get(target_id).map(|tab| (tab.network.requests(), tab.network.page()))
+    }
+
+    /// A mark in the tab's network log: [`Self::in_flight_since`] counts
+    /// the requests sent after it.
+    pub fn network_mark(&self, target_id: &str) -> u64 {
+        self.state().tabs.get(target_id).map_or(0, |tab| tab.network.mark())
+    }
+
+    /// Requests of the tab sent since `mark` that are still in flight.
+    pub fn in_flight_since(&self, target_id: &str, mark: u64) -> usize {
+        self.state().tabs.get(target_id).map_or(0, |tab| tab.network.in_flight_since(mark))
     }
 
     /// A request of the tab (its last hop), and the session that saw it.
@@ -516,6 +533,15 @@ impl Conn {
             if let Some(hook) = hook {
                 self.answer_dialog(session, hook.accept, hook.prompt_text);
             }
+        } else if let Some(navigated) = event.parse::<page::FrameNavigated>() {
+            // The main frame's new document is a new page of the network log.
+            let frame = navigated.frame;
+            if frame.parent_id.is_none()
+                && let Some(tab) = self.state().tabs.get_mut(&frame.id)
+                && tab.session.as_deref() == Some(session)
+            {
+                tab.network.new_page(&frame.loader_id);
+            }
         } else if let Some(lifecycle) = event.parse::<page::LifecycleEvent>() {
             // Only the main frame's (its id is the tab's target id);
             // iframes have lifecycles of their own.
@@ -586,7 +612,8 @@ impl Conn {
             let (status, id) = (received.response.status, received.request_id.clone());
             self.with_tab_of(session, |tab| {
                 tab.network.response(session, received);
-                if let Some(recorded) = tab.network.find(&id).filter(|_| status >= 400) {
+                // The browser's own fetches (a missing favicon) are not the page's news.
+                if let Some(recorded) = tab.network.find(&id).filter(|r| status >= 400 && !r.browsers_own) {
                     let request = &recorded.request;
                     tab.news.failed_request(format!("{status} {} {}", request.method, request.url));
                 }
@@ -598,7 +625,7 @@ impl Conn {
             let (canceled, id) = (failed.canceled, failed.request_id.clone());
             self.with_tab_of(session, |tab| {
                 tab.network.failed(failed);
-                if let Some(recorded) = tab.network.find(&id).filter(|_| !canceled) {
+                if let Some(recorded) = tab.network.find(&id).filter(|r| !canceled && !r.browsers_own) {
                     let request = &recorded.request;
                     let why = request.failure.as_deref().unwrap_or("failed");
                     tab.news.failed_request(format!("{why} {} {}", request.method, request.url));

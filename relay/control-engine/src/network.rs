@@ -39,12 +39,38 @@ pub struct Recorded {
     pub session: String,
     /// When it was sent, in the network events' monotonic seconds.
     sent: f64,
+    /// Its place among the requests the log ever recorded.
+    order: u64,
+    /// The document it belongs to (a navigation's own request: the one it
+    /// commits).
+    loader: String,
+    /// Fetched by the browser for itself (the favicon), not by the page.
+    pub browsers_own: bool,
 }
 
-/// A tab's requests, oldest first, at most [`REQUESTS_KEPT`].
-#[derive(Debug, Default)]
+/// A tab's requests, oldest first, at most [`REQUESTS_KEPT`], each marked
+/// with the page (the main frame's document) it belongs to.
+#[derive(Debug)]
 pub struct NetworkLog {
     entries: VecDeque<Recorded>,
+    /// Requests recorded so far: an action's mark (the ones after it are
+    /// its doing).
+    recorded: u64,
+    /// The current page: 1 for the document the log began with, one more
+    /// for each the main frame committed since.
+    page: u32,
+    /// The newest pages' documents: a late request of a page that is gone
+    /// (a beacon as it unloads) still belongs to it.
+    loaders: VecDeque<(String, u32)>,
+}
+
+/// Pages whose document is remembered.
+const PAGES_KNOWN: usize = 16;
+
+impl Default for NetworkLog {
+    fn default() -> Self {
+        Self { entries: VecDeque::new(), recorded: 0, page: 1, loaders: VecDeque::new() }
+    }
 }
 
 impl NetworkLog {
@@ -62,18 +88,63 @@ impl NetworkLog {
             // session and its own): the first report stands.
             return;
         }
+        let kind = sent.kind.unwrap_or_else(|| "Other".into());
+        let browsers_own = kind == "Other" && sent.initiator.kind == "other";
+        let page = self.loaders.iter().find(|(loader, _)| *loader == sent.loader_id).map_or(self.page, |(_, p)| *p);
         let request = NetworkRequest {
             request_id: sent.request_id,
             method: sent.request.method,
             url: capped_url(&sent.request.url),
-            resource_type: sent.kind.unwrap_or_else(|| "Other".into()),
+            resource_type: kind,
             start_time: (sent.wall_time * 1000.0).round(),
+            page,
             ..NetworkRequest::default()
         };
         if self.entries.len() == REQUESTS_KEPT {
             self.entries.pop_front();
         }
-        self.entries.push_back(Recorded { request, session: session.to_string(), sent: sent.timestamp });
+        let order = self.recorded;
+        self.recorded += 1;
+        self.entries.push_back(Recorded {
+            request,
+            session: session.to_string(),
+            sent: sent.timestamp,
+            order,
+            loader: sent.loader_id,
+            browsers_own,
+        });
+    }
+
+    /// The main frame committed a new document (`loader`): a new page
+    /// begins, with the request that brought it.
+    pub fn new_page(&mut self, loader: &str) {
+        if self.loaders.back().is_some_and(|(known, _)| known == loader) {
+            return;
+        }
+        self.page += 1;
+        if self.loaders.len() == PAGES_KNOWN {
+            self.loaders.pop_front();
+        }
+        self.loaders.push_back((loader.to_string(), self.page));
+        let page = self.page;
+        for entry in self.entries.iter_mut().filter(|entry| entry.loader == loader) {
+            entry.request.page = page;
+        }
+    }
+
+    /// The current page's number.
+    pub fn page(&self) -> u32 {
+        self.page
+    }
+
+    /// A mark: [`Self::in_flight_since`] counts the requests sent after it.
+    pub fn mark(&self) -> u64 {
+        self.recorded
+    }
+
+    /// Requests sent since `mark` that have not finished or failed yet.
+    pub fn in_flight_since(&self, mark: u64) -> usize {
+        self.entries.iter().rev().take_while(|e| e.order >= mark).filter(|e| e.request.duration_ms.is_none()).count()
     }
 
     /// `Network.responseReceived`: the status and headers are in.
@@ -159,18 +230,30 @@ fn capped_url(url: &str) -> String {
     }
 }
 
-/// The requests that match `filter`, the newest `limit` of them, and how
-/// many matched.
-pub fn select(requests: Vec<NetworkRequest>, filter: &ListRequests) -> (Vec<NetworkRequest>, usize) {
-    let matching: Vec<NetworkRequest> = requests
+/// What `GET /requests` shows of a tab's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// The newest `limit` of the matching requests.
+    pub shown: Vec<NetworkRequest>,
+    /// Requests that match.
+    pub total: usize,
+    /// Requests of earlier pages that match the other filters, left out
+    /// because `all` was not asked.
+    pub earlier: usize,
+}
+
+/// The requests that match `filter` (by default the current `page`'s
+/// only), the newest `limit` of them, and how many matched.
+pub fn select(requests: Vec<NetworkRequest>, filter: &ListRequests, page: u32) -> Selection {
+    let (matching, earlier): (Vec<NetworkRequest>, Vec<NetworkRequest>) = requests
         .into_iter()
         .filter(|r| filter.url.as_deref().is_none_or(|text| r.url.contains(text)))
         .filter(|r| !filter.failed || r.failed())
         .filter(|r| filter.resource_type.as_deref().is_none_or(|kind| r.resource_type.eq_ignore_ascii_case(kind)))
-        .collect();
+        .partition(|r| filter.all || r.page >= page);
     let total = matching.len();
     let skip = total.saturating_sub(filter.limit.unwrap_or(DEFAULT_LIMIT));
-    (matching.into_iter().skip(skip).collect(), total)
+    Selection { shown: matching.into_iter().skip(skip).collect(), total, earlier: earlier.len() }
 }
 
 /// A body as answered: text cut at [`BODY_KEPT`] bytes (on a character
@@ -220,6 +303,25 @@ impl NetworkRequest {
     }
 }
 
+impl RequestList {
+    /// The requests one line each, oldest first; when they span several
+    /// pages, a `# page N` line where each page begins.
+    pub fn lines(&self) -> Vec<String> {
+        let several = self.requests.first().zip(self.requests.last()).is_some_and(|(a, b)| a.page != b.page);
+        let mut lines = Vec::with_capacity(self.requests.len());
+        let mut page = None;
+        for request in &self.requests {
+            if several && page != Some(request.page) {
+                page = Some(request.page);
+                let current = if request.page == self.page { " (the current page)" } else { "" };
+                lines.push(format!("# page {}{current}", request.page));
+            }
+            lines.push(request.line());
+        }
+        lines
+    }
+}
+
 impl ResponseBody {
     /// What the body is: its request, type, size, and whether it is cut or
     /// base64 (the line above it in the CLI's and the MCP tool's text).
@@ -251,8 +353,11 @@ impl Handle<ListRequests> for Engine {
         self.session(&conn, &id).await?;
         // Events that arrived before the last reply are in the log.
         conn.catch_up().await;
-        let (requests, total) = select(conn.requests(&id).unwrap_or_default(), &request.request);
-        Ok(Profiled::new(&profile, RequestList { target_id: id, shown: requests.len(), requests, total }))
+        let (requests, page) = conn.requests(&id).unwrap_or_default();
+        let Selection { shown, total, earlier } = select(requests, &request.request, page);
+        let list =
+            RequestList { target_id: id, shown: shown.len(), requests: shown, total, page, earlier_pages: earlier };
+        Ok(Profiled::new(&profile, list))
     }
 }
 
@@ -369,6 +474,74 @@ mod tests {
     }
 
     #[test]
+    fn a_committed_document_begins_a_page_with_the_request_that_brought_it() {
+        let mut log = NetworkLog::default();
+        let on = |mut sent: network::RequestWillBeSent, loader: &str| {
+            sent.loader_id = loader.into();
+            sent
+        };
+        log.will_be_sent("S", on(sent("1", "http://x/a.html", 1.0, None), "L1"));
+        log.will_be_sent("S", on(sent("2", "http://x/api", 1.1, None), "L1"));
+        // The next document's request is sent while the first page shows.
+        log.will_be_sent("S", on(sent("L2", "http://x/b.html", 2.0, None), "L2"));
+        assert_eq!(log.requests().iter().map(|r| r.page).collect::<Vec<_>>(), [1, 1, 1]);
+        log.new_page("L2");
+        log.new_page("L2");
+        assert_eq!(log.page(), 2, "one page per document, however often it is told");
+        log.will_be_sent("S", on(sent("3", "http://x/b.js", 2.1, None), "L2"));
+        assert_eq!(log.requests().iter().map(|r| r.page).collect::<Vec<_>>(), [1, 1, 2, 2]);
+        let ids = |filter: ListRequests| -> (Vec<String>, usize) {
+            let selection = select(log.requests(), &filter, log.page());
+            (selection.shown.into_iter().map(|r| r.request_id).collect(), selection.earlier)
+        };
+        assert_eq!(ids(ListRequests::default()), (vec!["L2".into(), "3".into()], 2));
+        assert_eq!(ids(ListRequests { all: true, ..Default::default() }).0.len(), 4);
+        assert_eq!(ids(ListRequests { url: Some("api".into()), ..Default::default() }), (vec![], 1));
+        let list = RequestList {
+            target_id: "T".into(),
+            requests: log.requests(),
+            total: 4,
+            shown: 4,
+            page: 2,
+            earlier_pages: 0,
+        };
+        let lines = list.lines();
+        assert_eq!((lines[0].as_str(), lines[3].as_str()), ("# page 1", "# page 2 (the current page)"), "{lines:?}");
+        assert_eq!(lines.len(), 6);
+    }
+
+    #[test]
+    fn requests_in_flight_are_counted_from_a_mark() {
+        let mut log = NetworkLog::default();
+        log.will_be_sent("S", sent("1", "http://x/old", 1.0, None));
+        let mark = log.mark();
+        assert_eq!(log.in_flight_since(mark), 0, "what was sent before the mark is not counted");
+        log.will_be_sent("S", sent("2", "http://x/a", 2.0, None));
+        log.will_be_sent("S", sent("3", "http://x/b", 2.0, None));
+        assert_eq!(log.in_flight_since(mark), 2);
+        log.finished(finished("2", 2.5, 10.0));
+        // A redirect ends one hop and sends the next.
+        log.will_be_sent("S", sent("3", "http://x/c", 2.6, Some(302)));
+        assert_eq!(log.in_flight_since(mark), 1);
+        let failed = json!({"requestId": "3", "timestamp": 3.0, "errorText": "net::ERR_FAILED"});
+        log.failed(serde_json::from_value(failed).unwrap());
+        assert_eq!(log.in_flight_since(mark), 0);
+    }
+
+    #[test]
+    fn the_browsers_own_fetches_are_told_apart() {
+        let mut log = NetworkLog::default();
+        let mut favicon = sent("9", "http://x/favicon.ico", 1.0, None);
+        (favicon.kind, favicon.initiator.kind) = (Some("Other".into()), "other".into());
+        log.will_be_sent("S", favicon);
+        let mut fetched = sent("10", "http://x/api", 1.0, None);
+        fetched.initiator.kind = "script".into();
+        log.will_be_sent("S", fetched);
+        assert!(log.find("9").unwrap().browsers_own);
+        assert!(!log.find("10").unwrap().browsers_own);
+    }
+
+    #[test]
     fn the_log_keeps_the_newest_and_urls_are_capped() {
         let mut log = NetworkLog::default();
         for i in 0..REQUESTS_KEPT + 20 {
@@ -391,6 +564,7 @@ mod tests {
             resource_type: kind.into(),
             status,
             failure: failure.map(Into::into),
+            page: 1,
             ..NetworkRequest::default()
         };
         let all = vec![
@@ -401,8 +575,8 @@ mod tests {
             request("5", "http://x/api/data.json", "Fetch", Some(200), None),
         ];
         let ids = |filter: ListRequests| {
-            let (shown, total) = select(all.clone(), &filter);
-            (shown.into_iter().map(|r| r.request_id).collect::<Vec<_>>(), total)
+            let selection = select(all.clone(), &filter, 1);
+            (selection.shown.into_iter().map(|r| r.request_id).collect::<Vec<_>>(), selection.total)
         };
         assert_eq!(
             ids(ListRequests::default()),

@@ -14,8 +14,10 @@ pub(crate) mod ready;
 mod wait;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use cdp_client::CdpEvent;
 use cdp_client::protocol::{Command, dom, emulation, page as cdp_page, runtime, target};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -242,7 +244,12 @@ impl Handle<Act> for Engine {
         // A dialog open before the action stops it here (page_target).
         let page = self.page_target(&request.tab).await?;
         let tabs_before: HashSet<String> = page.conn.tabs(None).into_iter().map(|t| t.target_id).collect();
-        let mut navigations = page.conn.subscribe();
+        let mut events = page.conn.subscribe();
+        // What went wrong before the action is not its doing: set aside
+        // now, and told apart. Requests sent from here on are its own.
+        page.conn.catch_up().await;
+        let earlier = Some(page.conn.take_news(&page.id)).filter(|trouble| !trouble.is_empty());
+        let mark = page.conn.network_mark(&page.id);
         let kind = action.kind();
         // A dialog the action opens pauses the page (and our input events)
         // until it is answered: the action happened, and the dialog is the
@@ -266,33 +273,52 @@ impl Handle<Act> for Engine {
         // A link's navigation starts in a task after the click is
         // acknowledged: one round trip through the page's task queue lets it
         // begin, then every event up to that reply is handled. The round
-        // trip reads where the page is, which stays the answer unless a
-        // navigation began.
+        // trip reads where the page is, which stays the answer unless the
+        // page changed after it.
         let mut location = None;
         if page.conn.open_dialog(&page.id).is_none() {
             location = self.location(&page.conn, &page.session).await;
         }
         page.conn.catch_up().await;
-        let navigation = navigation_seen(&mut navigations, &page);
-        if navigation != Navigation::None {
-            outcome.navigated = navigation == Navigation::Committed
-                || wait_commit(&mut navigations, &page, timeout.min(COMMIT_WITHIN)).await;
+        let mut navigation = NavigationWatch::default();
+        while let Ok(event) = events.try_recv() {
+            navigation.see(&event, &page);
+        }
+        if navigation.seen != Navigation::None {
+            if navigation.seen == Navigation::Requested {
+                navigation.wait_commit(&mut events, &page, timeout.min(COMMIT_WITHIN)).await;
+            }
+            outcome.navigated = navigation.seen == Navigation::Committed;
+            location = None;
+        }
+        // What the action started: its requests, the page it loaded, the
+        // tabs it opened, waited for briefly so that the answer tells them.
+        let new_tabs: Vec<String> =
+            page.conn.tabs(None).into_iter().map(|t| t.target_id).filter(|id| !tabs_before.contains(id)).collect();
+        let settle = Settle { mark, new_tabs: &new_tabs, deadline: Instant::now() + SETTLE_WITHIN };
+        if settle.wait(&page, &mut events, &mut navigation).await {
             location = None;
         }
         let dialog = page.conn.open_dialog(&page.id);
         let location = match (dialog.is_some(), location) {
-            // A paused page answers no script: what the browser last said.
-            (true, _) => page.conn.tab_url(&page.id),
+            // A paused page answers no script: ask the browser.
+            (true, _) => self.target_location(&page).await,
             (false, Some(read)) => Some(read),
-            (false, None) => self.location(&page.conn, &page.session).await.or_else(|| page.conn.tab_url(&page.id)),
+            (false, None) => {
+                // Also the round trip after which the page has run what its
+                // finished requests called back (and logged).
+                let read = self.location(&page.conn, &page.session).await;
+                page.conn.catch_up().await;
+                read.or_else(|| page.conn.tab_url(&page.id))
+            }
         };
         let (url, title) = location.unwrap_or_default();
-        let news = page.conn.take_news(&page.id);
+        let caused = page.conn.take_news(&page.id);
         let new_tabs = page
             .conn
             .tabs(None)
             .into_iter()
-            .filter(|tab| !tabs_before.contains(&tab.target_id))
+            .filter(|tab| new_tabs.contains(&tab.target_id))
             .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
             .collect();
         if snapshot && dialog.is_none() {
@@ -300,16 +326,7 @@ impl Handle<Act> for Engine {
             let taken = self.snapshot_of(&page, &TakeSnapshot::default(), false, listed).await?;
             outcome.snapshot = taken.snapshot;
         }
-        outcome.page = Some(PageState {
-            url,
-            title,
-            dialog,
-            console_errors: news.console_errors.into(),
-            more_console_errors: news.more_console_errors,
-            failed_requests: news.failed_requests.into(),
-            more_failed_requests: news.more_failed_requests,
-            new_tabs,
-        });
+        outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });
         Ok(Profiled::new(&page.profile, outcome))
     }
 }
@@ -463,59 +480,129 @@ pub(crate) async fn cdp<C: Command>(page: &PageTarget, command: &C) -> Result<C:
     page.conn.client().send(command, Some(&page.session)).await.map_err(ControlError::cdp(&page.profile.name))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Navigation {
+    #[default]
     None,
     Requested,
     Committed,
 }
 
-/// What the events so far show of a navigation of the tab's main frame.
-fn navigation_seen(
-    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
-    page: &PageTarget,
-) -> Navigation {
-    let mut seen = Navigation::None;
-    while let Ok(event) = events.try_recv() {
+/// What the tab's events show of a navigation of its main frame since the
+/// action began.
+#[derive(Debug, Default)]
+struct NavigationWatch {
+    seen: Navigation,
+    /// The committed document, while its `load` is awaited.
+    loading: Option<String>,
+}
+
+impl NavigationWatch {
+    fn see(&mut self, event: &CdpEvent, page: &PageTarget) {
         if event.session_id.as_deref() != Some(page.session.as_str()) {
-            continue;
+            return;
         }
         let started = [
             event.parse::<cdp_page::FrameRequestedNavigation>().map(|e| e.frame_id),
             event.parse::<cdp_page::FrameStartedNavigating>().map(|e| e.frame_id),
             event.parse::<cdp_page::FrameStartedLoading>().map(|e| e.frame_id),
         ];
-        if started.iter().flatten().any(|frame| *frame == page.id) && seen == Navigation::None {
-            seen = Navigation::Requested;
+        if started.iter().flatten().any(|frame| *frame == page.id) && self.seen == Navigation::None {
+            self.seen = Navigation::Requested;
         }
-        if commits(&event, page) {
-            seen = Navigation::Committed;
+        if let Some(navigated) = event.parse::<cdp_page::FrameNavigated>().filter(|e| e.frame.id == page.id) {
+            self.seen = Navigation::Committed;
+            // A page out of the back/forward cache is whole: no lifecycle
+            // events follow.
+            let restored = navigated.kind == "BackForwardCacheRestore" || navigated.frame.loader_id.is_empty();
+            self.loading = (!restored).then_some(navigated.frame.loader_id);
+        } else if let Some(lifecycle) = event.parse::<cdp_page::LifecycleEvent>().filter(|e| e.frame_id == page.id) {
+            if lifecycle.name == "commit" && self.seen != Navigation::Committed {
+                self.seen = Navigation::Committed;
+                self.loading = Some(lifecycle.loader_id);
+            } else if lifecycle.name == "load" && self.loading.as_deref() == Some(lifecycle.loader_id.as_str()) {
+                self.loading = None;
+            }
+        } else if event.parse::<cdp_page::NavigatedWithinDocument>().is_some_and(|e| e.frame_id == page.id)
+            && self.seen == Navigation::Requested
+        {
+            // A fragment or history.pushState: no document to wait for.
+            self.seen = Navigation::None;
         }
     }
-    seen
-}
 
-/// A new document committed in the tab's main frame (its id is the tab's).
-fn commits(event: &cdp_client::CdpEvent, page: &PageTarget) -> bool {
-    event.parse::<cdp_page::FrameNavigated>().is_some_and(|e| e.frame.id == page.id)
-        || event.parse::<cdp_page::LifecycleEvent>().is_some_and(|e| e.name == "commit" && e.frame_id == page.id)
-}
-
-/// Waits (bounded) for the tab's main frame to commit a new document.
-async fn wait_commit(
-    events: &mut broadcast::Receiver<std::sync::Arc<cdp_client::CdpEvent>>,
-    page: &PageTarget,
-    within: Duration,
-) -> bool {
-    // A commit may already be among the drained events; ask the page too.
-    let deadline = Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Ok(event)) if event.session_id.as_deref() == Some(page.session.as_str()) && commits(&event, page) => {
-                return true;
+    /// Waits (bounded) for the requested navigation to commit or end.
+    async fn wait_commit(
+        &mut self,
+        events: &mut broadcast::Receiver<Arc<CdpEvent>>,
+        page: &PageTarget,
+        within: Duration,
+    ) {
+        let deadline = Instant::now() + within;
+        while self.seen == Navigation::Requested {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Ok(event)) => self.see(&event, page),
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return,
             }
-            Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
-            Ok(Err(_)) | Err(_) => return false,
+        }
+    }
+}
+
+/// How long an action's answer waits at most for what the action started.
+/// The best agent tools wait too (Playwright MCP: for the requests, then
+/// a second more, always); this waits only while something is pending.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(1);
+
+/// What an action started, awaited until `deadline`: the requests sent
+/// since `mark`, the load of a page it committed, the first URL of the
+/// tabs it opened.
+struct Settle<'a> {
+    mark: u64,
+    new_tabs: &'a [String],
+    deadline: Instant,
+}
+
+impl Settle<'_> {
+    /// Whether it had to wait (the page may have changed since it was read).
+    async fn wait(
+        &self,
+        page: &PageTarget,
+        events: &mut broadcast::Receiver<Arc<CdpEvent>>,
+        navigation: &mut NavigationWatch,
+    ) -> bool {
+        let mut waited = false;
+        loop {
+            // A tab opens on about:blank, then commits what it was opened for.
+            let unopened =
+                |id: &String| page.conn.tab_url(id).is_some_and(|(url, _)| url.is_empty() || url == "about:blank");
+            let settled = navigation.loading.is_none()
+                && page.conn.in_flight_since(&page.id, self.mark) == 0
+                && !self.new_tabs.iter().any(unopened);
+            // A dialog holds the page's scripts: nothing more comes until
+            // it is answered.
+            if settled || page.conn.open_dialog(&page.id).is_some() {
+                return waited;
+            }
+            waited = true;
+            // Every event the pump handles is broadcast after it updated the
+            // state the checks read.
+            match tokio::time::timeout_at(self.deadline, events.recv()).await {
+                Ok(Ok(event)) => navigation.see(&event, page),
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return waited,
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Where a tab is, asked of the browser (its scripts may be paused).
+    async fn target_location(&self, page: &PageTarget) -> Option<(String, String)> {
+        let info = target::GetTargetInfo { target_id: page.id.clone() };
+        match page.conn.client().send(&info, None).await {
+            Ok(answer) => Some((answer.target_info.url, answer.target_info.title)),
+            Err(_) => page.conn.tab_url(&page.id),
         }
     }
 }

@@ -236,7 +236,15 @@ impl Canned for ListRequests {
             status: Some(404),
             ..NetworkRequest::default()
         };
-        profiled(request, RequestList { target_id: target(request), requests: vec![missing], total: 3, shown: 1 })
+        let list = RequestList {
+            target_id: target(request),
+            requests: vec![missing],
+            total: 3,
+            shown: 1,
+            page: 1,
+            earlier_pages: 0,
+        };
+        profiled(request, list)
     }
 }
 impl Canned for ReadResponseBody {
@@ -501,7 +509,7 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
         ("GET", "/requests", "", handed(none(), ListRequests::default()), ("/requests/0/status", json!(404))),
         (
             "GET",
-            "/requests?url=%2Fapi%2F&failed=true&resourceType=Fetch&limit=5&targetId=T1",
+            "/requests?url=%2Fapi%2F&failed=true&resourceType=Fetch&limit=5&all=true&targetId=T1",
             "",
             handed(
                 on(None, Some("T1")),
@@ -510,6 +518,7 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
                     failed: true,
                     resource_type: Some("Fetch".into()),
                     limit: Some(5),
+                    all: true,
                 },
             ),
             ("/total", json!(3)),
