@@ -2,11 +2,16 @@
 //! (`browser-relay mcp` on stdio, alone: it runs its own relay and launches
 //! the managed Chrome on the first call): the tool list's size, a snapshot
 //! of `snap/big.html` (time and size), and a click's round trip
-//! (its answer carries the page's state). Figures go to BENCHMARKS.md, so
-//! that a regression shows.
+//! (its answer carries the page's state). Then clicks side by side with
+//! Playwright MCP on the same pages (`act/news.html`): one that starts no
+//! request, one whose fetch fails at once, one whose fetch fails after
+//! 300 ms; each answer is checked for the failure. Figures go to
+//! BENCHMARKS.md, so that a regression shows.
 //!
 //! `cargo build --release -p browser-relay && cargo bench -p e2e --bench mcp`
-//! (RUNS=15 by default; MCP_BIN picks another binary).
+//! (RUNS=15 by default; MCP_BIN picks another binary). Playwright MCP runs
+//! when `scripts/verify-agent-tools.sh` has installed it (or
+//! `npm ci` in `tests/agent-tools`), with Chromium's own executable.
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
@@ -21,7 +26,9 @@ use serde_json::{Value, json};
 /// dropped.
 struct Host {
     child: std::process::Child,
-    stdin: std::process::ChildStdin,
+    /// Closed first when dropped: an MCP server ends (with its browser)
+    /// when its host closes stdin.
+    stdin: Option<std::process::ChildStdin>,
     lines: std::sync::mpsc::Receiver<String>,
     next_id: u64,
     home: tempfile::TempDir,
@@ -32,11 +39,31 @@ impl Host {
         let bin = std::env::var("MCP_BIN")
             .map_or_else(|_| e2e::tests_dir().join("../target/release/browser-relay"), std::path::PathBuf::from);
         anyhow::ensure!(bin.exists(), "{} is not built: cargo build --release -p browser-relay", bin.display());
+        let mut command = Command::new(&bin);
+        command.args(["mcp", "--port", "0", "--control-port", "0"]).env("BROWSER_RELAY_LOG", "warn");
+        Self::over(command)
+    }
+
+    /// Playwright MCP as its users run it, on Chromium's own executable;
+    /// none when it is not installed.
+    fn playwright() -> anyhow::Result<Option<Self>> {
+        let cli = e2e::tests_dir().join("agent-tools/node_modules/@playwright/mcp/cli.js");
+        if !cli.exists() {
+            return Ok(None);
+        }
+        let mut command = Command::new("node");
+        command.arg(cli).args(["--headless", "--isolated", "--executable-path", e2e::chromium::CHROMIUM]);
+        if nix::unistd::Uid::effective().is_root() {
+            command.arg("--no-sandbox");
+        }
+        Self::over(command).map(Some)
+    }
+
+    fn over(mut command: Command) -> anyhow::Result<Self> {
         let home = tempfile::tempdir()?;
-        let mut child = Command::new(&bin)
-            .args(["mcp", "--port", "0", "--control-port", "0"])
+        let mut child = command
             .env("BROWSER_RELAY_HOME", home.path())
-            .env("BROWSER_RELAY_LOG", "warn")
+            .current_dir(home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -51,18 +78,24 @@ impl Host {
                 }
             }
         });
-        let mut host = Self { child, stdin, lines, next_id: 1, home };
+        let mut host = Self { child, stdin: Some(stdin), lines, next_id: 1, home };
         let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}});
         host.request("initialize", init)?;
-        writeln!(host.stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
         Ok(host)
+    }
+
+    fn send(&mut self, message: Value) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().expect("open until dropped");
+        writeln!(stdin, "{message}")?;
+        stdin.flush()?;
+        Ok(())
     }
 
     fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
-        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        self.stdin.flush()?;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
         loop {
             let line = self.lines.recv_timeout(Duration::from_secs(60))?;
             let message: Value = serde_json::from_str(&line)?;
@@ -84,6 +117,11 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let run = std::fs::read_to_string(self.home.path().join("profiles/managed/run.json")).unwrap_or_default();
@@ -130,13 +168,7 @@ async fn main() -> anyhow::Result<()> {
     let page = format!("{}/act/page.html", fixtures.url());
     host.call("browser_open", json!({"url": page}))?;
     let snapshot = host.call("browser_snapshot", json!({"interactive": true}))?;
-    let count_ref = snapshot
-        .lines()
-        .find(|l| l.contains("button \"Count\""))
-        .and_then(|l| l.split("[ref=").nth(1))
-        .and_then(|r| r.split(']').next())
-        .ok_or_else(|| anyhow::anyhow!("no Count button in {snapshot}"))?
-        .to_string();
+    let count_ref = ref_of(&snapshot, "button \"Count\"")?;
     host.call("browser_click", json!({"ref": count_ref}))?;
     let mut ms = Vec::new();
     let mut answer = String::new();
@@ -146,5 +178,85 @@ async fn main() -> anyhow::Result<()> {
         answer = text;
     }
     println!("click round trip (answer with the page's state)  {:.1} ms, {} characters", median(ms), answer.len());
+
+    let Some(mut playwright) = Host::playwright()? else {
+        println!("\nPlaywright MCP is not installed (scripts/verify-agent-tools.sh installs it): no side by side");
+        return Ok(());
+    };
+    let news = format!("{}/act/news.html", fixtures.url());
+    let ours = Side::open(&mut host, &news, "browser_open")?;
+    let theirs = Side::open(&mut playwright, &news, "browser_navigate")?;
+    println!("\nclicks on act/news.html, side by side: medians of {runs} after a warm-up; told = the answer names the failure");
+    println!("{:<36} {:>10} {:>6} {:>18} {:>6} {:>7}", "click", "ours (ms)", "told", "Playwright MCP (ms)", "told", "ratio");
+    for (button, failure) in
+        [("Quiet", None), ("Fetch", Some("missing.json")), ("Slow failure", Some("503"))]
+    {
+        let (our_ms, our_told) = ours.clicks(&mut host, button, failure, runs)?;
+        let (their_ms, their_told) = theirs.clicks(&mut playwright, button, failure, runs)?;
+        let what = match failure {
+            None => "no request (Quiet)".to_string(),
+            Some(_) if button == "Fetch" => "fetch fails at once (404)".to_string(),
+            Some(_) => "fetch fails after 300 ms (503)".to_string(),
+        };
+        println!(
+            "{what:<36} {our_ms:>10.1} {our_told:>6} {their_ms:>18.1} {their_told:>6} {:>7.2}",
+            our_ms / their_ms
+        );
+    }
     Ok(())
+}
+
+/// A ref in a snapshot, by the start of its line's text.
+fn ref_of(snapshot: &str, element: &str) -> anyhow::Result<String> {
+    snapshot
+        .lines()
+        .find(|l| l.contains(element))
+        .and_then(|l| l.split("[ref=").nth(1))
+        .and_then(|r| r.split(']').next())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("no {element} in {snapshot}"))
+}
+
+/// One MCP server's tab on the page: its refs.
+struct Side {
+    snapshot: String,
+    /// Playwright MCP's click takes the ref as `target`, and what the
+    /// element is, for the user to read; ours takes only the `ref`.
+    describes: bool,
+}
+
+impl Side {
+    fn open(host: &mut Host, url: &str, tool: &str) -> anyhow::Result<Self> {
+        host.call(tool, json!({"url": url}))?;
+        let describes = tool == "browser_navigate";
+        Ok(Self { snapshot: host.call("browser_snapshot", json!({}))?, describes })
+    }
+
+    /// `runs` clicks on `button` after one: the median, and whether every
+    /// answer named `failure`.
+    fn clicks(&self, host: &mut Host, button: &str, failure: Option<&str>, runs: usize) -> anyhow::Result<(f64, &'static str)> {
+        let element = ref_of(&self.snapshot, &format!("button \"{button}\""))?;
+        let click = match self.describes {
+            true => json!({"target": element, "element": format!("{button} button")}),
+            false => json!({"ref": element}),
+        };
+        host.call("browser_click", click.clone())?;
+        let mut ms = Vec::new();
+        let mut told = 0;
+        for _ in 0..runs {
+            let (took, text) = timed(|| host.call("browser_click", click.clone()))?;
+            ms.push(took);
+            told += usize::from(failure.is_some_and(|f| text.contains(f)));
+            if std::env::var_os("SHOW_ANSWERS").is_some() {
+                println!("--- {button}:\n{text}");
+            }
+        }
+        let told = match (failure, told) {
+            (None, _) => "-",
+            (Some(_), n) if n == runs => "yes",
+            (Some(_), 0) => "no",
+            _ => "some",
+        };
+        Ok((median(ms), told))
+    }
 }
