@@ -696,7 +696,7 @@ fn an_mcp_action_answer_tells_what_the_action_caused() {
     let (is_error, navigated, _) = host.call("browser_navigate", serde_json::json!({"url": format!("{site}/?next")}));
     assert!(!is_error, "{navigated}");
     let (_, requests, _) = host.call("browser_network_requests", serde_json::json!({}));
-    assert!(requests.contains(&format!(" GET Document ")) && requests.contains(&format!("{site}/?next")), "{requests}");
+    assert!(requests.contains(" GET Document ") && requests.contains(&format!("{site}/?next")), "{requests}");
     assert!(!requests.contains("slow-fail"), "the earlier page's requests are not this page's: {requests}");
     assert!(requests.contains("more of earlier pages (all: true)"), "{requests}");
     let (_, every, _) = host.call("browser_network_requests", serde_json::json!({"all": true}));

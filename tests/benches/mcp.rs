@@ -186,11 +186,14 @@ async fn main() -> anyhow::Result<()> {
     let news = format!("{}/act/news.html", fixtures.url());
     let ours = Side::open(&mut host, &news, "browser_open")?;
     let theirs = Side::open(&mut playwright, &news, "browser_navigate")?;
-    println!("\nclicks on act/news.html, side by side: medians of {runs} after a warm-up; told = the answer names the failure");
-    println!("{:<36} {:>10} {:>6} {:>18} {:>6} {:>7}", "click", "ours (ms)", "told", "Playwright MCP (ms)", "told", "ratio");
-    for (button, failure) in
-        [("Quiet", None), ("Fetch", Some("missing.json")), ("Slow failure", Some("503"))]
-    {
+    println!(
+        "\nclicks on act/news.html, side by side: medians of {runs} after a warm-up; told = the answer names the failure"
+    );
+    println!(
+        "{:<36} {:>10} {:>6} {:>18} {:>6} {:>7}",
+        "click", "ours (ms)", "told", "Playwright MCP (ms)", "told", "ratio"
+    );
+    for (button, failure) in [("Quiet", None), ("Fetch", Some("missing.json")), ("Slow failure", Some("503"))] {
         let (our_ms, our_told) = ours.clicks(&mut host, button, failure, runs)?;
         let (their_ms, their_told) = theirs.clicks(&mut playwright, button, failure, runs)?;
         let what = match failure {
@@ -198,10 +201,7 @@ async fn main() -> anyhow::Result<()> {
             Some(_) if button == "Fetch" => "fetch fails at once (404)".to_string(),
             Some(_) => "fetch fails after 300 ms (503)".to_string(),
         };
-        println!(
-            "{what:<36} {our_ms:>10.1} {our_told:>6} {their_ms:>18.1} {their_told:>6} {:>7.2}",
-            our_ms / their_ms
-        );
+        println!("{what:<36} {our_ms:>10.1} {our_told:>6} {their_ms:>18.1} {their_told:>6} {:>7.2}", our_ms / their_ms);
     }
     Ok(())
 }
@@ -234,7 +234,13 @@ impl Side {
 
     /// `runs` clicks on `button` after one: the median, and whether every
     /// answer named `failure`.
-    fn clicks(&self, host: &mut Host, button: &str, failure: Option<&str>, runs: usize) -> anyhow::Result<(f64, &'static str)> {
+    fn clicks(
+        &self,
+        host: &mut Host,
+        button: &str,
+        failure: Option<&str>,
+        runs: usize,
+    ) -> anyhow::Result<(f64, &'static str)> {
         let element = ref_of(&self.snapshot, &format!("button \"{button}\""))?;
         let click = match self.describes {
             true => json!({"target": element, "element": format!("{button} button")}),

@@ -297,6 +297,8 @@ impl Handle<Act> for Engine {
             page.conn.tabs(None).into_iter().map(|t| t.target_id).filter(|id| !tabs_before.contains(id)).collect();
         let settle = Settle { mark, new_tabs: &new_tabs, deadline: Instant::now() + SETTLE_WITHIN };
         if settle.wait(&page, &mut events, &mut navigation).await {
+            // A request's callback may have navigated too.
+            outcome.navigated |= navigation.seen == Navigation::Committed;
             location = None;
         }
         let dialog = page.conn.open_dialog(&page.id);
