@@ -349,6 +349,15 @@ impl McpHost {
 }
 
 impl McpHost {
+    /// The MCP handshake, as a host opens it.
+    fn initialize(&mut self) {
+        self.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        );
+        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
     /// Closes stdin, as a host does when it is done; the exit status.
     fn close(&mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -475,11 +484,7 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
     let mut host = McpHost::spawn_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
     let guard = Running::for_browsers_of(home.path());
-    host.request(
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    host.initialize();
 
     let site = tiny_site(
         "<title>Alone</title><button onclick=\"fetch('/api/missing.json').then(() => document.title = 'clicked')\">Go</button>",
@@ -527,19 +532,12 @@ fn the_second_mcp_server_keeps_working_when_the_first_ends() {
     let control = free_port().to_string();
     let log = || std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("serve.log")).unwrap();
     let args = ["mcp", "--port", "0", "--control-port", &control];
-    let initialized = |host: &mut McpHost| {
-        host.request(
-            "initialize",
-            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-        );
-        host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    };
     // The first answers only once its server runs (it starts before stdio).
     let mut first = McpHost::spawn_with(home.path(), &args, log());
     let guard = Running::for_browsers_of(home.path());
-    initialized(&mut first);
+    first.initialize();
     let mut second = McpHost::spawn_with(home.path(), &args, log());
-    initialized(&mut second);
+    second.initialize();
 
     let site = tiny_site("<title>Shared</title>");
     let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": format!("{site}/")}));
@@ -655,11 +653,7 @@ fn an_mcp_action_answer_tells_what_the_action_caused() {
     let (_running, control) = serve_managed(home.path());
     wait_for_control_api(home.path());
     let mut host = McpHost::spawn(home.path(), &control);
-    host.request(
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    host.initialize();
     assert!(!host.call("browser_start", serde_json::json!({})).0);
     let site = tiny_site(concat!(
         "<title>Consequences</title>",
