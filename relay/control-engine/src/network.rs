@@ -118,7 +118,7 @@ impl NetworkLog {
     /// The main frame committed a new document (`loader`): a new page
     /// begins, with the request that brought it.
     pub fn new_page(&mut self, loader: &str) {
-        if self.loaders.back().is_some_and(|(known, _)| known == loader) {
+        if !loader.is_empty() && self.loaders.back().is_some_and(|(known, _)| known == loader) {
             return;
         }
         self.page += 1;
@@ -127,7 +127,8 @@ impl NetworkLog {
         }
         self.loaders.push_back((loader.to_string(), self.page));
         let page = self.page;
-        for entry in self.entries.iter_mut().filter(|entry| entry.loader == loader) {
+        // No loader named (a page restored whole): no request brought it.
+        for entry in self.entries.iter_mut().filter(|entry| !loader.is_empty() && entry.loader == loader) {
             entry.request.page = page;
         }
     }
