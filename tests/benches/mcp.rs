@@ -184,8 +184,8 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     };
     let news = format!("{}/act/news.html", fixtures.url());
-    let ours = Side::open(&mut host, &news, "browser_open")?;
-    let theirs = Side::open(&mut playwright, &news, "browser_navigate")?;
+    let ours = Side::open(&mut host, &news, Server::Ours)?;
+    let theirs = Side::open(&mut playwright, &news, Server::PlaywrightMcp)?;
     println!(
         "\nclicks on act/news.html, side by side: medians of {runs} after a warm-up; told = the answer names the failure"
     );
@@ -217,19 +217,27 @@ fn ref_of(snapshot: &str, element: &str) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("no {element} in {snapshot}"))
 }
 
+/// Which MCP server a side is: their tools are spelt differently.
+#[derive(Clone, Copy)]
+enum Server {
+    Ours,
+    PlaywrightMcp,
+}
+
 /// One MCP server's tab on the page: its refs.
 struct Side {
     snapshot: String,
-    /// Playwright MCP's click takes the ref as `target`, and what the
-    /// element is, for the user to read; ours takes only the `ref`.
-    describes: bool,
+    server: Server,
 }
 
 impl Side {
-    fn open(host: &mut Host, url: &str, tool: &str) -> anyhow::Result<Self> {
-        host.call(tool, json!({"url": url}))?;
-        let describes = tool == "browser_navigate";
-        Ok(Self { snapshot: host.call("browser_snapshot", json!({}))?, describes })
+    fn open(host: &mut Host, url: &str, server: Server) -> anyhow::Result<Self> {
+        let open = match server {
+            Server::Ours => "browser_open",
+            Server::PlaywrightMcp => "browser_navigate",
+        };
+        host.call(open, json!({"url": url}))?;
+        Ok(Self { snapshot: host.call("browser_snapshot", json!({}))?, server })
     }
 
     /// `runs` clicks on `button` after one: the median, and whether every
@@ -242,9 +250,11 @@ impl Side {
         runs: usize,
     ) -> anyhow::Result<(f64, &'static str)> {
         let element = ref_of(&self.snapshot, &format!("button \"{button}\""))?;
-        let click = match self.describes {
-            true => json!({"target": element, "element": format!("{button} button")}),
-            false => json!({"ref": element}),
+        // Playwright MCP's click takes the ref as `target`, and what the
+        // element is, for the user to read; ours takes only the `ref`.
+        let click = match self.server {
+            Server::Ours => json!({"ref": element}),
+            Server::PlaywrightMcp => json!({"target": element, "element": format!("{button} button")}),
         };
         host.call("browser_click", click.clone())?;
         let mut ms = Vec::new();

@@ -115,20 +115,47 @@ fn history_entry(history: &page::NavigationHistory, direction: Direction) -> Opt
     history.entries.get(index)
 }
 
-/// How a history navigation committed, read from the tab's events.
-fn commit_of(event: &CdpEvent, session: &str, main_frame: &str) -> Option<Option<String>> {
+/// How a tab's main frame moved, read from one of its events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MainFrameMove {
+    /// A new document committed; its lifecycle events carry this loader.
+    Document(String),
+    /// A page came back whole from the back/forward cache: no lifecycle
+    /// events follow.
+    Restored,
+    /// A fragment or `history.pushState`: the same document.
+    WithinDocument,
+}
+
+impl MainFrameMove {
+    /// The loader whose lifecycle events are still to come, if any.
+    fn loader(self) -> Option<String> {
+        match self {
+            Self::Document(loader) => Some(loader),
+            Self::Restored | Self::WithinDocument => None,
+        }
+    }
+}
+
+/// How the main frame of the tab on `session` moved, if `event` says so.
+pub(crate) fn main_frame_move(event: &CdpEvent, session: &str, main_frame: &str) -> Option<MainFrameMove> {
     if event.session_id.as_deref() != Some(session) {
         return None;
     }
     if let Some(navigated) = event.parse::<page::FrameNavigated>() {
-        // The main frame has no parent; a page out of the back/forward
-        // cache is whole already: no lifecycle events follow.
+        // The main frame has no parent.
         return navigated.frame.parent_id.is_none().then(|| {
-            (navigated.kind != "BackForwardCacheRestore" && !navigated.frame.loader_id.is_empty())
-                .then_some(navigated.frame.loader_id)
+            if navigated.kind == "BackForwardCacheRestore" || navigated.frame.loader_id.is_empty() {
+                MainFrameMove::Restored
+            } else {
+                MainFrameMove::Document(navigated.frame.loader_id)
+            }
         });
     }
-    event.parse::<page::NavigatedWithinDocument>().filter(|n| n.frame_id == main_frame).map(|_| None)
+    event
+        .parse::<page::NavigatedWithinDocument>()
+        .filter(|n| n.frame_id == main_frame)
+        .map(|_| MainFrameMove::WithinDocument)
 }
 
 /// Why a wait for an event ended without it.
@@ -179,9 +206,10 @@ impl Engine {
         let go = page::NavigateToHistoryEntry { entry_id };
         conn.client().send(&go, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
         // Unlike Page.navigate, this answers before the commit: wait for it.
-        let loader = next_event(&mut events, deadline, |event| commit_of(event, &session, &id))
+        let loader = next_event(&mut events, deadline, |event| main_frame_move(event, &session, &id))
             .await
-            .map_err(|unmet| unmet.error(&profile, &format!("{url} to commit"), timeout))?;
+            .map_err(|unmet| unmet.error(&profile, &format!("{url} to commit"), timeout))?
+            .loader();
         self.finish(Started { profile, conn, id, session, events, url, loader, timeout, deadline }, wait_until).await
     }
 
@@ -338,13 +366,19 @@ mod tests {
             let frame = serde_json::json!({"id": "T", "parentId": parent, "loaderId": "L2", "url": "http://x/"});
             event("Page.frameNavigated", serde_json::json!({"frame": frame, "type": kind}), "S")
         };
-        assert_eq!(commit_of(&navigated("Navigation", None), "S", "T"), Some(Some("L2".into())));
-        assert_eq!(commit_of(&navigated("BackForwardCacheRestore", None), "S", "T"), Some(None), "restored whole");
-        assert_eq!(commit_of(&navigated("Navigation", Some("T")), "S", "T"), None, "an iframe's");
-        assert_eq!(commit_of(&navigated("Navigation", None), "S", "OTHER"), Some(Some("L2".into())), "no parent: main");
+        let document = Some(MainFrameMove::Document("L2".into()));
+        assert_eq!(main_frame_move(&navigated("Navigation", None), "S", "T"), document);
+        let restored = main_frame_move(&navigated("BackForwardCacheRestore", None), "S", "T");
+        assert_eq!(restored, Some(MainFrameMove::Restored), "restored whole");
+        assert_eq!(restored.and_then(MainFrameMove::loader), None, "nothing to wait for");
+        assert_eq!(main_frame_move(&navigated("Navigation", Some("T")), "S", "T"), None, "an iframe's");
+        assert_eq!(main_frame_move(&navigated("Navigation", None), "S", "OTHER"), document, "no parent: main");
         let fragment = serde_json::json!({"frameId": "T", "url": "http://x/#a"});
-        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment.clone(), "S"), "S", "T"), Some(None));
-        assert_eq!(commit_of(&event("Page.navigatedWithinDocument", fragment, "S2"), "S", "T"), None, "another tab's");
+        let within = main_frame_move(&event("Page.navigatedWithinDocument", fragment.clone(), "S"), "S", "T");
+        assert_eq!(within, Some(MainFrameMove::WithinDocument));
+        assert_eq!(within.and_then(MainFrameMove::loader), None, "nothing to wait for");
+        let other_tab = event("Page.navigatedWithinDocument", fragment, "S2");
+        assert_eq!(main_frame_move(&other_tab, "S", "T"), None, "another tab's");
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::api::{Act, ActOutcome, Handle, NewTab, PageState, Profiled, Selected,
 use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::keys::{self, Chord};
+use crate::navigation::{MainFrameMove, main_frame_move};
 use crate::tabs::PageTarget;
 use input::{click_at, drag, mouse, press};
 use ready::{Budget, CLICKABLE, EDITABLE, HOVERABLE};
@@ -512,24 +513,30 @@ impl NavigationWatch {
         if started.iter().flatten().any(|frame| *frame == page.id) && self.seen == Navigation::None {
             self.seen = Navigation::Requested;
         }
-        if let Some(navigated) = event.parse::<cdp_page::FrameNavigated>().filter(|e| e.frame.id == page.id) {
-            self.seen = Navigation::Committed;
-            // A page out of the back/forward cache is whole: no lifecycle
-            // events follow.
-            let restored = navigated.kind == "BackForwardCacheRestore" || navigated.frame.loader_id.is_empty();
-            self.loading = (!restored).then_some(navigated.frame.loader_id);
-        } else if let Some(lifecycle) = event.parse::<cdp_page::LifecycleEvent>().filter(|e| e.frame_id == page.id) {
-            if lifecycle.name == "commit" && self.seen != Navigation::Committed {
+        match main_frame_move(event, &page.session, &page.id) {
+            Some(MainFrameMove::Document(loader)) => {
                 self.seen = Navigation::Committed;
-                self.loading = Some(lifecycle.loader_id);
-            } else if lifecycle.name == "load" && self.loading.as_deref() == Some(lifecycle.loader_id.as_str()) {
+                self.loading = Some(loader);
+            }
+            Some(MainFrameMove::Restored) => {
+                self.seen = Navigation::Committed;
                 self.loading = None;
             }
-        } else if event.parse::<cdp_page::NavigatedWithinDocument>().is_some_and(|e| e.frame_id == page.id)
-            && self.seen == Navigation::Requested
-        {
-            // A fragment or history.pushState: no document to wait for.
-            self.seen = Navigation::None;
+            // No document to wait for.
+            Some(MainFrameMove::WithinDocument) if self.seen == Navigation::Requested => self.seen = Navigation::None,
+            Some(MainFrameMove::WithinDocument) => {}
+            None => {
+                let Some(lifecycle) = event.parse::<cdp_page::LifecycleEvent>().filter(|e| e.frame_id == page.id)
+                else {
+                    return;
+                };
+                if lifecycle.name == "commit" && self.seen != Navigation::Committed {
+                    self.seen = Navigation::Committed;
+                    self.loading = Some(lifecycle.loader_id);
+                } else if lifecycle.name == "load" && self.loading.as_deref() == Some(lifecycle.loader_id.as_str()) {
+                    self.loading = None;
+                }
+            }
         }
     }
 
