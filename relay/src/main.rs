@@ -263,6 +263,7 @@ fn server_options(
             options.extension_ids.push(id);
         }
     }
+    options.relay.wipes_allowed = config.allow_wiping_browser_data;
     options.state_root = Some(state.root().to_path_buf());
     options.control_addr = control;
     Ok(options)

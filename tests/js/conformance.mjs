@@ -495,6 +495,52 @@ async function browserLimits() {
   check(own.browserStays === (KIND === 'extension'), 'Browser.close closes only the client on the user\'s browser', own);
 }
 
+/** The person's cookie jar, and a domain Chrome keeps from extensions.
+ * Cookies by name work on all three. On Chrome's port and the managed
+ * profile a script's clearCookies() empties the jar and a CDP session has
+ * HeapProfiler; on the user's browser the wipe is refused with the config
+ * key that allows it, the person's other cookies stay, and HeapProfiler's
+ * error names the managed profile (documented differences). */
+async function personData() {
+  const { browser, context } = await connect();
+  try {
+    const page = await userPage(context);
+    const persons = { name: 'person', value: 'signed-in', domain: 'other.example', path: '/' };
+    await bounded(context.addCookies([persons, { name: 'scratch', value: '1', url: FIXTURE }]), 'addCookies');
+    const names = async () =>
+      (await bounded(context.cookies(), 'cookies')).map((c) => c.name).filter((n) => n === 'person' || n === 'scratch').sort();
+    same.cookiesSet = await names();
+    await bounded(context.clearCookies({ name: 'scratch' }), 'clearCookies by name');
+    same.afterClearingByName = await names();
+    let wipe = 'cleared';
+    await bounded(context.clearCookies(), 'clearCookies()').catch((e) => { wipe = e.message; });
+    const session = await bounded(context.newCDPSession(page), 'newCDPSession');
+    let heap = 'enabled';
+    await bounded(session.send('HeapProfiler.enable'), 'HeapProfiler.enable').catch((e) => { heap = e.message; });
+    await session.detach().catch(() => {});
+    const left = await names();
+    if (KIND === 'extension') {
+      check(wipe.includes('allowWipingBrowserData = true'), 'wiping the jar is refused, the key named', wipe);
+      check(sameJson(left, ['person']), "the person's cookie stays", left);
+      check(
+        heap.includes('does not give extensions the HeapProfiler domain') && heap.includes('--profile managed'),
+        'HeapProfiler is withheld, and the managed profile named',
+        heap
+      );
+      own.wipe = 'refused';
+      own.heapProfiler = 'withheld';
+      await bounded(context.clearCookies({ name: 'person' }), "the test's stand-in for the person's cookie goes");
+    } else {
+      check(wipe === 'cleared' && sameJson(left, []), "Chrome's behaviour: the jar is emptied", { wipe, left });
+      check(heap === 'enabled', 'HeapProfiler is there', heap);
+      own.wipe = 'cleared';
+      own.heapProfiler = 'enabled';
+    }
+  } finally {
+    await browser.close();
+  }
+}
+
 const scenarios = {
   churn,
   two_clients: twoClients,
@@ -507,6 +553,7 @@ const scenarios = {
   workers,
   downloads,
   cdp_sessions: cdpSessions,
+  person_data: personData,
   browser_limits: browserLimits,
 };
 

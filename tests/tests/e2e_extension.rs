@@ -653,3 +653,60 @@ async fn screenshot_of_the_tab_group() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
 }
+
+/// The person's cookie jar is theirs: through the relay a client reads, sets
+/// and deletes cookies by name, but wiping every cookie (or the cache) is
+/// refused on every session with the config key that allows it, and the
+/// person's cookie of another site, set and read back through Chrome's own
+/// port, stays. A domain Chrome keeps from extensions answers with what it
+/// is and where it is to be had, for each domain listed (the list checked
+/// against the real browser).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persons_cookies_survive_a_wipe_and_withheld_domains_say_so() {
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let persons = json!({"name": "session", "value": "signed-in", "domain": "other.example", "path": "/"});
+    env.browser.call("Storage.setCookies", json!({"cookies": [persons]}), None).await.unwrap();
+    let (client, mut events) = relay_client(&env).await;
+    let attached = next_event(&mut events, "Target.attachedToTarget").await;
+    let session = attached.params["sessionId"].as_str().unwrap().to_string();
+    let on_page = Some(session.as_str());
+
+    for (method, on) in [
+        ("Storage.clearCookies", None),
+        ("Network.clearBrowserCookies", on_page),
+        ("Network.clearBrowserCache", on_page),
+    ] {
+        let error = client.call(method, json!({}), on).await.expect_err(method).to_string();
+        assert!(error.contains(method) && error.contains("allowWipingBrowserData = true"), "{method}: {error}");
+    }
+    let site = env.fixtures.url();
+    client.call("Network.setCookie", json!({"name": "scratch", "value": "1", "url": site}), on_page).await.unwrap();
+    let names = |cookies: serde_json::Value| -> Vec<String> {
+        cookies["cookies"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
+    };
+    let through_relay = names(client.call("Storage.getCookies", json!({}), None).await.unwrap());
+    assert!(through_relay.contains(&"scratch".to_string()), "set by name: {through_relay:?}");
+    client.call("Network.deleteCookies", json!({"name": "scratch", "url": site}), on_page).await.unwrap();
+    let own_port = names(env.browser.call("Storage.getCookies", json!({}), None).await.unwrap());
+    assert!(!own_port.contains(&"scratch".to_string()), "deleted by name: {own_port:?}");
+    assert!(own_port.contains(&"session".to_string()), "the person's own cookie stays: {own_port:?}");
+
+    for (domain, method) in [
+        ("Animation", "Animation.enable"),
+        ("HeapProfiler", "HeapProfiler.enable"),
+        ("Memory", "Memory.getDOMCounters"),
+        ("Profiler", "Profiler.enable"),
+        ("Security", "Security.enable"),
+        ("ServiceWorker", "ServiceWorker.enable"),
+    ] {
+        let error = client.call(method, json!({}), on_page).await.expect_err(method).to_string();
+        assert!(
+            error.contains(&format!("'{method}' wasn't found: Chrome does not give extensions the {domain} domain"))
+                && error.contains("browser-relay cdp-url --profile managed"),
+            "{method}: {error}"
+        );
+    }
+    // What Chrome does give extensions works as it does.
+    client.call("Fetch.enable", json!({"patterns": []}), on_page).await.unwrap();
+    client.call("Fetch.disable", json!({}), on_page).await.unwrap();
+}

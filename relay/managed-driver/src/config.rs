@@ -70,6 +70,7 @@ struct ConfigFile {
     default_profile: Option<String>,
     allow_evaluate: Option<bool>,
     allow_file_urls: Option<bool>,
+    allow_wiping_browser_data: Option<bool>,
     upload_roots: Option<Vec<PathBuf>>,
     media_keep: Option<usize>,
     media_max_age_hours: Option<u64>,
@@ -276,6 +277,10 @@ pub struct Config {
     /// Whether agents may open `file://` URLs (`allowFileUrls`, default
     /// off: a page of the user's disk is then readable through snapshots).
     pub allow_file_urls: bool,
+    /// Whether CDP clients may wipe the whole cookie jar or cache of the
+    /// user's own browser (`allowWipingBrowserData`, default off: it signs
+    /// the person out of every site). Managed profiles are not concerned.
+    pub allow_wiping_browser_data: bool,
     /// The folders agents may upload files from (`uploadRoots`, absolute
     /// paths; default none: no uploads).
     pub upload_roots: Vec<PathBuf>,
@@ -323,6 +328,7 @@ impl Config {
             default_profile: AUTO_PROFILE.into(),
             allow_evaluate: true,
             allow_file_urls: false,
+            allow_wiping_browser_data: false,
             upload_roots: Vec::new(),
             extension_ids: Vec::new(),
             media_keep: 100,
@@ -434,6 +440,7 @@ impl Config {
         }
         config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
         config.allow_file_urls = file.allow_file_urls.unwrap_or(false);
+        config.allow_wiping_browser_data = file.allow_wiping_browser_data.unwrap_or(false);
         if let Some(roots) = file.upload_roots {
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
                 return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
@@ -629,10 +636,11 @@ fn toml_error(error: &toml::de::Error, text: &str) -> String {
 }
 
 /// The keys of config.toml.
-const KEYS: [&str; 20] = [
+const KEYS: [&str; 21] = [
     "defaultProfile",
     "allowEvaluate",
     "allowFileUrls",
+    "allowWipingBrowserData",
     "uploadRoots",
     "mediaKeep",
     "mediaMaxAgeHours",
@@ -785,6 +793,13 @@ mod tests {
         assert_eq!((set.media_keep, set.media_max_age.as_secs()), (5, 7200));
         assert!(parse("uploadRoots = [\"uploads\"]").unwrap_err().contains("not an absolute path"));
         assert!(parse("mediaKeep = 0").unwrap_err().contains("mediaKeep"));
+    }
+
+    #[test]
+    fn wiping_the_users_browser_data_is_off_unless_set() {
+        assert!(!parse("").unwrap().allow_wiping_browser_data);
+        assert!(parse("allowWipingBrowserData = true").unwrap().allow_wiping_browser_data);
+        assert!(parse("allowWipingBrowserData = \"yes\"").unwrap_err().contains("allowWipingBrowserData"));
     }
 
     #[test]

@@ -117,6 +117,49 @@ const USER_BROWSER_ONLY: [&str; 12] = [
     "Browser.setGlobalPrivacyControl",
 ];
 
+/// What would wipe the user's whole cookie jar or cache, signing them out
+/// of every site: refused on the user's browser unless config.toml allows
+/// it. Reading, setting and deleting cookies by name or domain stay open.
+const WIPES: [&str; 3] = ["Storage.clearCookies", "Network.clearBrowserCookies", "Network.clearBrowserCache"];
+
+/// The refusal of a wipe (`None`: `method` is no wipe, or wipes are allowed).
+pub(crate) fn wipe_refusal(method: &str, wipes_allowed: bool) -> Option<String> {
+    if wipes_allowed || !WIPES.contains(&method) {
+        return None;
+    }
+    let what = if method == "Network.clearBrowserCache" { "the cache" } else { "the cookies" };
+    Some(format!(
+        "Browser Relay refuses '{method}' on your own browser: it would clear {what} of every site, signing you out \
+         everywhere. Delete cookies by name or domain (Network.deleteCookies), or set allowWipingBrowserData = true \
+         in config.toml"
+    ))
+}
+
+/// The domains `chrome.debugger` keeps from extensions (Chromium 156; the
+/// end-to-end tests check each against the real browser). Their methods
+/// are still forwarded: should Chrome give one, it works.
+const WITHHELD_FROM_EXTENSIONS: [&str; 6] =
+    ["Animation", "HeapProfiler", "Memory", "Profiler", "Security", "ServiceWorker"];
+
+/// The withheld domain `method` belongs to, if it does.
+pub(crate) fn withheld_domain(method: &str) -> Option<&'static str> {
+    let domain = method.split_once('.')?.0;
+    WITHHELD_FROM_EXTENSIONS.iter().copied().find(|withheld| *withheld == domain)
+}
+
+/// Chrome's "'HeapProfiler.enable' wasn't found", told as what it is: the
+/// extension was not given the domain, and the managed profile has it.
+pub(crate) fn withheld_message(chromes: &str, domain: &str) -> String {
+    if !chromes.contains("wasn't found") {
+        return chromes.to_string();
+    }
+    format!(
+        "{chromes}: Chrome does not give extensions the {domain} domain, so a tab you share cannot have it; a \
+         browser Browser Relay launches does: `browser-relay start --profile managed`, then connect to \
+         `browser-relay cdp-url --profile managed`"
+    )
+}
+
 /// A browser-level command answered through the extension.
 #[derive(Debug)]
 enum ExtensionCall {
@@ -643,5 +686,39 @@ impl Relay {
             .next()
             .map(|t| t.tab_id)
             .ok_or_else(|| CallError::Chrome("no tab is attached: click the Browser Relay icon on a tab first".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wipes_are_refused_unless_allowed_and_name_the_key() {
+        for method in WIPES {
+            let refusal = wipe_refusal(method, false).expect(method);
+            assert!(refusal.contains("allowWipingBrowserData = true") && refusal.contains(method), "{refusal}");
+            assert_eq!(wipe_refusal(method, true), None);
+        }
+        for open in ["Network.deleteCookies", "Storage.getCookies", "Storage.setCookies", "Storage.clearDataForOrigin"]
+        {
+            assert_eq!(wipe_refusal(open, false), None, "{open}");
+        }
+    }
+
+    #[test]
+    fn a_withheld_domains_error_says_so_and_names_the_managed_profile() {
+        assert_eq!(withheld_domain("HeapProfiler.enable"), Some("HeapProfiler"));
+        assert_eq!(withheld_domain("Profiler.start"), Some("Profiler"));
+        assert_eq!(withheld_domain("ProfilerX.start"), None);
+        assert_eq!(withheld_domain("Fetch.enable"), None, "Chrome gives extensions Fetch");
+        let told = withheld_message("'HeapProfiler.enable' wasn't found", "HeapProfiler");
+        assert!(told.starts_with("'HeapProfiler.enable' wasn't found: Chrome does not give extensions"), "{told}");
+        assert!(told.contains("--profile managed"), "{told}");
+        assert_eq!(
+            withheld_message("Invalid parameters", "HeapProfiler"),
+            "Invalid parameters",
+            "other errors as they are"
+        );
     }
 }

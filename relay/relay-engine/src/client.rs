@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::browser_domain::{NO_SESSION, Scope, is_browser_domain};
+use super::browser_domain::{NO_SESSION, Scope, is_browser_domain, wipe_refusal, withheld_domain};
 use super::cdp::{self, Command, code};
 use super::ledger::Decision;
 use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
@@ -403,6 +403,10 @@ impl Relay {
             Err(bad) => return client.send(cdp::error(bad.id, bad.code, &bad.message, None)),
         };
         let explicit = command.session_id.as_deref();
+        // The user's cookie jar and cache are theirs, on every session.
+        if let Some(refusal) = wipe_refusal(&command.method, self.config().wipes_allowed) {
+            return Replier { client, id: command.id, session: explicit }.err(code::SERVER_ERROR, &refusal);
+        }
         let Some(session) = explicit.or(client.default_session.as_deref()) else {
             return self.browser_command(client, &command, None, Scope::Root);
         };
@@ -502,8 +506,11 @@ impl Relay {
                 }
                 method => {
                     let decision = target.ledger.record(client.id, child, method, command.params);
-                    let hook = (method == "Page.addScriptToEvaluateOnNewDocument")
-                        .then(|| ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) });
+                    let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
+                        Some(ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) })
+                    } else {
+                        withheld_domain(method).map(ReplyHook::Withheld)
+                    };
                     (decision, hook)
                 }
             }

@@ -17,6 +17,7 @@ use shared_protocol::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::browser_domain::withheld_message;
 use super::cdp;
 use super::queue::{self, Charge, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{EnableEffect, SubKind, Target, new_id};
@@ -350,7 +351,7 @@ impl Relay {
                         target.ledger.script_added(client.id, child.as_deref(), added.identifier);
                     }
                 }
-                if let Some(ReplyHook::RuntimeEnable(enable)) = hook {
+                if let Some(ReplyHook::RuntimeEnable(enable)) = &hook {
                     // See `Target::runtime`: replay before the answer, as Chrome would.
                     let mut registry = self.registry();
                     if let Some(target) = registry.by_tab_mut(enable.tab) {
@@ -377,12 +378,18 @@ impl Relay {
                     }
                 }
                 let text = match &reply {
-                    Err(error) => cdp::error(
-                        Some(cdp_id),
-                        error.code.unwrap_or(cdp::code::SERVER_ERROR),
-                        &error.message,
-                        session.as_deref(),
-                    ),
+                    Err(error) => {
+                        let message = match hook {
+                            Some(ReplyHook::Withheld(domain)) => withheld_message(&error.message, domain),
+                            _ => error.message.clone(),
+                        };
+                        cdp::error(
+                            Some(cdp_id),
+                            error.code.unwrap_or(cdp::code::SERVER_ERROR),
+                            &message,
+                            session.as_deref(),
+                        )
+                    }
                     Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
                 };
                 client.send(text);

@@ -98,6 +98,9 @@ pub struct RelayConfig {
     /// How often the relay looks whether the clients holding each tab
     /// changed, to tell the extension (`clients`, for its options page).
     pub clients_report: Duration,
+    /// Whether clients may wipe the user's whole cookie jar or cache
+    /// (`allowWipingBrowserData` in config.toml; see `browser_domain::WIPES`).
+    pub wipes_allowed: bool,
 }
 
 impl Default for RelayConfig {
@@ -121,6 +124,7 @@ impl Default for RelayConfig {
             capture_check: Duration::from_secs(1),
             capture_timeout: Duration::from_secs(30),
             clients_report: Duration::from_millis(500),
+            wipes_allowed: false,
         }
     }
 }
@@ -179,6 +183,9 @@ enum ReplyHook {
     /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
     /// to remove the script when the client leaves.
     ScriptAdded { tab: TabId, child: Option<Arc<str>> },
+    /// A method of a domain `chrome.debugger` keeps from extensions: Chrome's
+    /// "wasn't found" is told as what it is.
+    Withheld(&'static str),
 }
 
 /// The answer to every command in flight when the extension goes away.
