@@ -541,6 +541,102 @@ async function personData() {
   }
 }
 
+/** What a page's fetch of each URL gets: `status body`. */
+function fetchAll(page, urls, what = 'fetch from the page') {
+  return bounded(
+    page.evaluate(
+      (list) => Promise.all(list.map((u) => fetch(u).then(async (r) => `${r.status} ${await r.text()}`, (e) => `failed ${e}`))),
+      urls
+    ),
+    what
+  );
+}
+
+/** Three clients intercepting the user's tab at once (Playwright's
+ * `page.route`, each for its own URL), one that answers auth challenges,
+ * one that leaves, and one that dies holding a paused request. */
+async function interception() {
+  const start = await browserState();
+  const names = ['a', 'b', 'c'];
+  const clients = [];
+  const pages = [];
+  for (const name of names) {
+    const client = await connect();
+    const page = await userPage(client.context);
+    await bounded(
+      page.route(`**/intercepted/${name}`, (route) => route.fulfill({ status: 200, body: `from-${name}` })),
+      `route of ${name}`
+    );
+    clients.push(client);
+    pages.push(page);
+  }
+  const urls = [...names.map((n) => `${FIXTURE}/intercepted/${n}`), `${FIXTURE}/status/418`];
+  same.threeClients = [await fetchAll(pages[0], urls), await fetchAll(pages[2], urls)];
+  check(
+    sameJson(same.threeClients[0], ['200 from-a', '200 from-b', '200 from-c', '418 status 418']),
+    "every client's route fulfils its own URL; the rest reaches the network",
+    same.threeClients
+  );
+  await bounded(pages[1].reload(), 'a reload through three interceptors');
+  same.reloaded = norm(pages[1].url());
+
+  // Auth: a client without credentials lets the challenge go on to one with.
+  await bounded(clients[0].context.setHTTPCredentials({ username: 'user', password: 'pass' }), 'credentials of a');
+  same.auth = await fetchAll(pages[0], [`${FIXTURE}/auth`], 'fetch behind basic auth');
+  check(sameJson(same.auth, ['200 signed in']), 'the credentials of one client answer the challenge', same.auth);
+
+  await bounded(clients[1].browser.close(), 'b leaves');
+  same.afterBLeft = await fetchAll(pages[0], urls, 'fetch after b left');
+  check(
+    sameJson(same.afterBLeft, ['200 from-a', '404 ', '200 from-c', '418 status 418']),
+    "b's route left with b; a's and c's stay",
+    same.afterBLeft
+  );
+
+  // A client that dies while it holds a paused request.
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url)], {
+    env: { ...process.env, SCENARIO: 'intercepting_child', TOTAL_TIMEOUT_MS: '60000' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const said = (word) =>
+    bounded(
+      new Promise((resolve, reject) => {
+        const look = () => out.includes(word) && resolve();
+        child.stdout.on('data', (d) => {
+          out += d;
+          look();
+        });
+        child.on('exit', (code) => reject(new Error(`the child exited (${code}) before '${word}': ${out}`)));
+        look();
+      }),
+      `the intercepting child says ${word}`
+    );
+  let held;
+  try {
+    await said('ready');
+    held = fetchAll(pages[0], [`${FIXTURE}/intercepted/held`], 'the fetch the dead client held');
+    await said('paused');
+  } finally {
+    child.kill('SIGKILL');
+  }
+  same.heldByTheDead = await held;
+  check(sameJson(same.heldByTheDead, ['404 ']), 'the request a dead client held goes on to the network', same.heldByTheDead);
+  same.afterDeath = await fetchAll(pages[2], urls, 'fetch after the death');
+  check(sameJson(same.afterDeath, same.afterBLeft), 'the living clients intercept as before', same.afterDeath);
+  for (const { browser } of [clients[0], clients[2]]) await bounded(browser.close(), 'leave');
+  await stateBecomes(start, 'the browser as it started');
+  same.endEqualsStart = true;
+}
+
+async function interceptingChild() {
+  const { context } = await connect();
+  const user = await userPage(context);
+  await user.route('**/intercepted/held', () => console.log('paused'));
+  console.log('ready');
+  await new Promise(() => {});
+}
+
 const scenarios = {
   churn,
   two_clients: twoClients,
@@ -554,6 +650,8 @@ const scenarios = {
   downloads,
   cdp_sessions: cdpSessions,
   person_data: personData,
+  interception,
+  intercepting_child: interceptingChild,
   browser_limits: browserLimits,
 };
 

@@ -27,6 +27,7 @@ impl FixtureServer {
         let addr = listener.local_addr()?;
         let app = Router::new()
             .route("/status/{code}", get(status))
+            .route("/auth", get(basic_auth))
             .route("/{*path}", get(serve_file))
             .route("/", get(|| serve_file(Path("index.html".into()))));
         let stop = CancellationToken::new();
@@ -61,6 +62,16 @@ async fn status(Path(code): Path<u16>, Query(query): Query<std::collections::Has
     tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
     (status, format!("status {code}")).into_response()
+}
+
+/// `/auth`: HTTP basic auth as `user`/`pass`; a 401 with its challenge
+/// until then.
+async fn basic_auth(headers: axum::http::HeaderMap) -> Response {
+    // base64("user:pass")
+    if headers.get(header::AUTHORIZATION).is_some_and(|v| v == "Basic dXNlcjpwYXNz") {
+        return (StatusCode::OK, "signed in").into_response();
+    }
+    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, r#"Basic realm="fixture""#)], "sign in").into_response()
 }
 
 async fn serve_file(Path(path): Path<String>) -> Response {

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::browser_domain::{NO_SESSION, Scope, is_browser_domain, wipe_refusal, withheld_domain};
 use super::cdp::{self, Command, code};
+use super::interception;
 use super::ledger::Decision;
 use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
@@ -387,6 +388,10 @@ impl Relay {
                     self.send_undo(link, target.tab_id, step);
                 }
             }
+            // What it held paused goes on to the next client, or to Chrome.
+            for route in target.interception.forget_client(client.id) {
+                self.route_paused(link.as_deref(), target, route);
+            }
         }
         // Gone from the client list before the registry is released, so a
         // tab it is creating right now sees it gone (`own_created_tab`).
@@ -504,6 +509,13 @@ impl Relay {
                     let enable = RuntimeEnable { tab: tab_id, child: child.map(Arc::from), effect };
                     (Decision::Forward, Some(ReplyHook::RuntimeEnable(enable)))
                 }
+                method if interception::is_interception(method) => {
+                    let outcome = target.interception.command(client.id, child, method, command.params);
+                    for route in outcome.routes {
+                        self.route_paused(Some(&link), target, route);
+                    }
+                    (outcome.decision, None)
+                }
                 method => {
                     let decision = target.ledger.record(client.id, child, method, command.params);
                     let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
@@ -520,6 +532,10 @@ impl Relay {
             Decision::AnswerLocally => {
                 client.finish_command();
                 return reply.ok(&json!({}));
+            }
+            Decision::Refuse { code, message } => {
+                client.finish_command();
+                return reply.err(*code, message);
             }
             Decision::Forward => (&command.method, command.params),
             Decision::Replace { method, params } => {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::browser_domain::withheld_message;
 use super::cdp;
+use super::interception::{self, Route};
 use super::queue::{self, Charge, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
@@ -432,6 +433,7 @@ impl Relay {
                         // The session's state went with it.
                         if let Some(target) = self.registry().by_tab_mut(event.tab_id) {
                             target.ledger.forget_child(&child.session_id);
+                            target.interception.forget_child(&child.session_id);
                             target.runtime.retain(|r| r.child.as_deref() != Some(child.session_id.as_str()));
                         }
                     } else if shared_protocol::is_restricted_url(&child.target_info.url) {
@@ -452,6 +454,11 @@ impl Relay {
 
         let mut registry = self.registry();
         let Some(target) = registry.by_tab_mut(event.tab_id) else { return };
+        if let Some(method) = interception::paused_event(method) {
+            // A paused request goes to one client at a time.
+            let route = target.interception.paused(event.session_id, method, params);
+            return self.route_paused(self.link().as_deref(), target, route);
+        }
         if method.starts_with("Runtime.executionContext") {
             target.track_runtime_event(event.session_id, method, params);
         }
@@ -483,6 +490,30 @@ impl Relay {
                 let frame = SharedFrame::new(cdp::event(method, params, Some(child)), self.client_bytes());
                 for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     client.send_shared(&frame);
+                }
+            }
+        }
+    }
+
+    /// Hands a paused request to its client (the next one, when that
+    /// client holds no session here any more), or lets it go on in Chrome.
+    pub(crate) fn route_paused(&self, link: Option<&ExtensionLink>, target: &mut Target, mut route: Route) {
+        loop {
+            match route {
+                Route::Deliver(delivery) => {
+                    if let Some((client, session)) = target.client_session(delivery.client, delivery.child.as_deref()) {
+                        return client.send(cdp::event(delivery.method, &delivery.params, session.as_deref()));
+                    }
+                    match target.interception.skip(&delivery) {
+                        Some(next) => route = next,
+                        None => return,
+                    }
+                }
+                Route::Chrome(go_on) => {
+                    if let Some(link) = link {
+                        self.send_undo(link, target.tab_id, go_on);
+                    }
+                    return;
                 }
             }
         }
@@ -618,6 +649,7 @@ impl Relay {
             subs: Vec::new(),
             runtime: Vec::new(),
             ledger: Default::default(),
+            interception: Default::default(),
             owners,
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");

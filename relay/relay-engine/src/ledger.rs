@@ -132,7 +132,6 @@ pub static SETTINGS: &[Setting] = &[
     setting("Network.setBypassServiceWorker", None, "Network.setBypassServiceWorker", r#"{"bypass":false}"#),
     setting("Network.setBlockedURLs", None, "Network.setBlockedURLs", r#"{"urls":[]}"#),
     setting("Network.setRequestInterception", None, "Network.setRequestInterception", r#"{"patterns":[]}"#),
-    setting("Fetch.enable", Some("Fetch.disable"), "Fetch.disable", "{}"),
     setting("Page.setInterceptFileChooserDialog", None, "Page.setInterceptFileChooserDialog", r#"{"enabled":false}"#),
     setting("Page.setDownloadBehavior", None, "Page.setDownloadBehavior", r#"{"behavior":"default"}"#),
     setting("Page.setBypassCSP", None, "Page.setBypassCSP", r#"{"enabled":false}"#),
@@ -166,7 +165,8 @@ const fn setting(
 const ONCE: [&str; 2] = ["Page.setFontFamilies", "Page.setFontSizes"];
 
 /// Domains whose `enable`/`disable` the ledger does not count: Runtime (see
-/// the module doc) and Fetch (a setting: its patterns are its value).
+/// the module doc) and Fetch (every client's patterns are in force together:
+/// see [`crate::interception`]).
 const NOT_COUNTED: [&str; 2] = ["Runtime", "Fetch"];
 
 /// Domains whose events reach only the clients that enabled the domain on
@@ -225,9 +225,10 @@ pub fn classify(method: &str, params: Option<&RawValue>) -> Effect {
 }
 
 /// What the relay does with a client's command, after the books are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Decision {
     /// Send it to Chrome.
+    #[default]
     Forward,
     /// Answer `{}` without Chrome: what the command asks for is in effect
     /// (another client keeps a domain enabled, the same once-only value is
@@ -236,6 +237,8 @@ pub enum Decision {
     /// Send this instead (a clear that must leave another client's value
     /// in effect re-applies it).
     Replace { method: &'static str, params: String },
+    /// Answer with this error without Chrome.
+    Refuse { code: i64, message: String },
 }
 
 /// The books of one session (the tab's, or a child session's).
@@ -506,9 +509,9 @@ mod tests {
         assert!(ledger.forget_client(1).is_empty());
         let undo = ledger.forget_client(2);
         assert_eq!(undo, [Undo { child: None, method: "Network.disable".into(), params: "{}".into() }]);
-        // Runtime is kept elsewhere; Fetch is a setting.
+        // Runtime and Fetch are kept elsewhere.
         assert_eq!(classify("Runtime.enable", None), Effect::None);
-        assert!(matches!(classify("Fetch.enable", None), Effect::Set(_)));
+        assert_eq!(classify("Fetch.enable", None), Effect::None);
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod capture;
 pub mod cdp;
 pub mod client;
 pub mod extension;
+pub mod interception;
 pub mod ledger;
 pub mod queue;
 pub mod targets;

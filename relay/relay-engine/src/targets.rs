@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use shared_protocol::{TabId, WindowId};
 
 use super::client::ClientHandle;
+use super::interception::Interception;
 use super::ledger::{Ledger, Undo};
 
 /// A random id in Chrome's style (32 upper-case hex digits).
@@ -97,6 +98,8 @@ pub struct Target {
     pub runtime: Vec<RuntimeSession>,
     /// What each client set on the shared session (see [`Ledger`]).
     pub ledger: Ledger,
+    /// Each client's request interception (see [`Interception`]).
+    pub interception: Interception,
     /// The clients that opened this tab (`Target.createTarget`, or a popup
     /// of a tab they held): when the last of them leaves, the relay closes
     /// it, so no script leaves tabs behind in the user's browser. Empty for
@@ -306,6 +309,19 @@ impl Target {
     pub fn is_subscribed(&self, client_id: u64, session: &str) -> bool {
         self.subs.iter().any(|s| s.client.id == client_id && &*s.session == session)
     }
+
+    /// Where an event of this tab's session `child` (`None`: the page
+    /// itself) reaches `client`: the client, and the session id its frame
+    /// carries (`None` on a page-level endpoint). `None` when the client
+    /// holds no page session here.
+    pub fn client_session(&self, client: u64, child: Option<&str>) -> Option<(Arc<ClientHandle>, Option<Arc<str>>)> {
+        let sub = self.subs.iter().find(|s| s.client.id == client && s.kind == SubKind::Page)?;
+        let session = match child {
+            Some(child) => Some(Arc::from(child)),
+            None => (!sub.bare).then(|| sub.session.clone()),
+        };
+        Some((sub.client.clone(), session))
+    }
 }
 
 /// Attached tabs, in attach order.
@@ -414,6 +430,7 @@ mod tests {
             subs: Vec::new(),
             runtime: Vec::new(),
             ledger: Ledger::default(),
+            interception: Interception::default(),
             owners: Vec::new(),
         }
     }
