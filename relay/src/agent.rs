@@ -8,8 +8,8 @@ use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
 use control_engine::act::{Click, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, FindInPage, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated,
-    OpenTab, ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
+    Act, ActOutcome, ArmDialog, FindInPage, FocusTab, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate,
+    Navigated, OpenTab, ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
     StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot, Trouble,
 };
 use control_engine::error::{Step, Surface};
@@ -135,6 +135,14 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// Bring a tab to the front of its window and make it the current tab
+    /// (on your own browser this takes your screen).
+    Focus {
+        /// The tab's targetId (`browser-relay tabs` lists them).
+        target_id: String,
+        #[command(flatten)]
+        args: ProfileArgs,
+    },
     /// The tab's network requests, newest last: id, status, method, type,
     /// size, time, URL (and why it failed).
     Requests {
@@ -210,6 +218,12 @@ impl AgentCommand {
     /// The profile, tab, port and output every command has.
     pub fn args(&self) -> AgentArgs {
         match self {
+            Self::Focus { target_id, args } => AgentArgs {
+                profile: args.profile.clone(),
+                target_id: Some(target_id.clone()),
+                control_port: args.control_port,
+                json: args.json,
+            },
             Self::Start { args, .. } | Self::Stop(args) | Self::Status(args) => AgentArgs {
                 profile: args.profile.clone(),
                 target_id: None,
@@ -379,6 +393,12 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
             run(&client, &args, Selected::new(tab, request), navigated_line).await
+        }
+        AgentCommand::Focus { .. } => {
+            run(&client, &args, Selected::new(tab, FocusTab {}), |done| {
+                format!("{} is in front  [{}]", done.target_id, done.profile)
+            })
+            .await
         }
         AgentCommand::Back(_) => run(&client, &args, Selected::new(tab, GoBack::default()), navigated_line).await,
         AgentCommand::Forward(_) => run(&client, &args, Selected::new(tab, GoForward::default()), navigated_line).await,

@@ -10,3 +10,14 @@ pub mod http;
 pub mod net;
 pub mod server;
 pub mod shutdown;
+
+#[cfg(test)]
+mod tests {
+    /// The control engine knows the relay's "not in front" capture error by
+    /// its start (it maps it to `not_in_front` with the focus step); the two
+    /// crates do not depend on each other, so this keeps them in step.
+    #[test]
+    fn the_engine_knows_the_relays_not_in_front_error() {
+        assert_eq!(control_engine::capture::RELAY_NOT_IN_FRONT, relay_engine::capture::NOT_IN_FRONT);
+    }
+}

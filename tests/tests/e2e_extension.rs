@@ -232,6 +232,47 @@ async fn the_control_api_drives_the_shared_tab_through_the_extension() {
     assert_eq!(documents["requests"][0]["url"], second.as_str(), "{documents}");
 }
 
+/// The user brings another tab to the front: Chrome stops painting the
+/// shared one, and an agent's screenshot of it fails at once (not after
+/// the 30 s a CDP call may take) with the step that shows it; after that
+/// step, it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_screenshot_of_a_hidden_shared_tab_fails_at_once_with_the_focus_step() {
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let api = &env.control;
+    let shot = api.ok("POST", "/screenshot", None).await;
+    let shared = shot["targetId"].as_str().unwrap().to_string();
+
+    // The user opens another tab in front of it (the test's hands, on Chrome's own port).
+    let other = format!("{}/index.html?in-front", env.fixtures.url());
+    env.browser.call("Target.createTarget", json!({"url": other}), None).await.unwrap();
+    // Chrome may still hand out the last frame for a few seconds: what
+    // matters is that no screenshot hangs, and that it soon says why.
+    let refused =
+        e2e::control_env::eventually("the hidden tab's screenshot refused", Duration::from_secs(30), || async {
+            let started = tokio::time::Instant::now();
+            let (status, answer) = api.call("POST", "/screenshot", None).await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(5), "a screenshot took {took:?}: {answer}");
+            (status != 200).then_some((status, answer))
+        })
+        .await;
+    let (status, answer) = refused;
+    assert_eq!((status, answer["error"]["code"].as_str()), (409, Some("not_in_front")), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("the tab is not in front (another tab is in front of it"), "{message}");
+    assert_eq!(
+        answer["error"]["hint"].as_str().unwrap().split(" brings it").next(),
+        Some(format!(r#"POST /tabs/focus {{"targetId":"{shared}"}}"#).as_str()),
+        "{answer}"
+    );
+
+    // The step the hint names brings it back, and the capture works.
+    api.ok("POST", "/tabs/focus", Some(json!({"targetId": shared}))).await;
+    let shot = api.ok("POST", "/screenshot", None).await;
+    assert!(std::fs::read(shot["path"].as_str().unwrap()).unwrap().starts_with(b"\x89PNG"));
+}
+
 /// An agent and scripts take turns on the user's browser, as they do all
 /// day: a tab a script opens (and the relay closes when the script leaves)
 /// never takes the agent's requests nor makes them ambiguous.

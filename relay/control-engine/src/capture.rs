@@ -2,8 +2,12 @@
 //! `GET /console`, and the boxes of refs (which screenshots and actions
 //! use).
 
+use std::time::Duration;
+
 use base64::Engine as _;
+use cdp_client::CdpError;
 use cdp_client::protocol::page as cdp_page;
+use cdp_client::protocol::runtime::Evaluate;
 use managed_driver::config::Profile;
 use serde::Serialize;
 use serde_json::json;
@@ -22,6 +26,30 @@ use crate::tabs::PageTarget;
 
 /// Labels drawn at most on a labelled screenshot.
 pub const MAX_LABELS: u32 = 150;
+
+/// How long a capture runs before the engine asks whether the tab is painted.
+const PAINT_CHECK: Duration = Duration::from_secs(1);
+/// What `document.visibilityState == "hidden"` means for a capture.
+const HIDDEN: &str = "another tab is in front of it in its window, or its window is minimized or covered";
+/// The start of the relay's error for a tab that is not in front
+/// (relay-engine's `capture::NOT_IN_FRONT`; a test of the relay crate keeps
+/// the two equal).
+pub const RELAY_NOT_IN_FRONT: &str = "Page.captureScreenshot: Chrome paints no tab that is not in front";
+/// Chrome's answer while a navigation swaps the tab's page for a new one.
+const NOT_ACTIVE: &str = "Not attached to an active page";
+/// Tries, and the pause between them, while the page is swapped.
+const SWAP_RETRIES: u32 = 5;
+const SWAP_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether the page says it is hidden (a question bounded to a second: a
+/// page paused by a dialog answers nothing).
+async fn is_hidden(conn: &Conn, session: &str) -> bool {
+    let asked = conn.client().start(&Evaluate::value("document.visibilityState"), Some(session));
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), asked).await,
+        Ok(Ok(state)) if state.result.value.as_ref().and_then(|v| v.as_str()) == Some("hidden")
+    )
+}
 
 /// A ref's element box in the tab's viewport (CSS pixels), after scrolling
 /// it into view.
@@ -251,12 +279,12 @@ impl Engine {
             let labels = shown.labels;
             labelled = Some((labels, (refs as u64).saturating_sub(labels)));
         }
-        let shot = conn.client().send(&capture, Some(session)).await;
+        let shot = self.capture_painted(page, &capture).await;
         if labelled.is_some() {
             // Always taken down, also when the capture failed.
             in_page::call_script::<serde_json::Value>(conn, &main, "hideLabels", json!(null)).await?;
         }
-        let shot = shot.map_err(ControlError::cdp(&profile.name))?;
+        let shot = shot?;
         let data = base64::engine::general_purpose::STANDARD
             .decode(shot.data)
             .map_err(|e| ControlError::Page(format!("the screenshot is not base64: {e}")))?;
@@ -273,6 +301,48 @@ impl Engine {
             skipped: labelled.map(|(_, skipped)| skipped),
             data,
         })
+    }
+
+    /// The capture, when Chrome paints the tab. Chrome answers a capture
+    /// of a tab it does not paint late or never (see relay-engine's
+    /// `capture.rs`), so one still unanswered after [`PAINT_CHECK`] has
+    /// the page asked whether it is hidden; a hidden tab fails at once with
+    /// the step that shows it. While a navigation swaps the tab's page,
+    /// Chrome answers "Not attached to an active page": tried again, a few
+    /// times, as the new page comes in.
+    async fn capture_painted(
+        &self,
+        page: &PageTarget,
+        capture: &cdp_page::CaptureScreenshot,
+    ) -> Result<cdp_page::Data, ControlError> {
+        let PageTarget { profile, conn, id, session, .. } = page;
+        let not_in_front = |why: &str| ControlError::NotInFront { target_id: id.clone(), why: why.to_string() };
+        let mut swapping = SWAP_RETRIES;
+        loop {
+            let shot = conn.client().start(capture, Some(session));
+            tokio::pin!(shot);
+            let shot = tokio::select! {
+                shot = &mut shot => shot,
+                () = tokio::time::sleep(PAINT_CHECK) => {
+                    if is_hidden(conn, session).await {
+                        return Err(not_in_front(HIDDEN));
+                    }
+                    shot.await
+                }
+            };
+            match shot {
+                Err(CdpError::Protocol { message, .. }) if message.contains(NOT_ACTIVE) && swapping > 0 => {
+                    swapping -= 1;
+                    tokio::time::sleep(SWAP_PAUSE).await;
+                }
+                Err(CdpError::Protocol { message, .. }) if message.starts_with(RELAY_NOT_IN_FRONT) => {
+                    // The relay looked at the tab (relay-engine's `capture.rs`): its reason.
+                    let why = message.split_once(" (").and_then(|(_, rest)| rest.split_once(')')).map(|(why, _)| why);
+                    return Err(not_in_front(why.unwrap_or(HIDDEN)));
+                }
+                shot => return shot.map_err(ControlError::cdp(&profile.name)),
+            }
+        }
     }
 
     async fn selector_box(

@@ -80,6 +80,8 @@ pub enum Step<'a> {
     Requests,
     /// Answer the open dialog (OK).
     AcceptDialog,
+    /// Bring this tab to the front.
+    Focus(&'a str),
 }
 
 impl Step<'_> {
@@ -115,6 +117,9 @@ impl Step<'_> {
             (Self::AcceptDialog, Surface::Http) => "POST /hooks/dialog {\"accept\": true}".into(),
             (Self::AcceptDialog, Surface::Cli) => "`browser-relay dialog accept`".into(),
             (Self::AcceptDialog, Surface::Mcp) => "browser_handle_dialog {\"accept\": true}".into(),
+            (Self::Focus(tab), Surface::Http) => format!("POST /tabs/focus {{\"targetId\":\"{tab}\"}}"),
+            (Self::Focus(tab), Surface::Cli) => format!("`browser-relay focus {tab}`"),
+            (Self::Focus(tab), Surface::Mcp) => format!("browser_focus_tab {{\"targetId\":\"{tab}\"}}"),
         }
     }
 }
@@ -176,6 +181,10 @@ pub enum ControlError {
     Disabled(String),
     #[error("a dialog '{message}' is open ({kind}): the page is paused until it is answered")]
     DialogOpen { kind: String, message: String },
+    /// A screenshot of a tab Chrome does not paint: another tab is in front
+    /// of it, or its window is minimized or covered.
+    #[error("the tab is not in front ({why}): Chrome paints no hidden tab, so it has nothing to capture")]
+    NotInFront { target_id: String, why: String },
     #[error("evaluate is switched off in config.toml (allowEvaluate = false)")]
     EvaluateDisabled,
     /// What the user's config does not allow, and the key that would.
@@ -212,6 +221,7 @@ impl ControlError {
             | Self::EvaluateDisabled
             | Self::NoHistory(_)
             | Self::NoResponseBody { .. }
+            | Self::NotInFront { .. }
             | Self::Pdf(_) => ErrorKind::Conflict,
             Self::Config(ConfigError::UnknownProfile { .. })
             | Self::UnknownTab { .. }
@@ -273,6 +283,7 @@ impl ControlError {
             Self::NotAllowed { .. } => "not_allowed",
             Self::Action(_) => "bad_action",
             Self::Pdf(_) => "pdf_unavailable",
+            Self::NotInFront { .. } => "not_in_front",
         }
     }
 
@@ -312,6 +323,11 @@ impl ControlError {
                 "Chrome keeps bodies only for a while, and only of the page still open: reload it ({}), then read the new requestId's body from {}",
                 step(Step::Navigate),
                 step(Step::Requests)
+            ),
+            Self::NotInFront { target_id, .. } => format!(
+                "{} brings it to the front, then capture again (on the user's own browser it takes their \
+                 screen: ask them first, or capture a tab they left in front)",
+                step(Step::Focus(target_id))
             ),
             Self::NotAllowed { key, .. } => {
                 format!("only the user can allow it: `{key}` in config.toml in the state directory (~/.browser-relay)")
@@ -403,6 +419,7 @@ mod tests {
             ControlError::Config(ConfigError::UnknownProfile { name: "x".into(), known: "managed".into() }),
             ControlError::TooManyBrowsers { max: 2, running: vec!["a".into(), "b".into()] },
             ControlError::ProfileExists("work".into()),
+            ControlError::NotInFront { target_id: "T9".into(), why: "another tab is in front of it".into() },
         ];
         for error in &errors {
             let http = error.hint(Surface::Http).unwrap();
@@ -416,6 +433,11 @@ mod tests {
             ControlError::StaleRef("e7".into()).hint(Surface::Mcp).as_deref(),
             Some("browser_snapshot gives fresh refs")
         );
+        // A hidden tab's screenshot names the step that shows it, for that tab.
+        let hidden = ControlError::NotInFront { target_id: "T9".into(), why: "its window is minimized".into() };
+        assert!(hidden.hint(Surface::Cli).unwrap().starts_with("`browser-relay focus T9` brings it"));
+        assert!(hidden.hint(Surface::Mcp).unwrap().starts_with(r#"browser_focus_tab {"targetId":"T9"}"#));
+        assert!(hidden.hint(Surface::Http).unwrap().starts_with(r#"POST /tabs/focus {"targetId":"T9"}"#));
         assert_eq!(Surface::from_name(Surface::Mcp.name()), Surface::Mcp);
         let cap: ControlError =
             ManagedError::TooManyBrowsers { max: 2, running: vec!["a".into(), "tmp".into()] }.into();

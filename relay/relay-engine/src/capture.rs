@@ -67,15 +67,31 @@ impl Relay {
         let Some(window_id) = active.iter().find(|t| t.tab_id == tab).map(|t| t.window_id) else {
             return Ok(Some("another tab is in front of it in its window"));
         };
-        let Some(window_id) = window_id else { return Ok(None) };
-        #[derive(Deserialize)]
-        struct Window {
-            #[serde(default)]
-            state: String,
+        if let Some(window_id) = window_id {
+            #[derive(Deserialize)]
+            struct Window {
+                #[serde(default)]
+                state: String,
+            }
+            let window = self.call(|id| RelayMessage::WindowsUpdate { id, window_id, focused: None }).await?;
+            let window: Window =
+                serde_json::from_str(&window).map_err(|e| CallError::Chrome(format!("unexpected window: {e}")))?;
+            if window.state == "minimized" {
+                return Ok(Some("its window is minimized"));
+            }
         }
-        let window = self.call(|id| RelayMessage::WindowsUpdate { id, window_id, focused: None }).await?;
-        let window: Window =
-            serde_json::from_str(&window).map_err(|e| CallError::Chrome(format!("unexpected window: {e}")))?;
-        Ok((window.state == "minimized").then_some("its window is minimized"))
+        // In front of its window, and the window is up: Chrome may still
+        // not paint it, when the window is covered or off screen. The page
+        // knows (bounded: a page paused by a dialog answers nothing).
+        let visibility = self.send_command(
+            tab,
+            "Runtime.evaluate",
+            Some(serde_json::json!({"expression": "document.visibilityState", "returnByValue": true})),
+        );
+        let hidden = matches!(
+            tokio::time::timeout(std::time::Duration::from_secs(1), visibility).await,
+            Ok(Ok(answer)) if answer.contains(r#""value":"hidden""#)
+        );
+        Ok(hidden.then_some("its window is covered or hidden"))
     }
 }
