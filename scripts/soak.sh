@@ -14,6 +14,10 @@
 #                                relay restarted, Chrome killed, each with a
 #                                command in flight: answered within 1 s, the tab
 #                                back without a click, no process left
+#   an_agent_beside_a_script_loop_gets_every_call_answered (e2e_extension.rs,
+#                                20 s in CI): a Playwright script in a loop
+#                                beside an agent reading the same shared tab,
+#                                here for 200 s (AGENT_BESIDE_SCRIPTS_SECS)
 #
 # Time: the release build (a few minutes the first time), then about 40 s.
 #   One run:  ./scripts/soak.sh soak_relay_memory   (arguments filter test names)
@@ -26,3 +30,8 @@ cargo build --release --locked -p browser-relay
 echo "==> soak and fault runs"
 cargo test --release --locked -p e2e --test soak -- --ignored --nocapture --test-threads=1 "$@" 2>&1 |
     grep -v '^\s*Compiling'
+if [ "$#" -eq 0 ] || [[ "an_agent_beside_a_script_loop_gets_every_call_answered" == *"$1"* ]]; then
+    echo "==> an agent beside a script loop, 200 s"
+    AGENT_BESIDE_SCRIPTS_SECS=200 cargo test --release --locked -p e2e --test e2e_extension \
+        an_agent_beside_a_script_loop_gets_every_call_answered -- --nocapture 2>&1 | grep -v '^\s*Compiling'
+fi

@@ -629,6 +629,95 @@ async function interception() {
   same.endEqualsStart = true;
 }
 
+/** Traces of a reload of the user's tab: Playwright's own trace
+ * (`context.tracing`), Chrome's trace through a page session
+ * (`Tracing.start`, its data as a stream read with `IO.read`), and
+ * Playwright's `browser.startTracing`. What each holds is `own`: the
+ * README says how the user's browser differs. */
+async function traces() {
+  const { browser, context } = await connect();
+  try {
+    const page = await userPage(context);
+    const zip = `${process.env.TMPDIR || '/tmp'}/conformance-trace-${KIND}-${process.pid}.zip`;
+    await bounded(context.tracing.start({ screenshots: true, snapshots: true }), 'tracing.start');
+    await bounded(page.reload(), 'reload while tracing');
+    await bounded(page.evaluate(() => document.title), 'evaluate while tracing');
+    await bounded(context.tracing.stop({ path: zip }), 'tracing.stop');
+    const { statSync, rmSync } = await import('node:fs');
+    own.playwrightTraceBytes = statSync(zip).size;
+    rmSync(zip, { force: true });
+    same.playwrightTrace = own.playwrightTraceBytes > 1000;
+
+    // Chrome's tracing on the page's own session, as a stream.
+    const session = await bounded(context.newCDPSession(page), 'newCDPSession');
+    const complete = new Promise((resolve) => session.once('Tracing.tracingComplete', resolve));
+    // The timeline with its frame screenshots: a big trace (megabytes, read in several chunks).
+    const categories = [
+      'devtools.timeline', 'disabled-by-default-devtools.timeline', 'disabled-by-default-devtools.timeline.frame',
+      'disabled-by-default-devtools.screenshot', 'blink.user_timing', 'v8', 'loading',
+    ];
+    await bounded(session.send('Tracing.start', { transferMode: 'ReturnAsStream', traceConfig: { includedCategories: categories } }), 'Tracing.start');
+    await bounded(page.reload(), 'reload while Chrome traces');
+    // Frames to capture: the page animates for a second.
+    await bounded(page.evaluate(() => new Promise((done) => {
+      const box = document.body.appendChild(document.createElement('div'));
+      box.style.cssText = 'width:300px;height:300px;background:linear-gradient(red,blue)';
+      const end = performance.now() + 1000;
+      const step = (t) => { box.style.transform = `rotate(${t / 3}deg)`; if (t < end) requestAnimationFrame(step); else done(); };
+      requestAnimationFrame(step);
+    })), 'animate');
+    await bounded(session.send('Tracing.end'), 'Tracing.end');
+    const { stream } = await bounded(complete, 'Tracing.tracingComplete');
+    const chunks = [];
+    let reads = 0;
+    for (;;) {
+      // In chunks of 256 KiB: a big trace is read in many.
+      const chunk = await bounded(session.send('IO.read', { handle: stream, size: 256 << 10 }), 'IO.read');
+      reads += 1;
+      chunks.push(chunk.base64Encoded ? Buffer.from(chunk.data, 'base64').toString() : chunk.data);
+      if (chunk.eof) break;
+    }
+    await bounded(session.send('IO.close', { handle: stream }), 'IO.close');
+    const events = JSON.parse(chunks.join('')).traceEvents;
+    const names = new Set(events.map((e) => e.name));
+    own.chromeTrace = {
+      bytes: chunks.reduce((n, c) => n + c.length, 0),
+      reads,
+      events: events.length,
+      processes: [...new Set(events.filter((e) => e.name === 'process_name').map((e) => e.args.name))].sort(),
+      screenshots: events.filter((e) => e.name === 'Screenshot').length,
+      categories: [...new Set(events.map((e) => e.cat))].sort(),
+    };
+    same.chromeTraceReadInChunks = reads > 2;
+    same.chromeTraceHasTheReload = ['ParseHTML', 'EvaluateScript'].filter((n) => names.has(n)).concat(
+      events.some((e) => e.name === 'navigationStart' || e.name === 'NavigationBodyLoader::StartLoadingBody' || e.name === 'ResourceSendRequest') ? ['loading'] : []
+    );
+    await session.detach().catch(() => {});
+    const { processes, screenshots } = own.chromeTrace;
+    if (KIND === 'extension') {
+      check(
+        sameJson(processes, ['Renderer']) && screenshots === 0,
+        "through chrome.debugger a trace holds the tab's renderer only, without frame screenshots (README)",
+        { processes, screenshots }
+      );
+    } else {
+      check(processes.includes('Browser') && screenshots > 0, 'the browser process and frame screenshots are traced', { processes, screenshots });
+    }
+
+    // Playwright's browser-level tracing.
+    try {
+      await bounded(browser.startTracing(page, { screenshots: false }), 'browser.startTracing');
+      await bounded(page.reload(), 'reload while the browser traces');
+      const buffer = await bounded(browser.stopTracing(), 'browser.stopTracing');
+      own.browserTracing = { bytes: buffer.length, events: JSON.parse(buffer.toString()).traceEvents.length };
+    } catch (error) {
+      own.browserTracing = String(error.message).split('\n')[0];
+    }
+  } finally {
+    await browser.close();
+  }
+}
+
 async function interceptingChild() {
   const { context } = await connect();
   const user = await userPage(context);
@@ -651,6 +740,7 @@ const scenarios = {
   cdp_sessions: cdpSessions,
   person_data: personData,
   interception,
+  traces,
   intercepting_child: interceptingChild,
   browser_limits: browserLimits,
 };

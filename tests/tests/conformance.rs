@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 /// The Node scenarios, in the order they run (`browser_limits` comes last,
 /// after the Rust client: it closes Chrome's and the managed browser).
-const SCENARIOS: [&str; 12] = [
+const SCENARIOS: [&str; 13] = [
     "churn",
     "two_clients",
     "dying_client",
@@ -34,6 +34,7 @@ const SCENARIOS: [&str; 12] = [
     "cdp_sessions",
     "person_data",
     "interception",
+    "traces",
 ];
 
 /// chromiumoxide, as its README uses it: connect, a new page, evaluate, a

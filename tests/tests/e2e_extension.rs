@@ -273,6 +273,55 @@ async fn an_agents_screenshot_of_a_hidden_shared_tab_fails_at_once_with_the_focu
     assert!(std::fs::read(shot["path"].as_str().unwrap()).unwrap().starts_with(b"\x89PNG"));
 }
 
+/// A script in a loop (Playwright: connect, read the user's tab, open a page,
+/// close it, leave) while an agent keeps reading the same shared tab
+/// (snapshot, screenshot, requests, tabs): every agent call is answered,
+/// none waits long, and none fails from a race with the script. A
+/// screenshot while the script's page is in front may be refused as
+/// `not_in_front` (by design, at once). At the end nothing is left behind.
+/// `AGENT_BESIDE_SCRIPTS_SECS` sets the length (`scripts/soak.sh`: minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_beside_a_script_loop_gets_every_call_answered() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let secs: u64 = std::env::var("AGENT_BESIDE_SCRIPTS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let mut node_env = env.node_env();
+    node_env.push(("DURATION_MS", (secs * 1000).to_string()));
+    node_env.push(("TOTAL_TIMEOUT_MS", ((secs + 30) * 1000).to_string()));
+    let script = tokio::spawn(async move { e2e::run_node("script_loop.mjs", &node_env).await });
+
+    let api = &env.control;
+    let calls: [(&str, &str); 4] =
+        [("GET", "/snapshot"), ("POST", "/screenshot"), ("GET", "/requests"), ("GET", "/tabs")];
+    let (mut answered, mut refused, mut slowest) = (0usize, 0usize, Duration::ZERO);
+    let mut failures = Vec::new();
+    while !script.is_finished() {
+        for (method, path) in calls {
+            let started = tokio::time::Instant::now();
+            let (status, answer) = api.call(method, path, None).await;
+            let took = started.elapsed();
+            slowest = slowest.max(took);
+            match (status, answer["error"]["code"].as_str()) {
+                (200, _) => answered += 1,
+                (409, Some("not_in_front")) if path == "/screenshot" => refused += 1,
+                _ => failures.push(format!("{method} {path} → {status} {answer}")),
+            }
+            assert!(took < Duration::from_secs(10), "{method} {path} took {took:?}: {answer}");
+        }
+    }
+    let out = script.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    let runs = out.lines().find_map(|l| l.strip_prefix("runs ")).unwrap_or("?").to_string();
+    eprintln!(
+        "{runs} script runs; agent calls: {answered} answered, {refused} screenshots not in front; slowest {slowest:?}"
+    );
+    assert!(failures.is_empty(), "agent calls failed beside the scripts:\n{}", failures.join("\n"));
+    assert!(answered > 0 && runs != "0" && runs != "?", "{runs} runs, {answered} calls");
+    // Nothing left behind: the script's pages are closed, the shared tab stays.
+    env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
+    let tabs = api.ok("GET", "/tabs", None).await;
+    assert_eq!(tabs["tabs"].as_array().map(Vec::len), Some(1), "{tabs}");
+    assert_eq!(tabs["tabs"][0]["url"], index.as_str(), "{tabs}");
+}
+
 /// An agent and scripts take turns on the user's browser, as they do all
 /// day: a tab a script opens (and the relay closes when the script leaves)
 /// never takes the agent's requests nor makes them ambiguous.

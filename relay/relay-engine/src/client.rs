@@ -27,6 +27,24 @@ use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
 /// (type, ids, keys), for the charge taken before the frame is built.
 const FRAME_ENVELOPE: usize = 96;
 
+/// The most `IO.read` asks Chrome for at once: Chrome's own default chunk.
+/// A client may ask for more (`size`), and Chrome would send it in one
+/// reply through the extension's one socket, past its message limit, which
+/// would cut every client off; a smaller chunk is a valid answer (clients
+/// read until `eof`).
+pub const IO_READ_MAX: u64 = 10 << 20;
+
+/// `IO.read`'s params with `size` brought down to [`IO_READ_MAX`], when
+/// they ask for more.
+fn io_read_within_budget(params: Option<&RawValue>) -> Option<String> {
+    let mut params: serde_json::Map<String, Value> = serde_json::from_str(params?.get()).ok()?;
+    let size = params.get("size")?.as_u64()?;
+    (size > IO_READ_MAX).then(|| {
+        params.insert("size".into(), IO_READ_MAX.into());
+        Value::Object(params).to_string()
+    })
+}
+
 /// What a session id a client holds stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionKind {
@@ -509,6 +527,10 @@ impl Relay {
                     let enable = RuntimeEnable { tab: tab_id, child: child.map(Arc::from), effect };
                     (Decision::Forward, Some(ReplyHook::RuntimeEnable(enable)))
                 }
+                "IO.read" => match io_read_within_budget(command.params) {
+                    Some(params) => (Decision::Replace { method: "IO.read", params }, None),
+                    None => (Decision::Forward, None),
+                },
                 method if interception::is_interception(method) => {
                     let outcome = target.interception.command(client.id, child, method, command.params);
                     for route in outcome.routes {
@@ -574,7 +596,20 @@ impl Relay {
 
 #[cfg(test)]
 mod tests {
-    use super::client_name;
+    use super::{IO_READ_MAX, client_name, io_read_within_budget};
+    use shared_protocol::RawValue;
+
+    #[test]
+    fn a_read_of_a_stream_asks_chrome_for_at_most_its_default_chunk() {
+        let read = |json: &str| io_read_within_budget(Some(&RawValue::from_string(json.to_string()).unwrap()));
+        assert_eq!(
+            read(r#"{"handle":"7","size":1073741824}"#),
+            Some(format!(r#"{{"handle":"7","size":{IO_READ_MAX}}}"#))
+        );
+        assert_eq!(read(r#"{"handle":"7","size":65536}"#), None, "a smaller read goes as it is");
+        assert_eq!(read(r#"{"handle":"7"}"#), None, "Chrome's default is the cap");
+        assert_eq!(io_read_within_budget(None), None);
+    }
 
     #[test]
     fn clients_are_named_by_the_first_word_of_their_user_agent() {
