@@ -286,13 +286,22 @@ fn respond(result: Result<Value, (StatusCode, String)>) -> Response {
 }
 
 /// A managed profile's protocol description: the relay's copy (its
-/// browser has no HTTP endpoint to ask). A profile this relay does not
-/// serve is a 404, as for the other `/profiles/<name>/json/*` routes.
+/// browser has no HTTP endpoint to ask). The route is public, so it only
+/// reads config.toml: it launches no browser and opens no pipe or farm
+/// connection (a farm's carries its credentials), and a name this relay
+/// does not serve is a 404 that names no other profile.
 async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    match managed_pipe(&state, &name).await {
-        Err((StatusCode::NOT_FOUND, why)) => text(StatusCode::NOT_FOUND, why),
-        _ => json_protocol().await,
+    let served = state.state_root.as_ref().is_some_and(|root| {
+        ManagedBrowsers::new(root)
+            .config()
+            .ok()
+            .and_then(|config| config.profile(Some(&name)).ok().map(|p| p.driver == Driver::Managed))
+            .unwrap_or(false)
+    });
+    if !served {
+        return text(StatusCode::NOT_FOUND, "no such profile here");
     }
+    json_protocol().await
 }
 
 /// `PUT /profiles/<name>/json/new?<url>`: a new tab, as Chrome's own

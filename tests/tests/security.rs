@@ -369,3 +369,53 @@ fn token_file_is_private_and_stable() {
     assert_eq!(state.load_or_create_token().unwrap(), token);
     assert!(!format!("{token:?}").contains(token.as_str()), "Debug must redact the token");
 }
+
+/// `/profiles/<name>/json/protocol` is public (chrome-remote-interface reads
+/// it before it connects, without a token), so it must touch no browser,
+/// pipe or farm: a farm profile's connection (with its credentials) is not
+/// opened by it. And an unknown name says nothing about the profiles there
+/// are.
+#[tokio::test]
+async fn the_public_protocol_route_opens_no_farm_connection_and_names_no_profile() {
+    e2e::init_logging();
+    // A farm that counts who connects to it.
+    let farm = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let farm_port = farm.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = farm.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        state.path().join("config.toml"),
+        format!(
+            "[profiles.farm]\ndriver = \"managed\"\ncdpUrl = \"ws://127.0.0.1:{farm_port}/?token=farm-secret\"\n\
+             [profiles.secret-project]\ndriver = \"managed\"\n"
+        ),
+    )
+    .unwrap();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    let server = RunningServer::start(options).await.unwrap();
+    let host = format!("127.0.0.1:{}", server.addr.port());
+
+    let (status, response) = raw_request(server.addr, &get("/profiles/farm/json/protocol", &host, &[])).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(response.contains("\"domains\""), "the protocol description: {response}");
+    let (status, response) = raw_request(server.addr, &get("/profiles/nobody/json/protocol", &host, &[])).await;
+    assert_eq!(status, 404, "{response}");
+    for name in ["farm", "secret-project", "managed"] {
+        assert!(!response.contains(name), "an unknown name lists '{name}': {response}");
+    }
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "the public route opened the farm");
+    // With the token, the farm is used (so the count above is zero for
+    // want of a call, not of a way to reach it).
+    let with_token = format!("/profiles/farm/json/version?token={}", token.as_str());
+    let _ = raw_request(server.addr, &get(&with_token, &host, &[])).await;
+    assert!(connections.load(std::sync::atomic::Ordering::SeqCst) > 0, "the tokened route reaches the farm");
+}

@@ -28,6 +28,22 @@ pub const PAGE_ERRORS_KEPT: usize = 200;
 pub const NEWS_KEPT: usize = 5;
 /// Characters of one such error kept.
 const NEWS_CHARS: usize = 300;
+/// Bytes of one console message's text (or page error's message, or
+/// location) kept: a page that logs huge strings must not pin the relay's
+/// memory (500 messages of a tab at this size are 8 MiB at most).
+pub const ENTRY_BYTES: usize = 16 * 1024;
+
+/// `text` within [`ENTRY_BYTES`], with what was cut said at its end.
+fn kept(mut text: String) -> String {
+    if text.len() <= ENTRY_BYTES {
+        return text;
+    }
+    let end = (0..=ENTRY_BYTES).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    let cut = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!("… [{cut} more bytes cut]"));
+    text
+}
 /// How long a new tab may take to be attached and set up.
 const ATTACH_WITHIN: Duration = Duration::from_secs(10);
 
@@ -775,9 +791,9 @@ fn browser_message(entry: log::LogEntry) -> Option<ConsoleMessage> {
     Some(ConsoleMessage {
         level: log_level(&entry.level).into(),
         kind: if entry.source.is_empty() { "other".into() } else { entry.source },
-        text: entry.text,
+        text: kept(entry.text),
         timestamp: entry.timestamp,
-        location,
+        location: location.map(kept),
     })
 }
 
@@ -805,10 +821,10 @@ fn console_message(called: runtime::ConsoleApiCalled) -> ConsoleMessage {
     let frame = called.stack_trace.and_then(|trace| trace.call_frames.into_iter().next());
     ConsoleMessage {
         level: level.into(),
-        kind,
-        text,
+        kind: kept(kind),
+        text: kept(text),
         timestamp: called.timestamp,
-        location: frame.map(|f| location(&f.url, f.line_number, f.column_number)),
+        location: frame.map(|f| kept(location(&f.url, f.line_number, f.column_number))),
     }
 }
 
@@ -830,7 +846,7 @@ fn page_error(thrown: runtime::ExceptionThrown) -> PageError {
         .as_deref()
         .filter(|u| !u.is_empty())
         .map(|url| location(url, details.line_number, details.column_number));
-    PageError { message, timestamp: thrown.timestamp, location }
+    PageError { message: kept(message), timestamp: thrown.timestamp, location: location.map(kept) }
 }
 
 /// `url:line:column`, counted from 1 as people do (CDP counts from 0).
@@ -904,6 +920,32 @@ mod tests {
         news.console_error(&"é".repeat(400));
         let long = news.console_errors.back().unwrap();
         assert!(long.ends_with('…') && long.len() <= NEWS_CHARS + '…'.len_utf8(), "{long}");
+    }
+
+    #[test]
+    fn a_page_that_logs_huge_strings_keeps_a_bounded_text_with_a_marker() {
+        let huge = "x".repeat(50 << 20);
+        let called: runtime::ConsoleApiCalled = serde_json::from_value(serde_json::json!({
+            "type": "log", "timestamp": 1.0, "executionContextId": 1,
+            "args": [{"type": "string", "value": huge}],
+        }))
+        .unwrap();
+        let message = console_message(called);
+        assert!(message.text.len() < ENTRY_BYTES + 64, "{} bytes kept", message.text.len());
+        assert!(message.text.ends_with(&format!("… [{} more bytes cut]", (50 << 20) - ENTRY_BYTES)), "the marker");
+        let thrown: runtime::ExceptionThrown = serde_json::from_value(serde_json::json!({
+            "timestamp": 1.0,
+            "exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 0, "columnNumber": 0,
+                "exception": {"type": "object", "description": "é".repeat(20_000)}},
+        }))
+        .unwrap();
+        let error = page_error(thrown);
+        assert!(
+            error.message.len() < ENTRY_BYTES + 64 && error.message.contains("more bytes cut]"),
+            "{}",
+            error.message.len()
+        );
+        assert_eq!(kept("short".into()), "short", "what fits is kept whole");
     }
 
     #[test]
