@@ -87,6 +87,12 @@ async fn an_agent_session_start_tabs_navigate_screenshot_console_stop() {
     assert_eq!(opened["title"], "Secret", "allowed once the user says so");
     std::fs::write(env.state.path().join("config.toml"), config).unwrap();
     env.api.ok("POST", "/navigate", Some(json!({"url": refs_url}))).await;
+    // The file is in the tab's history now: going back to it, once the
+    // user took the leave back, is refused too.
+    let (status, refused) = env.api.call("POST", "/back", None).await;
+    assert_eq!((status, refused["error"]["code"].as_str()), (403, Some("not_allowed")), "back to a file: {refused}");
+    let here = env.api.ok("GET", "/tabs", None).await;
+    assert!(here["tabs"].as_array().unwrap().iter().any(|t| t["url"] == refs_url.as_str()), "stayed: {here}");
 
     // Screenshots: viewport, full page, an element by ref, raw bytes.
     let viewport = env.api.ok("POST", "/screenshot", None).await;

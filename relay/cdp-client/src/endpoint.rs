@@ -149,15 +149,21 @@ pub fn normalize_ws_url(ws: &str, endpoint: &url::Url) -> Option<String> {
     if !matches!(url.scheme(), "ws" | "wss") {
         return None;
     }
+    // Every spelling of this machine: `localhost.` (the root's dot),
+    // `*.localhost` (RFC 6761), and IPv4 loopback written as IPv6
+    // (`[::ffff:127.0.0.1]`).
     let local = |host: Option<url::Host<&str>>| match host {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Domain(name)) => {
+            let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
         None => false,
     };
     let unspecified = match url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_unspecified(),
-        Some(url::Host::Ipv6(ip)) => ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_unspecified() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_unspecified()),
         _ => false,
     };
     let mut same_place =
@@ -244,6 +250,22 @@ mod tests {
             normalize("ws://localhost:9222/devtools/browser/X", "https://farm.example:8443").as_deref(),
             Some("wss://farm.example:8443/devtools/browser/X")
         );
+        // The other spellings of loopback and of "everywhere" are the farm's
+        // own machine too: a client must never be sent to its own loopback.
+        for inside in [
+            "ws://[::ffff:127.0.0.1]:9222/devtools/browser/X",
+            "ws://localhost.:9222/devtools/browser/X",
+            "ws://chrome.localhost:9222/devtools/browser/X",
+            "ws://LOCALHOST:9222/devtools/browser/X",
+            "ws://[::ffff:0.0.0.0]:9222/devtools/browser/X",
+            "ws://[::1]:9222/devtools/browser/X",
+        ] {
+            assert_eq!(
+                normalize(inside, "https://farm.example:8443").as_deref(),
+                Some("wss://farm.example:8443/devtools/browser/X"),
+                "{inside}"
+            );
+        }
         // A document naming another host keeps it, and a query of its own;
         // the endpoint's token never goes there, nor its headers.
         assert_eq!(

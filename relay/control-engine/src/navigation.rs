@@ -202,6 +202,9 @@ impl Engine {
         let history = conn.client().send(&page::GetNavigationHistory {}, Some(&session)).await.map_err(cdp)?;
         let entry = history_entry(&history, direction).ok_or(ControlError::NoHistory(direction.name()))?;
         let (entry_id, url) = (entry.id, entry.url.clone());
+        // History may lead where navigate may not (a file the user opened,
+        // or one allowed before the user took the leave back).
+        self.check_file_url(&url)?;
         let mut events = conn.subscribe();
         let go = page::NavigateToHistoryEntry { entry_id };
         conn.client().send(&go, Some(&session)).await.map_err(ControlError::cdp(&profile.name))?;
@@ -292,13 +295,20 @@ impl Engine {
     /// readable through snapshots even with evaluate off.
     pub(crate) fn allowed_url(&self, url: &str) -> Result<String, ControlError> {
         let url = normalize_url(url)?;
+        self.check_file_url(&url)?;
+        Ok(url)
+    }
+
+    /// The `file://` rule (`allowFileUrls`), also for a URL the tab
+    /// already knows (its history).
+    fn check_file_url(&self, url: &str) -> Result<(), ControlError> {
         if url.get(..7).is_some_and(|s| s.eq_ignore_ascii_case("file://")) && !self.config()?.allow_file_urls {
             return Err(ControlError::NotAllowed {
                 what: format!("opening {url} (a file of this computer)"),
                 key: "allowFileUrls = true",
             });
         }
-        Ok(url)
+        Ok(())
     }
 }
 

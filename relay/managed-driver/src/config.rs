@@ -408,11 +408,7 @@ impl Config {
                 )));
             }
             // Extra flags must not undo the isolation Browser Relay sets up.
-            if let Some(arg) = entry.args.iter().find(|a| {
-                a.starts_with("--user-data-dir")
-                    || a.starts_with("--remote-debugging-")
-                    || a.starts_with("--profile-directory")
-            }) {
+            if let Some(arg) = entry.args.iter().find(|a| is_reserved_switch(a)) {
                 return Err(invalid(format!(
                     "profiles.{name}.args: {arg} is set by Browser Relay (the profile folder and debugging port are its own)"
                 )));
@@ -693,6 +689,16 @@ pub fn signed_argb(color: &str) -> i32 {
     (0xFF00_0000 | rgb) as i32
 }
 
+/// Whether `arg` is a Chrome switch Browser Relay sets itself (the profile
+/// folder, the debugging pipe): as Chrome's command line reads it, with
+/// `--`, `-` or (Windows) `/` before the name, any case (Windows lowercases
+/// switch names), a value after `=` or none.
+fn is_reserved_switch(arg: &str) -> bool {
+    let Some(name) = ["--", "-", "/"].iter().find_map(|prefix| arg.strip_prefix(prefix)) else { return false };
+    let name = name.split('=').next().unwrap_or_default().to_ascii_lowercase();
+    name == "user-data-dir" || name == "profile-directory" || name.starts_with("remote-debugging-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -770,6 +776,11 @@ mod tests {
             ("[profiles.a]\ndriver = \"managed\"\ncdpPort = 9333", "has no debugging port"),
             ("[profiles.managed]\nargs = [\"--user-data-dir=/home/me/.config/google-chrome\"]", "set by Browser Relay"),
             ("[profiles.managed]\nargs = [\"--remote-debugging-port=9222\"]", "set by Browser Relay"),
+            // Chrome reads single-dash switches too, and any case on Windows.
+            ("[profiles.managed]\nargs = [\"-remote-debugging-port=9222\"]", "set by Browser Relay"),
+            ("[profiles.managed]\nargs = [\"-user-data-dir=/home/me/.config/google-chrome\"]", "set by Browser Relay"),
+            ("[profiles.managed]\nargs = [\"--Remote-Debugging-Address=0.0.0.0\"]", "set by Browser Relay"),
+            ("[profiles.managed]\nargs = [\"/user-data-dir=C:\\\\Users\\\\me\"]", "set by Browser Relay"),
         ] {
             let error = parse(text).unwrap_err();
             assert!(error.starts_with("/state/config.toml: "), "{error}");
