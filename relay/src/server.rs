@@ -101,6 +101,19 @@ impl RunningServer {
             // before it could delete theirs left them behind.
             managed_driver::ManagedBrowsers::new(root).remove_abandoned_ephemeral();
             let engine = Engine::new(root, Some(link));
+            // Pages shown in old screenshots go when their time is up, also
+            // while nothing new is saved.
+            let sweeper = engine.clone();
+            let stop = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    sweeper.prune_media();
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(control_engine::engine::MEDIA_SWEEP) => {}
+                    }
+                }
+            }));
             // The control API proves itself with the pairing token, which
             // serve has even when clients need none (--no-auth-control).
             let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()));

@@ -419,3 +419,33 @@ async fn the_public_protocol_route_opens_no_farm_connection_and_names_no_profile
     let _ = raw_request(server.addr, &get(&with_token, &host, &[])).await;
     assert!(connections.load(std::sync::atomic::Ordering::SeqCst) > 0, "the tokened route reaches the farm");
 }
+
+/// Screenshots show the user's pages: past their time (`mediaMaxAgeHours`)
+/// they go, also when no agent saves anything new (serve prunes the media
+/// folder at start and every few minutes, not only on a save).
+#[tokio::test]
+async fn old_screenshots_go_without_a_new_save() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let media = state.path().join("media");
+    std::fs::create_dir(&media).unwrap();
+    let old = media.join("screenshot-1700000000000-aabbccdd.png");
+    std::fs::write(&old, b"\x89PNG an old page").unwrap();
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(48 * 3600);
+    std::fs::File::options().write(true).open(&old).unwrap().set_modified(two_days_ago).unwrap();
+    let fresh = media.join("screenshot-1800000000000-aabbccdd.png");
+    std::fs::write(&fresh, b"\x89PNG a new page").unwrap();
+    let notes = media.join("notes.txt");
+    std::fs::write(&notes, "the user's own").unwrap();
+
+    let mut options = e2e::test_options(Some(Token::generate()));
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = RunningServer::start(options).await.unwrap();
+    e2e::control_env::eventually("the old screenshot pruned", Duration::from_secs(10), || async {
+        (!old.exists()).then_some(())
+    })
+    .await;
+    assert!(fresh.exists() && notes.exists(), "within the retention, and not ours: kept");
+    server.stop().await;
+}

@@ -83,6 +83,9 @@ pub(crate) struct Inner {
     pub(crate) page_locks: Mutex<HashMap<(String, String), PageLock>>,
 }
 
+/// How often `serve` prunes the media folder ([`Engine::prune_media`]).
+pub const MEDIA_SWEEP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 impl Engine {
     /// `relay`: the relay of this process, for the extension driver (none:
     /// only managed profiles work).
@@ -262,11 +265,24 @@ impl Engine {
     /// Saves a screenshot or PDF in the media folder (owner-only, pruned to
     /// the configured retention).
     pub(crate) fn save_media(&self, kind: &str, extension: &str, data: &[u8]) -> Result<PathBuf, ControlError> {
-        let config = self.config()?;
-        let retention = state_dir::Retention { keep: config.media_keep, max_age: config.media_max_age };
+        let retention = self.media_retention()?;
         let media = state_dir::StateDir::at(&self.0.state_root).media();
         media
             .save(kind, extension, data, retention)
             .map_err(|source| ControlError::Io { path: media.path().to_path_buf(), source })
+    }
+
+    /// Prunes the media folder to the configured retention, without a new
+    /// file: `serve` calls it at start and every [`MEDIA_SWEEP`].
+    pub fn prune_media(&self) {
+        match self.media_retention() {
+            Ok(retention) => state_dir::StateDir::at(&self.0.state_root).media().prune(retention),
+            Err(e) => tracing::debug!("media not pruned: {e}"),
+        }
+    }
+
+    fn media_retention(&self) -> Result<state_dir::Retention, ControlError> {
+        let config = self.config()?;
+        Ok(state_dir::Retention { keep: config.media_keep, max_age: config.media_max_age })
     }
 }

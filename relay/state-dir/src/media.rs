@@ -1,7 +1,10 @@
 //! `<state>/media`: the screenshots and PDFs agents asked for. They show
 //! the user's pages, so the folder is the owner's alone (0700, files 0600,
 //! whatever the state directory's own mode), and it does not grow without
-//! end: every save prunes it to the newest files within the retention.
+//! end or keep pages past their time: every save prunes it to the newest
+//! files within the retention, and `serve` prunes it at start and every
+//! few minutes ([`MediaDir::prune`]), so old pages go also when nothing new
+//! is saved.
 
 use std::fs;
 use std::io::{self, Write};
@@ -45,8 +48,13 @@ impl MediaDir {
         let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
         let path = self.dir.join(format!("{kind}-{}-{suffix}.{extension}", now.as_millis()));
         crate::private::create_new_private(&path)?.write_all(data)?;
-        self.prune(retention, &path);
+        self.prune_but(retention, Some(&path));
         Ok(path)
+    }
+
+    /// Deletes our files beyond the newest `keep` or older than `max_age`.
+    pub fn prune(&self, retention: Retention) {
+        self.prune_but(retention, None);
     }
 
     /// Whether `path` is a file of this folder (after resolving links, so
@@ -67,7 +75,7 @@ impl MediaDir {
 
     /// Deletes our files beyond the newest `keep` or older than `max_age`;
     /// never `just_saved`. Best effort: a file that will not go stays.
-    fn prune(&self, retention: Retention, just_saved: &Path) {
+    fn prune_but(&self, retention: Retention, just_saved: Option<&Path>) {
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         let mut files: Vec<(SystemTime, PathBuf)> = entries
             .filter_map(Result::ok)
@@ -81,7 +89,7 @@ impl MediaDir {
         let now = SystemTime::now();
         for (index, (modified, path)) in files.iter().enumerate() {
             let too_old = now.duration_since(*modified).is_ok_and(|age| age > retention.max_age);
-            if path != just_saved
+            if Some(path.as_path()) != just_saved
                 && (index >= retention.keep || too_old)
                 && let Err(e) = fs::remove_file(path)
             {
