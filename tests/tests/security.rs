@@ -449,3 +449,33 @@ async fn old_screenshots_go_without_a_new_save() {
     assert!(fresh.exists() && notes.exists(), "within the retention, and not ours: kept");
     server.stop().await;
 }
+
+/// A request body trickled forever must not hold a connection: not on the
+/// control API's `POST /session`, which anyone may call (it needs no
+/// token), nor anywhere else. The relay answers once the body is late.
+#[tokio::test]
+async fn a_body_that_never_arrives_is_answered_not_waited_on() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let mut options = e2e::test_options(Some(Token::generate()));
+    options.limits = ServeLimits { body_read_timeout: Duration::from_millis(300), ..ServeLimits::default() };
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = RunningServer::start(options).await.unwrap();
+    let control = server.control_url().unwrap();
+    let control: SocketAddr = control.trim_start_matches("http://").parse().unwrap();
+    let mut stream = TcpStream::connect(control).await.unwrap();
+    let head = format!(
+        "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"nonce\":",
+        control.port()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer)).await;
+    let n = read.expect("the control API kept waiting for a body that never came").unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    // And it still serves everyone else.
+    let host = format!("127.0.0.1:{}", server.addr.port());
+    assert_eq!(raw_request(server.addr, &get("/", &host, &[])).await.0, 200);
+}

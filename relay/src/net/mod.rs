@@ -1,6 +1,6 @@
 //! Listening sockets. Only this module accepts connections; it applies the
-//! connection-level limits (loopback bind, header-read timeout, connection
-//! cap) that axum's own `serve` does not offer.
+//! connection-level limits (loopback bind, header-read timeout, body-read
+//! deadline, connection cap) that axum's own `serve` does not offer.
 
 pub mod guard;
 pub mod sessions;
@@ -21,6 +21,10 @@ use tokio_util::sync::CancellationToken;
 pub struct ServeLimits {
     /// A client must finish sending request headers within this (slowloris).
     pub header_read_timeout: Duration,
+    /// And a request's body within this, from when its handler starts
+    /// reading it (a body trickled forever would hold a connection, and on
+    /// `POST /session`, which needs no token, anyone could).
+    pub body_read_timeout: Duration,
     /// HTTP connections being served at once; further ones wait in the
     /// accept backlog. Upgraded WebSockets leave this count: the relay caps
     /// those itself (`RelayConfig::max_clients`, one extension).
@@ -29,7 +33,11 @@ pub struct ServeLimits {
 
 impl Default for ServeLimits {
     fn default() -> Self {
-        Self { header_read_timeout: Duration::from_secs(10), max_connections: 512 }
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            max_connections: 512,
+        }
     }
 }
 
@@ -56,8 +64,36 @@ pub fn is_taken(addr: SocketAddr) -> bool {
     std::net::TcpListener::bind(addr).is_err()
 }
 
+/// A request whose body must arrive in full within `within`: past it, the
+/// body ends with an error, which the handler answers (400) instead of
+/// waiting on.
+fn body_deadline(request: axum::extract::Request, within: Duration) -> axum::extract::Request {
+    use futures_util::StreamExt as _;
+    let deadline = tokio::time::Instant::now() + within;
+    let (parts, body) = request.into_parts();
+    let chunks = body.into_data_stream();
+    let timed = futures_util::stream::unfold(Some(chunks), move |chunks| async move {
+        let mut chunks = chunks?;
+        match tokio::time::timeout_at(deadline, chunks.next()).await {
+            Ok(Some(chunk)) => Some((chunk, Some(chunks))),
+            Ok(None) => None,
+            Err(_) => {
+                let late = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the request body did not arrive within {within:?}"),
+                );
+                Some((Err(axum::Error::new(late)), None))
+            }
+        }
+    });
+    axum::extract::Request::from_parts(parts, axum::body::Body::from_stream(timed))
+}
+
 /// Serves `router` on `listener` until `shutdown` fires.
 pub async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
+    let within = limits.body_read_timeout;
+    let router =
+        router.layer(axum::middleware::map_request(move |request| async move { body_deadline(request, within) }));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let permit = tokio::select! {

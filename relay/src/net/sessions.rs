@@ -15,17 +15,28 @@ use shared_protocol::auth::{self, Prover};
 use state_dir::Token;
 use subtle::ConstantTimeEq as _;
 
-/// Sessions kept at once; the oldest goes first (its client opens a new one
-/// on its next 401).
+/// Sessions in use kept at once; past it, the one unused longest goes (its
+/// client opens a new one on its next 401).
 const MAX_SESSIONS: usize = 256;
+/// Sessions opened and not used yet: anyone may open one, so a flood of
+/// opens churns these alone and never evicts a session in use.
+const MAX_UNUSED: usize = 64;
 /// A session unused this long is forgotten.
 const IDLE: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Default)]
+struct Open {
+    /// Opened, never presented: oldest first.
+    unused: VecDeque<(String, Instant)>,
+    /// Presented at least once: (secret, last use).
+    used: Vec<(String, Instant)>,
+}
 
 #[derive(Debug)]
 pub struct Sessions {
     /// The pairing token the proofs are made with (`None`: no sessions).
     key: Option<Token>,
-    open: Mutex<VecDeque<(String, Instant)>>,
+    open: Mutex<Open>,
 }
 
 /// The server's half of a session: its nonce and proof.
@@ -37,7 +48,7 @@ pub struct Opened {
 
 impl Sessions {
     pub fn new(key: Option<Token>) -> Self {
-        Self { key, open: Mutex::new(VecDeque::new()) }
+        Self { key, open: Mutex::new(Open::default()) }
     }
 
     /// Opens a session for a client's nonce: `None` when there is no key or
@@ -53,25 +64,40 @@ impl Sessions {
         let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &nonce);
         let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &nonce);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|(_, used)| used.elapsed() < IDLE);
-        if open.len() >= MAX_SESSIONS {
-            open.pop_front();
+        open.unused.retain(|(_, opened)| opened.elapsed() < IDLE);
+        if open.unused.len() >= MAX_UNUSED {
+            open.unused.pop_front();
         }
-        open.push_back((secret, Instant::now()));
+        open.unused.push_back((secret, Instant::now()));
         Some(Opened { nonce, proof })
     }
 
     /// Whether `presented` is an open session's secret (constant time per
-    /// comparison); using it keeps it open.
+    /// comparison); using it keeps it open, and a first use moves it among
+    /// the sessions in use.
     pub fn accepts(&self, presented: &str) -> bool {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        let matches = |secret: &String| bool::from(secret.as_bytes().ct_eq(presented.as_bytes()));
         let mut found = false;
-        for (secret, used) in open.iter_mut() {
-            if bool::from(secret.as_bytes().ct_eq(presented.as_bytes())) && now.duration_since(*used) < IDLE {
+        for (secret, used) in &mut open.used {
+            if matches(secret) && now.duration_since(*used) < IDLE {
                 *used = now;
                 found = true;
             }
+        }
+        let first_use =
+            open.unused.iter().position(|(secret, opened)| matches(secret) && now.duration_since(*opened) < IDLE);
+        if let Some(index) = first_use {
+            let (secret, _) = open.unused.remove(index).expect("found");
+            open.used.retain(|(_, used)| now.duration_since(*used) < IDLE);
+            if open.used.len() >= MAX_SESSIONS
+                && let Some(oldest) = open.used.iter().enumerate().min_by_key(|(_, (_, used))| *used).map(|(i, _)| i)
+            {
+                open.used.swap_remove(oldest);
+            }
+            open.used.push((secret, now));
+            found = true;
         }
         found
     }
@@ -116,15 +142,43 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_session_makes_room() {
+    fn a_flood_of_opens_never_evicts_a_session_in_use() {
+        let key = Token::generate();
+        let sessions = Sessions::new(Some(key.clone()));
+        let open = |fill: u8| {
+            let client_nonce = nonce(fill);
+            let opened = sessions.open(&client_nonce).unwrap();
+            client_secret(&key, &client_nonce, &opened.nonce, &opened.proof).unwrap()
+        };
+        let live = open(1);
+        assert!(sessions.accepts(&live), "in use");
+        // Anyone on the machine may open sessions (it proves nothing):
+        // thousands of them must not push the live one out.
+        for i in 0..4 * (MAX_SESSIONS + MAX_UNUSED) {
+            sessions.open(&auth::nonce_hex(&[(i % 250) as u8 + 2; 32])).unwrap();
+        }
+        assert!(sessions.accepts(&live), "a session in use survives a flood of opens");
+        // A client that opens and then uses its session still gets in.
+        let newcomer = open(3);
+        assert!(sessions.accepts(&newcomer));
+        // Sessions in use are bounded too: the one unused longest goes.
+        for i in 0..MAX_SESSIONS {
+            let secret = open((i % 250) as u8 + 4);
+            assert!(sessions.accepts(&secret));
+        }
+        assert!(!sessions.accepts(&live), "the least recently used makes room");
+    }
+
+    #[test]
+    fn an_opened_session_never_used_makes_room_first() {
         let key = Token::generate();
         let sessions = Sessions::new(Some(key.clone()));
         let first_nonce = nonce(1);
         let first = sessions.open(&first_nonce).unwrap();
         let first = client_secret(&key, &first_nonce, &first.nonce, &first.proof).unwrap();
-        for i in 0..MAX_SESSIONS {
+        for i in 0..MAX_UNUSED {
             sessions.open(&auth::nonce_hex(&[(i % 250) as u8 + 2; 32])).unwrap();
         }
-        assert!(!sessions.accepts(&first), "evicted");
+        assert!(!sessions.accepts(&first), "evicted before it was used");
     }
 }
