@@ -450,9 +450,6 @@ pub struct Core<H: Host> {
     /// connection must not reach a new one (a restarted relay numbers its
     /// calls from 1 again).
     link_generation: u64,
-    /// The relay refused us for good (protocol mismatch): no reconnecting
-    /// until the settings change.
-    refused: bool,
     /// Our nonce of the current connection's pairing proof.
     auth_nonce: String,
     next_nonce: u64,
@@ -478,7 +475,6 @@ impl<H: Host> Core<H> {
             pending: HashMap::new(),
             next_op: 1,
             link_generation: 0,
-            refused: false,
             auth_nonce: String::new(),
             next_nonce: 1,
             grace_running: false,
@@ -585,7 +581,6 @@ impl<H: Host> Core<H> {
         }
         self.settings = settings;
         self.last_error = None;
-        self.refused = false;
         if self.link != Link::Idle {
             self.host.disconnect();
             self.link = Link::Idle;
@@ -1105,15 +1100,17 @@ impl<H: Host> Core<H> {
             self.refresh_badges();
             return;
         }
+        // A protocol refusal comes before any proof: any program on the
+        // port can send it, so it never stops the retries (a squatter would
+        // keep us away for good); it only makes them the slowest, as
+        // retrying a relay that really is older helps only once it is
+        // updated.
         if code == close_code::PROTOCOL_MISMATCH {
-            // Retrying cannot help until one side is updated (or the
-            // settings point elsewhere); the tabs go after the grace period.
-            self.refused = true;
-        } else {
-            let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
-            self.attempt = self.attempt.saturating_add(1);
-            self.host.set_timer(Timer::Reconnect, delay);
+            self.attempt = self.attempt.max(policy::SLOWEST_ATTEMPT);
         }
+        let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
+        self.attempt = self.attempt.saturating_add(1);
+        self.host.set_timer(Timer::Reconnect, delay);
         if !self.grace_running {
             self.grace_running = true;
             self.host.set_timer(Timer::DetachGrace, policy::DETACH_GRACE_MS);
@@ -1259,7 +1256,7 @@ impl<H: Host> Core<H> {
     }
 
     fn ensure_connected(&mut self) {
-        if self.link != Link::Idle || self.refused {
+        if self.link != Link::Idle {
             return;
         }
         if self.settings.token.is_none() {

@@ -37,6 +37,8 @@ pub const DETACH_GRACE_MS: u64 = 60_000;
 
 /// The longest wait between two reconnect attempts (before jitter).
 pub const RECONNECT_CAP_MS: u64 = 5_000;
+/// The first attempt whose delay is the cap.
+pub const SLOWEST_ATTEMPT: u32 = 3;
 
 /// What a tab's toolbar badge shows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -578,23 +578,23 @@ fn keepalive_pings_only_while_shared_and_connected() {
 }
 
 #[test]
-fn protocol_mismatch_stops_retrying_and_refusals_explain_themselves() {
+fn a_protocol_refusal_only_slows_the_retries_as_any_program_can_send_it() {
     let mut core = paired();
     core.share(5);
+    // Sent before any proof: the relay, or a squatter on its port.
     core.on_socket_closed(close_code::PROTOCOL_MISMATCH, "extension speaks protocol 1, this relay speaks 2");
-    assert!(!core.host.timers.contains_key(&Timer::Reconnect));
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("protocol")));
     assert!(core.host.titles[&5].contains("this relay speaks 2"));
-    // Not even the alarm reconnects; the tabs go after the grace period.
-    core.on_alarm();
-    assert_eq!(core.host.connects.len(), 1);
-    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
-    core.on_timer(Timer::DetachGrace);
-    assert!(core.attached().is_empty());
-    // New settings (an updated relay, or another port) may connect again.
-    core.on_settings(Settings { port: 19000, token: Some(TOKEN.into()) });
-    core.share(6);
+    let delay = core.host.timers[&Timer::Reconnect];
+    assert!(delay >= policy::RECONNECT_CAP_MS * 3 / 4, "the slowest retry: {delay} ms");
+    // The real relay comes back: the extension finds it.
+    core.on_timer(Timer::Reconnect);
     assert_eq!(core.host.connects.len(), 2);
+    core.on_socket_open();
+    core.relay_proves();
+    core.welcome();
+    assert_eq!(core.link(), Link::Ready);
+    assert_eq!(core.host.badges[&5], Badge::On);
 }
 
 #[test]
