@@ -204,9 +204,14 @@ async fn page_ws(
 }
 
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.
+/// The slot is taken at the proof of the pairing, not here; until then a
+/// connection holds one of a few handshake places.
 async fn extension_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
-    let Some(claim) = relay.claim_extension() else {
+    if relay.extension_connected() {
         return text(StatusCode::CONFLICT, "another Browser Relay extension is already connected");
+    }
+    let Some(proving) = relay.try_handshake() else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "too many extension connections are proving the pairing; retry");
     };
     // A version 1 extension offers only its own subprotocol (and its token,
     // which is never looked at): it is let in to be told to update.
@@ -217,7 +222,7 @@ async fn extension_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSoc
     ws.protocols([SUBPROTOCOL, SUBPROTOCOL_V1])
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_extension(socket, claim, legacy).await })
+        .on_upgrade(move |socket| async move { relay.serve_extension(socket, proving, legacy).await })
 }
 
 fn too_many_clients(relay: &Relay) -> Response {

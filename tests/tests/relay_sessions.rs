@@ -393,6 +393,21 @@ async fn a_capture_in_a_minimized_window_fails_with_the_reason() {
 }
 
 #[tokio::test]
+async fn a_capture_of_a_tab_in_a_covered_window_fails_fast_too() {
+    let mut setup = setup_with(quick_capture_checks()).await;
+    let (client, _events, page) = setup.client().await;
+    let capture = unanswered_capture(&mut setup, &client, &page).await;
+    let query = setup.next_call().await;
+    setup.ext.reply(query.id, Ok(json!([fake_tab(4)])));
+    let window = setup.next_call().await;
+    setup.ext.reply(window.id, Ok(json!({"id": 1, "state": "normal"})));
+    let visibility = setup.next_call().await;
+    setup.ext.reply(visibility.id, Ok(json!({"result": {"type": "string", "value": "hidden"}})));
+    let (_, message) = protocol_error(capture.await.unwrap());
+    assert!(message.contains("not in front (its window is covered or hidden)"), "{message}");
+}
+
+#[tokio::test]
 async fn a_capture_of_a_tab_in_front_waits_up_to_the_deadline_and_a_late_answer_is_dropped() {
     let mut setup = setup_with(quick_capture_checks()).await;
     let (client, _events, page) = setup.client().await;
@@ -402,6 +417,11 @@ async fn a_capture_of_a_tab_in_front_waits_up_to_the_deadline_and_a_late_answer_
     setup.ext.reply(query.id, Ok(json!([fake_tab(4)])));
     let window = setup.next_call().await;
     setup.ext.reply(window.id, Ok(json!({"id": 1, "state": "normal"})));
+    // In front of an open window: the page is asked whether it is hidden
+    // (a covered window); it is not.
+    let visibility = setup.next_call().await;
+    assert_eq!(visibility.method.as_deref(), Some("Runtime.evaluate"), "{visibility:?}");
+    setup.ext.reply(visibility.id, Ok(json!({"result": {"type": "string", "value": "visible"}})));
     let (_, message) = protocol_error(capture.await.unwrap());
     assert!(message.contains("no frame within"), "{message}");
     assert!(started.elapsed() >= Duration::from_millis(600), "waited for the deadline: {:?}", started.elapsed());

@@ -479,3 +479,42 @@ async fn a_body_that_never_arrives_is_answered_not_waited_on() {
     let host = format!("127.0.0.1:{}", server.addr.port());
     assert_eq!(raw_request(server.addr, &get("/", &host, &[])).await.0, 200);
 }
+
+/// A local program that opens `/extension` with our Origin (a forged one)
+/// and never proves the pairing must not keep the real extension out: the
+/// extension's place is taken at the proof, not at the upgrade. Unproven
+/// connections are few at once, and a second proven extension is still
+/// refused while one is live.
+#[tokio::test]
+async fn a_connection_that_never_proves_the_pairing_does_not_hold_the_extension_slot() {
+    e2e::init_logging();
+    let token = Token::generate();
+    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
+    let squatter = FakeExtension::connect(server.addr, None, None, Mode::Echo).await.unwrap();
+    let real = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo)
+        .await
+        .expect("the real extension is let in beside a connection that proved nothing");
+    assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
+    // While it is live, another extension (even a proven one) is refused.
+    let second = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await;
+    assert!(second.is_err(), "a second extension was let in");
+    drop(real);
+    e2e::control_env::eventually("the relay sees the extension gone", Duration::from_secs(5), || async {
+        (!server.relay.extension_connected()).then_some(())
+    })
+    .await;
+    // Unproven connections are bounded: past a few, the upgrade is refused.
+    let mut waiting = vec![squatter];
+    let mut refused = false;
+    for _ in 0..relay_engine::MAX_HANDSHAKES + 1 {
+        match FakeExtension::connect(server.addr, None, None, Mode::Echo).await {
+            Ok(squatter) => waiting.push(squatter),
+            Err(e) => {
+                assert!(format!("{e:#}").contains("503"), "{e:#}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "{} connections proving nothing were all let in", waiting.len());
+}

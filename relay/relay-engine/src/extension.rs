@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::browser_domain::withheld_message;
 use super::cdp;
 use super::interception::{self, Route};
-use super::queue::{self, Charge, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
+use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, SharedFrame, write_loop};
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
 
@@ -82,6 +82,18 @@ async fn next_text(socket: &mut WebSocket, within: std::time::Duration, what: &s
 #[derive(Debug)]
 pub struct ExtensionClaim(pub(super) Relay);
 
+/// One of the [`crate::MAX_HANDSHAKES`] places of connections proving the
+/// pairing; released when dropped (at the proof, or when the connection
+/// fails it).
+#[derive(Debug)]
+pub struct HandshakeSlot(pub(super) Relay);
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        self.0.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Drop for ExtensionClaim {
     fn drop(&mut self) {
         self.0.0.extension_claimed.store(false, Ordering::Release);
@@ -96,7 +108,7 @@ async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
 impl Relay {
     /// Runs one extension connection to its end. `legacy`: the extension
     /// offered only protocol 1's subprotocol: it is told to update.
-    pub async fn serve_extension(&self, mut socket: WebSocket, claim: ExtensionClaim, legacy: bool) {
+    pub async fn serve_extension(&self, mut socket: WebSocket, proving: HandshakeSlot, legacy: bool) {
         if legacy {
             let reason = format!(
                 "extension protocol 1, relay protocol {PROTOCOL_VERSION}: update the extension (load it again from this relay's folder)"
@@ -106,6 +118,12 @@ impl Relay {
         let hello = match self.handshake(&mut socket).await {
             Ok(hello) => hello,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
+        };
+        drop(proving);
+        // The slot is claimed only now: a connection that proved nothing
+        // never keeps the real extension out.
+        let Some(claim) = self.claim_extension() else {
+            return close_with(socket, POLICY_VIOLATION, "another Browser Relay extension is already connected").await;
         };
         let config = self.config().clone();
         let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;

@@ -259,9 +259,14 @@ pub(crate) struct Inner {
     pairing: Option<state_dir::Token>,
     /// Set once the extension's hello is accepted.
     link: watch::Sender<Option<Arc<ExtensionLink>>>,
-    /// Taken from the `/extension` upgrade until that socket is gone, so a
-    /// second extension gets 409 even while the first is still handshaking.
+    /// Taken once an extension proved the pairing, until its socket is
+    /// gone: a second extension is refused, and a connection that proved
+    /// nothing never holds it (a local program could, and keep the real
+    /// extension out).
     extension_claimed: AtomicBool,
+    /// `/extension` connections still proving the pairing
+    /// ([`MAX_HANDSHAKES`] at once).
+    handshakes: AtomicUsize,
     generation: AtomicU64,
     registry: Mutex<Registry>,
     /// Chrome's flat child sessions (iframes, workers) → their tab.
@@ -282,6 +287,10 @@ pub(crate) struct Inner {
     answered: AtomicU64,
     answered_ns: AtomicU64,
 }
+
+/// `/extension` connections proving the pairing at once: the extension
+/// needs one; a few more let a reconnect overlap a dying socket.
+pub const MAX_HANDSHAKES: usize = 4;
 
 /// One client connection's place under the client cap, claimed before the
 /// upgrade and held for the connection's life.
@@ -305,6 +314,7 @@ impl Relay {
             pairing,
             link: watch::Sender::new(None),
             extension_claimed: AtomicBool::new(false),
+            handshakes: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
             children: DashMap::new(),
@@ -427,8 +437,24 @@ impl Relay {
         tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await.is_ok_and(|r| r.is_ok())
     }
 
+    /// Whether an extension that proved the pairing is connected.
+    pub fn extension_connected(&self) -> bool {
+        self.0.extension_claimed.load(Ordering::Acquire)
+    }
+
+    /// A place among the `/extension` connections still proving the
+    /// pairing; `None` when [`MAX_HANDSHAKES`] are.
+    pub fn try_handshake(&self) -> Option<extension::HandshakeSlot> {
+        let taken = self.0.handshakes.fetch_add(1, Ordering::AcqRel);
+        if taken >= MAX_HANDSHAKES {
+            self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(extension::HandshakeSlot(self.clone()))
+    }
+
     /// Claims the single extension slot; `None` means one is already live.
-    pub fn claim_extension(&self) -> Option<extension::ExtensionClaim> {
+    pub(crate) fn claim_extension(&self) -> Option<extension::ExtensionClaim> {
         self.0
             .extension_claimed
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
