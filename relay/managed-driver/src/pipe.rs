@@ -80,10 +80,19 @@ enum Call {
     Ignored,
 }
 
+/// Commands one client may have waiting on the browser (as the relay's
+/// own clients: `RelayConfig::max_in_flight`).
+pub const MAX_IN_FLIGHT: usize = 512;
+/// Sessions one client may attach (`Target.attachToTarget`,
+/// `attachToBrowserTarget`), as the relay's own clients.
+pub const MAX_SESSIONS: usize = 1024;
+
 #[derive(Debug)]
 struct Client {
     to_client: mpsc::UnboundedSender<String>,
     root: Option<String>,
+    /// Its commands the browser has not answered yet.
+    in_flight: usize,
 }
 
 #[derive(Debug, Default)]
@@ -95,10 +104,16 @@ struct Routes {
 }
 
 impl Routes {
-    /// Forgets a client and every session it owned; its root, to detach.
+    /// Forgets a client, every session it owned and its calls still
+    /// waiting (their answers then go nowhere); its root, to detach.
     fn remove_client(&mut self, client: u64) -> Option<String> {
         self.owners.retain(|_, owner| *owner != client);
+        self.calls.retain(|_, call| !matches!(call, Call::Client { client: c, .. } if *c == client));
         self.clients.remove(&client).and_then(|c| c.root)
+    }
+
+    fn sessions_of(&self, client: u64) -> usize {
+        self.owners.values().filter(|owner| **owner == client).count()
     }
 }
 
@@ -239,7 +254,7 @@ impl Pipe {
     pub async fn connect(self: &Arc<Self>, endpoint: Endpoint) -> Result<Channels, CdpError> {
         let client = self.next_client.fetch_add(1, Ordering::Relaxed);
         let (to_client, incoming) = mpsc::unbounded_channel();
-        self.routes().clients.insert(client, Client { to_client, root: None });
+        self.routes().clients.insert(client, Client { to_client, root: None, in_flight: 0 });
         let (method, params) = match &endpoint {
             Endpoint::Browser => ("Target.attachToBrowserTarget", json!({})),
             Endpoint::Page(target) => ("Target.attachToTarget", json!({"targetId": target, "flatten": true})),
@@ -299,6 +314,18 @@ impl Pipe {
             return refuse(Some(id), -32001, "Session with given id not found.");
         };
         let claims = matches!(method.as_str(), "Target.attachToTarget" | "Target.attachToBrowserTarget");
+        let in_flight = routes.clients.get(&client).map_or(0, |c| c.in_flight);
+        if in_flight >= MAX_IN_FLIGHT {
+            let message = format!("too many commands in flight ({MAX_IN_FLIGHT}): wait for replies first");
+            return refuse(Some(id), -32000, &message);
+        }
+        if claims && routes.sessions_of(client) >= MAX_SESSIONS {
+            let message = format!("too many sessions ({MAX_SESSIONS}) on this connection: detach some first");
+            return refuse(Some(id), -32000, &message);
+        }
+        if let Some(entry) = routes.clients.get_mut(&client) {
+            entry.in_flight += 1;
+        }
         let ours = self.next_id.fetch_add(1, Ordering::Relaxed);
         routes.calls.insert(ours, Call::Client { client, id, claims });
         drop(routes);
@@ -336,6 +363,9 @@ impl Pipe {
                     }
                 }
                 Some(Call::Client { client, id, claims }) => {
+                    if let Some(entry) = routes.clients.get_mut(&client) {
+                        entry.in_flight = entry.in_flight.saturating_sub(1);
+                    }
                     if claims && let Some(session) = session_in(&frame, "result") {
                         routes.owners.insert(session, client);
                     }
@@ -596,6 +626,51 @@ mod tests {
         b.outgoing.send(r#"{"id":3,"method":"Browser.getVersion"}"#.into()).unwrap();
         browser.answer("Browser.getVersion", json!({})).await;
         assert_eq!(receive(&mut b).await["id"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_client_is_bounded_in_flight_and_its_calls_go_when_it_leaves() {
+        let (pipe, mut browser) = pipe_and_browser();
+        let mut greedy = connect(&pipe, &mut browser, Endpoint::Browser, "root-a").await;
+        // Commands the browser never answers (a promise that never settles).
+        for id in 1..=MAX_IN_FLIGHT {
+            let command = format!(
+                r#"{{"id":{id},"method":"Runtime.evaluate","params":{{"expression":"new Promise(() => {{}})","awaitPromise":true}}}}"#
+            );
+            greedy.outgoing.send(command).unwrap();
+        }
+        greedy.outgoing.send(r#"{"id":9999,"method":"Browser.getVersion"}"#.into()).unwrap();
+        let refused = receive(&mut greedy).await;
+        assert_eq!(refused["id"], 9999, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("too many commands in flight"), "{refused}");
+        for _ in 0..MAX_IN_FLIGHT {
+            assert_eq!(browser.next().await["method"], "Runtime.evaluate");
+        }
+        assert_eq!(pipe.routes().calls.len(), MAX_IN_FLIGHT);
+        // It leaves: its waiting calls are forgotten with it.
+        drop(greedy);
+        assert_eq!(browser.next().await["method"], "Target.detachFromTarget");
+        assert_eq!(pipe.routes().calls.len(), 1, "only the detach is left: {:?}", pipe.routes().calls.keys());
+    }
+
+    #[tokio::test]
+    async fn a_client_attaches_a_bounded_number_of_sessions() {
+        let (pipe, mut browser) = pipe_and_browser();
+        let mut client = connect(&pipe, &mut browser, Endpoint::Browser, "root").await;
+        // The root is one of its sessions.
+        for id in 1..MAX_SESSIONS {
+            let attach =
+                format!(r#"{{"id":{id},"method":"Target.attachToTarget","params":{{"targetId":"T","flatten":true}}}}"#);
+            client.outgoing.send(attach).unwrap();
+            browser.answer("Target.attachToTarget", json!({"sessionId": format!("s{id}")})).await;
+            assert_eq!(receive(&mut client).await["id"], id);
+        }
+        client
+            .outgoing
+            .send(r#"{"id":5000,"method":"Target.attachToTarget","params":{"targetId":"T"}}"#.into())
+            .unwrap();
+        let refused = receive(&mut client).await;
+        assert!(refused["error"]["message"].as_str().unwrap().contains("too many sessions"), "{refused}");
     }
 
     #[tokio::test]
