@@ -51,18 +51,56 @@ async function load() {
   tokenInput.value = relayToken || '';
 }
 
+/** Which relay a pairing is: its port and the end of its token (what
+ * `browser-relay pair` prints too), never the whole secret. */
+function describe({ port, token }) {
+  return `the relay on port ${port} (token …${token.slice(-6)})`;
+}
+
+/** Asks whether `offered` may replace `current`: resolves true or false. */
+function askToReplace(current, offered) {
+  const panel = $('replace');
+  $('replace-what').textContent =
+    `This pairing link would pair the extension with ${describe(offered)}, replacing its pairing ` +
+    `with ${describe(current)}. Replace it only if you opened the link yourself, from ` +
+    '`browser-relay pair` on this computer.';
+  panel.hidden = false;
+  return new Promise((resolve) => {
+    const answer = (yes) => () => {
+      panel.hidden = true;
+      resolve(yes);
+    };
+    $('replace-yes').onclick = answer(true);
+    $('replace-no').onclick = answer(false);
+  });
+}
+
 // One-step pairing: `options.html#port=18792&token=<64 hex>` (printed by `browser-relay pair`).
+// A first pairing is saved at once; one that would replace another pairing
+// is asked about first (any program on the computer can open this page with
+// a link of its own).
 async function pairFromHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ''));
   if (!params.has('port') && !params.has('token')) return;
   // The token must not linger in the address bar or in history.
   history.replaceState(null, '', location.pathname + location.search);
+  let offered;
   try {
-    const port = await save(params.get('port') ?? String(DEFAULT_PORT), params.get('token') ?? '');
-    say(`Paired with the relay on port ${port}.`, 'ok');
+    offered = validate(params.get('port') ?? String(DEFAULT_PORT), params.get('token') ?? '');
   } catch (e) {
     say(`Pairing link not used: ${e.message}`, 'error');
+    return;
   }
+  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
+  const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
+  const same = current && current.token === offered.token && current.port === offered.port;
+  if (current && !same && !(await askToReplace(current, offered))) {
+    say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
+    return;
+  }
+  const port = await save(String(offered.port), offered.token);
+  say(`Paired with ${describe(offered)}.`, 'ok');
+  return port;
 }
 
 form.addEventListener('submit', async (event) => {

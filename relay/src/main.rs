@@ -201,8 +201,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 1 => "",
                 _ => " (one per extension id: the one of the extension you installed opens)",
             };
+            let tail = &token.as_str()[token.as_str().len() - 6..];
             println_stdout(&format!(
-                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n",
+                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
+                 The extension names this relay \"the relay on port {port} (token …{tail})\"; if it asks before \
+                 replacing another pairing, check that it is this one.\n",
                 links.join("\n")
             ));
             Ok(())

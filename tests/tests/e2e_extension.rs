@@ -800,3 +800,83 @@ async fn the_persons_cookies_survive_a_wipe_and_withheld_domains_say_so() {
     client.call("Fetch.enable", json!({"patterns": []}), on_page).await.unwrap();
     client.call("Fetch.disable", json!({}), on_page).await.unwrap();
 }
+
+/// Any program on the computer can open the options page with a pairing
+/// link of its own: a link that would replace the pairing is asked about
+/// (naming both relays) and used only when the user says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
+    let env = ExtensionEnv::start().await.expect("environment (paired)");
+    let other = "ab".repeat(32);
+    let link = format!("chrome-extension://{}/options.html#port=19999&token={other}", env.id);
+    let stored = "chrome.storage.local.get(['relayPort', 'relayToken'])";
+    // Opens the link in a tab; answers the question with `button` (if it is asked).
+    let open = |button: &'static str| {
+        let link = link.clone();
+        let ws = env.chrome.ws_url.clone();
+        async move {
+            // A connection of its own, to await the page's load event.
+            let browser = CdpClient::connect(&ws).await.unwrap().with_timeout(Duration::from_secs(20));
+            let mut events = browser.take_events().unwrap();
+            let created = browser.call("Target.createTarget", json!({"url": "about:blank"}), None).await.unwrap();
+            let target = created["targetId"].as_str().unwrap().to_string();
+            let attached = browser
+                .call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None)
+                .await
+                .unwrap();
+            let session = attached["sessionId"].as_str().unwrap().to_string();
+            browser.call("Page.enable", json!({}), Some(&session)).await.unwrap();
+            browser.call("Page.navigate", json!({"url": link}), Some(&session)).await.unwrap();
+            loop {
+                let event = tokio::time::timeout(Duration::from_secs(20), events.recv()).await.unwrap().unwrap();
+                if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
+                    break;
+                }
+            }
+            let asked = format!(
+                "new Promise((done) => {{ const t = Date.now(); (function look() {{ \
+                   const panel = document.getElementById('replace'); \
+                   if (panel && !panel.hidden) {{ const what = document.getElementById('replace-what').textContent; \
+                     document.getElementById('{button}').click(); done(what); }} \
+                   else if (Date.now() - t > 10000) done(null); else setTimeout(look, 50); }})(); }})"
+            );
+            let question = browser
+                .call(
+                    "Runtime.evaluate",
+                    json!({"expression": asked, "awaitPromise": true, "returnByValue": true}),
+                    Some(&session),
+                )
+                .await
+                .unwrap();
+            let said = browser
+                .call(
+                    "Runtime.evaluate",
+                    json!({"expression": "new Promise(d => setTimeout(() => d(document.getElementById('message').textContent), 100))", "awaitPromise": true, "returnByValue": true}),
+                    Some(&session),
+                )
+                .await
+                .unwrap();
+            browser.call("Target.closeTarget", json!({"targetId": target}), None).await.unwrap();
+            (
+                question["result"]["value"].as_str().map(str::to_string),
+                said["result"]["value"].as_str().unwrap_or_default().to_string(),
+            )
+        }
+    };
+    let (question, said) = open("replace-no").await;
+    let question = question.expect("the page asks before replacing the pairing");
+    let (port, tail) = (env.port, &env.token.as_str()[58..]);
+    assert!(
+        question.contains("the relay on port 19999 (token …ababab)")
+            && question.contains(&format!("the relay on port {port} (token …{tail})")),
+        "{question}"
+    );
+    assert!(said.contains("stays paired"), "{said}");
+    let kept = env.worker_eval(stored).await.unwrap();
+    assert_eq!(kept["relayToken"], env.token.as_str(), "declined: the pairing is unchanged");
+
+    let (question, said) = open("replace-yes").await;
+    assert!(question.is_some() && said.contains("Paired with the relay on port 19999"), "{said}");
+    let replaced = env.worker_eval(stored).await.unwrap();
+    assert_eq!((replaced["relayPort"].as_u64(), replaced["relayToken"].as_str()), (Some(19999), Some(other.as_str())));
+}
