@@ -18,6 +18,7 @@ mod tests {
     /// crates do not depend on each other, so this keeps them in step.
     #[test]
     fn the_engine_knows_the_relays_not_in_front_error() {
-        assert_eq!(control_engine::capture::RELAY_NOT_IN_FRONT, relay_engine::capture::NOT_IN_FRONT);
+        let relays = relay_engine::capture::NOT_IN_FRONT;
+        assert_eq!(relays, format!("Page.captureScreenshot: {}", control_engine::capture::RELAY_NOT_IN_FRONT));
     }
 }

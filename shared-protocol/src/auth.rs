@@ -28,6 +28,8 @@ pub enum Prover {
     ControlServer,
     /// The CLI or the MCP server, to the control API (its session).
     ControlClient,
+    /// The control API, on each answer of a session ([`answer_mac`]).
+    ControlAnswer,
 }
 
 impl Prover {
@@ -37,6 +39,7 @@ impl Prover {
             Self::Extension => b"browser-relay/2 extension",
             Self::ControlServer => b"browser-relay/2 control server",
             Self::ControlClient => b"browser-relay/2 control client",
+            Self::ControlAnswer => b"browser-relay/2 control answer",
         }
     }
 }
@@ -75,6 +78,50 @@ pub fn verify(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str, 
     mac(key, prover, first_nonce, second_nonce).verify_slice(&bytes).is_ok()
 }
 
+/// The control API's signature on one answer of the session whose nonces
+/// are `client_nonce` and `server_nonce`: over the client's id for the
+/// request, the status and the body. The client sends its session's secret
+/// (derived with another label) but never this key, so a program that took
+/// the port after the server went away learns nothing that signs an answer.
+pub fn answer_mac(
+    key: &str,
+    client_nonce: &str,
+    server_nonce: &str,
+    request_id: &str,
+    status: u16,
+    body: &[u8],
+) -> String {
+    let mut mac = mac(key, Prover::ControlAnswer, client_nonce, server_nonce);
+    mac.update(b"\n");
+    mac.update(request_id.as_bytes());
+    mac.update(b"\n");
+    mac.update(status.to_string().as_bytes());
+    mac.update(b"\n");
+    mac.update(body);
+    hex(&mac.finalize().into_bytes())
+}
+
+/// Whether `presented` is [`answer_mac`] of these, in constant time.
+pub fn verify_answer(
+    key: &str,
+    client_nonce: &str,
+    server_nonce: &str,
+    request_id: &str,
+    status: u16,
+    body: &[u8],
+    presented: &str,
+) -> bool {
+    let Some(bytes) = unhex(presented) else { return false };
+    let mut mac = mac(key, Prover::ControlAnswer, client_nonce, server_nonce);
+    mac.update(b"\n");
+    mac.update(request_id.as_bytes());
+    mac.update(b"\n");
+    mac.update(status.to_string().as_bytes());
+    mac.update(b"\n");
+    mac.update(body);
+    mac.verify_slice(&bytes).is_ok()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -110,6 +157,20 @@ mod tests {
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, &relay[..62]), "cut");
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, "zz"), "not hex");
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, ""), "empty");
+    }
+
+    #[test]
+    fn an_answer_is_signed_for_its_session_request_status_and_body() {
+        let (client, server) = (nonce(1), nonce(2));
+        let signed = answer_mac(KEY, &client, &server, "r1", 200, b"{}");
+        assert!(verify_answer(KEY, &client, &server, "r1", 200, b"{}", &signed));
+        assert!(!verify_answer(KEY, &client, &server, "r2", 200, b"{}", &signed), "another request");
+        assert!(!verify_answer(KEY, &client, &server, "r1", 404, b"{}", &signed), "another status");
+        assert!(!verify_answer(KEY, &client, &server, "r1", 200, b"[]", &signed), "another body");
+        assert!(!verify_answer(KEY, &client, &nonce(3), "r1", 200, b"{}", &signed), "another session");
+        // The session's secret (what the client sends) signs nothing.
+        let secret = proof(KEY, Prover::ControlClient, &client, &server);
+        assert_ne!(answer_mac(&secret, &client, &server, "r1", 200, b"{}"), signed);
     }
 
     #[test]

@@ -518,3 +518,54 @@ async fn a_connection_that_never_proves_the_pairing_does_not_hold_the_extension_
     }
     assert!(refused, "{} connections proving nothing were all let in", waiting.len());
 }
+
+/// A long-lived control client (`browser-relay mcp`) whose server went away
+/// must not take the answers of whatever listens on the port next: every
+/// answer of a session is signed by the server that proved the pairing,
+/// an unsigned one is refused, and the client proves the server again
+/// before it sends anything more.
+#[tokio::test]
+async fn a_program_that_takes_the_control_port_after_serve_cannot_answer_its_clients() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = RunningServer::start(options).await.unwrap();
+    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    let client = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
+    let genuine = client.call("GET", "/profiles", &[], None).await.expect("the real server's answer");
+    assert!(genuine["profiles"].is_array(), "{genuine}");
+    server.stop().await;
+
+    // A program takes the port and answers everything with a forged result.
+    let squatter = tokio::net::TcpListener::bind(control).await.expect("the port is free again");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let heard = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = squatter.accept().await {
+            let mut buffer = vec![0u8; 64 * 1024];
+            let n = socket.read(&mut buffer).await.unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]).to_string();
+            heard.lock().unwrap().push(request.lines().next().unwrap_or_default().to_string());
+            let body = r#"{"profiles":[{"profile":"forged"}],"nonce":"00","proof":"00"}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+        }
+    });
+    let forged = client.call("GET", "/profiles", &[], None).await;
+    let error = forged.expect_err("the forged answer was taken").to_string();
+    assert!(error.contains("is not this install's `browser-relay serve`") && error.contains("not signed"), "{error}");
+    let again = client.call("GET", "/profiles", &[], None).await.expect_err("still not our server").to_string();
+    assert!(error.contains("could not prove") || again.contains("could not prove"), "{again}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen[1].starts_with("POST /session"),
+        "after an unsigned answer the client proves the server first: {seen:?}"
+    );
+}

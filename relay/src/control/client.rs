@@ -14,6 +14,15 @@ use control_engine::error::Surface;
 use serde_json::Value;
 use state_dir::Token;
 
+use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER};
+
+/// 16 random bytes as hex: a request's name.
+fn random_hex() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("no control API on 127.0.0.1:{port}: is `browser-relay serve` running? ({source})")]
@@ -33,6 +42,15 @@ pub enum ClientError {
     Unexpected { path: String, reason: String },
 }
 
+/// A session with a server that proved the pairing: the secret the client
+/// presents, and the nonces the server signs its answers for.
+#[derive(Debug, Clone)]
+struct Session {
+    secret: String,
+    client_nonce: String,
+    server_nonce: String,
+}
+
 /// Starts a control API on the client's port when none listens there any
 /// more; `Ok` when one may be reached now (started, or another process
 /// was faster), else why not.
@@ -46,8 +64,8 @@ pub struct ControlClient {
     token: Token,
     /// Where the answers are read, so hints name steps taken there.
     surface: Surface,
-    /// The session secret, once the server proved itself.
-    session: std::sync::Arc<tokio::sync::Mutex<Option<String>>>,
+    /// The session, once the server proved itself.
+    session: std::sync::Arc<tokio::sync::Mutex<Option<Session>>>,
     /// What to do when nothing listens on the port (see [`Self::reviving`]).
     revive: Option<std::sync::Arc<StartServer>>,
 }
@@ -135,24 +153,64 @@ impl ControlClient {
     ) -> Result<HttpResponse, ClientError> {
         let body = body.map(Value::to_string);
         for fresh in [false, true] {
-            let secret = self.session(fresh).await?;
-            let auth = format!("Bearer {secret}");
-            let mut all = vec![("Authorization", auth.as_str()), (Surface::HEADER, self.surface.name())];
+            let session = self.session(fresh).await?;
+            let auth = format!("Bearer {}", session.secret);
+            let request_id = random_hex().map_err(|why| ClientError::NotOurServer { port: self.port, why })?;
+            let mut all = vec![
+                ("Authorization", auth.as_str()),
+                (Surface::HEADER, self.surface.name()),
+                (REQUEST_HEADER, request_id.as_str()),
+            ];
             all.extend_from_slice(headers);
-            let response = self.http(method, path, &all, body.as_deref().map(str::as_bytes)).await?;
-            if response.status != 401 || fresh {
-                return Ok(response);
+            let response = match self.http(method, path, &all, body.as_deref().map(str::as_bytes)).await {
+                Ok(response) => response,
+                Err(error) => {
+                    // The server may be gone: whoever answers next proves
+                    // itself again first.
+                    self.forget_session().await;
+                    return Err(error);
+                }
+            };
+            if response.status == 401 && !fresh {
+                continue;
             }
+            // An answer this install's server did not sign is not taken,
+            // and the next request proves the server again.
+            let signature = response.header(ANSWER_HEADER).unwrap_or_default();
+            let genuine = shared_protocol::auth::verify_answer(
+                self.token.as_str(),
+                &session.client_nonce,
+                &session.server_nonce,
+                &request_id,
+                response.status,
+                &response.body,
+                signature,
+            );
+            if !genuine {
+                self.forget_session().await;
+                return Err(ClientError::NotOurServer {
+                    port: self.port,
+                    why: format!(
+                        "its answer ({}) is not signed by the server that proved the pairing",
+                        response.status
+                    ),
+                });
+            }
+            return Ok(response);
         }
         unreachable!("the second try returns")
     }
 
+    async fn forget_session(&self) {
+        *self.session.lock().await = None;
+    }
+
     /// The session's secret: the one held, or (`fresh`, or none yet) a new
     /// one from a server that proved the pairing.
-    async fn session(&self, fresh: bool) -> Result<String, ClientError> {
+    async fn session(&self, fresh: bool) -> Result<Session, ClientError> {
         let mut held = self.session.lock().await;
-        if let (Some(secret), false) = (held.as_ref(), fresh) {
-            return Ok(secret.clone());
+        if let (Some(session), false) = (held.as_ref(), fresh) {
+            return Ok(session.clone());
         }
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| ClientError::NotOurServer { port: self.port, why: e.to_string() })?;
@@ -169,8 +227,9 @@ impl ControlClient {
         };
         let secret = crate::net::sessions::client_secret(&self.token, &nonce, server_nonce, proof)
             .ok_or_else(|| not_ours("its proof is wrong"))?;
-        *held = Some(secret.clone());
-        Ok(secret)
+        let session = Session { secret, client_nonce: nonce, server_nonce: server_nonce.to_string() };
+        *held = Some(session.clone());
+        Ok(session)
     }
 
     async fn http(

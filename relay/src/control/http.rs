@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::net::guard::Guard;
-use crate::net::sessions::Sessions;
+use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER, SessionNonces, Sessions};
 
 /// Request bodies are small JSON documents.
 pub const MAX_BODY: usize = 1 << 20;
@@ -123,13 +123,39 @@ fn method_name(method: Method) -> &'static str {
 async fn control_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let uri = request.uri();
     match guard.check(uri.path(), uri.query(), request.headers()) {
-        Ok(()) => next.run(request).await,
+        Ok(()) => {
+            // A session's client names its request; the answer is signed
+            // for it, so the client can tell this server's answers from a
+            // program that took the port after the server went away.
+            let request_id = request.headers().get(REQUEST_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let signing = request_id.and_then(|id| Some((id, guard.session_of(uri.query(), request.headers())?)));
+            let response = next.run(request).await;
+            match (signing, guard.sessions()) {
+                (Some((id, nonces)), Some(sessions)) => signed(response, sessions, &nonces, &id).await,
+                _ => response,
+            }
+        }
         Err(rejection) => {
             tracing::warn!(path = uri.path(), status = %rejection.status(), "control API refused: {}", rejection.message());
             let code = if rejection.status() == StatusCode::UNAUTHORIZED { "unauthorized" } else { "forbidden" };
             error_body(rejection.status(), code, &rejection.message(), None)
         }
     }
+}
+
+/// `response` with its signature ([`Sessions::sign_answer`]) in
+/// [`ANSWER_HEADER`].
+async fn signed(response: Response, sessions: &Sessions, nonces: &SessionNonces, request_id: &str) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_body(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the answer could not be read", None);
+    };
+    if let Some(signature) = sessions.sign_answer(nonces, request_id, parts.status.as_u16(), &bytes)
+        && let Ok(value) = signature.parse()
+    {
+        parts.headers.insert(ANSWER_HEADER, value);
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 fn error_body(status: StatusCode, code: &str, message: &str, hint: Option<String>) -> Response {

@@ -165,6 +165,13 @@ impl Guard {
         if token.matches(&presented) || session { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
+    /// The control session a request was made in (its bearer is a
+    /// session's secret), for the signature of its answer.
+    pub fn session_of(&self, query: Option<&str>, headers: &HeaderMap) -> Option<super::sessions::SessionNonces> {
+        let presented = presented_token(query, headers)?;
+        self.sessions.as_ref()?.session(&presented)
+    }
+
     fn is_allowed_extension(&self, origin: &str) -> bool {
         origin
             .strip_prefix("chrome-extension://")

@@ -24,12 +24,27 @@ const MAX_UNUSED: usize = 64;
 /// A session unused this long is forgotten.
 const IDLE: Duration = Duration::from_secs(24 * 3600);
 
+/// What the server keeps of a session.
+#[derive(Debug, Clone)]
+struct Session {
+    secret: String,
+    nonces: SessionNonces,
+}
+
+/// The two nonces a session was opened with: what the server signs its
+/// answers for ([`Sessions::sign_answer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionNonces {
+    pub client: String,
+    pub server: String,
+}
+
 #[derive(Debug, Default)]
 struct Open {
     /// Opened, never presented: oldest first.
-    unused: VecDeque<(String, Instant)>,
-    /// Presented at least once: (secret, last use).
-    used: Vec<(String, Instant)>,
+    unused: VecDeque<(Session, Instant)>,
+    /// Presented at least once: (session, last use).
+    used: Vec<(Session, Instant)>,
 }
 
 #[derive(Debug)]
@@ -63,45 +78,64 @@ impl Sessions {
         let nonce = auth::nonce_hex(&random);
         let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &nonce);
         let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &nonce);
+        let session =
+            Session { secret, nonces: SessionNonces { client: client_nonce.to_string(), server: nonce.clone() } };
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.unused.retain(|(_, opened)| opened.elapsed() < IDLE);
         if open.unused.len() >= MAX_UNUSED {
             open.unused.pop_front();
         }
-        open.unused.push_back((secret, Instant::now()));
+        open.unused.push_back((session, Instant::now()));
         Some(Opened { nonce, proof })
     }
 
-    /// Whether `presented` is an open session's secret (constant time per
+    /// Whether `presented` is an open session's secret.
+    pub fn accepts(&self, presented: &str) -> bool {
+        self.session(presented).is_some()
+    }
+
+    /// The open session whose secret is `presented` (constant time per
     /// comparison); using it keeps it open, and a first use moves it among
     /// the sessions in use.
-    pub fn accepts(&self, presented: &str) -> bool {
+    pub fn session(&self, presented: &str) -> Option<SessionNonces> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let matches = |secret: &String| bool::from(secret.as_bytes().ct_eq(presented.as_bytes()));
-        let mut found = false;
-        for (secret, used) in &mut open.used {
-            if matches(secret) && now.duration_since(*used) < IDLE {
+        let matches = |session: &Session| bool::from(session.secret.as_bytes().ct_eq(presented.as_bytes()));
+        let mut found = None;
+        for (session, used) in &mut open.used {
+            if matches(session) && now.duration_since(*used) < IDLE {
                 *used = now;
-                found = true;
+                found = Some(session.nonces.clone());
             }
         }
         let first_use =
-            open.unused.iter().position(|(secret, opened)| matches(secret) && now.duration_since(*opened) < IDLE);
+            open.unused.iter().position(|(session, opened)| matches(session) && now.duration_since(*opened) < IDLE);
         if let Some(index) = first_use {
-            let (secret, _) = open.unused.remove(index).expect("found");
+            let (session, _) = open.unused.remove(index).expect("found");
             open.used.retain(|(_, used)| now.duration_since(*used) < IDLE);
             if open.used.len() >= MAX_SESSIONS
                 && let Some(oldest) = open.used.iter().enumerate().min_by_key(|(_, (_, used))| *used).map(|(i, _)| i)
             {
                 open.used.swap_remove(oldest);
             }
-            open.used.push((secret, now));
-            found = true;
+            found = Some(session.nonces.clone());
+            open.used.push((session, now));
         }
         found
     }
+
+    /// The signature of one answer of the session `nonces`
+    /// ([`auth::answer_mac`]); `None` without a key.
+    pub fn sign_answer(&self, nonces: &SessionNonces, request_id: &str, status: u16, body: &[u8]) -> Option<String> {
+        let key = self.key.as_ref()?;
+        Some(auth::answer_mac(key.as_str(), &nonces.client, &nonces.server, request_id, status, body))
+    }
 }
+
+/// The header a session's client names its request in (random, fresh per
+/// request), and the one the server signs the answer in.
+pub const REQUEST_HEADER: &str = "browser-relay-request";
+pub const ANSWER_HEADER: &str = "browser-relay-answer";
 
 /// The client's side: checks the server's proof for `client_nonce` and
 /// derives the session secret; `None` when the proof is wrong.
