@@ -91,14 +91,7 @@ pub fn answer_mac(
     status: u16,
     body: &[u8],
 ) -> String {
-    let mut mac = mac(key, Prover::ControlAnswer, client_nonce, server_nonce);
-    mac.update(b"\n");
-    mac.update(request_id.as_bytes());
-    mac.update(b"\n");
-    mac.update(status.to_string().as_bytes());
-    mac.update(b"\n");
-    mac.update(body);
-    hex(&mac.finalize().into_bytes())
+    hex(&answer(key, client_nonce, server_nonce, request_id, status, body).finalize().into_bytes())
 }
 
 /// Whether `presented` is [`answer_mac`] of these, in constant time.
@@ -112,14 +105,23 @@ pub fn verify_answer(
     presented: &str,
 ) -> bool {
     let Some(bytes) = unhex(presented) else { return false };
+    answer(key, client_nonce, server_nonce, request_id, status, body).verify_slice(&bytes).is_ok()
+}
+
+fn answer(
+    key: &str,
+    client_nonce: &str,
+    server_nonce: &str,
+    request_id: &str,
+    status: u16,
+    body: &[u8],
+) -> Hmac<Sha256> {
     let mut mac = mac(key, Prover::ControlAnswer, client_nonce, server_nonce);
-    mac.update(b"\n");
-    mac.update(request_id.as_bytes());
-    mac.update(b"\n");
-    mac.update(status.to_string().as_bytes());
-    mac.update(b"\n");
-    mac.update(body);
-    mac.verify_slice(&bytes).is_ok()
+    for part in [request_id.as_bytes(), status.to_string().as_bytes(), body] {
+        mac.update(b"\n");
+        mac.update(part);
+    }
+    mac
 }
 
 fn hex(bytes: &[u8]) -> String {
