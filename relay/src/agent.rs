@@ -6,11 +6,12 @@
 use anyhow::Context as _;
 use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
-use control_engine::act::{Click, Press, TypeText};
+use control_engine::act::{Click, Evaluate, Press, TypeText};
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, FindInPage, FocusTab, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate,
-    Navigated, OpenTab, ProfileStatus, Profiled, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
-    StopBrowser, TabInfo, TabSelector, TakeScreenshot, TakeSnapshot, Trouble,
+    Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward,
+    ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
+    ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser, TabInfo, TabSelector,
+    TakeScreenshot, TakeSnapshot, Trouble,
 };
 use control_engine::error::{Step, Surface};
 use serde::Serialize;
@@ -135,6 +136,37 @@ pub enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// The tab's console messages and page errors, newest last.
+    Console {
+        /// The lowest level shown: debug, log, warning or error.
+        #[arg(long)]
+        level: Option<String>,
+        /// How many (the newest).
+        #[arg(long)]
+        limit: Option<usize>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Run JavaScript in the page and print its value: a function
+    /// (`() => document.title`) or an expression.
+    Evaluate {
+        function: String,
+        /// A ref of the last snapshot: the function gets that element.
+        #[arg(long = "ref")]
+        element: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// Print the tab to a PDF file (prints its path; headless browsers,
+    /// such as the managed profile, only).
+    Pdf(AgentArgs),
+    /// Close a tab.
+    CloseTab {
+        /// The tab's targetId (`browser-relay tabs` lists them).
+        target_id: String,
+        #[command(flatten)]
+        args: ProfileArgs,
+    },
     /// Bring a tab to the front of its window and make it the current tab
     /// (on your own browser this takes your screen).
     Focus {
@@ -218,7 +250,7 @@ impl AgentCommand {
     /// The profile, tab, port and output every command has.
     pub fn args(&self) -> AgentArgs {
         match self {
-            Self::Focus { target_id, args } => AgentArgs {
+            Self::Focus { target_id, args } | Self::CloseTab { target_id, args } => AgentArgs {
                 profile: args.profile.clone(),
                 target_id: Some(target_id.clone()),
                 control_port: args.control_port,
@@ -243,7 +275,10 @@ impl AgentCommand {
             | Self::Press { args, .. }
             | Self::Act { args, .. }
             | Self::Dialog { args, .. }
-            | Self::Screenshot { args, .. } => args.clone(),
+            | Self::Screenshot { args, .. }
+            | Self::Console { args, .. }
+            | Self::Evaluate { args, .. }
+            | Self::Pdf(args) => args.clone(),
         }
     }
 }
@@ -303,6 +338,19 @@ fn requests_text(list: &Profiled<RequestList>) -> String {
     }
     if list.earlier_pages > 0 {
         lines.push(format!("# {} more of earlier pages (--all)", list.earlier_pages));
+    }
+    lines.join("\n")
+}
+
+/// One line per console message (level, text, where), then the page's
+/// uncaught errors.
+fn console_text(report: &Profiled<ConsoleReport>) -> String {
+    let at = |location: &Option<String>| location.as_ref().map(|l| format!("  ({l})")).unwrap_or_default();
+    let mut lines: Vec<String> =
+        report.messages.iter().map(|m| format!("{:<7} {}{}", m.level, m.text, at(&m.location))).collect();
+    lines.extend(report.page_errors.iter().map(|e| format!("page error: {}{}", e.message, at(&e.location))));
+    if lines.is_empty() {
+        lines.push("no console messages".into());
     }
     lines.join("\n")
 }
@@ -393,6 +441,24 @@ pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::R
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
             run(&client, &args, Selected::new(tab, request), navigated_line).await
+        }
+        AgentCommand::Console { level, limit, .. } => {
+            run(&client, &args, Selected::new(tab, ReadConsole { level, limit }), console_text).await
+        }
+        AgentCommand::Evaluate { function, element, .. } => {
+            run(&client, &args, Selected::new(tab, Act::new(Evaluate { function, element })), act_text).await
+        }
+        AgentCommand::Pdf(_) => {
+            run(&client, &args, Selected::new(tab, PrintPdf {}), |pdf| {
+                format!("{}  ({} pages)", pdf.path.display(), pdf.pages)
+            })
+            .await
+        }
+        AgentCommand::CloseTab { .. } => {
+            run(&client, &args, Selected::new(tab, CloseTab {}), |done| {
+                format!("{} closed  [{}]", done.target_id, done.profile)
+            })
+            .await
         }
         AgentCommand::Focus { .. } => {
             run(&client, &args, Selected::new(tab, FocusTab {}), |done| {

@@ -261,6 +261,24 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(code, 1);
     let envelope: serde_json::Value = serde_json::from_str(&json).expect(&json);
     assert_eq!(envelope["ok"], false);
+    // The MCP tools' other page commands, in the CLI too.
+    let (code, value, stderr) = run(&["evaluate", "() => { console.warn('careful'); return document.title }"]);
+    assert_eq!((code, value.trim()), (0, r#""Second""#), "{stderr}");
+    let (code, console, stderr) = run(&["console", "--level", "warning"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(console.lines().any(|l| l.starts_with("warning") && l.contains("careful")), "{console}");
+    let (code, pdf, stderr) = run(&["pdf"]);
+    assert_eq!(code, 0, "{stderr}");
+    let pdf_path = pdf.split("  (").next().unwrap().trim().to_string();
+    assert!(std::fs::read(&pdf_path).unwrap().starts_with(b"%PDF"), "{pdf}");
+    let (code, opened, stderr) = run(&["open", "data:text/html,<title>Closing</title>"]);
+    assert_eq!(code, 0, "{stderr}");
+    let closing = opened.split_whitespace().next().unwrap().to_string();
+    let (code, closed, stderr) = run(&["close-tab", &closing]);
+    assert_eq!((code, closed.trim().starts_with(&format!("{closing} closed"))), (0, true), "{closed}{stderr}");
+    assert!(!run(&["tabs"]).1.contains("Closing"), "the tab is gone");
+    let (code, _, stderr) = run(&["focus", &closing]);
+    assert!(code == 1 && stderr.contains("hint: `browser-relay tabs`"), "a closed tab cannot be focused: {stderr}");
     assert_eq!(run(&["stop", "--profile", "managed"]).0, 0);
     assert_log_has_no_token(home.path());
 }
