@@ -95,3 +95,102 @@ fn the_control_engine_speaks_typed_cdp() {
         .collect();
     assert!(untyped.is_empty(), "method names as strings in {untyped:?}");
 }
+
+/// Every dependency a product crate declares is used where it is declared:
+/// a normal one in the crate's product code (not only in its tests: then it
+/// belongs in dev-dependencies), a dev-dependency in its tests. A crate used
+/// only for a feature it switches on names why here.
+#[test]
+fn every_dependency_is_used_where_it_is_declared() {
+    /// (crate directory, dependency): used for what it enables, not by name.
+    const ENABLERS: [(&str, &str, &str); 1] =
+        [("extension-wasm", "getrandom", "its wasm_js feature gives getrandom a source in the browser")];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let crates = [
+        "relay",
+        "relay/cdp-client",
+        "relay/control-engine",
+        "relay/managed-driver",
+        "relay/relay-engine",
+        "relay/state-dir",
+        "shared-protocol",
+        "extension-wasm",
+    ];
+    let mut problems = Vec::new();
+    for dir in crates {
+        let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
+        let (mut normal, mut dev) = (Vec::new(), Vec::new());
+        let mut section = "";
+        for line in manifest.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                section = if line.ends_with("dev-dependencies]") {
+                    "dev"
+                } else if line.ends_with("dependencies]") {
+                    "normal"
+                } else {
+                    ""
+                };
+                continue;
+            }
+            let Some((name, _)) = line.split_once('=') else { continue };
+            let name = name.trim().to_string();
+            if name.is_empty() || name.starts_with('#') {
+                continue;
+            }
+            match section {
+                "normal" => normal.push(name),
+                "dev" => dev.push(name),
+                _ => {}
+            }
+        }
+        // The crate's code, product and tests apart.
+        let (mut product, mut tests) = (String::new(), String::new());
+        let mut stack = vec![root.join(dir)];
+        while let Some(path) = stack.pop() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+                if path.is_dir() {
+                    // Other crates of the workspace live under relay/.
+                    let nested_crate = path.join("Cargo.toml").exists();
+                    if !nested_crate && !matches!(name.as_str(), "target" | "node_modules" | "pkg") {
+                        stack.push(path);
+                    }
+                } else if name.ends_with(".rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let in_tests =
+                        path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches")));
+                    if in_tests || name == "tests.rs" || name.ends_with("_tests.rs") {
+                        tests.push_str(&text);
+                    } else {
+                        let (code, unit_tests) = text.split_once("#[cfg(test)]").unwrap_or((&text, ""));
+                        product.push_str(code);
+                        tests.push_str(unit_tests);
+                    }
+                }
+            }
+        }
+        let used = |code: &str, name: &str| {
+            let ident = name.replace('-', "_");
+            [format!("{ident}::"), format!("use {ident}"), format!("{ident}!")]
+                .iter()
+                .any(|n| code.contains(n.as_str()))
+        };
+        for name in &normal {
+            if ENABLERS.iter().any(|(d, n, _)| *d == dir && n == name) {
+                continue;
+            }
+            if !used(&product, name) {
+                let where_ = if used(&tests, name) { "only in tests: a dev-dependency" } else { "unused" };
+                problems.push(format!("{dir}: {name} is {where_}"));
+            }
+        }
+        for name in &dev {
+            if !used(&tests, name) && !used(&product, name) {
+                problems.push(format!("{dir}: dev-dependency {name} is unused"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "dependencies out of place:\n{}", problems.join("\n"));
+}
