@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod http;
+pub mod keys;
 pub mod net;
 pub mod server;
 pub mod shutdown;

@@ -74,8 +74,15 @@ enum Command {
         #[arg(long = "start", value_name = "PROFILE")]
         start: Vec<String>,
     },
-    /// Print this install's token (created on first use, mode 0600).
-    Token,
+    /// Print this install's secret (created on first use, mode 0600): what
+    /// the extension's options page pairs with. CDP clients get a key of
+    /// their own (`cdp-url`), HTTP agents another (`--control`).
+    Token {
+        /// The control API's key for HTTP agents (`Authorization: Bearer …`),
+        /// which opens no CDP route and pairs nothing.
+        #[arg(long)]
+        control: bool,
+    },
     /// Print the endpoint to paste into connectOverCDP / puppeteer.connect,
     /// with the token (the only place, with `token` and `pair`, it is shown).
     CdpUrl {
@@ -104,6 +111,19 @@ enum Command {
         /// Port of the extension relay, when this process runs it.
         #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
+    },
+    /// Replace this install's secret with a new one (serve must be stopped):
+    /// every key derived from the old one stops working (CDP URLs, the
+    /// control key, control sessions), and the extension asks to be paired
+    /// again; prints the new pairing link.
+    Rotate {
+        #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
+        port: u16,
+        #[arg(long, env = CONTROL_PORT_ENV, default_value_t = DEFAULT_CONTROL_PORT)]
+        control_port: u16,
+        /// The extension's id for the link (as `pair`).
+        #[arg(long)]
+        extension_id: Option<String>,
     },
     /// Print the link that pairs the extension with this relay in one step
     /// (open it in the Chrome that has the extension).
@@ -178,42 +198,41 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             serve(&state, options).await
         }
         Command::Mcp { control_port, port } => mcp(&state, port, control_port).await,
-        Command::Token => {
+        Command::Token { control } => {
             let token = state.load_or_create_token()?;
-            println_stdout(token.as_str());
+            let shown = if control { browser_relay::keys::control_key(&token) } else { token };
+            println_stdout(shown.as_str());
             Ok(())
+        }
+        Command::Rotate { port, control_port, extension_id } => {
+            // A running serve keeps the old secret in memory: rotating under
+            // it would leave the two out of step.
+            for taken in [port, control_port] {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], taken));
+                if browser_relay::net::is_taken(addr) {
+                    anyhow::bail!(
+                        "something listens on {addr}: stop `browser-relay serve` first (it holds the secret), then rotate and start it again"
+                    );
+                }
+            }
+            let token = state.rotate_token()?;
+            println_stdout(
+                "A new secret replaces the old one: CDP URLs (`browser-relay cdp-url`), the control key \
+                 (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
+                 extension asks to be paired again.\n",
+            );
+            print_pairing(&state, &token, port, extension_id)
         }
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
-            let ids = match extension_id {
-                Some(id) => vec![id],
-                None => {
-                    let mut ids = vec![DEFAULT_EXTENSION_ID.to_string()];
-                    ids.extend(Config::load(state.root())?.extension_ids);
-                    ids
-                }
-            };
-            let links: Vec<String> = ids
-                .iter()
-                .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&token={}", token.as_str()))
-                .collect();
-            let which = match links.len() {
-                1 => "",
-                _ => " (one per extension id: the one of the extension you installed opens)",
-            };
-            let tail = &token.as_str()[token.as_str().len() - 6..];
-            println_stdout(&format!(
-                "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
-                 The extension names this relay \"the relay on port {port} (token …{tail})\"; if it asks before \
-                 replacing another pairing, check that it is this one.\n",
-                links.join("\n")
-            ));
-            Ok(())
+            print_pairing(&state, &token, port, extension_id)
         }
         Command::CdpUrl { port, profile } => {
             let config = Config::load(state.root())?;
             let profile = config.profile(profile.as_deref())?;
-            let token = state.load_or_create_token()?;
+            // The CDP key, never the secret: a client sends it to whatever
+            // listens on the port (browser_relay::keys).
+            let token = browser_relay::keys::cdp_key(&state.load_or_create_token()?);
             // Through the relay, which holds a remote browser's secrets (its
             // cdpUrl's token, its headers) and its one connection.
             let url = match profile.driver {
@@ -226,6 +245,40 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The link(s) that pair the extension with this relay, as `pair` prints
+/// them.
+fn print_pairing(
+    state: &StateDir,
+    token: &state_dir::Token,
+    port: u16,
+    extension_id: Option<String>,
+) -> anyhow::Result<()> {
+    let ids = match extension_id {
+        Some(id) => vec![id],
+        None => {
+            let mut ids = vec![DEFAULT_EXTENSION_ID.to_string()];
+            ids.extend(Config::load(state.root())?.extension_ids);
+            ids
+        }
+    };
+    let links: Vec<String> = ids
+        .iter()
+        .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&token={}", token.as_str()))
+        .collect();
+    let which = match links.len() {
+        1 => "",
+        _ => " (one per extension id: the one of the extension you installed opens)",
+    };
+    let tail = &token.as_str()[token.as_str().len() - 6..];
+    println_stdout(&format!(
+        "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
+         The extension names this relay \"the relay on port {port} (token …{tail})\"; if it asks before \
+         replacing another pairing, check that it is this one.\n",
+        links.join("\n")
+    ));
+    Ok(())
 }
 
 #[allow(clippy::print_stdout)]

@@ -82,7 +82,9 @@ impl RunningServer {
             _ => None,
         };
         let relay = Relay::new(options.relay, options.pairing.clone());
-        relay.set_public_base(PublicBase { addr, token: options.token.clone() });
+        // Clients are handed the CDP key, never the secret (crate::keys).
+        let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
+        relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });
         let guard = Guard::new(options.token.clone(), options.extension_ids);
         let router = crate::http::router(relay.clone(), guard, options.state_root.as_deref());
         let shutdown = CancellationToken::new();
@@ -91,7 +93,7 @@ impl RunningServer {
         let mut control = None;
         if let (Some(listener), Some(root)) = (control_listener, options.state_root.as_deref()) {
             let bound = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
-            let query = options.token.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
+            let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
                 extension: std::sync::Arc::new(RelayTabs(relay.clone())),
                 cdp_ws_url: format!("ws://{addr}/cdp{query}"),

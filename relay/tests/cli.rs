@@ -51,10 +51,18 @@ fn profiles_and_pairing_and_endpoints() {
     let (_, token, _) = browser_relay(home.path(), &["token"]);
     let token = token.trim();
     assert_eq!(token.len(), 64);
+    // CDP clients and HTTP agents get keys of their own, derived from the
+    // secret: neither is the secret, nor each other.
+    let secret = state_dir::Token::parse(token).unwrap();
+    let cdp_key = browser_relay::keys::cdp_key(&secret);
     let (_, url, _) = browser_relay(home.path(), &["cdp-url"]);
-    assert_eq!(url.trim(), format!("http://127.0.0.1:18792/?token={token}"));
+    assert_eq!(url.trim(), format!("http://127.0.0.1:18792/?token={}", cdp_key.as_str()));
+    assert!(!url.contains(token), "the secret is not what clients send: {url}");
     let (_, url, _) = browser_relay(home.path(), &["cdp-url", "--profile", "managed", "--port", "18000"]);
-    assert_eq!(url.trim(), format!("http://127.0.0.1:18000/profiles/managed/?token={token}"));
+    assert_eq!(url.trim(), format!("http://127.0.0.1:18000/profiles/managed/?token={}", cdp_key.as_str()));
+    let (_, control, _) = browser_relay(home.path(), &["token", "--control"]);
+    assert_eq!(control.trim(), browser_relay::keys::control_key(&secret).as_str());
+    assert!(control.trim() != token && control.trim() != cdp_key.as_str());
     let (_, pair, _) = browser_relay(home.path(), &["pair"]);
     assert!(
         pair.contains(&format!(
@@ -927,4 +935,31 @@ fn a_store_extension_id_from_config_is_paired_and_let_in_and_no_other() {
     assert!(["HTTP/1.1 101", "HTTP/1.1 409"].contains(&pinned.as_str()), "so is the development one: {pinned}");
     let other = upgrade("chrome-extension://pponmlkjihgfedcbaponmlkjihgfedcba").unwrap();
     assert_eq!(other, "HTTP/1.1 403", "an extension of another id is not");
+}
+
+/// `rotate` makes a new secret (so every key derived from the old one goes)
+/// and prints the new pairing link; while something listens on serve's
+/// ports it refuses, as serve keeps the old secret in memory.
+#[test]
+fn rotate_replaces_the_secret_only_while_serve_is_stopped() {
+    let home = tempfile::tempdir().unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let (port, control) = (free(), free());
+    let (_, old, _) = browser_relay(home.path(), &["token"]);
+    let (_, old_cdp, _) = browser_relay(home.path(), &["cdp-url", "--port", &port]);
+    let (code, said, stderr) = browser_relay(home.path(), &["rotate", "--port", &port, "--control-port", &control]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, new, _) = browser_relay(home.path(), &["token"]);
+    assert_ne!(old.trim(), new.trim(), "a new secret");
+    assert!(said.contains("paired again") && said.contains(&format!("#port={port}&token={}", new.trim())), "{said}");
+    assert!(!said.contains(old.trim()), "{said}");
+    let (_, new_cdp, _) = browser_relay(home.path(), &["cdp-url", "--port", &port]);
+    assert_ne!(old_cdp, new_cdp, "the CDP key follows the secret");
+    // A serve (here: anything) on the port: refused, the secret kept.
+    let listening = std::net::TcpListener::bind(format!("127.0.0.1:{port}")).unwrap();
+    let (code, _, stderr) = browser_relay(home.path(), &["rotate", "--port", &port, "--control-port", &control]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("stop `browser-relay serve` first"), "{stderr}");
+    assert_eq!(browser_relay(home.path(), &["token"]).1, new, "unchanged");
+    drop(listening);
 }

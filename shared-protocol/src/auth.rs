@@ -44,6 +44,32 @@ impl Prover {
     }
 }
 
+/// What a key derived from the install's secret is for ([`derive_key`]).
+/// The secret itself pairs the extension and proves the control API's
+/// sessions; each derived key opens one door only, so one that leaks (the
+/// CDP key travels in every client's URL, to whatever listens on the port)
+/// opens no other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPurpose {
+    /// What CDP clients present (`browser-relay cdp-url`).
+    Cdp,
+    /// What an HTTP agent presents to the control API
+    /// (`browser-relay token --control`).
+    Control,
+}
+
+/// The key for `purpose`, derived from the install's `secret`: 64 hex
+/// characters, the shape of the secret.
+pub fn derive_key(secret: &str, purpose: KeyPurpose) -> String {
+    let label: &[u8] = match purpose {
+        KeyPurpose::Cdp => b"browser-relay/2 key cdp",
+        KeyPurpose::Control => b"browser-relay/2 key control",
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(label);
+    hex(&mac.finalize().into_bytes())
+}
+
 /// Hex of 32 bytes the caller drew from a secure random source.
 pub fn nonce_hex(bytes: &[u8; 32]) -> String {
     hex(bytes)
@@ -173,6 +199,19 @@ mod tests {
         // The session's secret (what the client sends) signs nothing.
         let secret = proof(KEY, Prover::ControlClient, &client, &server);
         assert_ne!(answer_mac(&secret, &client, &server, "r1", 200, b"{}"), signed);
+    }
+
+    #[test]
+    fn each_derived_key_is_its_own_and_none_is_the_secret() {
+        let cdp = derive_key(KEY, KeyPurpose::Cdp);
+        let control = derive_key(KEY, KeyPurpose::Control);
+        assert_eq!((cdp.len(), control.len()), (64, 64));
+        assert!(cdp != control && cdp != KEY && control != KEY);
+        assert_eq!(cdp, derive_key(KEY, KeyPurpose::Cdp), "stable");
+        assert_ne!(cdp, derive_key(&KEY.replace('4', "5"), KeyPurpose::Cdp), "another install, another key");
+        // A CDP key proves nothing: a proof made with it is not the secret's.
+        let (ours, theirs) = (nonce(1), nonce(2));
+        assert!(!verify(KEY, Prover::Extension, &ours, &theirs, &proof(&cdp, Prover::Extension, &ours, &theirs)));
     }
 
     #[test]

@@ -569,3 +569,53 @@ async fn a_program_that_takes_the_control_port_after_serve_cannot_answer_its_cli
         "after an unsigned answer the client proves the server first: {seen:?}"
     );
 }
+
+/// Every CDP client sends its key to whatever listens on the relay's port
+/// (a program that took it while the relay was down learns it), so the key
+/// clients are handed opens the CDP routes only: no control session, no
+/// control route, no pairing with the extension. Each door has a key
+/// derived from the install's secret (`browser_relay::keys`).
+#[tokio::test]
+async fn the_key_cdp_clients_send_opens_no_other_door() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let secret = Token::generate();
+    let mut options = e2e::test_options(Some(secret.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = RunningServer::start(options).await.unwrap();
+    let host = format!("127.0.0.1:{}", server.addr.port());
+    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    let control_host = format!("127.0.0.1:{}", control.port());
+
+    // The key a client is handed, as Playwright reads it from /json/version.
+    let (status, version) =
+        raw_request(server.addr, &get(&format!("/json/version?token={}", secret.as_str()), &host, &[])).await;
+    assert_eq!(status, 200, "{version}");
+    let ws = version.split("webSocketDebuggerUrl\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let key = ws.split("token=").nth(1).unwrap().to_string();
+    assert!(!ws.contains(secret.as_str()), "clients are handed the secret itself: {ws}");
+    assert_eq!(key, browser_relay::keys::cdp_key(&secret).as_str());
+    // It opens the CDP routes...
+    let (status, _) = raw_request(server.addr, &get(&format!("/json/list?token={key}"), &host, &[])).await;
+    assert_eq!(status, 200);
+    // ... and no control route,
+    let bearer = format!("Bearer {key}");
+    let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &bearer)])).await;
+    assert_eq!(status, 401, "the CDP key opened the control API");
+    // no control session (a client holding it cannot check the server's proof),
+    let holder = browser_relay::control::client::ControlClient::new(control.port(), Token::parse(&key).unwrap());
+    let refused = holder.call("GET", "/profiles", &[], None).await.expect_err("a session opened with the CDP key");
+    assert!(refused.to_string().contains("could not prove"), "{refused}");
+    // and no pairing with the extension.
+    let forged = FakeExtension::connect(server.addr, Some(&key), Some(hello(vec![])), Mode::Echo).await.unwrap();
+    assert!(!server.relay.wait_for_extension(Duration::from_secs(1)).await, "the CDP key paired an extension");
+    drop(forged);
+    // The control key opens the control API and nothing of the relay's.
+    let control_key = browser_relay::keys::control_key(&secret);
+    let bearer = format!("Bearer {}", control_key.as_str());
+    let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &bearer)])).await;
+    assert_eq!(status, 200);
+    let (status, _) = raw_request(server.addr, &get("/json/list", &host, &[("Authorization", &bearer)])).await;
+    assert_eq!(status, 401, "the control key opened the relay's CDP routes");
+}

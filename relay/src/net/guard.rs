@@ -17,8 +17,11 @@ pub const DEFAULT_EXTENSION_ID: &str = "jmiiinhebnhaoabpngnocjfmolckbbea";
 
 #[derive(Debug, Clone)]
 pub struct Guard {
-    /// `None` only with `--no-auth`.
+    /// The install's secret; `None` only with `--no-auth`.
     token: Option<Token>,
+    /// The key of this door, derived from the secret (`crate::keys`): the
+    /// CDP key on the relay's routes, the control key on the control API.
+    door_key: Option<Token>,
     /// Extension ids whose `chrome-extension://<id>` origin may open `/extension`.
     extension_ids: Arc<[String]>,
     /// The control API has no extension route and one public route
@@ -111,14 +114,16 @@ impl IntoResponse for Rejection {
 
 impl Guard {
     pub fn new(token: Option<Token>, extension_ids: Vec<String>) -> Self {
-        Self { token, extension_ids: extension_ids.into(), control: false, sessions: None }
+        let door_key = token.as_ref().map(crate::keys::cdp_key);
+        Self { token, door_key, extension_ids: extension_ids.into(), control: false, sessions: None }
     }
 
     /// The guard of the control API: Host and the token (or a session's
     /// secret) on every route but `POST /session`, and no `Origin` accepted
     /// (not even the extension's).
     pub fn control(token: Option<Token>, sessions: Arc<super::sessions::Sessions>) -> Self {
-        Self { token, extension_ids: Arc::from([]), control: true, sessions: Some(sessions) }
+        let door_key = token.as_ref().map(crate::keys::control_key);
+        Self { token, door_key, extension_ids: Arc::from([]), control: true, sessions: Some(sessions) }
     }
 
     pub fn sessions(&self) -> Option<&Arc<super::sessions::Sessions>> {
@@ -161,8 +166,9 @@ impl Guard {
         }
         let Some(token) = &self.token else { return Ok(()) };
         let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
-        let session = self.sessions.as_ref().is_some_and(|s| s.accepts(&presented));
-        if token.matches(&presented) || session { Ok(()) } else { Err(Rejection::WrongToken) }
+        let door = self.door_key.as_ref().is_some_and(|key| key.matches(&presented));
+        let session = !door && self.sessions.as_ref().is_some_and(|s| s.accepts(&presented));
+        if token.matches(&presented) || door || session { Ok(()) } else { Err(Rejection::WrongToken) }
     }
 
     /// The control session a request was made in (its bearer is a

@@ -108,6 +108,25 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// Replaces the install's token with a new random one (`browser-relay
+    /// rotate`): written whole and owner-only beside the old one, then
+    /// renamed over it, so a reader finds the old token or the new one.
+    pub fn rotate_token(&self) -> Result<Token, StateDirError> {
+        self.ensure()?;
+        let path = self.token_path();
+        let token = Token::generate();
+        let next = path.with_file_name(format!(".token.next.{}", std::process::id()));
+        let _ = fs::remove_file(&next);
+        let written = write_new_private_file(&next, token.as_str().as_bytes()).and_then(|()| fs::rename(&next, &path));
+        if let Err(source) = written {
+            let _ = fs::remove_file(&next);
+            return Err(StateDirError::WriteToken { path, source });
+        }
+        Ok(token)
+    }
+}
+
 /// Creates `path` exclusively with owner-only permissions from the start (no
 /// window in which another user could read it) and whole: the contents are
 /// written to a private temporary file first, then linked into place, so a
@@ -170,6 +189,28 @@ impl std::fmt::Debug for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_token_replaces_the_old_one_and_stays_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        let old = state.load_or_create_token().unwrap();
+        let new = state.rotate_token().unwrap();
+        assert!(!old.matches(new.as_str()));
+        assert!(state.load_or_create_token().unwrap().matches(new.as_str()), "the file holds the new one");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(state.token_path()).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 
     #[test]
     fn token_file_is_created_once_with_mode_0600() {
