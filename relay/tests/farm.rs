@@ -272,7 +272,8 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
         "{profiles}"
     );
     let url = browser_relay(serve.path(), &["cdp-url", "--profile", "farm", "--port", &serve.port.to_string()]).await.1;
-    assert_eq!(url.trim(), format!("{endpoint}?token={}", serve.token));
+    let cdp_key = browser_relay::keys::cdp_key(&state_dir::Token::parse(&serve.token).unwrap());
+    assert_eq!(url.trim(), format!("{endpoint}?token={}", cdp_key.as_str()), "the relay's CDP key");
     assert!(!url.contains(secret), "cdp-url shows the farm's secret: {url}");
 
     // A real Playwright through /profiles/farm/: the same browser (the
