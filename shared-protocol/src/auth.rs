@@ -91,6 +91,14 @@ fn mac(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str) -> Hmac
     mac
 }
 
+/// The relay's nonce of a pairing proof, bound to the port the extension
+/// connected to: a proof made on one port fails on another, so a program on
+/// the port the extension uses cannot pass the proofs of a relay it reaches
+/// elsewhere back and forth between the two.
+pub fn on_port(relay_nonce: &str, port: u16) -> String {
+    format!("{relay_nonce}\n{port}")
+}
+
 /// `prover`'s proof of `key` for the connection whose nonces are
 /// `first_nonce` (the connecting side's) and `second_nonce` (the other's).
 pub fn proof(key: &str, prover: Prover, first_nonce: &str, second_nonce: &str) -> String {
@@ -212,6 +220,15 @@ mod tests {
         // A CDP key proves nothing: a proof made with it is not the secret's.
         let (ours, theirs) = (nonce(1), nonce(2));
         assert!(!verify(KEY, Prover::Extension, &ours, &theirs, &proof(&cdp, Prover::Extension, &ours, &theirs)));
+    }
+
+    #[test]
+    fn a_pairing_proof_is_good_on_its_port_only() {
+        let (ours, theirs) = (nonce(1), nonce(2));
+        let relay = proof(KEY, Prover::Relay, &ours, &on_port(&theirs, 18792));
+        assert!(verify(KEY, Prover::Relay, &ours, &on_port(&theirs, 18792), &relay));
+        assert!(!verify(KEY, Prover::Relay, &ours, &on_port(&theirs, 18793), &relay), "another port");
+        assert!(!verify(KEY, Prover::Relay, &ours, &theirs, &relay), "no port");
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod auth;
 /// (closing the socket with [`close_code::PROTOCOL_MISMATCH`]).
 /// Version 2: the pairing token never travels; both sides prove it
 /// ([`auth`]).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// WebSocket subprotocol the extension offers and the relay selects.
 pub const SUBPROTOCOL: &str = "browser-relay.v2";

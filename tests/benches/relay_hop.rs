@@ -99,7 +99,7 @@ async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
     request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
     request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true).await.unwrap();
-    let proof = e2e::pairing::ExtensionProof::new(Some(token));
+    let proof = e2e::pairing::ExtensionProof::new(Some(token), relay.port());
     ws.send(Message::Text(proof.auth_frame(PROTOCOL_VERSION).into())).await.unwrap();
     tokio::spawn(async move {
         while let Some(Ok(Message::Text(text))) = ws.next().await {

@@ -98,7 +98,7 @@ impl FakeExtension {
         let (calls_tx, calls) = mpsc::unbounded_channel();
         let (other_tx, other) = mpsc::unbounded_channel();
         let (close_tx, close) = tokio::sync::oneshot::channel();
-        let proof = crate::pairing::ExtensionProof::new(token);
+        let proof = crate::pairing::ExtensionProof::new(token, addr.port());
         if let Some(hello) = &hello {
             tx.send(Message::Text(proof.auth_frame(hello.protocol_version).into()))?;
         }

@@ -11,13 +11,15 @@ use shared_protocol::{ExtensionMessage, Hello, encode};
 pub struct ExtensionProof {
     nonce: String,
     key: Option<String>,
+    /// The relay's port, which the proofs are bound to (`auth::on_port`).
+    port: u16,
 }
 
 impl ExtensionProof {
-    pub fn new(key: Option<&str>) -> Self {
+    pub fn new(key: Option<&str>, port: u16) -> Self {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).expect("random");
-        Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string) }
+        Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string), port }
     }
 
     /// The first frame: `auth` with our nonce.
@@ -29,10 +31,11 @@ impl ExtensionProof {
     /// when the relay did not prove the pairing.
     pub fn hello_frame(&self, relay_nonce: &str, relay_proof: &str, mut hello: Hello) -> Result<String, String> {
         if let Some(key) = &self.key {
-            if !auth::verify(key, Prover::Relay, &self.nonce, relay_nonce, relay_proof) {
+            let bound = auth::on_port(relay_nonce, self.port);
+            if !auth::verify(key, Prover::Relay, &self.nonce, &bound, relay_proof) {
                 return Err("the relay did not prove the pairing".into());
             }
-            hello.proof = auth::proof(key, Prover::Extension, &self.nonce, relay_nonce);
+            hello.proof = auth::proof(key, Prover::Extension, &self.nonce, &bound);
         }
         Ok(encode(&ExtensionMessage::Hello(hello)))
     }

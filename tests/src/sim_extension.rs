@@ -195,7 +195,7 @@ impl SimExtension {
         self.0.welcomed.send_replace(false);
         // The pairing handshake: our auth now, the hello (with the tabs as
         // they are then) when the relay has proved itself.
-        let proof = crate::pairing::ExtensionProof::new(token);
+        let proof = crate::pairing::ExtensionProof::new(token, relay_addr.port());
         tx.send(Message::Text(proof.auth_frame(PROTOCOL_VERSION).into()))?;
         *self.0.proof.lock().unwrap() = Some(proof);
         *self.0.relay.lock().unwrap() = Some(tx);

@@ -619,3 +619,43 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     let (status, _) = raw_request(server.addr, &get("/json/list", &host, &[("Authorization", &bearer)])).await;
     assert_eq!(status, 401, "the control key opened the relay's CDP routes");
 }
+
+/// The pairing proofs are bound to the port the extension connected to: a
+/// program on the extension's port that passes frames to a relay listening
+/// elsewhere cannot hand the relay's proof on (the extension checks it for
+/// its own port and finds it wrong).
+#[tokio::test]
+async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use shared_protocol::{RelayMessage, SUBPROTOCOL};
+    use tokio_tungstenite::tungstenite::Message;
+    e2e::init_logging();
+    let token = Token::generate();
+    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
+    let mut request = format!("ws://{}/extension", server.addr).into_client_request().unwrap();
+    request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
+    request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    // The extension believes it connected to another port (the relayed case).
+    let believed = server.addr.port().wrapping_add(1);
+    for (port, proves) in [(believed, false), (server.addr.port(), true)] {
+        let proof = e2e::pairing::ExtensionProof::new(Some(token.as_str()), port);
+        socket.send(Message::Text(proof.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
+        let Some(Ok(Message::Text(text))) = socket.next().await else { panic!("no challenge") };
+        let RelayMessage::Challenge { nonce, proof: relay_proof } = RelayMessage::parse(&text).unwrap() else {
+            panic!("not a challenge: {text}")
+        };
+        let hello = proof.hello_frame(&nonce, &relay_proof, hello(vec![]));
+        assert_eq!(hello.is_ok(), proves, "port {port}: {hello:?}");
+        if !proves {
+            // Start over on a connection of its own.
+            let _ = socket.close(None).await;
+            let mut request = format!("ws://{}/extension", server.addr).into_client_request().unwrap();
+            request
+                .headers_mut()
+                .insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
+            request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
+            socket = tokio_tungstenite::connect_async(request).await.unwrap().0;
+        }
+    }
+}

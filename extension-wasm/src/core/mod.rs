@@ -1046,8 +1046,10 @@ impl<H: Host> Core<H> {
     /// the other end is not our relay: close and say so.
     fn on_challenge(&mut self, relay_nonce: &str, proof: &str) {
         let Some(token) = self.settings.token.clone() else { return };
+        // Bound to the port we connected to (shared-protocol's `auth::on_port`).
+        let bound = auth::on_port(relay_nonce, self.settings.port);
         let proved =
-            auth::is_nonce(relay_nonce) && auth::verify(&token, Prover::Relay, &self.auth_nonce, relay_nonce, proof);
+            auth::is_nonce(relay_nonce) && auth::verify(&token, Prover::Relay, &self.auth_nonce, &bound, proof);
         if !proved {
             let port = self.settings.port;
             self.host.disconnect();
@@ -1062,7 +1064,7 @@ impl<H: Host> Core<H> {
         self.link = Link::Open;
         let hello = ExtensionMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
-            proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, relay_nonce),
+            proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, &bound),
             extension_version: self.env.extension_version.clone(),
             user_agent: self.env.user_agent.clone(),
             browser_version: self.env.browser_version.clone(),

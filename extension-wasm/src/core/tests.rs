@@ -140,16 +140,17 @@ impl Core<FakeHost> {
     pub(super) fn relay_proves(&mut self) -> Value {
         let extension_nonce = self.last_sent()["auth"]["nonce"].as_str().expect("auth was sent").to_string();
         let relay_nonce = auth::nonce_hex(&[0xee; 32]);
-        let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &relay_nonce);
+        let bound = auth::on_port(&relay_nonce, self.status().port);
+        let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &bound);
         self.relay(json!({"challenge": {"nonce": relay_nonce, "proof": proof}}));
         let hello = self.last_sent();
         let presented = hello["hello"]["proof"].as_str().expect("hello with a proof");
-        assert!(auth::verify(TOKEN, Prover::Extension, &extension_nonce, &relay_nonce, presented));
+        assert!(auth::verify(TOKEN, Prover::Extension, &extension_nonce, &bound, presented));
         hello
     }
 
     pub(super) fn welcome(&mut self) {
-        self.relay(json!({"welcome": {"protocolVersion": 2, "relayVersion": "0.2.0"}}));
+        self.relay(json!({"welcome": {"protocolVersion": 3, "relayVersion": "0.2.0"}}));
     }
 
     pub(super) fn relay(&mut self, frame: Value) {
@@ -172,7 +173,7 @@ fn click_attaches_connects_and_says_hello_with_the_tab() {
     assert_eq!(protocols, vec!["browser-relay.v2".to_string()], "no token on the wire");
     core.on_socket_open();
     let auth = core.last_sent();
-    assert_eq!(auth["auth"]["protocolVersion"], 2);
+    assert_eq!(auth["auth"]["protocolVersion"], PROTOCOL_VERSION);
     let fields: Vec<&String> = auth["auth"].as_object().unwrap().keys().collect();
     assert_eq!(fields, ["nonce", "protocolVersion"], "the auth says nothing else: {auth}");
     let hello = core.relay_proves();
@@ -652,7 +653,7 @@ fn a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing
     // A squatter on the port: calls before any proof are ignored, unanswered.
     core.relay(json!({"debugger.attach": {"id": 1, "tabId": 9}}));
     core.relay(json!({"tabs.query": {"id": 2, "query": {}}}));
-    core.relay(json!({"welcome": {"protocolVersion": 2, "relayVersion": "0.2.0"}}));
+    core.relay(json!({"welcome": {"protocolVersion": 3, "relayVersion": "0.2.0"}}));
     assert_eq!(core.host.calls.len(), calls_before, "no chrome.* call for it");
     assert_eq!(core.last_sent(), auth, "nothing sent but the auth");
     // Its proof is wrong (it does not know the token): closed, and said.
@@ -674,9 +675,17 @@ fn a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing
     core.on_socket_open();
     let second = core.last_sent()["auth"]["nonce"].as_str().unwrap().to_string();
     assert_ne!(second, extension_nonce, "a fresh nonce per connection");
-    let old_proof = auth::proof(TOKEN, Prover::Relay, extension_nonce, &nonce);
+    let old_proof = auth::proof(TOKEN, Prover::Relay, extension_nonce, &auth::on_port(&nonce, core.status().port));
     core.relay(json!({"challenge": {"nonce": nonce, "proof": old_proof}}));
     assert_eq!(core.host.disconnects, 2, "a recorded proof does not replay");
+    // A real relay's proof passed on from another port (a program on ours
+    // relaying to a relay elsewhere) fails: proofs are bound to the port.
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    let third = core.last_sent()["auth"]["nonce"].as_str().unwrap().to_string();
+    let elsewhere = auth::proof(TOKEN, Prover::Relay, &third, &auth::on_port(&nonce, core.status().port + 1));
+    core.relay(json!({"challenge": {"nonce": nonce, "proof": elsewhere}}));
+    assert_eq!(core.host.disconnects, 3, "a proof made for another port is refused");
 }
 
 #[test]

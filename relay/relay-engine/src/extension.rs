@@ -251,7 +251,10 @@ impl Relay {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
         let relay_nonce = auth::nonce_hex(&random);
-        let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &relay_nonce);
+        // Bound to the port the extension connected to (`auth::on_port`).
+        let port = self.public_base().map_or(0, |base| base.addr.port());
+        let bound = auth::on_port(&relay_nonce, port);
+        let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &bound);
         let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
         socket
             .send(Message::Text(challenge.into()))
@@ -264,7 +267,7 @@ impl Relay {
                 return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
             }
         };
-        if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &relay_nonce, &hello.proof) {
+        if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &bound, &hello.proof) {
             return Err((
                 close_code::NOT_PAIRED,
                 "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
