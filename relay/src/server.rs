@@ -118,7 +118,8 @@ impl RunningServer {
             }));
             // The control API proves itself with the pairing token, which
             // serve has even when clients need none (--no-auth-control).
-            let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()));
+            let sessions =
+                std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()).on_port(bound.port()));
             let router = crate::control::http::router(engine.clone(), Guard::control(options.token, sessions));
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));

@@ -238,7 +238,8 @@ async fn the_session_route_proves_the_server_and_opens_nothing_without_the_token
     let opened = opened.json();
     let (server_nonce, proof) = (opened["nonce"].as_str().unwrap(), opened["proof"].as_str().unwrap());
     // Only a holder of the token derives the session's secret...
-    let secret = browser_relay::net::sessions::client_secret(&env.token, &nonce, server_nonce, proof)
+    let port = env.base.rsplit(':').next().unwrap().parse().unwrap();
+    let secret = browser_relay::net::sessions::client_secret(&env.token, port, &nonce, server_nonce, proof)
         .expect("the server proved this install's token");
     let with = |secret: &str| format!("Bearer {secret}");
     let tabs = format!("{}/profiles", env.base);

@@ -813,7 +813,7 @@ impl Guards {
         let sessions = std::sync::Arc::new(Sessions::new(Some(token.clone())));
         let nonce = shared_protocol::auth::nonce_hex(&[7; 32]);
         let opened = sessions.open(&nonce).expect("a session");
-        let session = client_secret(&token, &nonce, &opened.nonce, &opened.proof).expect("the server proves it");
+        let session = client_secret(&token, 0, &nonce, &opened.nonce, &opened.proof).expect("the server proves it");
         Self {
             relay: Guard::new(Some(token.clone()), vec![DEFAULT_EXTENSION_ID.into()]),
             relay_open: Guard::new(None, vec![DEFAULT_EXTENSION_ID.into()]),

@@ -659,3 +659,37 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
         }
     }
 }
+
+/// A control session's proofs are bound to the port the client dialled: a
+/// program on that port which passes the client's bytes to a serve
+/// listening elsewhere cannot pass that serve's proof on, so the client
+/// sends it nothing but the session request.
+#[tokio::test]
+async fn a_control_servers_proof_passed_on_from_another_port_proves_nothing() {
+    e2e::init_logging();
+    let state = tempfile::tempdir().unwrap();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = RunningServer::start(options).await.unwrap();
+    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    // The real serve, dialled where it listens: a session opens.
+    let direct = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
+    direct.call("GET", "/profiles", &[], None).await.expect("the real serve proves itself");
+    // A program on another port that passes every byte on to it.
+    let relaying = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_port = relaying.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = relaying.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = TcpStream::connect(control).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let fooled = browser_relay::control::client::ControlClient::new(relay_port, token.clone());
+    let refused = fooled.call("GET", "/profiles", &[], None).await.expect_err("a proof passed on from another port");
+    assert!(refused.to_string().contains("could not prove"), "{refused}");
+}

@@ -225,7 +225,7 @@ impl ControlClient {
         let (Some(server_nonce), Some(proof)) = (opened["nonce"].as_str(), opened["proof"].as_str()) else {
             return Err(not_ours("no nonce and proof"));
         };
-        let secret = crate::net::sessions::client_secret(&self.token, &nonce, server_nonce, proof)
+        let secret = crate::net::sessions::client_secret(&self.token, self.port, &nonce, server_nonce, proof)
             .ok_or_else(|| not_ours("its proof is wrong"))?;
         let session = Session { secret, client_nonce: nonce, server_nonce: server_nonce.to_string() };
         *held = Some(session.clone());

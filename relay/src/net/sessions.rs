@@ -51,6 +51,10 @@ struct Open {
 pub struct Sessions {
     /// The pairing token the proofs are made with (`None`: no sessions).
     key: Option<Token>,
+    /// The control API's port, which the proofs are bound to
+    /// (`auth::on_port`): a program on the port a client dials that passes
+    /// its requests to a server elsewhere cannot pass that server's proof on.
+    port: u16,
     open: Mutex<Open>,
 }
 
@@ -63,7 +67,13 @@ pub struct Opened {
 
 impl Sessions {
     pub fn new(key: Option<Token>) -> Self {
-        Self { key, open: Mutex::new(Open::default()) }
+        Self { key, port: 0, open: Mutex::new(Open::default()) }
+    }
+
+    /// Sessions of the control API listening on `port`.
+    pub fn on_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
     }
 
     /// Opens a session for a client's nonce: `None` when there is no key or
@@ -76,8 +86,9 @@ impl Sessions {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).ok()?;
         let nonce = auth::nonce_hex(&random);
-        let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &nonce);
-        let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &nonce);
+        let bound = auth::on_port(&nonce, self.port);
+        let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &bound);
+        let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &bound);
         let session =
             Session { secret, nonces: SessionNonces { client: client_nonce.to_string(), server: nonce.clone() } };
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -139,10 +150,17 @@ pub const ANSWER_HEADER: &str = "browser-relay-answer";
 
 /// The client's side: checks the server's proof for `client_nonce` and
 /// derives the session secret; `None` when the proof is wrong.
-pub fn client_secret(key: &Token, client_nonce: &str, opened_nonce: &str, opened_proof: &str) -> Option<String> {
+pub fn client_secret(
+    key: &Token,
+    port: u16,
+    client_nonce: &str,
+    opened_nonce: &str,
+    opened_proof: &str,
+) -> Option<String> {
+    let bound = auth::on_port(opened_nonce, port);
     let proved = auth::is_nonce(opened_nonce)
-        && auth::verify(key.as_str(), Prover::ControlServer, client_nonce, opened_nonce, opened_proof);
-    proved.then(|| auth::proof(key.as_str(), Prover::ControlClient, client_nonce, opened_nonce))
+        && auth::verify(key.as_str(), Prover::ControlServer, client_nonce, &bound, opened_proof);
+    proved.then(|| auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &bound))
 }
 
 #[cfg(test)]
@@ -159,14 +177,16 @@ mod tests {
         let sessions = Sessions::new(Some(key.clone()));
         let client_nonce = nonce(1);
         let opened = sessions.open(&client_nonce).expect("opened");
-        let secret = client_secret(&key, &client_nonce, &opened.nonce, &opened.proof).expect("the server proved it");
+        let secret = client_secret(&key, 0, &client_nonce, &opened.nonce, &opened.proof).expect("the server proved it");
         assert!(sessions.accepts(&secret));
         assert!(!sessions.accepts(key.as_str()), "the token is not a session");
         assert!(!sessions.accepts(&secret[..63]));
         // Another install's token proves nothing, and derives nothing.
-        assert!(client_secret(&Token::generate(), &client_nonce, &opened.nonce, &opened.proof).is_none());
+        assert!(client_secret(&Token::generate(), 0, &client_nonce, &opened.nonce, &opened.proof).is_none());
+        // Nor on another port (a program there passing the requests on).
+        assert!(client_secret(&key, 18791, &client_nonce, &opened.nonce, &opened.proof).is_none());
         // A proof for another nonce (a replay) does not pass.
-        assert!(client_secret(&key, &nonce(2), &opened.nonce, &opened.proof).is_none());
+        assert!(client_secret(&key, 0, &nonce(2), &opened.nonce, &opened.proof).is_none());
     }
 
     #[test]
@@ -182,7 +202,7 @@ mod tests {
         let open = |fill: u8| {
             let client_nonce = nonce(fill);
             let opened = sessions.open(&client_nonce).unwrap();
-            client_secret(&key, &client_nonce, &opened.nonce, &opened.proof).unwrap()
+            client_secret(&key, 0, &client_nonce, &opened.nonce, &opened.proof).unwrap()
         };
         let live = open(1);
         assert!(sessions.accepts(&live), "in use");
@@ -209,7 +229,7 @@ mod tests {
         let sessions = Sessions::new(Some(key.clone()));
         let first_nonce = nonce(1);
         let first = sessions.open(&first_nonce).unwrap();
-        let first = client_secret(&key, &first_nonce, &first.nonce, &first.proof).unwrap();
+        let first = client_secret(&key, 0, &first_nonce, &first.nonce, &first.proof).unwrap();
         for i in 0..MAX_UNUSED {
             sessions.open(&auth::nonce_hex(&[(i % 250) as u8 + 2; 32])).unwrap();
         }
