@@ -59,6 +59,28 @@ struct Relay {
     _ext: FakeExtension,
 }
 
+/// `serve` with its control API, in a state folder of its own, on free
+/// ports; `tweak` adjusts the options first.
+struct WithControl {
+    server: RunningServer,
+    token: Token,
+    /// Where the control API listens.
+    control: SocketAddr,
+    _state: tempfile::TempDir,
+}
+
+async fn serve_with_control(tweak: impl FnOnce(&mut ServerOptions)) -> WithControl {
+    let state = tempfile::tempdir().unwrap();
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
+    tweak(&mut options);
+    let server = RunningServer::start(options).await.unwrap();
+    let control = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    WithControl { server, token, control, _state: state }
+}
+
 async fn relay_with_extension() -> Relay {
     e2e::init_logging();
     let token = Token::generate();
@@ -456,14 +478,10 @@ async fn old_screenshots_go_without_a_new_save() {
 #[tokio::test]
 async fn a_body_that_never_arrives_is_answered_not_waited_on() {
     e2e::init_logging();
-    let state = tempfile::tempdir().unwrap();
-    let mut options = e2e::test_options(Some(Token::generate()));
-    options.limits = ServeLimits { body_read_timeout: Duration::from_millis(300), ..ServeLimits::default() };
-    options.state_root = Some(state.path().to_path_buf());
-    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
-    let server = RunningServer::start(options).await.unwrap();
-    let control = server.control_url().unwrap();
-    let control: SocketAddr = control.trim_start_matches("http://").parse().unwrap();
+    let WithControl { server, control, .. } = serve_with_control(|options| {
+        options.limits = ServeLimits { body_read_timeout: Duration::from_millis(300), ..ServeLimits::default() };
+    })
+    .await;
     let mut stream = TcpStream::connect(control).await.unwrap();
     let head = format!(
         "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"nonce\":",
@@ -527,13 +545,7 @@ async fn a_connection_that_never_proves_the_pairing_does_not_hold_the_extension_
 #[tokio::test]
 async fn a_program_that_takes_the_control_port_after_serve_cannot_answer_its_clients() {
     e2e::init_logging();
-    let state = tempfile::tempdir().unwrap();
-    let token = Token::generate();
-    let mut options = e2e::test_options(Some(token.clone()));
-    options.state_root = Some(state.path().to_path_buf());
-    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
-    let server = RunningServer::start(options).await.unwrap();
-    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    let WithControl { server, token, control, .. } = serve_with_control(|_| {}).await;
     let client = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
     let genuine = client.call("GET", "/profiles", &[], None).await.expect("the real server's answer");
     assert!(genuine["profiles"].is_array(), "{genuine}");
@@ -578,14 +590,8 @@ async fn a_program_that_takes_the_control_port_after_serve_cannot_answer_its_cli
 #[tokio::test]
 async fn the_key_cdp_clients_send_opens_no_other_door() {
     e2e::init_logging();
-    let state = tempfile::tempdir().unwrap();
-    let secret = Token::generate();
-    let mut options = e2e::test_options(Some(secret.clone()));
-    options.state_root = Some(state.path().to_path_buf());
-    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
-    let server = RunningServer::start(options).await.unwrap();
+    let WithControl { server, token: secret, control, .. } = serve_with_control(|_| {}).await;
     let host = format!("127.0.0.1:{}", server.addr.port());
-    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
     let control_host = format!("127.0.0.1:{}", control.port());
 
     // The key a client is handed, as Playwright reads it from /json/version.
@@ -667,13 +673,7 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
 #[tokio::test]
 async fn a_control_servers_proof_passed_on_from_another_port_proves_nothing() {
     e2e::init_logging();
-    let state = tempfile::tempdir().unwrap();
-    let token = Token::generate();
-    let mut options = e2e::test_options(Some(token.clone()));
-    options.state_root = Some(state.path().to_path_buf());
-    options.control_addr = Some("127.0.0.1:0".parse().unwrap());
-    let server = RunningServer::start(options).await.unwrap();
-    let control: SocketAddr = server.control_url().unwrap().trim_start_matches("http://").parse().unwrap();
+    let WithControl { server: _server, token, control, .. } = serve_with_control(|_| {}).await;
     // The real serve, dialled where it listens: a session opens.
     let direct = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
     direct.call("GET", "/profiles", &[], None).await.expect("the real serve proves itself");
