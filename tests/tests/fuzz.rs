@@ -1889,9 +1889,15 @@ fn the_http_client_reads_well_formed_answers_exactly_however_they_arrive() {
         let (wire, headers) = answer.bytes();
         let response = runtime.block_on(fetch(&listener, wire, cuts))?.map_err(fail)?;
         prop_assert_eq!(response.status, answer.status);
-        // Names are case-insensitive (hyper gives them in lower case).
+        // Names are case-insensitive (hyper gives them in lower case), and
+        // hyper groups a repeated name's values together: the order between
+        // names is not kept, the order of one name's values is (a stable
+        // sort by name compares exactly that).
         let lower = |headers: Vec<(String, String)>| -> Vec<(String, String)> {
-            headers.into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect()
+            let mut headers: Vec<(String, String)> =
+                headers.into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect();
+            headers.sort_by(|a, b| a.0.cmp(&b.0));
+            headers
         };
         prop_assert_eq!(lower(response.headers), lower(headers));
         prop_assert_eq!(response.body, answer.body);
