@@ -122,13 +122,13 @@ fn method_name(method: Method) -> &'static str {
 /// The guard, answering in the API's JSON error shape.
 async fn control_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let uri = request.uri();
-    match guard.check(uri.path(), uri.query(), request.headers()) {
-        Ok(()) => {
+    match guard.admit(uri.path(), uri.query(), request.headers()) {
+        Ok(session) => {
             // A session's client names its request; the answer is signed
             // for it, so the client can tell this server's answers from a
             // program that took the port after the server went away.
             let request_id = request.headers().get(REQUEST_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let signing = request_id.and_then(|id| Some((id, guard.session_of(uri.query(), request.headers())?)));
+            let signing = request_id.zip(session);
             let response = next.run(request).await;
             match (signing, guard.sessions()) {
                 (Some((id, nonces)), Some(sessions)) => signed(response, sessions, &nonces, &id).await,

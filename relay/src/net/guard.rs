@@ -136,6 +136,18 @@ impl Guard {
 
     /// Decides one request. `query` is the raw query string, if any.
     pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Rejection> {
+        self.admit(path, query, headers).map(|_| ())
+    }
+
+    /// [`Self::check`], and the control session the request was made in,
+    /// when its bearer is a session's secret (for the signature of its
+    /// answer): one lookup decides both.
+    pub fn admit(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Result<Option<super::sessions::SessionNonces>, Rejection> {
         let host = headers.get(header::HOST).ok_or(Rejection::MissingHost)?;
         let host = host.to_str().unwrap_or("<non-ascii>");
         if !is_loopback_host(host) {
@@ -162,20 +174,17 @@ impl Guard {
             (_, None) => {}
         }
         if matches!(class, RouteClass::Public | RouteClass::Extension) {
-            return Ok(());
+            return Ok(None);
         }
-        let Some(token) = &self.token else { return Ok(()) };
+        let Some(token) = &self.token else { return Ok(None) };
         let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
-        let door = self.door_key.as_ref().is_some_and(|key| key.matches(&presented));
-        let session = !door && self.sessions.as_ref().is_some_and(|s| s.accepts(&presented));
-        if token.matches(&presented) || door || session { Ok(()) } else { Err(Rejection::WrongToken) }
-    }
-
-    /// The control session a request was made in (its bearer is a
-    /// session's secret), for the signature of its answer.
-    pub fn session_of(&self, query: Option<&str>, headers: &HeaderMap) -> Option<super::sessions::SessionNonces> {
-        let presented = presented_token(query, headers)?;
-        self.sessions.as_ref()?.session(&presented)
+        if token.matches(&presented) || self.door_key.as_ref().is_some_and(|key| key.matches(&presented)) {
+            return Ok(None);
+        }
+        match self.sessions.as_ref().and_then(|s| s.session(&presented)) {
+            Some(session) => Ok(Some(session)),
+            None => Err(Rejection::WrongToken),
+        }
     }
 
     fn is_allowed_extension(&self, origin: &str) -> bool {
