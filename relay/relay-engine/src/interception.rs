@@ -231,13 +231,20 @@ impl Books {
                 params: paused.event.to_string(),
             }));
         }
+        let (method, params) = self.go_on(request_id)?;
+        Some(Route::Chrome(Undo { child: child.clone(), method: method.into(), params }))
+    }
+
+    /// The request's path ends: the continue that lets it go on in Chrome,
+    /// carrying every change made on the way.
+    fn go_on(&mut self, request_id: &str) -> Option<(&'static str, String)> {
         let paused = self.paused.remove(request_id)?;
         let (method, mut params) = match paused.stage {
             Stage::Auth => ("Fetch.continueWithAuth", json!({"authChallengeResponse": {"response": "Default"}})),
             Stage::Request | Stage::Response => ("Fetch.continueRequest", Value::Object(paused.changes)),
         };
         params["requestId"] = request_id.into();
-        Some(Route::Chrome(Undo { child: child.clone(), method: method.into(), params: params.to_string() }))
+        Some((method, params.to_string()))
     }
 
     /// `client` no longer intercepts here: it hands on what it holds, and
@@ -379,24 +386,15 @@ impl Interception {
                 if last && paused.changes.get("interceptResponse") == Some(&Value::Bool(true)) {
                     books.response_asked.insert(request_id.clone(), client);
                 }
-                match books.pass_on(&child, &request_id) {
-                    Some(route @ Route::Deliver(_)) => {
-                        Outcome { decision: Decision::AnswerLocally, routes: vec![route] }
-                    }
+                if last {
                     // The last continue, carrying every change on the way.
-                    Some(Route::Chrome(undo)) => Outcome {
-                        decision: Decision::Replace {
-                            method: if undo.method == "Fetch.continueWithAuth" {
-                                "Fetch.continueWithAuth"
-                            } else {
-                                "Fetch.continueRequest"
-                            },
-                            params: undo.params,
-                        },
+                    return books.go_on(&request_id).map_or_else(Outcome::default, |(method, params)| Outcome {
+                        decision: Decision::Replace { method, params },
                         routes: Vec::new(),
-                    },
-                    None => Outcome::default(),
+                    });
                 }
+                let routes = books.pass_on(&child, &request_id).into_iter().collect();
+                Outcome { decision: Decision::AnswerLocally, routes }
             }
         }
     }
