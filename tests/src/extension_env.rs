@@ -332,26 +332,45 @@ impl ExtensionEnv {
 /// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
 /// pastes it, waits until the options page has stored `port` and `token`,
 /// and closes the tab again.
-pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
+/// A page opened in a new tab of Chrome through its own port, loaded: the
+/// connection it was opened on (whose events are `events`), its target and
+/// its session.
+#[derive(Debug)]
+pub struct LoadedPage {
+    pub client: CdpClient,
+    pub events: tokio::sync::mpsc::UnboundedReceiver<cdp_client::CdpEvent>,
+    pub target: String,
+    pub session: String,
+}
+
+/// Opens `url` in a new tab through `chrome_ws` (Chrome's own port: the
+/// test's hands) and waits for its load event.
+pub async fn open_loaded_page(chrome_ws: &str, url: &str) -> anyhow::Result<LoadedPage> {
     // A connection of its own, to await this page's load event.
-    let pairing = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
-    let mut events = pairing.take_events().context("events")?;
-    let created = pairing.call("Target.createTarget", json!({"url": "about:blank"}), None).await?;
+    let client = CdpClient::connect(chrome_ws).await?.with_timeout(Duration::from_secs(20));
+    let mut events = client.take_events().context("events")?;
+    let created = client.call("Target.createTarget", json!({"url": "about:blank"}), None).await?;
     let target = created["targetId"].as_str().context("targetId")?.to_string();
-    let attached = pairing.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await?;
+    let attached = client.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await?;
     let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
-    pairing.call("Page.enable", json!({}), Some(&session)).await?;
-    pairing.call("Page.navigate", json!({"url": link}), Some(&session)).await?;
+    client.call("Page.enable", json!({}), Some(&session)).await?;
+    client.call("Page.navigate", json!({"url": url}), Some(&session)).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let event = tokio::time::timeout_at(deadline, events.recv())
             .await
-            .context("the options page did not load")?
+            .with_context(|| format!("{url} did not load"))?
             .context("connection closed")?;
         if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
             break;
         }
     }
+    Ok(LoadedPage { client, events, target, session })
+}
+
+pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
+    let LoadedPage { client: pairing, mut events, target, session } = open_loaded_page(&chrome.ws_url, link).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     // options.js saves the pairing from the link on load; wait for it.
     let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
         chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \

@@ -815,24 +815,8 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
         let link = link.clone();
         let ws = env.chrome.ws_url.clone();
         async move {
-            // A connection of its own, to await the page's load event.
-            let browser = CdpClient::connect(&ws).await.unwrap().with_timeout(Duration::from_secs(20));
-            let mut events = browser.take_events().unwrap();
-            let created = browser.call("Target.createTarget", json!({"url": "about:blank"}), None).await.unwrap();
-            let target = created["targetId"].as_str().unwrap().to_string();
-            let attached = browser
-                .call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None)
-                .await
-                .unwrap();
-            let session = attached["sessionId"].as_str().unwrap().to_string();
-            browser.call("Page.enable", json!({}), Some(&session)).await.unwrap();
-            browser.call("Page.navigate", json!({"url": link}), Some(&session)).await.unwrap();
-            loop {
-                let event = tokio::time::timeout(Duration::from_secs(20), events.recv()).await.unwrap().unwrap();
-                if event.method == "Page.loadEventFired" && event.session_id.as_deref() == Some(session.as_str()) {
-                    break;
-                }
-            }
+            let page = e2e::extension_env::open_loaded_page(&ws, &link).await.unwrap();
+            let (browser, target, session) = (page.client, page.target, page.session);
             let asked = format!(
                 "new Promise((done) => {{ const t = Date.now(); (function look() {{ \
                    const panel = document.getElementById('replace'); \
@@ -851,7 +835,11 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
             let said = browser
                 .call(
                     "Runtime.evaluate",
-                    json!({"expression": "new Promise(d => setTimeout(() => d(document.getElementById('message').textContent), 100))", "awaitPromise": true, "returnByValue": true}),
+                    // What the page says once the answer is saved (or not): awaited, bounded.
+                    json!({"expression": "new Promise((done) => { const t = Date.now(); (function look() { \
+                        const said = document.getElementById('message').textContent; \
+                        if (said || Date.now() - t > 10000) done(said); else setTimeout(look, 50); })(); })",
+                        "awaitPromise": true, "returnByValue": true}),
                     Some(&session),
                 )
                 .await
