@@ -8,26 +8,43 @@ use std::path::{Path, PathBuf};
 fn product_sources() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = Vec::new();
-    let mut stack: Vec<PathBuf> =
-        ["relay", "extension-wasm/src", "shared-protocol/src"].iter().map(|dir| root.join(dir)).collect();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if path.is_dir() {
-                if !matches!(name, "tests" | "target" | "benches") {
-                    stack.push(path);
-                }
-            } else if name.ends_with(".rs") && name != "tests.rs" && name != "route_tests.rs" {
-                let text = std::fs::read_to_string(&path).unwrap();
-                // Unit tests at the end of a module are not the product.
-                let product = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
-                out.push((path, product));
+    for dir in ["relay", "extension-wasm/src", "shared-protocol/src"] {
+        let descend = |path: &Path| !matches!(file_name(path), "tests" | "target" | "benches");
+        for path in rust_files(&root.join(dir), descend) {
+            if matches!(file_name(&path), "tests.rs" | "route_tests.rs") {
+                continue;
             }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // Unit tests at the end of a module are not the product.
+            let product = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
+            out.push((path, product));
         }
     }
     assert!(out.len() > 30, "the walk found the sources: {}", out.len());
     out
+}
+
+/// Every `.rs` file under `dir`, going into the folders `descend` allows.
+fn rust_files(dir: &Path, descend: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if descend(&path) {
+                    stack.push(path);
+                }
+            } else if file_name(&path).ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or_default()
 }
 
 fn relative(path: &Path) -> String {
@@ -144,31 +161,22 @@ fn every_dependency_is_used_where_it_is_declared() {
                 _ => {}
             }
         }
-        // The crate's code, product and tests apart.
+        // The crate's code, product and tests apart. Other crates of the
+        // workspace live under relay/: their folders are not this one's.
         let (mut product, mut tests) = (String::new(), String::new());
-        let mut stack = vec![root.join(dir)];
-        while let Some(path) = stack.pop() {
-            for entry in std::fs::read_dir(&path).unwrap() {
-                let path = entry.unwrap().path();
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-                if path.is_dir() {
-                    // Other crates of the workspace live under relay/.
-                    let nested_crate = path.join("Cargo.toml").exists();
-                    if !nested_crate && !matches!(name.as_str(), "target" | "node_modules" | "pkg") {
-                        stack.push(path);
-                    }
-                } else if name.ends_with(".rs") {
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    let in_tests =
-                        path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches")));
-                    if in_tests || name == "tests.rs" || name.ends_with("_tests.rs") {
-                        tests.push_str(&text);
-                    } else {
-                        let (code, unit_tests) = text.split_once("#[cfg(test)]").unwrap_or((&text, ""));
-                        product.push_str(code);
-                        tests.push_str(unit_tests);
-                    }
-                }
+        let descend = |path: &Path| {
+            !path.join("Cargo.toml").exists() && !matches!(file_name(path), "target" | "node_modules" | "pkg")
+        };
+        for path in rust_files(&root.join(dir), descend) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = file_name(&path);
+            let in_tests = path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches")));
+            if in_tests || name == "tests.rs" || name.ends_with("_tests.rs") {
+                tests.push_str(&text);
+            } else {
+                let (code, unit_tests) = text.split_once("#[cfg(test)]").unwrap_or((&text, ""));
+                product.push_str(code);
+                tests.push_str(unit_tests);
             }
         }
         let used = |code: &str, name: &str| {
