@@ -68,7 +68,13 @@ pub fn is_taken(addr: SocketAddr) -> bool {
 /// body ends with an error, which the handler answers (400) instead of
 /// waiting on.
 fn body_deadline(request: axum::extract::Request, within: Duration) -> axum::extract::Request {
+    use axum::body::HttpBody as _;
     use futures_util::StreamExt as _;
+    // A request without a body (every GET, every WebSocket upgrade) has
+    // nothing to wait for: left as it is.
+    if request.body().is_end_stream() {
+        return request;
+    }
     let deadline = tokio::time::Instant::now() + within;
     let (parts, body) = request.into_parts();
     let chunks = body.into_data_stream();
