@@ -8,7 +8,7 @@ use base64::Engine as _;
 use cdp_client::CdpError;
 use cdp_client::protocol::page as cdp_page;
 use cdp_client::protocol::runtime::Evaluate;
-use managed_driver::config::Profile;
+use managed_driver::config::{Driver, Profile};
 use serde::Serialize;
 use serde_json::json;
 
@@ -306,8 +306,9 @@ impl Engine {
     /// The capture, when Chrome paints the tab. Chrome answers a capture
     /// of a tab it does not paint late or never (see relay-engine's
     /// `capture.rs`), so one still unanswered after [`PAINT_CHECK`] has
-    /// the page asked whether it is hidden; a hidden tab fails at once with
-    /// the step that shows it. While a navigation swaps the tab's page,
+    /// the page asked whether it is hidden (through the extension the relay
+    /// asks, and its refusal is read); a hidden tab fails at once with the
+    /// step that shows it. While a navigation swaps the tab's page,
     /// Chrome answers "Not attached to an active page": tried again, a few
     /// times, as the new page comes in.
     async fn capture_painted(
@@ -317,17 +318,24 @@ impl Engine {
     ) -> Result<cdp_page::Data, ControlError> {
         let PageTarget { profile, conn, id, session, .. } = page;
         let not_in_front = |why: &str| ControlError::NotInFront { target_id: id.clone(), why: why.to_string() };
+        // Through the extension the relay looks at the tab itself (and says
+        // why, below): asking the page too would be the same work twice.
+        let relay_looks = profile.driver == Driver::Extension;
         let mut swapping = SWAP_RETRIES;
         loop {
             let shot = conn.client().start(capture, Some(session));
             tokio::pin!(shot);
-            let shot = tokio::select! {
-                shot = &mut shot => shot,
-                () = tokio::time::sleep(PAINT_CHECK) => {
-                    if is_hidden(conn, session).await {
-                        return Err(not_in_front(HIDDEN));
+            let shot = if relay_looks {
+                shot.await
+            } else {
+                tokio::select! {
+                    shot = &mut shot => shot,
+                    () = tokio::time::sleep(PAINT_CHECK) => {
+                        if is_hidden(conn, session).await {
+                            return Err(not_in_front(HIDDEN));
+                        }
+                        shot.await
                     }
-                    shot.await
                 }
             };
             match shot {
