@@ -13,12 +13,14 @@ use axum::routing::{get, put};
 use serde_json::{Value, json};
 use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
+use crate::net::allowance::ReadAllowance;
 use crate::net::guard::{Guard, guard_layer};
 use cdp_client::CdpError;
 use managed_driver::config::Driver;
 use managed_driver::pipe::{Endpoint, Pipe};
 use managed_driver::{ManagedBrowsers, ManagedError};
 use relay_engine::Relay;
+use relay_engine::extension::ProofHook;
 
 /// What the handlers share: the relay, and the state directory whose managed
 /// profiles the relay exposes (`None` in tests that need no profiles).
@@ -206,7 +208,12 @@ async fn page_ws(
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.
 /// The slot is taken at the proof of the pairing, not here; until then a
 /// connection holds one of a few handshake places.
-async fn extension_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
+async fn extension_ws(
+    State(relay): State<Relay>,
+    headers: HeaderMap,
+    axum::Extension(allowance): axum::Extension<ReadAllowance>,
+    ws: WebSocketUpgrade,
+) -> Response {
     if relay.extension_connected() {
         return text(StatusCode::CONFLICT, "another Browser Relay extension is already connected");
     }
@@ -219,10 +226,15 @@ async fn extension_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSoc
     let offers = |name: &str| offered.split(',').any(|p| p.trim() == name);
     let legacy = !offers(SUBPROTOCOL) && offers(SUBPROTOCOL_V1);
     let limit = relay.config().extension_max_message;
+    // Until the proof checks out the connection may send a few KiB, no
+    // more (`net::serve` gives every request its connection's allowance);
+    // the engine lifts the limit at the proof.
+    allowance.limit(shared_protocol::PRE_PROOF_BYTES);
+    let proved: ProofHook = Box::new(move || allowance.lift());
     ws.protocols([SUBPROTOCOL, SUBPROTOCOL_V1])
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_extension(socket, proving, legacy).await })
+        .on_upgrade(move |socket| async move { relay.serve_extension(socket, proving, proved, legacy).await })
 }
 
 fn too_many_clients(relay: &Relay) -> Response {

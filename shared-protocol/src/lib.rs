@@ -22,8 +22,16 @@ pub mod auth;
 /// Bumped on any incompatible change. The relay refuses another version
 /// (closing the socket with [`close_code::PROTOCOL_MISMATCH`]).
 /// Version 2: the pairing token never travels; both sides prove it
-/// ([`auth`]).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// ([`auth`]). Version 3: the proofs are bound to the relay's port.
+/// Version 4: the extension's proof comes alone (`prove`) before its
+/// `hello`, so the relay reads no more than [`PRE_PROOF_BYTES`] from a
+/// connection that has not proved the pairing.
+pub const PROTOCOL_VERSION: u32 = 4;
+
+/// What the relay reads, at most, from an extension connection before its
+/// proof checks out (`auth` and `prove` are about 100 bytes each): a local
+/// program that forged the extension's Origin can make it hold no more.
+pub const PRE_PROOF_BYTES: usize = 8 * 1024;
 
 /// WebSocket subprotocol the extension offers and the relay selects.
 pub const SUBPROTOCOL: &str = "browser-relay.v2";
@@ -97,16 +105,12 @@ pub struct TabInfo {
     pub opener_tab_id: Option<TabId>,
 }
 
-/// The extension's second message, once the relay has proved itself: who
-/// it is, what it shares, and its own proof of the pairing.
+/// The extension's third message, once both sides proved the pairing: who
+/// it is and what it shares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hello {
     pub protocol_version: u32,
-    /// [`auth::proof`] by [`auth::Prover::Extension`] over the `auth` and
-    /// `challenge` nonces.
-    #[serde(default)]
-    pub proof: String,
     pub extension_version: String,
     /// `navigator.userAgent` of the real browser.
     pub user_agent: String,
@@ -313,6 +317,12 @@ pub enum ExtensionMessage<'a> {
     /// more until the relay has proved itself.
     #[serde(rename = "auth")]
     Auth { protocol_version: u32, nonce: String },
+    /// The extension's second message, once the relay proved itself:
+    /// [`auth::proof`] by [`auth::Prover::Extension`] over the `auth` and
+    /// `challenge` nonces. Alone, so that it is checked before anything
+    /// larger is read.
+    #[serde(rename = "prove")]
+    Prove { proof: String },
     #[serde(rename = "hello")]
     Hello(Hello),
     #[serde(rename = "reply", borrow)]
@@ -352,6 +362,7 @@ impl ExtensionMessage<'_> {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Auth { .. } => "auth",
+            Self::Prove { .. } => "prove",
             Self::Hello(_) => "hello",
             Self::Reply(_) => "reply",
             Self::DebuggerEvent(_) => "debugger.onEvent",

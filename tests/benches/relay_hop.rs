@@ -107,7 +107,12 @@ async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
             let reply = match &message {
                 RelayMessage::Challenge { nonce, proof: relay_proof } => {
                     let hello = e2e::fake_extension::hello(vec![e2e::fake_extension::fake_tab(1)]);
-                    proof.hello_frame(nonce, relay_proof, hello).expect("the relay proves the pairing")
+                    let [prove, hello] =
+                        proof.answer_frames(nonce, relay_proof, hello).expect("the relay proves the pairing");
+                    if ws.send(Message::Text(prove.into())).await.is_err() {
+                        break;
+                    }
+                    hello
                 }
                 RelayMessage::DebuggerSendCommand(c) if c.method == "Target.getTargetInfo" => {
                     let target = e2e::fake_extension::fake_target_id(c.tab_id);

@@ -74,15 +74,14 @@ pub fn hello(tabs: Vec<TabInfo>) -> Hello {
         user_agent: "Mozilla/5.0 FakeExtension".into(),
         browser_version: "Chrome/156.0.0.0".into(),
         attached_tabs: tabs,
-        proof: String::new(),
     }
 }
 
 impl FakeExtension {
     /// Connects and, unless `hello` is `None` (a silent extension), starts
     /// the pairing handshake: `auth`, then on the relay's `challenge` the
-    /// `hello` with the proof of `token` (`None`: no proof, as an unpaired
-    /// extension). Then answers calls as `mode` says.
+    /// proof of `token` (`None`: an empty one, as an unpaired extension's)
+    /// and the `hello`. Then answers calls as `mode` says.
     pub async fn connect(
         addr: SocketAddr,
         token: Option<&str>,
@@ -137,8 +136,12 @@ impl FakeExtension {
                         let Ok(message) = RelayMessage::parse(&text) else { continue };
                         if let (RelayMessage::Challenge { nonce, proof: relay_proof }, Some(hello)) = (&message, &hello)
                         {
-                            match proof.hello_frame(nonce, relay_proof, hello.clone()) {
-                                Ok(frame) => drop(replies.send(Message::Text(frame.into()))),
+                            match proof.answer_frames(nonce, relay_proof, hello.clone()) {
+                                Ok(frames) => {
+                                    for frame in frames {
+                                        let _ = replies.send(Message::Text(frame.into()));
+                                    }
+                                }
                                 Err(why) => panic!("the fake extension's relay: {why}"),
                             }
                             continue;

@@ -6,7 +6,7 @@ use shared_protocol::auth::{self, Prover};
 use shared_protocol::{ExtensionMessage, Hello, encode};
 
 /// One connection's proof: our nonce and the key we prove (none: the
-/// hello carries no proof, as an unpaired or wrong extension's).
+/// proof is empty, as an unpaired extension's).
 #[derive(Debug, Clone)]
 pub struct ExtensionProof {
     nonce: String,
@@ -27,16 +27,18 @@ impl ExtensionProof {
         encode(&ExtensionMessage::Auth { protocol_version, nonce: self.nonce.clone() })
     }
 
-    /// The hello answering the relay's `challenge`, with our proof; an error
-    /// when the relay did not prove the pairing.
-    pub fn hello_frame(&self, relay_nonce: &str, relay_proof: &str, mut hello: Hello) -> Result<String, String> {
-        if let Some(key) = &self.key {
-            let bound = auth::on_port(relay_nonce, self.port);
-            if !auth::verify(key, Prover::Relay, &self.nonce, &bound, relay_proof) {
+    /// What answers the relay's `challenge`: our `prove` (an empty proof
+    /// without a key, as an unpaired extension's), then the hello; an
+    /// error when the relay did not prove the pairing.
+    pub fn answer_frames(&self, relay_nonce: &str, relay_proof: &str, hello: Hello) -> Result<[String; 2], String> {
+        let bound = auth::on_port(relay_nonce, self.port);
+        let proof = match &self.key {
+            Some(key) if !auth::verify(key, Prover::Relay, &self.nonce, &bound, relay_proof) => {
                 return Err("the relay did not prove the pairing".into());
             }
-            hello.proof = auth::proof(key, Prover::Extension, &self.nonce, &bound);
-        }
-        Ok(encode(&ExtensionMessage::Hello(hello)))
+            Some(key) => auth::proof(key, Prover::Extension, &self.nonce, &bound),
+            None => String::new(),
+        };
+        Ok([encode(&ExtensionMessage::Prove { proof }), encode(&ExtensionMessage::Hello(hello))])
     }
 }

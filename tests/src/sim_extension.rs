@@ -446,15 +446,14 @@ impl SimExtension {
             RelayMessage::Challenge { nonce, proof } => {
                 let hello = Hello {
                     protocol_version: PROTOCOL_VERSION,
-                    proof: String::new(),
                     extension_version: "0.0.0-sim".into(),
                     user_agent: self.0.user_agent.clone(),
                     browser_version: self.0.product.clone(),
                     attached_tabs: self.attached_tabs(),
                 };
                 let ours = self.0.proof.lock().unwrap().clone().expect("connect sent the auth");
-                match ours.hello_frame(&nonce, &proof, hello) {
-                    Ok(frame) => self.send_raw(&frame),
+                match ours.answer_frames(&nonce, &proof, hello) {
+                    Ok(frames) => frames.iter().for_each(|frame| self.send_raw(frame)),
                     Err(why) => panic!("the simulated extension's relay: {why}"),
                 }
             }

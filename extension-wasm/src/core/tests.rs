@@ -143,14 +143,17 @@ impl Core<FakeHost> {
         let bound = auth::on_port(&relay_nonce, self.status().port);
         let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &bound);
         self.relay(json!({"challenge": {"nonce": relay_nonce, "proof": proof}}));
-        let hello = self.last_sent();
-        let presented = hello["hello"]["proof"].as_str().expect("hello with a proof");
+        let mut sent = self.sent_json();
+        let hello = sent.pop().expect("a hello");
+        assert!(hello["hello"].is_object(), "the hello last: {hello}");
+        let prove = sent.pop().expect("a prove");
+        let presented = prove["prove"]["proof"].as_str().expect("the proof, alone, before the hello");
         assert!(auth::verify(TOKEN, Prover::Extension, &extension_nonce, &bound, presented));
         hello
     }
 
     pub(super) fn welcome(&mut self) {
-        self.relay(json!({"welcome": {"protocolVersion": 3, "relayVersion": "0.2.0"}}));
+        self.relay(json!({"welcome": {"protocolVersion": 4, "relayVersion": "0.2.0"}}));
     }
 
     pub(super) fn relay(&mut self, frame: Value) {
@@ -653,7 +656,7 @@ fn a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing
     // A squatter on the port: calls before any proof are ignored, unanswered.
     core.relay(json!({"debugger.attach": {"id": 1, "tabId": 9}}));
     core.relay(json!({"tabs.query": {"id": 2, "query": {}}}));
-    core.relay(json!({"welcome": {"protocolVersion": 3, "relayVersion": "0.2.0"}}));
+    core.relay(json!({"welcome": {"protocolVersion": 4, "relayVersion": "0.2.0"}}));
     assert_eq!(core.host.calls.len(), calls_before, "no chrome.* call for it");
     assert_eq!(core.last_sent(), auth, "nothing sent but the auth");
     // Its proof is wrong (it does not know the token): closed, and said.
@@ -662,7 +665,7 @@ fn a_relay_that_cannot_prove_the_pairing_learns_nothing_and_is_obeyed_in_nothing
     let forged = auth::proof(&"f".repeat(64), Prover::Relay, extension_nonce, &nonce);
     core.relay(json!({"challenge": {"nonce": nonce, "proof": forged}}));
     assert_eq!(core.host.disconnects, 1);
-    assert_eq!(core.last_sent(), auth, "no hello: not even which tabs are shared");
+    assert_eq!(core.last_sent(), auth, "no proof and no hello: not even which tabs are shared");
     assert!(!core.host.sent.iter().any(|f| f.contains(TOKEN)), "the token never left");
     assert!(
         matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("not your paired relay")),

@@ -78,6 +78,10 @@ async fn next_text(socket: &mut WebSocket, within: std::time::Duration, what: &s
     }
 }
 
+/// Run once the extension's proof checked out: the socket's owner lifts
+/// the pre-proof read limit ([`shared_protocol::PRE_PROOF_BYTES`]) there.
+pub type ProofHook = Box<dyn FnOnce() + Send>;
+
 /// Holds the single extension slot; released when dropped.
 #[derive(Debug)]
 pub struct ExtensionClaim(pub(super) Relay);
@@ -108,14 +112,20 @@ async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
 impl Relay {
     /// Runs one extension connection to its end. `legacy`: the extension
     /// offered only protocol 1's subprotocol: it is told to update.
-    pub async fn serve_extension(&self, mut socket: WebSocket, proving: HandshakeSlot, legacy: bool) {
+    pub async fn serve_extension(
+        &self,
+        mut socket: WebSocket,
+        proving: HandshakeSlot,
+        proved: ProofHook,
+        legacy: bool,
+    ) {
         if legacy {
             let reason = format!(
                 "extension protocol 1, relay protocol {PROTOCOL_VERSION}: update the extension (load it again from this relay's folder)"
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-        let hello = match self.handshake(&mut socket).await {
+        let hello = match self.handshake(&mut socket, proved).await {
             Ok(hello) => hello,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
         };
@@ -222,9 +232,10 @@ impl Relay {
     }
 
     /// Both sides prove the pairing (shared-protocol's PROTOCOL.md): the
-    /// extension's `auth`, our `challenge` with our proof, its `hello` with
-    /// its proof. Nothing it says is trusted before its proof checks out.
-    async fn handshake(&self, socket: &mut WebSocket) -> Result<Hello, (u16, String)> {
+    /// extension's `auth`, our `challenge` with our proof, its `prove`, then
+    /// its `hello`. Nothing it says is trusted, and no more than a few KiB
+    /// of it read, before its proof checks out: `proved` lifts that limit.
+    async fn handshake(&self, socket: &mut WebSocket, proved: ProofHook) -> Result<Hello, (u16, String)> {
         use shared_protocol::auth::{self, Prover};
         let within = self.config().hello_timeout;
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
@@ -260,6 +271,21 @@ impl Relay {
             .send(Message::Text(challenge.into()))
             .await
             .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
+        let text = next_text(socket, within, "prove").await?;
+        let proof = match ExtensionMessage::parse(&text).map_err(bad)? {
+            ExtensionMessage::Prove { proof } => proof,
+            other => {
+                return Err((close_code::BAD_MESSAGE, format!("expected prove, got {}", other.name())));
+            }
+        };
+        if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &bound, &proof) {
+            return Err((
+                close_code::NOT_PAIRED,
+                "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
+            ));
+        }
+        // Proved: the connection may now send what it shares.
+        proved();
         let text = next_text(socket, within, "hello").await?;
         let hello = match ExtensionMessage::parse(&text).map_err(bad)? {
             ExtensionMessage::Hello(hello) => hello,
@@ -267,12 +293,6 @@ impl Relay {
                 return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
             }
         };
-        if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &bound, &hello.proof) {
-            return Err((
-                close_code::NOT_PAIRED,
-                "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
-            ));
-        }
         Ok(hello)
     }
 
@@ -343,7 +363,7 @@ impl Relay {
                 let _ = link.send_now(encode(&RelayMessage::Pong { nonce }));
             }
             ExtensionMessage::Pong { .. } => {}
-            ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } => {
+            ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } | ExtensionMessage::Prove { .. } => {
                 tracing::warn!("handshake message after the handshake ignored");
             }
         }

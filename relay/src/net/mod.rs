@@ -1,7 +1,9 @@
 //! Listening sockets. Only this module accepts connections; it applies the
 //! connection-level limits (loopback bind, header-read timeout, body-read
-//! deadline, connection cap) that axum's own `serve` does not offer.
+//! deadline, connection cap, a read limit a route can set) that axum's own
+//! `serve` does not offer.
 
+pub mod allowance;
 pub mod guard;
 pub mod sessions;
 
@@ -119,7 +121,15 @@ pub async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, s
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The connection's read limit, which a route may set (see
+        // `allowance`), rides on each of its requests.
+        let allowance = allowance::ReadAllowance::default();
+        let stream = allowance::Allowed::new(stream, allowance.clone());
+        let routes = TowerToHyperService::new(router.clone());
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(allowance.clone());
+            hyper::service::Service::call(&routes, request)
+        });
         let shutdown = shutdown.clone();
         let header_read_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
