@@ -55,7 +55,7 @@
 //!   ~30 s idle), and a 30 s `chrome.alarms` backstop:
 //!   `keepalive_pings_only_while_shared_and_connected`; e2e
 //!   `the_worker_idles_a_minute_while_shared_and_stays_connected`.
-//! - **Reconnect after 1 s·2ⁿ (cap 30 s, jitter)**, and a **60 s grace**
+//! - **Reconnect after 1 s·2ⁿ (cap 5 s, jitter)**, and a **60 s grace**
 //!   before the tabs are released:
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
@@ -1042,7 +1042,7 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// The relay's proof: right, and we prove ours in the hello; wrong, and
+    /// The relay's proof: right, and we prove ours, then say hello; wrong, and
     /// the other end is not our relay: close and say so.
     fn on_challenge(&mut self, relay_nonce: &str, proof: &str) {
         let Some(token) = self.settings.token.clone() else { return };
@@ -1062,9 +1062,11 @@ impl<H: Host> Core<H> {
             return;
         }
         self.link = Link::Open;
+        // Our proof alone first: the relay reads only a few KiB before it
+        // checks out, and the hello may be larger.
+        self.send(&ExtensionMessage::Prove { proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, &bound) });
         let hello = ExtensionMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
-            proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, &bound),
             extension_version: self.env.extension_version.clone(),
             user_agent: self.env.user_agent.clone(),
             browser_version: self.env.browser_version.clone(),
