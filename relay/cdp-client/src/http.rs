@@ -1,7 +1,8 @@
 //! HTTP/1.1 requests over hyper's client: a browser's `/json/*` documents
 //! (a remote one over TLS, with its headers: [`get_with`]), and the CLI and
-//! tests talking to the control API ([`request`], loopback). One request
-//! per connection, bounded in time and size; no redirects.
+//! tests talking to the control API ([`request`], loopback; or
+//! [`KeptConnection`], request after request). Bounded in time and size;
+//! no redirects.
 
 use std::time::Duration;
 
@@ -113,8 +114,9 @@ struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
     body: hyper::body::Incoming,
-    /// The connection's I/O, which runs until the body is read.
-    _connection: AbortOnDrop<Result<(), hyper::Error>>,
+    /// The connection's I/O, which runs until the body is read (none: a
+    /// [`KeptConnection`] runs its own).
+    _connection: Option<AbortOnDrop<Result<(), hyper::Error>>>,
 }
 
 /// Sends one request over `stream`; the answer once its head has arrived.
@@ -129,6 +131,22 @@ async fn send<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let request = build(method, host, path, headers, body)?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
+    // The connection's I/O runs beside the request; it ends with it.
+    let connection = AbortOnDrop(tokio::spawn(connection));
+    let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
+    Ok(Answer::of(response, Some(connection)))
+}
+
+fn build(
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> std::io::Result<hyper::Request<Full<Bytes>>> {
     let mut builder = hyper::Request::builder()
         .method(hyper::Method::from_bytes(method.as_bytes()).map_err(std::io::Error::other)?)
         .uri(path)
@@ -139,23 +157,75 @@ where
     if body.is_some() {
         builder = builder.header(hyper::header::CONTENT_TYPE, "application/json");
     }
-    let request =
-        builder.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default()))).map_err(std::io::Error::other)?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
-    // The connection's I/O runs beside the request; it ends with it.
-    let connection = AbortOnDrop(tokio::spawn(connection));
-    let response = sender.send_request(request).await.map_err(std::io::Error::other)?;
-    let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-        .collect();
-    Ok(Answer { status, headers, body: response.into_body(), _connection: connection })
+    builder.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default()))).map_err(std::io::Error::other)
+}
+
+/// One HTTP/1.1 connection to a loopback `host:port`, kept for request
+/// after request: for a client that proves the server once per connection
+/// (the control API's), so that a server which went away, and whatever
+/// took its port, is met on a new connection, proved again before
+/// anything is sent. One request at a time.
+pub struct KeptConnection {
+    host: String,
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    _io: AbortOnDrop<Result<(), hyper::Error>>,
+}
+
+impl std::fmt::Debug for KeptConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptConnection").field("host", &self.host).field("open", &self.is_open()).finish()
+    }
+}
+
+impl KeptConnection {
+    /// Connects to `host` (`127.0.0.1:port`).
+    pub async fn open(host: &str) -> std::io::Result<Self> {
+        let stream = tokio::net::TcpStream::connect(host).await?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
+        Ok(Self { host: host.to_string(), sender, _io: AbortOnDrop(tokio::spawn(connection)) })
+    }
+
+    /// Whether the peer may still be sent a request: `false` once it
+    /// closed the connection.
+    pub fn is_open(&self) -> bool {
+        !self.sender.is_closed()
+    }
+
+    /// One request and its whole answer, within [`REQUEST_WITHIN`]. After
+    /// an error the connection is not to be used again.
+    pub async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> std::io::Result<HttpResponse> {
+        let request = build(method, &self.host, path, headers, body)?;
+        let exchange = async {
+            self.sender.ready().await.map_err(std::io::Error::other)?;
+            let response = self.sender.send_request(request).await.map_err(std::io::Error::other)?;
+            Answer::of(response, None).read().await
+        };
+        tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
+    }
 }
 
 impl Answer {
+    fn of(
+        response: hyper::Response<hyper::body::Incoming>,
+        connection: Option<AbortOnDrop<Result<(), hyper::Error>>>,
+    ) -> Self {
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect();
+        Self { status, headers, body: response.into_body(), _connection: connection }
+    }
+
     /// Reads the body, up to [`MAX_RESPONSE`].
     async fn read(self) -> std::io::Result<HttpResponse> {
         let Self { status, headers, body, _connection } = self;

@@ -3,12 +3,14 @@
 //! `browser-relay serve` (the process that owns the relay and the
 //! browsers). Requests are the route types of [`control_engine::api`].
 //!
-//! It never sends the token: it first has the server prove the pairing
-//! (`POST /session`, see `net::sessions`), so a program squatting the port
-//! is found out before it is asked anything, and then sends the session's
-//! secret.
+//! It never sends the token: on each connection it first has the server
+//! prove the pairing (`POST /session`, see `net::sessions`), so a program
+//! squatting the port is found out before it is asked anything, and then
+//! sends the session's secret. Connections are kept between requests; a
+//! server that went away closes them, and whatever listens next is met on
+//! a new connection and must prove itself before it hears a request.
 
-use cdp_client::http::{self as http_client, HttpResponse};
+use cdp_client::http::{HttpResponse, KeptConnection};
 use control_engine::api::{Method, Route, Selected, path_of, query_pairs};
 use control_engine::error::Surface;
 use serde_json::Value;
@@ -51,6 +53,16 @@ struct Session {
     server_nonce: String,
 }
 
+/// A connection and the session its server proved on it.
+struct Proven {
+    connection: KeptConnection,
+    session: Session,
+}
+
+/// Proven connections kept between requests (requests at once beyond it
+/// open connections of their own, proved and then let go).
+const MAX_IDLE: usize = 4;
+
 /// Starts a control API on the client's port when none listens there any
 /// more; `Ok` when one may be reached now (started, or another process
 /// was faster), else why not.
@@ -64,8 +76,8 @@ pub struct ControlClient {
     token: Token,
     /// Where the answers are read, so hints name steps taken there.
     surface: Surface,
-    /// The session, once the server proved itself.
-    session: std::sync::Arc<tokio::sync::Mutex<Option<Session>>>,
+    /// Connections whose server proved itself on them, idle.
+    idle: std::sync::Arc<std::sync::Mutex<Vec<Proven>>>,
     /// What to do when nothing listens on the port (see [`Self::reviving`]).
     revive: Option<std::sync::Arc<StartServer>>,
 }
@@ -82,7 +94,7 @@ impl std::fmt::Debug for ControlClient {
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token, surface: Surface::Http, session: Default::default(), revive: None }
+        Self { port, token, surface: Surface::Http, idle: Default::default(), revive: None }
     }
 
     /// A client that, finding nothing listening on its port (the server it
@@ -142,8 +154,9 @@ impl ControlClient {
 
     /// One request as it goes over the wire (`path` with its query), with
     /// the session's secret and any extra headers; the response as it came.
-    /// A 401 (the server restarted and forgot the session) opens a new
-    /// session and tries once more.
+    /// It goes over a connection whose server proved the pairing on it; a
+    /// 401 (the server forgot the session) proves it again and tries once
+    /// more.
     pub async fn raw(
         &self,
         method: &str,
@@ -152,9 +165,10 @@ impl ControlClient {
         body: Option<&Value>,
     ) -> Result<HttpResponse, ClientError> {
         let body = body.map(Value::to_string);
-        for fresh in [false, true] {
-            let session = self.session(fresh).await?;
-            let auth = format!("Bearer {}", session.secret);
+        let (mut proven, mut reused) = self.proven().await?;
+        let mut proved_again = false;
+        loop {
+            let auth = format!("Bearer {}", proven.session.secret);
             let request_id = random_hex().map_err(|why| ClientError::NotOurServer { port: self.port, why })?;
             let mut all = vec![
                 ("Authorization", auth.as_str()),
@@ -162,32 +176,39 @@ impl ControlClient {
                 (REQUEST_HEADER, request_id.as_str()),
             ];
             all.extend_from_slice(headers);
-            let response = match self.http(method, path, &all, body.as_deref().map(str::as_bytes)).await {
+            // An error leaves the connection behind: whoever answers next
+            // is met on a new one, and proves itself first.
+            let response = match proven.connection.request(method, path, &all, body.as_deref().map(str::as_bytes)).await
+            {
                 Ok(response) => response,
-                Err(error) => {
-                    // The server may be gone: whoever answers next proves
-                    // itself again first.
-                    self.forget_session().await;
-                    return Err(error);
+                // A kept connection the server closed as it went idle
+                // (its header-read timeout) just as this request left: a
+                // new one, as an HTTP client's pool does.
+                Err(_) if reused => {
+                    reused = false;
+                    proven = self.fresh().await?;
+                    continue;
                 }
+                Err(source) => return Err(ClientError::Unreachable { port: self.port, source }),
             };
-            if response.status == 401 && !fresh {
+            if response.status == 401 && !proved_again {
+                proved_again = true;
+                proven.session = self.prove(&mut proven.connection).await?;
                 continue;
             }
             // An answer this install's server did not sign is not taken,
-            // and the next request proves the server again.
+            // and its connection is dropped.
             let signature = response.header(ANSWER_HEADER).unwrap_or_default();
             let genuine = shared_protocol::auth::verify_answer(
                 self.token.as_str(),
-                &session.client_nonce,
-                &session.server_nonce,
+                &proven.session.client_nonce,
+                &proven.session.server_nonce,
                 &request_id,
                 response.status,
                 &response.body,
                 signature,
             );
             if !genuine {
-                self.forget_session().await;
                 return Err(ClientError::NotOurServer {
                     port: self.port,
                     why: format!(
@@ -196,27 +217,50 @@ impl ControlClient {
                     ),
                 });
             }
+            self.keep(proven);
             return Ok(response);
         }
-        unreachable!("the second try returns")
     }
 
-    async fn forget_session(&self) {
-        *self.session.lock().await = None;
-    }
-
-    /// The session's secret: the one held, or (`fresh`, or none yet) a new
-    /// one from a server that proved the pairing.
-    async fn session(&self, fresh: bool) -> Result<Session, ClientError> {
-        let mut held = self.session.lock().await;
-        if let (Some(session), false) = (held.as_ref(), fresh) {
-            return Ok(session.clone());
+    /// A connection to a server that proved the pairing on it: one kept
+    /// from an earlier request while still open (`true`), else a new one.
+    async fn proven(&self) -> Result<(Proven, bool), ClientError> {
+        loop {
+            let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            match kept {
+                Some(proven) if proven.connection.is_open() => return Ok((proven, true)),
+                Some(_closed) => continue,
+                None => return Ok((self.fresh().await?, false)),
+            }
         }
+    }
+
+    /// A new connection, its server proved before anything else is sent.
+    async fn fresh(&self) -> Result<Proven, ClientError> {
+        let mut connection = self.connect().await?;
+        let session = self.prove(&mut connection).await?;
+        Ok(Proven { connection, session })
+    }
+
+    /// Kept for the next request, unless the server closed it.
+    fn keep(&self, proven: Proven) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if proven.connection.is_open() && idle.len() < MAX_IDLE {
+            idle.push(proven);
+        }
+    }
+
+    /// Has the server on `connection` prove the pairing (`POST /session`);
+    /// the session it opened.
+    async fn prove(&self, connection: &mut KeptConnection) -> Result<Session, ClientError> {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| ClientError::NotOurServer { port: self.port, why: e.to_string() })?;
         let nonce = shared_protocol::auth::nonce_hex(&random);
         let body = serde_json::json!({"nonce": nonce}).to_string();
-        let response = self.http("POST", "/session", &[], Some(body.as_bytes())).await?;
+        let response = connection
+            .request("POST", "/session", &[], Some(body.as_bytes()))
+            .await
+            .map_err(|source| ClientError::Unreachable { port: self.port, source })?;
         let not_ours = |why: &str| ClientError::NotOurServer { port: self.port, why: why.to_string() };
         if response.status != 200 {
             return Err(not_ours(&format!("POST /session answered {}", response.status)));
@@ -227,26 +271,20 @@ impl ControlClient {
         };
         let secret = crate::net::sessions::client_secret(&self.token, self.port, &nonce, server_nonce, proof)
             .ok_or_else(|| not_ours("its proof is wrong"))?;
-        let session = Session { secret, client_nonce: nonce, server_nonce: server_nonce.to_string() };
-        *held = Some(session.clone());
-        Ok(session)
+        Ok(Session { secret, client_nonce: nonce, server_nonce: server_nonce.to_string() })
     }
 
-    async fn http(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&[u8]>,
-    ) -> Result<HttpResponse, ClientError> {
-        let url = format!("http://127.0.0.1:{}{path}", self.port);
+    /// A new connection to the port; when nothing listens there and the
+    /// client revives its server, one is started first.
+    async fn connect(&self) -> Result<KeptConnection, ClientError> {
+        let host = format!("127.0.0.1:{}", self.port);
         let unreachable = |source| ClientError::Unreachable { port: self.port, source };
-        match (http_client::request(method, &url, headers, body).await, &self.revive) {
+        match (KeptConnection::open(&host).await, &self.revive) {
             (Err(refused), Some(start)) if refused.kind() == std::io::ErrorKind::ConnectionRefused => {
                 start().await.map_err(|why| unreachable(std::io::Error::new(refused.kind(), why)))?;
-                http_client::request(method, &url, headers, body).await.map_err(unreachable)
+                KeptConnection::open(&host).await.map_err(unreachable)
             }
-            (answer, _) => answer.map_err(unreachable),
+            (connection, _) => connection.map_err(unreachable),
         }
     }
 }

@@ -28,6 +28,8 @@ use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER, SessionNonces, Session
 
 /// Request bodies are small JSON documents.
 pub const MAX_BODY: usize = 1 << 20;
+/// The largest body of `POST /session`, which needs no key.
+const SESSION_BODY_MAX: usize = 512;
 
 /// One route: how it is called, and how it joins the router.
 struct Entry<E> {
@@ -81,7 +83,12 @@ pub fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
     }
     let hint = format!("routes: {}", listed.join(" · "));
     let sessions = guard.sessions().cloned().unwrap_or_else(|| Arc::new(Sessions::new(None)));
-    let session = Router::new().route("/session", post(open_session)).with_state(sessions);
+    // Anyone may open a session: its body is read up to a few hundred
+    // bytes (`{"nonce": <64 hex>}`), not the routes' megabyte.
+    let session = Router::new()
+        .route("/session", post(open_session))
+        .layer(axum::extract::DefaultBodyLimit::max(SESSION_BODY_MAX))
+        .with_state(sessions);
     router
         .fallback(move |request: Request| not_found(request, hint.clone()))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
