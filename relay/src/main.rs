@@ -1,5 +1,5 @@
-//! `browser-relay`: the command-line edge. Errors become anyhow here and
-//! nowhere else.
+//! `browser-relay`: the command-line edge. Errors become anyhow here and in
+//! the binary's other edges (`agent.rs`, `mcp.rs`), nowhere in the library.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ enum Command {
         control: bool,
     },
     /// Print the endpoint to paste into connectOverCDP / puppeteer.connect,
-    /// with the token (the only place, with `token` and `pair`, it is shown).
+    /// with the CDP clients' key (`token`, `pair` and `rotate` show keys too).
     CdpUrl {
         #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,

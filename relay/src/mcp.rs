@@ -2,8 +2,9 @@
 //! whose host speaks MCP. Each tool is one control API route (or one `/act`
 //! kind): its input schema is derived from the route's request type, its
 //! arguments are read as that type (with the API's own messages for
-//! mistakes), and the request goes to the running `browser-relay serve`,
-//! which owns the relay, the extension link and the browsers. A failed
+//! mistakes), and the request goes to the running `browser-relay serve`
+//! (started by this process when none runs), which owns the relay, the
+//! extension link and the browsers. A failed
 //! request is a tool error whose text is the API's message and hint, so the
 //! model reads what to do next.
 

@@ -464,8 +464,7 @@ async function cdpSessions() {
   }
 }
 
-/** What the user's browser refuses, and Chrome's own port does (the README's
- * limits). Last: on Chrome and the managed driver, Browser.close ends the
+/** What the user's browser refuses, and Chrome's own port does (docs/limits.md). Last: on Chrome and the managed driver, Browser.close ends the
  * browser. */
 async function browserLimits() {
   const client = await bounded(CDP({ target: CDP_WS }), 'CDP({target: browser})');
@@ -633,7 +632,7 @@ async function interception() {
  * (`context.tracing`), Chrome's trace through a page session
  * (`Tracing.start`, its data as a stream read with `IO.read`), and
  * Playwright's `browser.startTracing`. What each holds is `own`: the
- * README says how the user's browser differs. */
+ * docs/limits.md says how the user's browser differs. */
 async function traces() {
   const { browser, context } = await connect();
   try {
@@ -697,7 +696,7 @@ async function traces() {
     if (KIND === 'extension') {
       check(
         sameJson(processes, ['Renderer']) && screenshots === 0,
-        "through chrome.debugger a trace holds the tab's renderer only, without frame screenshots (README)",
+        "through chrome.debugger a trace holds the tab's renderer only, without frame screenshots (docs/limits.md)",
         { processes, screenshots }
       );
     } else {

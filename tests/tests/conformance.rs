@@ -5,7 +5,7 @@
 //! same on all three. Where the user's browser must differ from Chrome (it
 //! is not closed by `Browser.close`, takes no new browser contexts, keeps no
 //! tabs a client left open), the scenario checks the documented difference
-//! instead (`own` in its observation; README "Limits").
+//! instead (`own` in its observation; docs/limits.md).
 //!
 //! Clients: Playwright, Puppeteer and chrome-remote-interface
 //! (`tests/js/conformance.mjs`, one scenario per run), and chromiumoxide

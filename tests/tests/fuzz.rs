@@ -7,7 +7,7 @@
 //! Each property states a rule for arbitrary input (never panic, agree with
 //! the full parser, refuse what the guard must refuse, ...), not a replay of
 //! the implementation. Inputs mix arbitrary text, mutations of valid frames
-//! (the documented examples of PROTOCOL.md and the README) and structured
+//! (the documented examples of PROTOCOL.md and the docs) and structured
 //! values built to reach the interesting paths.
 //!
 //! Case counts: `PROPTEST_CASES` (proptest's default, 256, makes the CI pass
@@ -1476,15 +1476,21 @@ fn the_cdp_client_survives_hostile_frames_and_still_answers_the_pending_call() {
 
 // ---- 6. the config file ----------------------------------------------------
 
-/// The README's config examples, and the config tests' valid ones.
+/// The config examples of the README and the docs (configuration.md,
+/// farms.md), and the config tests' valid ones.
 fn config_examples() -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let mut examples: Vec<String> = readme
+    let docs = [
+        include_str!("../../README.md"),
+        include_str!("../../docs/configuration.md"),
+        include_str!("../../docs/farms.md"),
+    ]
+    .concat();
+    let mut examples: Vec<String> = docs
         .split("```toml\n")
         .skip(1)
         .filter_map(|block| block.split_once("```").map(|(toml, _)| toml.to_string()))
         .collect();
-    assert!(!examples.is_empty(), "the README has a config example");
+    assert!(!examples.is_empty(), "the docs have a config example");
     examples.push(
         "uploadRoots = [\"/home/me\"]\nmediaKeep = 5\ndefaultProfile = \"work\"\n[profiles.work]\ndriver = \"managed\"\n\
          color = \"#00aa11\"\nattachOnly = true\ncdpUrl = \"wss://farm.example/?token=abc\"\n\
@@ -1499,7 +1505,7 @@ fn parse_config(text: &str) -> Result<RelayConfig, String> {
 }
 
 /// What every config that parses satisfies (the rules config.rs enforces
-/// and the README states).
+/// and docs/configuration.md states).
 fn config_rules_hold(config: &RelayConfig) -> TestCaseResult {
     prop_assert!(config.profiles.contains_key("chrome") && config.profiles.contains_key("managed"));
     // The default names a profile, or is `auto`, which no profile may be called.

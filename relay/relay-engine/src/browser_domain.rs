@@ -101,7 +101,7 @@ const ROOT_ONLY: [&str; 7] = [
 ];
 
 /// What a client may not do to the user's browser through the relay:
-/// Chrome's refusal, with the reason (the README lists them).
+/// Chrome's refusal, with the reason (docs/limits.md lists them).
 const USER_BROWSER_ONLY: [&str; 12] = [
     "Browser.grantPermissions",
     "Browser.setPermission",

@@ -1,6 +1,7 @@
 //! CDP clients: browser-level (`/cdp`, `/devtools/browser/<id>`) and
-//! page-level (`/devtools/page/<id>`) connections, routing of their commands,
-//! and the `Target.*`/`Browser.*` commands the relay answers itself.
+//! page-level (`/devtools/page/<id>`) connections and the routing of their
+//! commands (the `Target.*`/`Browser.*` commands the relay answers itself
+//! are in `browser_domain.rs`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
