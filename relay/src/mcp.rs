@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use browser_relay::control::client::ControlClient;
-use control_engine::act::{
+use control_engine::api::{
     ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
 };
 use control_engine::api::{

@@ -4,7 +4,6 @@
 //! over HTTP, a command in the CLI, a tool in MCP). The HTTP layer only maps
 //! [`ErrorKind`] to a status.
 
-use crate::api::DialogInfo;
 use cdp_client::CdpError;
 use managed_driver::ManagedError;
 use managed_driver::config::ConfigError;
@@ -361,12 +360,6 @@ impl From<ManagedError> for ControlError {
             ManagedError::TooManyBrowsers { max, running } => Self::TooManyBrowsers { max, running },
             other => Self::Managed(other),
         }
-    }
-}
-
-impl From<DialogInfo> for ControlError {
-    fn from(dialog: DialogInfo) -> Self {
-        Self::DialogOpen { kind: dialog.kind, message: dialog.message }
     }
 }
 

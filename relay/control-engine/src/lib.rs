@@ -48,6 +48,7 @@ pub mod navigation;
 pub mod network;
 pub mod profiles;
 pub mod refs;
+pub mod requests;
 pub mod snapshot;
 pub mod tabs;
 

@@ -1,8 +1,8 @@
-//! `GET /requests` and `GET /requests/body`: what the tab asked of the
-//! network. [`NetworkLog`] is each tab's bounded log, fed by `conn.rs`
-//! from the `Network.*` events of the tab's sessions (its out-of-process
-//! iframes and workers included); the handlers filter it, and ask Chrome
-//! for a body only when an agent wants one.
+//! What the tab asked of the network. [`NetworkLog`] is each tab's bounded
+//! log, fed by `conn.rs` from the `Network.*` events of the tab's sessions
+//! (its out-of-process iframes and workers included); the handlers of
+//! `GET /requests` and `GET /requests/body` (`requests.rs`) filter it, and
+//! ask Chrome for a body only when an agent wants one.
 //!
 //! A request is keyed by its `requestId`. A redirect keeps one entry per
 //! hop (as DevTools lists them): the hop that was redirected gets the
@@ -12,13 +12,9 @@
 use std::collections::VecDeque;
 
 use base64::Engine as _;
-use cdp_client::CdpError;
 use cdp_client::protocol::network;
 
-use crate::api::{
-    Handle, ListRequests, NetworkRequest, Profiled, ReadResponseBody, RequestList, ResponseBody, Selected,
-};
-use crate::engine::Engine;
+use crate::api::{ListRequests, NetworkRequest, RequestList, ResponseBody};
 use crate::error::ControlError;
 
 /// Requests kept per tab (the newest).
@@ -344,58 +340,6 @@ fn human_bytes(bytes: u64) -> String {
         b if b < 1024 => format!("{b} B"),
         b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),
         b => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
-    }
-}
-
-impl Handle<ListRequests> for Engine {
-    /// The tab's requests that match the filters, newest last.
-    async fn handle(&self, request: Selected<ListRequests>) -> Result<Profiled<RequestList>, ControlError> {
-        let (profile, conn, id) = self.tab(&request.tab).await?;
-        self.session(&conn, &id).await?;
-        // Events that arrived before the last reply are in the log.
-        conn.catch_up().await;
-        let (requests, page) = conn.requests(&id).unwrap_or_default();
-        let Selection { shown, total, earlier } = select(requests, &request.request, page);
-        let list =
-            RequestList { target_id: id, shown: shown.len(), requests: shown, total, page, earlier_pages: earlier };
-        Ok(Profiled::new(&profile, list))
-    }
-}
-
-impl Handle<ReadResponseBody> for Engine {
-    /// A response's body from Chrome, bounded.
-    async fn handle(&self, request: Selected<ReadResponseBody>) -> Result<Profiled<ResponseBody>, ControlError> {
-        let request_id = request.request.request_id;
-        let (profile, conn, id) = self.tab(&request.tab).await?;
-        self.session(&conn, &id).await?;
-        conn.catch_up().await;
-        let recorded =
-            conn.request(&id, &request_id).ok_or_else(|| ControlError::UnknownRequest(request_id.clone()))?;
-        let no_body = |reason: String| ControlError::NoResponseBody { request_id: request_id.clone(), reason };
-        if let Some(failure) = &recorded.request.failure {
-            return Err(no_body(format!("the request failed ({failure})")));
-        }
-        if recorded.request.status.is_none() {
-            return Err(no_body("no response yet".into()));
-        }
-        let get = network::GetResponseBody { request_id: request_id.clone() };
-        let answer = conn.client().send(&get, Some(&recorded.session)).await.map_err(|error| match error {
-            // "No resource with given identifier found", "No data found
-            // for resource with given identifier": gone from Chrome's buffer.
-            CdpError::Protocol { message, .. } => no_body(format!("Chrome no longer has it ({message})")),
-            other => ControlError::cdp(&profile.name)(other),
-        })?;
-        let (body, truncated, bytes) = bounded_body(answer.body, answer.base64_encoded)?;
-        let body = ResponseBody {
-            target_id: id,
-            request_id,
-            mime_type: recorded.request.mime_type.unwrap_or_default(),
-            body,
-            base64_encoded: answer.base64_encoded,
-            truncated,
-            bytes,
-        };
-        Ok(Profiled::new(&profile, body))
     }
 }
 

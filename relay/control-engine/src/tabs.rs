@@ -30,6 +30,11 @@ pub(crate) struct PageTarget {
 }
 
 impl PageTarget {
+    /// A CDP command on the page's session.
+    pub(crate) async fn cdp<C: cdp_client::protocol::Command>(&self, command: &C) -> Result<C::Response, ControlError> {
+        self.conn.client().send(command, Some(&self.session)).await.map_err(ControlError::cdp(&self.profile.name))
+    }
+
     /// Runs `work` on the page, unless a dialog opens that nothing answers:
     /// a JavaScript dialog stops the page's scripts (our snapshot walker,
     /// input, screenshots) until it is answered, so the agent hears about

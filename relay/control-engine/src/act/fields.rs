@@ -4,9 +4,8 @@
 use cdp_client::protocol::input;
 use serde_json::{Value, json};
 
-use super::FillField;
-use super::cdp;
-use super::input::{MouseButton, click_at, press};
+use super::input::{click_at, press};
+use crate::api::{FillField, MouseButton};
 use super::ready::{Budget, CLICKABLE, EDITABLE, Target};
 use crate::engine::Engine;
 use crate::error::ControlError;
@@ -58,7 +57,7 @@ impl Engine {
         if text.is_empty() {
             press(page, &keys::parse_chord("Delete")?).await
         } else {
-            cdp(page, &input::InsertText { text: text.to_string() }).await.map(drop)
+            page.cdp(&input::InsertText { text: text.to_string() }).await.map(drop)
         }
     }
 

@@ -2,23 +2,11 @@
 //! order.
 
 use cdp_client::protocol::{Command, input};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use super::cdp;
+use crate::api::MouseButton;
 use crate::error::ControlError;
 use crate::keys::{self, Chord};
 use crate::tabs::PageTarget;
-
-/// Which mouse button a click uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MouseButton {
-    #[default]
-    Left,
-    Right,
-    Middle,
-}
 
 impl MouseButton {
     fn name(self) -> &'static str {
@@ -64,7 +52,7 @@ pub(super) async fn mouse(
     button: MouseButton,
     click_count: i64,
 ) -> Result<(), ControlError> {
-    cdp(page, &mouse_event(kind, point, button, click_count, 0)).await.map(drop)
+    page.cdp(&mouse_event(kind, point, button, click_count, 0)).await.map(drop)
 }
 
 /// Sends commands in order without waiting between them, then waits for
@@ -130,7 +118,7 @@ pub(super) async fn press(page: &PageTarget, chord: &Chord) -> Result<(), Contro
 /// `Input.dispatchDragEvent`, as a user's drop would be.
 pub(super) async fn drag(page: &PageTarget, from: (f64, f64), to: (f64, f64)) -> Result<(), ControlError> {
     let mut events = page.conn.subscribe();
-    cdp(page, &input::SetInterceptDrags { enabled: true }).await?;
+    page.cdp(&input::SetInterceptDrags { enabled: true }).await?;
     let result = async {
         mouse(page, "mouseMoved", from, MouseButton::Left, 0).await?;
         mouse(page, "mousePressed", from, MouseButton::Left, 1).await?;
@@ -144,7 +132,7 @@ pub(super) async fn drag(page: &PageTarget, from: (f64, f64), to: (f64, f64)) ->
                 buttons: Some(1),
                 ..mouse_event("mouseMoved", point, MouseButton::Left, 0, 0)
             };
-            cdp(page, &moved).await?;
+            page.cdp(&moved).await?;
         }
         let mut data = None;
         while let Ok(event) = events.try_recv() {
@@ -157,12 +145,12 @@ pub(super) async fn drag(page: &PageTarget, from: (f64, f64), to: (f64, f64)) ->
         if let Some(data) = data {
             for kind in ["dragEnter", "dragOver", "drop"] {
                 let drop = input::DispatchDragEvent { kind, x: to.0, y: to.1, data: data.clone(), modifiers: 0 };
-                cdp(page, &drop).await?;
+                page.cdp(&drop).await?;
             }
         }
         mouse(page, "mouseReleased", to, MouseButton::Left, 1).await
     }
     .await;
-    let _ = cdp(page, &input::SetInterceptDrags { enabled: false }).await;
+    let _ = page.cdp(&input::SetInterceptDrags { enabled: false }).await;
     result
 }

@@ -18,19 +18,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cdp_client::CdpEvent;
-use cdp_client::protocol::{Command, dom, emulation, page as cdp_page, runtime, target};
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use cdp_client::protocol::{dom, emulation, page as cdp_page, runtime, target};
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 pub(crate) use fields::element_object;
-pub use input::MouseButton;
-pub use wait::WaitFor;
 
-use crate::api::{Act, ActOutcome, Handle, NewTab, PageState, Profiled, Selected, TakeSnapshot};
+use crate::api::{
+    ACT_TIMEOUT_MAX_MS, Act, ActOutcome, Action, Click, CloseCurrent, Drag, Evaluate, Fill, Handle, Hover, MouseButton, NewTab,
+    PageState, Press, Profiled, Resize, SelectOptions, Selected, TakeSnapshot, TypeText, clamp_act_timeout,
+};
 use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::keys::{self, Chord};
@@ -39,196 +37,10 @@ use crate::tabs::PageTarget;
 use input::{click_at, drag, mouse, press};
 use ready::{Budget, CLICKABLE, EDITABLE, HOVERABLE};
 
-/// Default and bounds of an action's timeout.
-pub const ACT_TIMEOUT: Duration = Duration::from_secs(8);
-const ACT_TIMEOUT_MIN_MS: u64 = 500;
-pub(crate) const ACT_TIMEOUT_MAX_MS: u64 = 60_000;
 /// How long a navigation an action started may take to commit.
 const COMMIT_WITHIN: Duration = Duration::from_secs(10);
 /// Delay between characters of `type {slowly: true}`.
 const SLOW_TYPING: Duration = Duration::from_millis(50);
-
-/// The eleven kinds of `POST /act`, by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub enum Action {
-    Click(Click),
-    Type(TypeText),
-    Press(Press),
-    Hover(Hover),
-    Drag(Drag),
-    Select(SelectOptions),
-    Fill(Fill),
-    Wait(WaitFor),
-    Resize(Resize),
-    Close(CloseCurrent),
-    Evaluate(Evaluate),
-}
-
-/// One kind of action: its fields, and its `kind`.
-pub trait ActKind: Into<Action> + Serialize + DeserializeOwned + JsonSchema {
-    const KIND: &'static str;
-}
-
-macro_rules! kinds {
-    ($($kind:literal => $variant:ident($type:ty)),* $(,)?) => {
-        $(
-            impl From<$type> for Action {
-                fn from(kind: $type) -> Self {
-                    Self::$variant(kind)
-                }
-            }
-            impl ActKind for $type {
-                const KIND: &'static str = $kind;
-            }
-        )*
-        impl Action {
-            pub fn kind(&self) -> &'static str {
-                match self {
-                    $(Self::$variant(_) => $kind,)*
-                }
-            }
-        }
-    };
-}
-
-kinds! {
-    "click" => Click(Click),
-    "type" => Type(TypeText),
-    "press" => Press(Press),
-    "hover" => Hover(Hover),
-    "drag" => Drag(Drag),
-    "select" => Select(SelectOptions),
-    "fill" => Fill(Fill),
-    "wait" => Wait(WaitFor),
-    "resize" => Resize(Resize),
-    "close" => Close(CloseCurrent),
-    "evaluate" => Evaluate(Evaluate),
-}
-
-/// Click an element, with real mouse events.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Click {
-    /// A ref of the tab's last snapshot, e.g. e7.
-    #[serde(rename = "ref")]
-    pub element: String,
-    /// A double click.
-    #[serde(default)]
-    pub double_click: bool,
-    #[serde(default)]
-    pub button: MouseButton,
-    /// Keys held during the click, e.g. ["Shift"].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub modifiers: Vec<String>,
-}
-
-/// Type into a text field (its content is replaced unless `slowly`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TypeText {
-    /// A ref of the tab's last snapshot, e.g. e7.
-    #[serde(rename = "ref")]
-    pub element: String,
-    /// What to type.
-    pub text: String,
-    /// Press Enter after.
-    #[serde(default)]
-    pub submit: bool,
-    /// One key at a time, into what is there.
-    #[serde(default)]
-    pub slowly: bool,
-}
-
-/// Press a key or chord on the focused element.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Press {
-    /// A key name or chord: Enter, Tab, PageDown, Control+A, Alt+ArrowLeft, a…
-    pub key: String,
-}
-
-/// Move the mouse over an element.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Hover {
-    /// A ref of the tab's last snapshot, e.g. e7.
-    #[serde(rename = "ref")]
-    pub element: String,
-}
-
-/// Drag one element onto another (pointer drags and HTML5 drag and drop).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Drag {
-    /// The element to drag.
-    pub start_ref: String,
-    /// Where to drop it.
-    pub end_ref: String,
-}
-
-/// Choose options of a `<select>` by value or label.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SelectOptions {
-    /// A ref of the tab's last snapshot, e.g. e7.
-    #[serde(rename = "ref")]
-    pub element: String,
-    /// Option values or labels (several for a multiple select).
-    pub values: Vec<String>,
-}
-
-/// Fill several fields at once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Fill {
-    pub fields: Vec<FillField>,
-}
-
-/// One field of `fill`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FillField {
-    /// A ref of the tab's last snapshot, e.g. e7.
-    #[serde(rename = "ref")]
-    pub element: String,
-    /// checkbox, radio, select, text… (default: from the element).
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Text, true/false for checkboxes and radios, an option (or several) for selects.
-    pub value: Value,
-}
-
-/// Resize the tab's viewport.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Resize {
-    /// CSS pixels, 100–10000.
-    pub width: u32,
-    /// CSS pixels, 100–10000.
-    pub height: u32,
-}
-
-/// Close the tab.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CloseCurrent {}
-
-/// Run JavaScript in the page and return its value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Evaluate {
-    /// A function or an expression, e.g. () => document.title.
-    #[serde(rename = "fn")]
-    pub function: String,
-    /// A ref: the function gets that element.
-    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
-    pub element: Option<String>,
-}
-
-pub fn clamp_act_timeout(ms: Option<u64>) -> Duration {
-    ms.map_or(ACT_TIMEOUT, |ms| Duration::from_millis(ms.clamp(ACT_TIMEOUT_MIN_MS, ACT_TIMEOUT_MAX_MS)))
-}
 
 impl Handle<Act> for Engine {
     async fn handle(&self, request: Selected<Act>) -> Result<Profiled<ActOutcome>, ControlError> {
@@ -423,7 +235,7 @@ impl Engine {
                 }
                 let metrics =
                     emulation::SetDeviceMetricsOverride { width, height, device_scale_factor: 0.0, mobile: false };
-                cdp(page, &metrics).await?;
+                page.cdp(&metrics).await?;
             }
             Action::Close(CloseCurrent {}) => {
                 let close = target::CloseTarget { target_id: page.id.clone() };
@@ -443,7 +255,7 @@ impl Engine {
                 let expression = format!(
                     "(async () => {{ const f = ({function}\n); return typeof f === 'function' ? await f() : f; }})()"
                 );
-                cdp(page, &runtime::Evaluate::awaited(expression)).await?
+                page.cdp(&runtime::Evaluate::awaited(expression)).await?
             }
             Some(element) => {
                 let target = self.ref_target(page, element).await?;
@@ -476,11 +288,6 @@ impl Engine {
         }
         Ok(reply.result.into_value())
     }
-}
-
-/// A CDP command on the page's session.
-pub(crate) async fn cdp<C: Command>(page: &PageTarget, command: &C) -> Result<C::Response, ControlError> {
-    page.conn.client().send(command, Some(&page.session)).await.map_err(ControlError::cdp(&page.profile.name))
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -613,56 +420,5 @@ impl Engine {
             Ok(answer) => Some((answer.target_info.url, answer.target_info.title)),
             Err(_) => page.conn.tab_url(&page.id),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn act_bodies_parse_and_unknown_fields_are_named() {
-        let click: Action = serde_json::from_value(json!({"kind": "click", "ref": "e3", "doubleClick": true})).unwrap();
-        assert!(matches!(click, Action::Click(Click { double_click: true, .. })));
-        let fill: Action = serde_json::from_value(
-            json!({"kind": "fill", "fields": [{"ref": "e1", "value": "x"}, {"ref": "e2", "type": "checkbox", "value": true}]}),
-        )
-        .unwrap();
-        assert!(matches!(fill, Action::Fill(Fill { ref fields }) if fields.len() == 2));
-        let error = serde_json::from_value::<Action>(json!({"kind": "click", "reff": "e3"})).unwrap_err().to_string();
-        assert!(error.contains("reff"), "{error}");
-        let wait: Action = serde_json::from_value(json!({"kind": "wait", "text": "Done"})).unwrap();
-        assert!(matches!(wait, Action::Wait(WaitFor { text: Some(_), .. })));
-        let error = serde_json::from_value::<Action>(json!({"kind": "wait", "txt": "Done"})).unwrap_err().to_string();
-        assert!(error.contains("txt"), "{error}");
-        let error = serde_json::from_value::<Action>(json!({"kind": "teleport"})).unwrap_err().to_string();
-        assert!(error.contains("teleport") && error.contains("click"), "{error}");
-    }
-
-    #[test]
-    fn every_kind_names_itself() {
-        let kinds = [
-            Action::from(Click::default()).kind(),
-            Action::from(Press { key: "a".into() }).kind(),
-            Action::from(CloseCurrent {}).kind(),
-        ];
-        assert_eq!(kinds, ["click", "press", "close"]);
-        assert_eq!(<TypeText as ActKind>::KIND, "type");
-        let typed = serde_json::to_value(Action::from(TypeText {
-            element: "e1".into(),
-            text: "x".into(),
-            ..TypeText::default()
-        }))
-        .unwrap();
-        assert_eq!(typed["kind"], "type");
-    }
-
-    #[test]
-    fn timeouts_are_clamped_to_half_a_second_and_a_minute() {
-        assert_eq!(clamp_act_timeout(None), Duration::from_secs(8));
-        assert_eq!(clamp_act_timeout(Some(1)), Duration::from_millis(500));
-        assert_eq!(clamp_act_timeout(Some(600_000)), Duration::from_secs(60));
     }
 }

@@ -4,46 +4,16 @@
 use std::time::Duration;
 
 use cdp_client::protocol::runtime;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::ACT_TIMEOUT_MAX_MS;
+use crate::api::{ACT_TIMEOUT_MAX_MS, WaitFor};
 use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::in_page::answer::Met;
 use crate::in_page::{self, LiveFrame};
 use crate::tabs::PageTarget;
-
-/// Wait for one thing: a time, text, a selector, the URL, a load state, or
-/// a function to return true.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WaitFor {
-    /// A plain pause, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_ms: Option<u64>,
-    /// Text to appear.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Text to go.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text_gone: Option<String>,
-    /// A CSS selector to become visible.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// The URL to match (a substring, or a glob with *).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// domcontentloaded, load or networkidle.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load_state: Option<String>,
-    /// A JavaScript function or expression that returns true.
-    #[serde(rename = "fn", default, skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
-}
 
 impl Engine {
     pub(super) async fn wait(&self, page: &PageTarget, timeout: Duration, what: WaitFor) -> Result<(), ControlError> {

@@ -16,8 +16,13 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::act::Action;
 use crate::error::ControlError;
+
+mod actions;
+pub use actions::{
+    ActKind, Action, Click, CloseCurrent, Drag, Evaluate, Fill, FillField, Hover, MouseButton, Press, Resize,
+    SelectOptions, TypeText, WaitFor,
+};
 use managed_driver::config::{Driver, Profile};
 
 /// How a route is called over HTTP.
@@ -422,6 +427,13 @@ pub struct DialogInfo {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_prompt: Option<String>,
+}
+
+impl From<DialogInfo> for ControlError {
+    /// A page operation refused while the dialog is open.
+    fn from(dialog: DialogInfo) -> Self {
+        Self::DialogOpen { kind: dialog.kind, message: dialog.message }
+    }
 }
 
 /// A tab focused or closed.
@@ -902,10 +914,20 @@ pub struct Act {
 }
 route!(Act, Post "/act", Tab => Profiled<ActOutcome>);
 
+/// Default and bounds of an action's timeout (`timeoutMs`).
+pub const ACT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
+pub const ACT_TIMEOUT_MIN_MS: u64 = 500;
+pub const ACT_TIMEOUT_MAX_MS: u64 = 60_000;
+
 impl Act {
     pub fn new(action: impl Into<Action>) -> Self {
         Self { timeout_ms: None, snapshot: false, action: action.into() }
     }
+}
+
+/// `timeoutMs` as the engine obeys it: the default, or clamped to the bounds.
+pub fn clamp_act_timeout(ms: Option<u64>) -> std::time::Duration {
+    ms.map_or(ACT_TIMEOUT, |ms| std::time::Duration::from_millis(ms.clamp(ACT_TIMEOUT_MIN_MS, ACT_TIMEOUT_MAX_MS)))
 }
 
 /// What an action did, and the page after it.
@@ -1130,7 +1152,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::act::{Click, Press};
+    use super::{Click, Press};
 
     #[test]
     fn selector_fields_sit_beside_the_routes_own() {
