@@ -6,13 +6,13 @@
 use anyhow::Context as _;
 use browser_relay::control::DEFAULT_CONTROL_PORT;
 use browser_relay::control::client::ControlClient;
-use control_engine::api::{Click, Evaluate, Press, TypeText};
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward,
     ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
     ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser, TabInfo, TabSelector,
     TakeScreenshot, TakeSnapshot, Trouble,
 };
+use control_engine::api::{Click, Evaluate, Press, TypeText};
 use control_engine::error::{Step, Surface};
 use serde::Serialize;
 use state_dir::StateDir;

@@ -10,24 +10,26 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use serde_json::{Value, json};
+use serde_json::json;
 use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 
 use crate::net::allowance::ReadAllowance;
 use crate::net::guard::{Guard, guard_layer};
-use cdp_client::CdpError;
-use managed_driver::config::Driver;
-use managed_driver::pipe::{Endpoint, Pipe};
+use cdp_client::protocol::target::TargetInfo;
+use managed_driver::pipe::Endpoint;
+use managed_driver::served::ServedError;
 use managed_driver::{ManagedBrowsers, ManagedError};
 use relay_engine::Relay;
+use relay_engine::discovery::{ListEntry, VersionDocument};
 use relay_engine::extension::ProofHook;
 
-/// What the handlers share: the relay, and the state directory whose managed
-/// profiles the relay exposes (`None` in tests that need no profiles).
+/// What the handlers share: the relay, and the managed browsers whose
+/// profiles it exposes (the server's one; `None` in tests that need no
+/// profiles).
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub relay: Relay,
-    pub state_root: Option<Arc<std::path::Path>>,
+    pub browsers: Option<ManagedBrowsers>,
 }
 
 impl axum::extract::FromRef<AppState> for Relay {
@@ -37,8 +39,8 @@ impl axum::extract::FromRef<AppState> for Relay {
 }
 
 /// Builds the router; `guard` is applied to every route, upgrades included.
-pub fn router(relay: Relay, guard: Guard, state_root: Option<&std::path::Path>) -> Router {
-    let state = AppState { relay, state_root: state_root.map(Arc::from) };
+pub fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowsers>) -> Router {
+    let state = AppState { relay, browsers };
     Router::new()
         .route("/", get(root))
         .route("/extension/status", get(extension_status))
@@ -242,38 +244,34 @@ fn too_many_clients(relay: &Relay) -> Response {
     text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
 }
 
-/// The connection every client of a managed profile's browser shares: the
-/// pipe of a browser this relay launched, or its connection to a remote
-/// one (a `cdpUrl`, opened on first use and after a drop), or why not.
-async fn managed_pipe(state: &AppState, name: &str) -> Result<Arc<Pipe>, (StatusCode, String)> {
-    let Some(root) = &state.state_root else {
-        return Err((StatusCode::NOT_FOUND, "this relay serves no profiles".into()));
-    };
-    // config.toml and this process's ephemeral profiles.
-    let browsers = ManagedBrowsers::new(root);
-    let config = browsers.config().map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let profile = config.profile(Some(name)).map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
-    if profile.driver != Driver::Managed {
-        return Err((
-            StatusCode::NOT_FOUND,
-            format!("profile '{name}' is your own Chrome: its endpoint is the relay's root"),
-        ));
-    }
-    browsers.pipe_for(profile).await.map_err(|e| match e {
-        ManagedError::AttachUnreachable { ref source, .. } if source.is_timeout() => {
-            (StatusCode::GATEWAY_TIMEOUT, e.to_string())
-        }
-        ManagedError::AttachUnreachable { .. } => (StatusCode::BAD_GATEWAY, e.to_string()),
-        other => (StatusCode::SERVICE_UNAVAILABLE, other.to_string()),
-    })
+/// The 404 of a relay that serves no profiles.
+fn no_profiles() -> Response {
+    text(StatusCode::NOT_FOUND, "this relay serves no profiles")
 }
 
-/// A browser-level call of the relay's own over the profile's pipe.
-async fn managed_call(pipe: &Pipe, name: &str, method: &str, params: Value) -> Result<Value, (StatusCode, String)> {
-    pipe.call(method, params, std::time::Duration::from_secs(10)).await.map_err(|e| match e {
-        CdpError::Protocol { message, .. } => (StatusCode::NOT_FOUND, message),
-        other => (StatusCode::BAD_GATEWAY, format!("the browser of profile '{name}': {other}")),
-    })
+/// A profile's browser could not answer: the status Chrome's port (or a
+/// gateway) would give, and why.
+fn served_error(error: ServedError) -> Response {
+    let status = match &error {
+        ServedError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        ServedError::UnknownProfile(_) | ServedError::OwnChrome(_) | ServedError::Refused(_) => StatusCode::NOT_FOUND,
+        ServedError::Managed(ManagedError::AttachUnreachable { source, .. }) if source.is_timeout() => {
+            StatusCode::GATEWAY_TIMEOUT
+        }
+        ServedError::Managed(ManagedError::AttachUnreachable { .. }) | ServedError::Browser { .. } => {
+            StatusCode::BAD_GATEWAY
+        }
+        ServedError::Managed(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    text(status, error.to_string())
+}
+
+/// Chrome's answer for a target id it does not know.
+fn no_such_target(error: ServedError, id: &str) -> Response {
+    match error {
+        ServedError::Refused(_) => text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
+        other => served_error(other),
+    }
 }
 
 /// `ws://<relay>/profiles/<name>/devtools/<path>`, with the token.
@@ -282,24 +280,9 @@ fn profile_ws_url(relay: &Relay, name: &str, path: &str) -> Option<String> {
 }
 
 /// One target as Chrome's `/json/list` shows it, with the relay's socket.
-fn list_entry(relay: &Relay, name: &str, info: &Value) -> Value {
-    let id = info["targetId"].as_str().unwrap_or_default();
-    json!({
-        "description": "",
-        "devtoolsFrontendUrl": "",
-        "id": id,
-        "title": info["title"],
-        "type": info["type"],
-        "url": info["url"],
-        "webSocketDebuggerUrl": profile_ws_url(relay, name, &format!("page/{id}")),
-    })
-}
-
-fn respond(result: Result<Value, (StatusCode, String)>) -> Response {
-    match result {
-        Ok(value) => axum::Json(value).into_response(),
-        Err((status, why)) => text(status, why),
-    }
+fn list_entry(relay: &Relay, name: &str, info: &TargetInfo) -> ListEntry {
+    let ws = profile_ws_url(relay, name, &format!("page/{}", info.target_id));
+    ListEntry::new(&info.target_id, &info.kind, &info.title, &info.url, ws)
 }
 
 /// A managed profile's protocol description: the relay's copy (its
@@ -308,14 +291,7 @@ fn respond(result: Result<Value, (StatusCode, String)>) -> Response {
 /// connection (a farm's carries its credentials), and a name this relay
 /// does not serve is a 404 that names no other profile.
 async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    let served = state.state_root.as_ref().is_some_and(|root| {
-        ManagedBrowsers::new(root)
-            .config()
-            .ok()
-            .and_then(|config| config.profile(Some(&name)).ok().map(|p| p.driver == Driver::Managed))
-            .unwrap_or(false)
-    });
-    if !served {
+    if !state.browsers.as_ref().is_some_and(|browsers| browsers.serves(&name)) {
         return text(StatusCode::NOT_FOUND, "no such profile here");
     }
     json_protocol().await
@@ -324,81 +300,58 @@ async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String
 /// `PUT /profiles/<name>/json/new?<url>`: a new tab, as Chrome's own
 /// `/json/new` makes it.
 async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, RawQuery(query): RawQuery) -> Response {
+    let Some(browsers) = &state.browsers else { return no_profiles() };
     let url = query.map(|q| percent_decode(&q)).filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
-    respond(
-        async {
-            let pipe = managed_pipe(&state, &name).await?;
-            let created = managed_call(&pipe, &name, "Target.createTarget", json!({"url": url})).await?;
-            let params = json!({"targetId": created["targetId"]});
-            let info = managed_call(&pipe, &name, "Target.getTargetInfo", params).await?;
-            Ok(list_entry(&state.relay, &name, &info["targetInfo"]))
-        }
-        .await,
-    )
+    match browsers.served_new_tab(&name, &url).await {
+        Ok(info) => axum::Json(list_entry(&state.relay, &name, &info)).into_response(),
+        Err(error) => served_error(error),
+    }
 }
 
 /// `/profiles/<name>/json/version`, as Chrome's, from `Browser.getVersion`.
 async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    respond(
-        async {
-            let pipe = managed_pipe(&state, &name).await?;
-            let version = managed_call(&pipe, &name, "Browser.getVersion", json!({})).await?;
-            let browsers = ManagedBrowsers::new(state.state_root.as_deref().expect("checked"));
-            let browser_id = browsers
-                .record(&name)
-                .map(|r| r.browser_id)
-                .or_else(|| browsers.remote_browser_id(&name))
-                .unwrap_or_default();
-            Ok(json!({
-                "Browser": version["product"],
-                "Protocol-Version": version["protocolVersion"],
-                "User-Agent": version["userAgent"],
-                "V8-Version": version["jsVersion"],
-                "WebKit-Version": format!("537.36 ({})", version["revision"].as_str().unwrap_or_default()),
-                "webSocketDebuggerUrl": profile_ws_url(&state.relay, &name, &format!("browser/{browser_id}")),
-            }))
-        }
-        .await,
-    )
+    let Some(browsers) = &state.browsers else { return no_profiles() };
+    match browsers.served_version(&name).await {
+        Ok((version, browser_id)) => axum::Json(VersionDocument {
+            webkit_version: VersionDocument::webkit_version_of(&version.revision),
+            browser: version.product,
+            protocol_version: version.protocol_version,
+            user_agent: version.user_agent,
+            v8_version: version.js_version,
+            web_socket_debugger_url: profile_ws_url(&state.relay, &name, &format!("browser/{browser_id}")),
+        })
+        .into_response(),
+        Err(error) => served_error(error),
+    }
 }
 
 /// `/profiles/<name>/json/list`, as Chrome's, from `Target.getTargets`.
 async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    respond(
-        async {
-            let pipe = managed_pipe(&state, &name).await?;
-            let targets = managed_call(&pipe, &name, "Target.getTargets", json!({})).await?;
-            let entries = targets["targetInfos"].as_array().into_iter().flatten();
-            Ok(Value::Array(entries.map(|info| list_entry(&state.relay, &name, info)).collect()))
+    let Some(browsers) = &state.browsers else { return no_profiles() };
+    match browsers.served_targets(&name).await {
+        Ok(targets) => {
+            let entries: Vec<ListEntry> = targets.iter().map(|info| list_entry(&state.relay, &name, info)).collect();
+            axum::Json(entries).into_response()
         }
-        .await,
-    )
+        Err(error) => served_error(error),
+    }
 }
 
-async fn profile_activate(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    profile_target_action(state, &name, "Target.activateTarget", &id, "Target activated").await
+/// `/profiles/<name>/json/activate/<id>`: Chrome's answers.
+async fn profile_activate(State(state): State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
+    let Some(browsers) = &state.browsers else { return no_profiles() };
+    match browsers.served_activate(&name, &id).await {
+        Ok(()) => text(StatusCode::OK, "Target activated"),
+        Err(error) => no_such_target(error, &id),
+    }
 }
 
-async fn profile_close(state: State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    profile_target_action(state, &name, "Target.closeTarget", &id, "Target is closing").await
-}
-
-/// `/profiles/<name>/json/{activate,close}/<id>`: Chrome's answers.
-async fn profile_target_action(
-    State(state): State<AppState>,
-    name: &str,
-    method: &str,
-    id: &str,
-    done: &str,
-) -> Response {
-    let pipe = match managed_pipe(&state, name).await {
-        Ok(pipe) => pipe,
-        Err((status, why)) => return text(status, why),
-    };
-    match managed_call(&pipe, name, method, json!({"targetId": id})).await {
-        Ok(_) => text(StatusCode::OK, done),
-        Err((StatusCode::NOT_FOUND, _)) => text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
-        Err((status, why)) => text(status, why),
+/// `/profiles/<name>/json/close/<id>`: Chrome's answers.
+async fn profile_close(State(state): State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
+    let Some(browsers) = &state.browsers else { return no_profiles() };
+    match browsers.served_close(&name, &id).await {
+        Ok(()) => text(StatusCode::OK, "Target is closing"),
+        Err(error) => no_such_target(error, &id),
     }
 }
 
@@ -415,14 +368,10 @@ async fn profile_ws(
         "page" => Endpoint::Page(id.clone()),
         _ => return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>"),
     };
-    let channels = match managed_pipe(&state, &name).await {
-        Ok(pipe) => pipe.connect(endpoint).await,
-        Err((status, why)) => return text(status, why),
-    };
-    let channels = match channels {
+    let Some(browsers) = &state.browsers else { return no_profiles() };
+    let channels = match browsers.served_client(&name, endpoint).await {
         Ok(channels) => channels,
-        Err(CdpError::Protocol { .. }) => return text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
-        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("the browser of profile '{name}': {e}")),
+        Err(error) => return no_such_target(error, &id),
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();

@@ -11,7 +11,6 @@ use browser_relay::control::client::{ControlClient, StartServer};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
 use control_engine::error::Surface;
-use managed_driver::ManagedBrowsers;
 use managed_driver::config::{Config, Driver};
 use state_dir::StateDir;
 
@@ -351,11 +350,14 @@ fn init_logging() {
 /// only over its pipes (were it killed instead, its pipes close and they
 /// quit).
 async fn stop_server(state: &StateDir, server: RunningServer) {
+    let browsers = server.browsers.clone();
     server.stop().await;
     // Ephemeral profiles are stopped (and deleted) even when config.toml
     // cannot be read now.
     let profiles = Config::load(state.root()).map(|c| c.profiles).unwrap_or_default();
-    ManagedBrowsers::new(state.root()).stop_owned(profiles.values()).await;
+    if let Some(browsers) = browsers {
+        browsers.stop_owned(profiles.values()).await;
+    }
 }
 
 /// `browser-relay mcp`: the tools over the running serve's control API

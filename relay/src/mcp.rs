@@ -13,14 +13,14 @@ use std::sync::Arc;
 use base64::Engine as _;
 use browser_relay::control::client::ControlClient;
 use control_engine::api::{
-    ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
-};
-use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FindInPage, FocusTab,
     Found, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf,
     ProfileStatus, Profiled, ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot,
     Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
     add_selector,
+};
+use control_engine::api::{
+    ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
 };
 use futures_util::future::BoxFuture;
 use rmcp::model::{

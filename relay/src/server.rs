@@ -7,6 +7,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use control_engine::{Engine, RelayLink, SharedTabs};
+use managed_driver::ManagedBrowsers;
 use relay_engine::{PublicBase, Relay, RelayConfig};
 use state_dir::Token;
 
@@ -67,6 +68,10 @@ pub struct RunningServer {
     pub relay: Relay,
     /// The control API's address and engine, when it runs.
     pub control: Option<(SocketAddr, Engine)>,
+    /// The managed browsers of this server's state directory (none: it
+    /// serves no profiles): the routes, the engine and `stop_server` all
+    /// hold this one.
+    pub browsers: Option<ManagedBrowsers>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -86,12 +91,13 @@ impl RunningServer {
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
         relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });
         let guard = Guard::new(options.token.clone(), options.extension_ids);
-        let router = crate::http::router(relay.clone(), guard, options.state_root.as_deref());
+        let browsers = options.state_root.as_deref().map(ManagedBrowsers::new);
+        let router = crate::http::router(relay.clone(), guard, browsers.clone());
         let shutdown = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone()))];
 
         let mut control = None;
-        if let (Some(listener), Some(root)) = (control_listener, options.state_root.as_deref()) {
+        if let (Some(listener), Some(browsers)) = (control_listener, &browsers) {
             let bound = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
             let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
@@ -101,8 +107,8 @@ impl RunningServer {
             };
             // The control engine makes ephemeral profiles; a serve killed
             // before it could delete theirs left them behind.
-            managed_driver::ManagedBrowsers::new(root).remove_abandoned_ephemeral();
-            let engine = Engine::new(root, Some(link));
+            browsers.remove_abandoned_ephemeral();
+            let engine = Engine::new(browsers.clone(), Some(link));
             // Pages shown in old screenshots go when their time is up, also
             // while nothing new is saved.
             let sweeper = engine.clone();
@@ -124,7 +130,7 @@ impl RunningServer {
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));
         }
-        Ok(Self { addr, relay, control, shutdown, tasks })
+        Ok(Self { addr, relay, control, browsers, shutdown, tasks })
     }
 
     /// `http://127.0.0.1:PORT` of the control API, when it runs.

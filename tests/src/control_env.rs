@@ -9,7 +9,6 @@ use std::time::Duration;
 use browser_relay::server::RunningServer;
 use cdp_client::http::HttpResponse;
 use control_engine::Engine;
-use managed_driver::ManagedBrowsers;
 use serde_json::Value;
 use state_dir::Token;
 
@@ -137,7 +136,7 @@ impl ControlEnv {
     pub async fn eval(&self, target_id: &str, expression: &str) -> Value {
         use cdp_client::CdpClient;
         // A session of its own on the browser's pipe (this process launched it).
-        let browsers = ManagedBrowsers::new(self.state.path());
+        let browsers = self.server.browsers.clone().expect("a state directory");
         let config = browsers.config().expect("config.toml parses");
         let profile = config.profile(Some("managed")).expect("the managed profile");
         let channels =

@@ -123,13 +123,14 @@ impl Drop for Managed {
 impl Managed {
     pub async fn start() -> anyhow::Result<Self> {
         let state = tempfile::tempdir()?;
-        let browsers = ManagedBrowsers::new(state.path());
-        let profile = Config::defaults().profile(Some("managed"))?.clone();
-        browsers.start(&profile).await?;
         let token = Token::generate();
         let mut options = crate::test_options(Some(token.clone()));
         options.state_root = Some(state.path().to_path_buf());
         let server = RunningServer::start(options).await?;
+        // The server's own browsers: it serves what it launched.
+        let browsers = server.browsers.clone().expect("a state directory");
+        let profile = Config::defaults().profile(Some("managed"))?.clone();
+        browsers.start(&profile).await?;
         let fixtures = FixtureServer::start().await?;
         let base = format!("http://{}/profiles/managed", server.addr);
         let (_, version) = crate::http_get(&format!("{base}/json/version?token={}", token.as_str())).await?;

@@ -91,7 +91,12 @@ fn read_json(path: &std::path::Path) -> serde_json::Value {
 async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
     e2e::init_logging();
     let state = tempfile::tempdir().unwrap();
-    let browsers = ManagedBrowsers::new(state.path());
+    let token = Token::generate();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    let server = RunningServer::start(options).await.unwrap();
+    // The server's browsers: what it launches, it serves.
+    let browsers = server.browsers.clone().expect("a state directory");
     let _cleanup = KillOnDrop(browsers.clone());
     let profile = managed_profile();
 
@@ -104,10 +109,6 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
     assert_eq!(listening_sockets_of_group(pid), Vec::<String>::new(), "the managed browser listens on TCP");
 
     // Playwright through the relay's guarded endpoint, like any CDP client.
-    let token = Token::generate();
-    let mut options = e2e::test_options(Some(token.clone()));
-    options.state_root = Some(state.path().to_path_buf());
-    let server = RunningServer::start(options).await.unwrap();
     let fixtures = e2e::FixtureServer::start().await.unwrap();
     let endpoint = format!("http://{}/profiles/managed/?token={}", server.addr, token.as_str());
     let (status, version) =
@@ -159,7 +160,9 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_starts_at_once_launch_one_browser() {
     let state = tempfile::tempdir().unwrap();
-    let (a, b) = (ManagedBrowsers::new(state.path()), ManagedBrowsers::new(state.path()));
+    // Two requests of one serve at once (its browsers, shared).
+    let a = ManagedBrowsers::new(state.path());
+    let b = a.clone();
     let _cleanup = KillOnDrop(a.clone());
     let profile = managed_profile();
     let (first, second) = tokio::join!(a.start(&profile), b.start(&profile));
@@ -382,7 +385,7 @@ async fn an_ephemeral_profile_works_on_every_route_and_its_folder_goes_when_it_s
     env.api.ok("POST", "/start", Some(json!({"profile": "crashes", "ephemeral": true}))).await;
     let (tmp_pid, crashed_pid) = (pid_of(&env, "tmp").await, pid_of(&env, "crashes").await);
     kill(Pid::from_raw(crashed_pid as i32), Signal::SIGKILL).unwrap();
-    ManagedBrowsers::new(env.state.path()).stop_owned(std::iter::empty()).await;
+    env.server.browsers.clone().expect("a state directory").stop_owned(std::iter::empty()).await;
     assert!(group_is_empty(tmp_pid) && group_is_empty(crashed_pid));
     let left: Vec<_> = std::fs::read_dir(env.state.path().join("ephemeral")).unwrap().collect();
     assert!(left.is_empty(), "ephemeral folders left after serve: {left:?}");

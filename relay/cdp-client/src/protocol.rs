@@ -77,6 +77,11 @@ pub mod browser {
         pub product: String,
         #[serde(default)]
         pub user_agent: String,
+        #[serde(default)]
+        pub js_version: String,
+        /// The Blink revision (what `/json/version`'s `WebKit-Version` names).
+        #[serde(default)]
+        pub revision: String,
     }
 
     #[derive(Debug, Clone, Default, Serialize)]
@@ -171,11 +176,14 @@ pub mod target {
     command!(ActivateTarget, "Target.activateTarget" => Empty);
 
     /// One target as the browser knows it: answered by the browser, so it
-    /// works while the page's scripts are paused (by a dialog).
+    /// works while the page's scripts are paused (by a dialog). Without a
+    /// `target_id`, the target of the connection itself (on a browser
+    /// connection, the browser's).
     #[derive(Debug, Clone, Serialize)]
     #[serde(rename_all = "camelCase")]
     pub struct GetTargetInfo {
-        pub target_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub target_id: Option<String>,
     }
     command!(GetTargetInfo, "Target.getTargetInfo" => TargetInfoOf);
 

@@ -5,7 +5,7 @@
 //! `impl Handle<Route> for Engine`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cdp_client::CdpClient;
@@ -87,12 +87,13 @@ pub(crate) struct Inner {
 pub const MEDIA_SWEEP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 impl Engine {
-    /// `relay`: the relay of this process, for the extension driver (none:
-    /// only managed profiles work).
-    pub fn new(state_root: &Path, relay: Option<RelayLink>) -> Self {
+    /// `browsers`: the serve's managed browsers (their state directory is
+    /// the engine's); `relay`: the relay of this process, for the extension
+    /// driver (none: only managed profiles work).
+    pub fn new(browsers: ManagedBrowsers, relay: Option<RelayLink>) -> Self {
         Self(Arc::new(Inner {
-            state_root: state_root.to_path_buf(),
-            browsers: ManagedBrowsers::new(state_root),
+            state_root: browsers.root().to_path_buf(),
+            browsers,
             relay,
             conns: Mutex::new(HashMap::new()),
             connecting: Mutex::new(HashMap::new()),

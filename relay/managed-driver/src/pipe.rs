@@ -44,6 +44,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use cdp_client::protocol::{Command, browser, target};
 use cdp_client::{CdpError, Channels};
 
 use crate::process::{BrowserReader as Receiver, BrowserWriter as Sender};
@@ -214,12 +215,25 @@ impl Pipe {
         let _ = self.to_browser.send(serde_json::to_vec(frame).expect("serialises"));
     }
 
-    /// Sends a command of the pipe's own (browser level) and waits for its
-    /// result.
-    pub async fn call(&self, method: &str, params: Value, within: Duration) -> Result<Value, CdpError> {
+    /// Sends a typed command of the pipe's own (browser level) and waits
+    /// for its result.
+    pub async fn send<C: Command>(&self, command: &C, within: Duration) -> Result<C::Response, CdpError> {
+        let params = serde_json::to_value(command).unwrap_or(Value::Null);
         let (reply, answer) = oneshot::channel();
-        self.send_own(method, params, Call::Own(reply));
-        self.await_answer(method, answer, within).await
+        self.send_own(C::METHOD, params, Call::Own(reply));
+        let value = self.await_answer(C::METHOD, answer, within).await?;
+        serde_json::from_value(value)
+            .map_err(|e| CdpError::Unexpected { method: C::METHOD.to_string(), reason: e.to_string() })
+    }
+
+    /// Whether what answers is a browser: its version within `within`, and
+    /// its browser target's id (for `/devtools/browser/<id>`; `None` when
+    /// it does not say). How a launch and a remote connection both know
+    /// they are ready.
+    pub async fn probe(&self, within: Duration) -> Result<(browser::Version, Option<String>), CdpError> {
+        let version = self.send(&browser::GetVersion {}, within).await?;
+        let info = self.send(&target::GetTargetInfo { target_id: None }, within).await.ok();
+        Ok((version, info.map(|i| i.target_info.target_id)))
     }
 
     fn send_own(&self, method: &str, params: Value, call: Call) {
@@ -685,8 +699,7 @@ mod tests {
         assert!(page.incoming.recv().await.is_none(), "the page client's connection ends");
         // The browser exits: every client's connection ends, calls fail.
         let caller = Arc::clone(&pipe);
-        let pending =
-            tokio::spawn(async move { caller.call("Browser.getVersion", json!({}), Duration::from_secs(5)).await });
+        let pending = tokio::spawn(async move { caller.send(&browser::GetVersion {}, Duration::from_secs(5)).await });
         assert_eq!(browser.next().await["method"], "Browser.getVersion", "the call is on the pipe");
         drop(browser);
         assert!(matches!(pending.await.unwrap(), Err(CdpError::Closed(_))), "a pending call hears the browser left");

@@ -2,7 +2,7 @@
 //! such as browserless, Browserbase or Steel, a Selenium Grid's `se:cdp`, a
 //! browser on another machine) or `attachOnly` with `cdpPort`.
 //!
-//! **One connection per profile.** This process holds at most one
+//! **One connection per profile.** A serve holds at most one
 //! WebSocket to each such browser, multiplexed as a pipe is
 //! ([`Pipe::over`]): the control engine and every client of the relay's
 //! `/profiles/<name>/` get a session of their own on it. One connection,
@@ -23,17 +23,16 @@
 //! the headers are [`cdp_client::Secret`]s.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cdp_client::endpoint::EndpointError;
+use cdp_client::protocol::browser;
 use cdp_client::{CdpError, Channels, Dial};
-use serde_json::json;
 
 use crate::config::{self, Profile};
 use crate::pipe::Pipe;
-use crate::{ManagedBrowsers, ManagedError};
+use crate::{ManagedBrowsers, ManagedError, lock};
 
 /// One open connection, and how it was reached. No `Debug`: `reach`
 /// holds the farm's URL and headers as written, secrets included.
@@ -43,28 +42,27 @@ struct Remote {
     browser_id: String,
 }
 
-type Key = (PathBuf, String);
+/// A serve's connections to remote browsers, by profile name.
+#[derive(Default)]
+pub(crate) struct Remotes {
+    open: Mutex<HashMap<String, Remote>>,
+    /// One connection attempt at a time per profile.
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
 
-/// The connections of this process, by state directory and profile name.
-static REMOTES: Mutex<Option<HashMap<Key, Remote>>> = Mutex::new(None);
-
-/// One connection attempt at a time per profile.
-static GATES: Mutex<Option<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
-
-fn remotes() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Remote>>> {
-    REMOTES.lock().unwrap_or_else(|p| p.into_inner())
+impl std::fmt::Debug for Remotes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = lock(&self.open).keys().cloned().collect();
+        f.debug_struct("Remotes").field("open", &names).finish_non_exhaustive()
+    }
 }
 
 impl ManagedBrowsers {
-    fn remote_key(&self, name: &str) -> Key {
-        (self.root.clone(), name.to_string())
-    }
-
     /// The open connection to a remote profile's browser, when it is open
     /// and still reaches it as config.toml says.
     fn open_remote(&self, profile: &Profile, reach: &(String, Dial)) -> Option<Arc<Pipe>> {
-        let remotes = remotes();
-        let remote = remotes.as_ref()?.get(&self.remote_key(&profile.name))?;
+        let remotes = lock(&self.held.remotes.open);
+        let remote = remotes.get(&profile.name)?;
         (!remote.pipe.is_closed() && &remote.reach == reach).then(|| remote.pipe.clone())
     }
 
@@ -106,18 +104,16 @@ impl ManagedBrowsers {
             },
             other => EndpointError::Handshake { url: shown.clone(), reason: other.to_string() },
         };
-        let version = pipe.call("Browser.getVersion", json!({}), dial.handshake_within).await;
-        if let Err(error) = version {
-            pipe.close();
-            return Err(unreachable(first_answer(error)));
-        }
-        let info = pipe.call("Target.getTargetInfo", json!({}), dial.handshake_within).await.ok();
-        let browser_id =
-            info.as_ref().and_then(|i| i["targetInfo"]["targetId"].as_str()).unwrap_or("remote").to_string();
+        let browser_id = match pipe.probe(dial.handshake_within).await {
+            Ok((_, browser_id)) => browser_id.unwrap_or_else(|| "remote".into()),
+            Err(error) => {
+                pipe.close();
+                return Err(unreachable(first_answer(error)));
+            }
+        };
         tracing::info!(profile = %profile.name, endpoint = %shown, "connected to the remote browser");
-        let previous = remotes()
-            .get_or_insert_with(HashMap::new)
-            .insert(self.remote_key(&profile.name), Remote { reach: reach.clone(), pipe: pipe.clone(), browser_id });
+        let previous = lock(&self.held.remotes.open)
+            .insert(profile.name.clone(), Remote { reach: reach.clone(), pipe: pipe.clone(), browser_id });
         if let Some(previous) = previous {
             previous.pipe.close();
         }
@@ -127,25 +123,18 @@ impl ManagedBrowsers {
 
     /// The lock that lets one connection attempt at a time run for `name`.
     fn gate(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        GATES
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .entry(self.remote_key(name))
-            .or_default()
-            .clone()
+        lock(&self.held.remotes.gates).entry(name.to_string()).or_default().clone()
     }
 
     /// Whether this process has an open connection to the profile's
     /// (remote) browser.
     pub fn remote_connected(&self, name: &str) -> bool {
-        remotes().as_ref().and_then(|r| r.get(&self.remote_key(name))).is_some_and(|r| !r.pipe.is_closed())
+        lock(&self.held.remotes.open).get(name).is_some_and(|r| !r.pipe.is_closed())
     }
 
     /// The remote browser's target id, while connected.
     pub fn remote_browser_id(&self, name: &str) -> Option<String> {
-        let remotes = remotes();
-        remotes.as_ref()?.get(&self.remote_key(name)).filter(|r| !r.pipe.is_closed()).map(|r| r.browser_id.clone())
+        lock(&self.held.remotes.open).get(name).filter(|r| !r.pipe.is_closed()).map(|r| r.browser_id.clone())
     }
 
     /// Closes the open connection of `profile` to a remote browser when
@@ -168,19 +157,16 @@ impl ManagedBrowsers {
     pub(crate) async fn disconnect_remote(&self, name: &str) {
         let gate = self.gate(name);
         let _connecting = gate.lock().await;
-        let remote = remotes().as_mut().and_then(|r| r.remove(&self.remote_key(name)));
+        let remote = lock(&self.held.remotes.open).remove(name);
         if let Some(remote) = remote {
             remote.pipe.close();
             tracing::info!(profile = %name, "closed the connection to the remote browser");
         }
     }
 
-    /// Closes every remote connection of this state directory.
+    /// Closes every remote connection of this serve.
     pub(crate) async fn disconnect_remotes(&self) {
-        let names: Vec<String> = remotes()
-            .as_ref()
-            .map(|r| r.keys().filter(|(root, _)| root == &self.root).map(|(_, name)| name.clone()).collect())
-            .unwrap_or_default();
+        let names: Vec<String> = lock(&self.held.remotes.open).keys().cloned().collect();
         for name in names {
             self.disconnect_remote(&name).await;
         }
@@ -200,7 +186,7 @@ async fn watch_liveness(pipe: std::sync::Weak<Pipe>, profile: String, within: Du
         if pipe.is_closed() {
             return;
         }
-        if let Err(error) = pipe.call("Browser.getVersion", json!({}), within).await {
+        if let Err(error) = pipe.send(&browser::GetVersion {}, within).await {
             tracing::warn!(profile = %profile, %error, "the remote browser stopped answering: closing its connection");
             pipe.close();
             return;

@@ -58,8 +58,8 @@ async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
 
     // A client's own session on the pipe, as /profiles/<name>/ gives one.
     let pipe = browsers.pipe("standin").expect("this process holds the pipe");
-    let version = pipe.call("Browser.getVersion", serde_json::json!({}), Duration::from_secs(5)).await.unwrap();
-    assert_eq!(version["product"], "PipeBrowser/1.0");
+    let version = pipe.send(&cdp_client::protocol::browser::GetVersion {}, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(version.product, "PipeBrowser/1.0");
 
     let stopped = browsers.stop(&profile).await.unwrap();
     assert_eq!(stopped.state, State::Stopped, "{stopped:?}");

@@ -30,6 +30,7 @@ pub mod browser_domain;
 pub mod capture;
 pub mod cdp;
 pub mod client;
+pub mod discovery;
 pub mod extension;
 pub mod interception;
 pub mod ledger;
@@ -577,14 +578,18 @@ impl Relay {
     pub fn version_json(&self) -> Value {
         let hello = self.hello();
         let base = self.public_base();
-        json!({
-            "Browser": hello.as_ref().map_or("Browser-Relay (no extension connected)", |h| h.browser_version.as_str()),
-            "Protocol-Version": "1.3",
-            "User-Agent": hello.as_ref().map_or("", |h| h.user_agent.as_str()),
-            "V8-Version": "",
-            "WebKit-Version": "",
-            "webSocketDebuggerUrl": base.map(|b| b.ws_url(&format!("/devtools/browser/{}", self.0.browser_id))),
-        })
+        let document = discovery::VersionDocument {
+            browser: hello
+                .as_ref()
+                .map_or("Browser-Relay (no extension connected)", |h| h.browser_version.as_str())
+                .to_string(),
+            protocol_version: "1.3".into(),
+            user_agent: hello.as_ref().map_or("", |h| h.user_agent.as_str()).to_string(),
+            v8_version: String::new(),
+            webkit_version: String::new(),
+            web_socket_debugger_url: base.map(|b| b.ws_url(&format!("/devtools/browser/{}", self.0.browser_id))),
+        };
+        serde_json::to_value(document).expect("serialises")
     }
 
     /// `/json/list`: like Chrome's, one entry per attached page with a
@@ -597,15 +602,9 @@ impl Relay {
     /// One page as `/json/list` shows it.
     fn list_entry(&self, target: &targets::Target) -> Value {
         let path = format!("/devtools/page/{}", target.target_id);
-        json!({
-            "description": "",
-            "devtoolsFrontendUrl": "",
-            "id": &*target.target_id,
-            "title": target.title,
-            "type": "page",
-            "url": target.url,
-            "webSocketDebuggerUrl": self.public_base().map(|b| b.ws_url(&path)),
-        })
+        let ws = self.public_base().map(|b| b.ws_url(&path));
+        let entry = discovery::ListEntry::new(&target.target_id, "page", &target.title, &target.url, ws);
+        serde_json::to_value(entry).expect("serialises")
     }
 
     /// `PUT /json/new?<url>`: a new tab (attached, as `Target.createTarget`

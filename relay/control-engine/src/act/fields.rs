@@ -5,8 +5,8 @@ use cdp_client::protocol::input;
 use serde_json::{Value, json};
 
 use super::input::{click_at, press};
-use crate::api::{FillField, MouseButton};
 use super::ready::{Budget, CLICKABLE, EDITABLE, Target};
+use crate::api::{FillField, MouseButton};
 use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::in_page;

@@ -26,8 +26,8 @@ use tokio::time::Instant;
 pub(crate) use fields::element_object;
 
 use crate::api::{
-    ACT_TIMEOUT_MAX_MS, Act, ActOutcome, Action, Click, CloseCurrent, Drag, Evaluate, Fill, Handle, Hover, MouseButton, NewTab,
-    PageState, Press, Profiled, Resize, SelectOptions, Selected, TakeSnapshot, TypeText, clamp_act_timeout,
+    ACT_TIMEOUT_MAX_MS, Act, ActOutcome, Action, Click, CloseCurrent, Drag, Evaluate, Fill, Handle, Hover, MouseButton,
+    NewTab, PageState, Press, Profiled, Resize, SelectOptions, Selected, TakeSnapshot, TypeText, clamp_act_timeout,
 };
 use crate::engine::Engine;
 use crate::error::ControlError;
@@ -415,7 +415,7 @@ impl Settle<'_> {
 impl Engine {
     /// Where a tab is, asked of the browser (its scripts may be paused).
     async fn target_location(&self, page: &PageTarget) -> Option<(String, String)> {
-        let info = target::GetTargetInfo { target_id: page.id.clone() };
+        let info = target::GetTargetInfo { target_id: Some(page.id.clone()) };
         match page.conn.client().send(&info, None).await {
             Ok(answer) => Some((answer.target_info.url, answer.target_info.title)),
             Err(_) => page.conn.tab_url(&page.id),

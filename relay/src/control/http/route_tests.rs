@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use control_engine::api::{Action, Click, Press, WaitFor};
 use control_engine::api::*;
+use control_engine::api::{Action, Click, Press, WaitFor};
 use control_engine::error::{ControlError, Surface};
 use managed_driver::config::Driver;
 use serde_json::{Value, json};

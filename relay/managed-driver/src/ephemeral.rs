@@ -1,0 +1,93 @@
+//! Ephemeral profiles ([`Profile::ephemeral`]): not in config.toml, known
+//! to the serve that started them, in `ephemeral/<name>` under the state
+//! directory, wiped before each launch and deleted when stopped; and the
+//! clean-up of those a killed serve left behind.
+
+use std::path::Path;
+
+use crate::config::Profile;
+use crate::process::Ending;
+use crate::running::record_in;
+use crate::{ManagedBrowsers, lock};
+
+impl ManagedBrowsers {
+    /// The ephemeral profiles this serve started and has not stopped.
+    pub fn ephemeral_profiles(&self) -> Vec<Profile> {
+        lock(&self.held.ephemeral).values().cloned().collect()
+    }
+
+    pub(crate) fn is_ephemeral(&self, name: &str) -> bool {
+        lock(&self.held.ephemeral).contains_key(name)
+    }
+
+    pub(crate) fn register_ephemeral(&self, profile: &Profile) {
+        lock(&self.held.ephemeral).insert(profile.name.clone(), profile.clone());
+    }
+
+    pub(crate) fn forget_ephemeral(&self, name: &str) {
+        lock(&self.held.ephemeral).remove(name);
+    }
+
+    /// Deletes the folders of ephemeral profiles whose process is gone (a
+    /// serve killed before it could delete them), killing a browser still
+    /// on one. Called when serve starts; folders another live process owns,
+    /// or locks for a start or stop under way, are left alone. How many
+    /// were deleted.
+    pub fn remove_abandoned_ephemeral(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.root.join("ephemeral")) else { return 0 };
+        let children = &self.held.children;
+        let mut removed = 0;
+        for dir in entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()) {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if self.is_ephemeral(name) {
+                continue;
+            }
+            let Ok(lock) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))
+            else {
+                continue;
+            };
+            if lock.try_lock().is_err() {
+                continue;
+            }
+            let record = record_in(&dir);
+            if record.as_ref().is_some_and(|r| r.owner != std::process::id() && children.is_alive(r.owner)) {
+                continue;
+            }
+            if let Some(record) = record.filter(|r| children.is_browser_on(&dir, r.pid)) {
+                children.end_tree(record.pid, Ending::Kill);
+            }
+            if remove_locked_folder(&dir, lock).is_ok() {
+                tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+/// Deletes a profile folder whose `lock` the caller holds: all but the
+/// lock under it, then the lock and the folder (Windows deletes no file
+/// that is open, nor a folder with one in it). A start that takes the lock
+/// meanwhile finds its file deleted and takes a new one
+/// (`ManagedBrowsers::lock_folder`).
+pub(crate) fn remove_locked_folder(dir: &Path, lock: std::fs::File) -> std::io::Result<()> {
+    clear_folder_but_lock(dir)?;
+    drop(lock);
+    std::fs::remove_file(dir.join("lock"))?;
+    std::fs::remove_dir(dir)
+}
+
+/// Empties a profile folder, keeping the lock its caller holds.
+pub(crate) fn clear_folder_but_lock(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == "lock" {
+            continue;
+        }
+        match entry.file_type()?.is_dir() {
+            true => std::fs::remove_dir_all(entry.path())?,
+            false => std::fs::remove_file(entry.path())?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! What runs: the browsers one serve launched (reaped when they exit, and
+//! their process trees, see `process`), and `run.json`, the record every
+//! process on the state directory reads.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::RunRecord;
+use crate::process::{self, Ending, Launched};
+
+/// The file in a profile's folder that records what runs.
+pub(crate) const RUN_RECORD: &str = "run.json";
+
+/// The record in the profile folder `dir`, when there is one that reads.
+pub(crate) fn record_in(dir: &Path) -> Option<RunRecord> {
+    serde_json::from_slice(&std::fs::read(dir.join(RUN_RECORD)).ok()?).ok()
+}
+
+/// Writes `record` whole or not at all: readers do not take the lock.
+pub(crate) fn write_record(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
+    let text = serde_json::to_vec_pretty(record).expect("serialises");
+    let path = dir.join(RUN_RECORD);
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path))
+}
+
+/// The browsers one serve launched, by pid: reaped when they exit (a
+/// zombie still answers `kill(pid, 0)`), and their process tree (on
+/// Windows a Job Object, which kills what is left when it drops).
+#[derive(Default)]
+pub(crate) struct Children(Mutex<HashMap<u32, Launched>>);
+
+impl std::fmt::Debug for Children {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pids: Vec<u32> = self.held().keys().copied().collect();
+        f.debug_tuple("Children").field(&pids).finish()
+    }
+}
+
+impl Children {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Launched>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn insert(&self, pid: u32, launched: Launched) {
+        self.held().insert(pid, launched);
+    }
+
+    /// Whether `pid` lives: a child of ours is asked (and reaped), any
+    /// other process looked up.
+    pub(crate) fn is_alive(&self, pid: u32) -> bool {
+        let mut children = self.held();
+        if let Some(launched) = children.get_mut(&pid) {
+            return match launched.child.try_wait() {
+                Ok(None) => true,
+                _ => {
+                    children.remove(&pid);
+                    false
+                }
+            };
+        }
+        process::is_alive(pid)
+    }
+
+    /// Ends the browser `pid` and every helper it started.
+    pub(crate) fn end_tree(&self, pid: u32, ending: Ending) {
+        let children = self.held();
+        process::end_tree(pid, children.get(&pid).map(|l| &l.tree), ending);
+    }
+
+    /// Whether any live process remains of the browser `pid`'s tree.
+    fn tree_alive(&self, pid: u32) -> bool {
+        let children = self.held();
+        process::tree_alive(pid, children.get(&pid).map(|l| &l.tree))
+    }
+
+    /// Waits (up to `within`) until no live process remains of the browser
+    /// `pid`'s tree; a process gives no event to await from here.
+    pub(crate) async fn wait_tree_gone(&self, pid: u32, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.tree_alive(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until `pid` is gone, up to `within`; whether it is.
+    pub(crate) async fn wait_exit(&self, pid: u32, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while self.is_alive(pid) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            // A process that is not our child gives no event to await.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        true
+    }
+
+    /// Whether `pid` is a browser on the profile folder `dir` (where the
+    /// system shows a process's command line, Linux; elsewhere a live pid
+    /// is taken as one). After a reboot a recorded pid may belong to
+    /// anything: it must never be signalled.
+    pub(crate) fn is_browser_on(&self, dir: &Path, pid: u32) -> bool {
+        if !self.is_alive(pid) {
+            return false;
+        }
+        let marker = format!("--user-data-dir={}", dir.join("user-data").display());
+        process::has_argument(pid, &marker).unwrap_or(true)
+    }
+}
