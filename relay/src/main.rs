@@ -11,7 +11,7 @@ use browser_relay::control::client::{ControlClient, StartServer};
 use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
 use browser_relay::server::{RunningServer, ServerOptions};
 use control_engine::error::Surface;
-use managed_driver::config::{Config, Driver};
+use settings::{Config, Driver};
 use state_dir::StateDir;
 
 mod agent;
@@ -180,7 +180,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         (Driver::Managed, None) => "managed: an isolated Chrome".to_string(),
                         // Shown without its secrets (query, credentials).
                         (Driver::Managed, Some(url)) => {
-                            format!("managed: remote, never launched ({})", managed_driver::config::redacted_url(&url))
+                            format!("managed: remote, never launched ({})", settings::redacted_url(&url))
                         }
                     };
                     println_stdout(&format!("{}{default}\t{driver}\t{}", profile.name, profile.color));

@@ -8,8 +8,8 @@ use std::time::Duration;
 use browser_relay::server::RunningServer;
 use cdp_client::CdpClient;
 use managed_driver::ManagedBrowsers;
-use managed_driver::config::Config;
 use serde_json::{Value, json};
+use settings::Config;
 use state_dir::Token;
 
 use crate::extension_env::ExtensionEnv;

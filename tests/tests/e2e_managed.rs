@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use browser_relay::server::RunningServer;
 use e2e::ControlEnv;
-use managed_driver::config::{Config, Profile};
 use managed_driver::{ManagedBrowsers, ManagedError, State};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
+use settings::{Config, Profile};
 use state_dir::Token;
 
 /// Kills the profile's browser (its whole process group) when the test ends,

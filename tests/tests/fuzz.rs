@@ -37,8 +37,8 @@ use browser_relay::net::guard::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteCla
 use browser_relay::net::sessions::{Sessions, client_secret};
 use cdp_client::{CdpClient, CdpError, Channels};
 use control_engine::api::{self, Route, Selected, TabSelector};
-use managed_driver::config::{Config as RelayConfig, Driver, redacted_url};
 use relay_engine::cdp::{Command, code};
+use settings::{Config as RelayConfig, Driver, redacted_url};
 use shared_protocol::layout::{self, RawEvent, RawReply, VALIDATED_PAYLOAD};
 use shared_protocol::{DebuggerEvent, ExtensionMessage, RawValue, RelayMessage, Reply, SendCommand, TabQuery, encode};
 use state_dir::Token;
@@ -1510,7 +1510,7 @@ fn config_rules_hold(config: &RelayConfig) -> TestCaseResult {
     prop_assert!(config.profiles.contains_key("chrome") && config.profiles.contains_key("managed"));
     // The default names a profile, or is `auto`, which no profile may be called.
     prop_assert!(config.default_is_auto() || config.profiles.contains_key(&config.default_profile));
-    prop_assert!(!config.profiles.contains_key(managed_driver::config::AUTO_PROFILE));
+    prop_assert!(!config.profiles.contains_key(settings::AUTO_PROFILE));
     prop_assert!(config.media_keep >= 1 && config.media_max_age >= Duration::from_secs(3600));
     prop_assert!(config.upload_roots.iter().all(|root| root.is_absolute()));
     prop_assert!(!config.remote_deadlines.connect.is_zero() && !config.remote_deadlines.handshake.is_zero());

@@ -8,9 +8,9 @@ use base64::Engine as _;
 use cdp_client::CdpError;
 use cdp_client::protocol::page as cdp_page;
 use cdp_client::protocol::runtime::Evaluate;
-use managed_driver::config::{Driver, Profile};
 use serde::Serialize;
 use serde_json::json;
+use settings::{Driver, Profile};
 
 use crate::api::{
     ConsoleReport, Handle, ImageType, Pdf, PrintPdf, Profiled, ReadConsole, Screenshot, Selected, Snapshot,

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cdp_client::CdpClient;
-use managed_driver::config::{Config, Driver, Profile};
 use managed_driver::pipe::Endpoint;
 use managed_driver::{BrowserStatus, ManagedBrowsers, ManagedError};
+use settings::{Config, Driver, Profile};
 
 use crate::conn::Conn;
 use crate::error::ControlError;

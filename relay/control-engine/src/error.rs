@@ -6,7 +6,7 @@
 
 use cdp_client::CdpError;
 use managed_driver::ManagedError;
-use managed_driver::config::ConfigError;
+use settings::ConfigError;
 
 /// What kind of failure, for the transport (HTTP status, CLI exit code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cdp_client::CdpEvent;
 use cdp_client::protocol::{Command as _, Event as _, page, runtime};
-use managed_driver::config::Profile;
+use settings::Profile;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 

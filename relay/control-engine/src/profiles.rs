@@ -3,8 +3,8 @@
 //! "ephemeral": true}`), which the managed driver keeps for this process
 //! and [`Engine::config`] adds to config.toml's.
 
-use managed_driver::config::{Config, Driver, Profile};
 use managed_driver::{BrowserStatus, State, cdp_endpoint};
+use settings::{Config, Driver, Profile};
 
 use crate::api::{
     GetStatus, Handle, ListProfiles, ProfileList, ProfileStatus, Selected, ServiceStatus, StartBrowser, Status,

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use cdp_client::protocol::{Event as _, page, target};
-use managed_driver::config::{Driver, Profile};
+use settings::{Driver, Profile};
 
 use crate::api::{
     CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Profiled, Selected, TabDone, TabInfo, TabList,

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use crate::config::Profile;
 use crate::process::Ending;
 use crate::running::record_in;
 use crate::{ManagedBrowsers, lock};
+use settings::Profile;
 
 impl ManagedBrowsers {
     /// The ephemeral profiles this serve started and has not stopped.

@@ -11,13 +11,13 @@ use std::time::Duration;
 use cdp_client::CdpError;
 use cdp_client::protocol::browser;
 
-use crate::config::{self, Profile};
 use crate::ephemeral::{clear_folder_but_lock, remove_locked_folder};
 use crate::pipe::Pipe;
 use crate::process::{self, Ending};
 use crate::profile_files;
 use crate::running::{RUN_RECORD, record_in, write_record};
 use crate::{BrowserStatus, ManagedBrowsers, ManagedError, READY_WITHIN, RunRecord, State, discovery, lock};
+use settings::Profile;
 
 /// The flags every managed launch gets, from PRIOR-ART's anchors.
 pub fn launch_args(profile: &Profile, user_data_dir: &Path, headless: bool, no_sandbox: bool) -> Vec<String> {
@@ -138,7 +138,7 @@ impl ManagedBrowsers {
     /// ephemeral profile is registered for this serve first, launched on a
     /// clean folder, and forgotten (its folder deleted) if it cannot start.
     pub async fn start(&self, profile: &Profile) -> Result<BrowserStatus, ManagedError> {
-        if profile.driver == config::Driver::Extension {
+        if profile.driver == settings::Driver::Extension {
             return Err(ManagedError::ExtensionProfile(profile.name.clone()));
         }
         if !profile.launches() {
@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn launch_flags_isolate_and_never_use_9222() {
-        let profile = config::Config::defaults().profile(Some("managed")).unwrap().clone();
+        let profile = settings::Config::defaults().profile(Some("managed")).unwrap().clone();
         let args = launch_args(&profile, Path::new("/state/profiles/managed/user-data"), true, true);
         for flag in [
             "--user-data-dir=/state/profiles/managed/user-data",

@@ -80,7 +80,6 @@
 //! asked or when running as root (Chrome refuses otherwise); the profile's
 //! `args`; `about:blank`.
 
-pub mod config;
 pub mod discovery;
 mod ephemeral;
 pub mod launch;
@@ -99,10 +98,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use cdp_client::{CdpError, Channels};
-use config::{Config, ConfigError, Profile};
 pub use launch::launch_args;
 use pipe::{Endpoint, Pipe};
 use running::record_in;
+use settings::{Config, ConfigError, Profile};
 
 /// How long a launched browser has to answer `Browser.getVersion`.
 pub const READY_WITHIN: Duration = Duration::from_secs(15);
@@ -214,7 +213,11 @@ pub struct ManagedBrowsers {
 
 impl ManagedBrowsers {
     pub fn new(state_root: &Path) -> Self {
-        Self { root: state_root.to_path_buf(), max_running: config::DEFAULT_MAX_MANAGED_BROWSERS, held: Arc::default() }
+        Self {
+            root: state_root.to_path_buf(),
+            max_running: settings::DEFAULT_MAX_MANAGED_BROWSERS,
+            held: Arc::default(),
+        }
     }
 
     /// The state directory.
@@ -335,7 +338,9 @@ impl ManagedBrowsers {
                 false => "not connected (it connects on first use)",
             };
             status.detail = match profile.remote_url() {
-                Some(url) => format!("{connected} to {}; Browser Relay never launches it", config::redacted_url(&url)),
+                Some(url) => {
+                    format!("{connected} to {}; Browser Relay never launches it", settings::redacted_url(&url))
+                }
                 None => "your own Chrome, through the extension".into(),
             };
             return status;
@@ -380,8 +385,8 @@ impl ManagedBrowsers {
 /// connection).
 pub fn cdp_endpoint(relay_base: &str, profile: &Profile) -> String {
     match profile.driver {
-        config::Driver::Extension => format!("{relay_base}/"),
-        config::Driver::Managed => format!("{relay_base}/profiles/{}/", profile.name),
+        settings::Driver::Extension => format!("{relay_base}/"),
+        settings::Driver::Managed => format!("{relay_base}/profiles/{}/", profile.name),
     }
 }
 
@@ -450,7 +455,7 @@ mod tests {
     fn a_recorded_pid_that_is_not_our_browser_is_never_running() {
         let state = tempfile::tempdir().unwrap();
         let browsers = ManagedBrowsers::new(state.path());
-        let profile = config::Config::defaults().profile(Some("managed")).unwrap().clone();
+        let profile = settings::Config::defaults().profile(Some("managed")).unwrap().clone();
         std::fs::create_dir_all(browsers.profile_dir("managed")).unwrap();
         // This test process is alive, but it is no browser on this profile.
         let record = RunRecord {

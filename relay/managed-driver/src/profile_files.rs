@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::config::signed_argb;
+use settings::signed_argb;
 
 /// The keys written, for documentation and tests: `Local State` →
 /// `profile.info_cache.Default.{name, is_using_default_name,

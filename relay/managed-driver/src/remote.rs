@@ -19,7 +19,7 @@
 //! browser it did not launch).
 //!
 //! **Secrets.** The URL's credentials and query and the headers' values
-//! are shown nowhere: errors and logs carry [`config::redacted_url`], and
+//! are shown nowhere: errors and logs carry [`settings::redacted_url`], and
 //! the headers are [`cdp_client::Secret`]s.
 
 use std::collections::HashMap;
@@ -30,9 +30,9 @@ use cdp_client::endpoint::EndpointError;
 use cdp_client::protocol::browser;
 use cdp_client::{CdpError, Channels, Dial};
 
-use crate::config::{self, Profile};
 use crate::pipe::Pipe;
 use crate::{ManagedBrowsers, ManagedError, lock};
+use settings::Profile;
 
 /// One open connection, and how it was reached. No `Debug`: `reach`
 /// holds the farm's URL and headers as written, secrets included.
@@ -84,7 +84,7 @@ impl ManagedBrowsers {
         }
         let unreachable = |source| ManagedError::AttachUnreachable {
             profile: profile.name.clone(),
-            url: config::redacted_url(&reach.0),
+            url: settings::redacted_url(&reach.0),
             port_only: profile.cdp_url.is_none(),
             source,
         };
@@ -95,7 +95,7 @@ impl ManagedBrowsers {
         let pipe = Pipe::over(socket);
         // What answers is a browser, and its target's id (for
         // `/devtools/browser/<id>`).
-        let shown = config::redacted_url(&ws);
+        let shown = settings::redacted_url(&ws);
         let first_answer = |error: CdpError| match error {
             CdpError::Timeout(..) => EndpointError::HandshakeTimeout {
                 url: shown.clone(),

@@ -9,9 +9,9 @@ use std::time::Duration;
 use cdp_client::protocol::{browser, target};
 use cdp_client::{CdpError, Channels};
 
-use crate::config::{ConfigError, Driver, Profile};
 use crate::pipe::{Endpoint, Pipe};
 use crate::{ManagedBrowsers, ManagedError};
+use settings::{ConfigError, Driver, Profile};
 
 /// How long a browser-level call of a route may take.
 const ROUTE_CALL_WITHIN: Duration = Duration::from_secs(10);

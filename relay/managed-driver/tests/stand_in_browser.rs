@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use managed_driver::config::Config;
 use managed_driver::{ManagedBrowsers, State};
+use settings::Config;
 
 /// The stand-in, which Cargo builds for this test.
 fn stand_in() -> PathBuf {

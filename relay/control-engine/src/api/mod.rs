@@ -23,7 +23,7 @@ pub use actions::{
     ActKind, Action, Click, CloseCurrent, Drag, Evaluate, Fill, FillField, Hover, MouseButton, Press, Resize,
     SelectOptions, TypeText, WaitFor,
 };
-use managed_driver::config::{Driver, Profile};
+use settings::{Driver, Profile};
 
 /// How a route is called over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use axum::http::{Request, StatusCode, header};
 use control_engine::api::*;
 use control_engine::api::{Action, Click, Press, WaitFor};
 use control_engine::error::{ControlError, Surface};
-use managed_driver::config::Driver;
 use serde_json::{Value, json};
+use settings::Driver;
 use state_dir::Token;
 use tower::ServiceExt as _;
 

@@ -1,4 +1,11 @@
-//! Profiles: `<state>/config.toml`. Two profiles exist without any file:
+//! Browser Relay's settings: `<state>/config.toml`, read on every use (an
+//! edit applies at once) by whoever needs it: the product-wide policy
+//! (`defaultProfile`, `allowEvaluate`, `allowFileUrls`,
+//! `allowWipingBrowserData`, `uploadRoots`, the media folder's retention,
+//! `extensionIds`, `maxManagedBrowsers`) for the relay, the control engine
+//! and the binary, and the profiles for the managed driver.
+//!
+//! Profiles. Two profiles exist without any file:
 //! `chrome` (the user's own Chrome through the extension) and `managed` (an
 //! isolated Chrome that Browser Relay launches, orange). Without a
 //! `defaultProfile` the default is [`AUTO_PROFILE`]: the user's shared tabs
