@@ -4,8 +4,8 @@
 //! `{"ok": true, "data": …}` envelope.
 
 use anyhow::Context as _;
-use browser_relay::control::DEFAULT_CONTROL_PORT;
-use browser_relay::control::client::ControlClient;
+use browser_relay::ControlClient;
+use browser_relay::DEFAULT_CONTROL_PORT;
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward,
     ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
@@ -13,7 +13,7 @@ use control_engine::api::{
     TakeScreenshot, TakeSnapshot, Trouble,
 };
 use control_engine::api::{Click, Evaluate, Press, TypeText};
-use control_engine::error::{Step, Surface};
+use control_engine::{Step, Surface};
 use serde::Serialize;
 use state_dir::StateDir;
 
@@ -22,7 +22,7 @@ use crate::println_stdout;
 /// The control API from the command line; each prints text, or with
 /// `--json` the API's own JSON in the `{"ok", "data" | "error"}` envelope.
 #[derive(Debug, clap::Subcommand)]
-pub enum AgentCommand {
+pub(crate) enum AgentCommand {
     /// Launch a profile's browser in the running `serve` (the managed
     /// profile: an isolated Chrome). A no-op if it runs.
     Start {
@@ -203,7 +203,7 @@ pub enum AgentCommand {
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum DialogAnswer {
+pub(crate) enum DialogAnswer {
     /// OK.
     Accept,
     /// Cancel.
@@ -212,7 +212,7 @@ pub enum DialogAnswer {
 
 /// What the profile commands take: no tab.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ProfileArgs {
+pub(crate) struct ProfileArgs {
     /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
@@ -225,7 +225,7 @@ pub struct ProfileArgs {
 }
 
 #[derive(Debug, Clone, clap::Args)]
-pub struct AgentArgs {
+pub(crate) struct AgentArgs {
     /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
@@ -248,7 +248,7 @@ impl AgentArgs {
 
 impl AgentCommand {
     /// The profile, tab, port and output every command has.
-    pub fn args(&self) -> AgentArgs {
+    pub(crate) fn args(&self) -> AgentArgs {
         match self {
             Self::Focus { target_id, args } | Self::CloseTab { target_id, args } => AgentArgs {
                 profile: args.profile.clone(),
@@ -404,7 +404,7 @@ fn trouble_lines(lines: &mut Vec<String>, trouble: &Trouble, prefix: &str) {
 }
 
 /// Runs one agent command against the control API of a running relay.
-pub async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
+pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
     let args = command.args();
     let client = ControlClient::new(args.control_port, state.load_or_create_token()?).on(Surface::Cli);
     let tab = args.tab();

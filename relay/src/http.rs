@@ -16,12 +16,10 @@ use shared_protocol::{SUBPROTOCOL, SUBPROTOCOL_V1};
 use crate::net::allowance::ReadAllowance;
 use crate::net::guard::{Guard, guard_layer};
 use cdp_client::protocol::target::TargetInfo;
-use managed_driver::pipe::Endpoint;
-use managed_driver::served::ServedError;
-use managed_driver::{ManagedBrowsers, ManagedError};
+use managed_driver::{Endpoint, ManagedBrowsers, ManagedError, ServedError};
+use relay_engine::ProofHook;
 use relay_engine::Relay;
-use relay_engine::discovery::{ListEntry, VersionDocument};
-use relay_engine::extension::ProofHook;
+use relay_engine::{ListEntry, VersionDocument};
 
 /// What the handlers share: the relay, and the managed browsers whose
 /// profiles it exposes (the server's one; `None` in tests that need no
@@ -39,7 +37,7 @@ impl axum::extract::FromRef<AppState> for Relay {
 }
 
 /// Builds the router; `guard` is applied to every route, upgrades included.
-pub fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowsers>) -> Router {
+pub(crate) fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowsers>) -> Router {
     let state = AppState { relay, browsers };
     Router::new()
         .route("/", get(root))
@@ -105,7 +103,7 @@ async fn json_list(State(relay): State<Relay>) -> Response {
 }
 
 /// Chrome's protocol description, as its own port serves it.
-pub const PROTOCOL_JSON: &str = include_str!("../assets/devtools-protocol.json");
+pub(crate) const PROTOCOL_JSON: &str = include_str!("../assets/devtools-protocol.json");
 
 async fn json_protocol() -> Response {
     ([(header::CONTENT_TYPE, "application/json; charset=UTF-8")], PROTOCOL_JSON).into_response()
@@ -183,7 +181,7 @@ async fn browser_ws_with_id(
 
 /// What a client calls itself, for the extension's options page.
 fn client_name(headers: &HeaderMap) -> String {
-    relay_engine::client::client_name(headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
+    relay_engine::client_name(headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
 }
 
 async fn page_ws(

@@ -1,16 +1,26 @@
 //! Browser Relay's server side, as a library for the `browser-relay` binary
-//! and the end-to-end tests: the listeners and their guard ([`net`]), the
-//! relay's HTTP routes ([`http`]), the control API's transport
-//! ([`control`]), [`server`], which starts them together, and [`shutdown`], what ends
-//! `serve` on each system. The engines
-//! live in their own crates (see ARCHITECTURE.md).
+//! and the end-to-end tests: the listeners and their guard (`net`), the
+//! relay's HTTP routes (`http`), the control API's transport (`control`),
+//! `server`, which starts them together, and `shutdown`, what ends `serve`
+//! on each system. What the binary and the tests use is re-exported here;
+//! the engines live in their own crates (see ARCHITECTURE.md).
 
-pub mod control;
-pub mod http;
-pub mod keys;
-pub mod net;
-pub mod server;
-pub mod shutdown;
+mod control;
+mod http;
+mod keys;
+mod net;
+mod server;
+mod shutdown;
+
+// What the binary and the end-to-end tests use, at the root.
+pub use control::DEFAULT_CONTROL_PORT;
+pub use control::client::{ClientError, ControlClient, StartServer};
+pub use keys::{cdp_key, control_key};
+pub use net::guard::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteClass, is_loopback_host};
+pub use net::sessions::{Sessions, client_secret};
+pub use net::{BindError, ServeLimits, is_taken};
+pub use server::{RunningServer, ServerOptions};
+pub use shutdown::ShutdownSignals;
 
 #[cfg(test)]
 mod tests {
@@ -19,7 +29,7 @@ mod tests {
     /// crates do not depend on each other, so this keeps them in step.
     #[test]
     fn the_engine_knows_the_relays_not_in_front_error() {
-        let relays = relay_engine::capture::NOT_IN_FRONT;
-        assert_eq!(relays, format!("Page.captureScreenshot: {}", control_engine::capture::RELAY_NOT_IN_FRONT));
+        let relays = relay_engine::NOT_IN_FRONT;
+        assert_eq!(relays, format!("Page.captureScreenshot: {}", control_engine::RELAY_NOT_IN_FRONT));
     }
 }

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use browser_relay::control::DEFAULT_CONTROL_PORT;
-use browser_relay::control::client::{ControlClient, StartServer};
-use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
-use browser_relay::server::{RunningServer, ServerOptions};
-use control_engine::error::Surface;
+use browser_relay::DEFAULT_CONTROL_PORT;
+use browser_relay::DEFAULT_EXTENSION_ID;
+use browser_relay::{ControlClient, StartServer};
+use browser_relay::{RunningServer, ServerOptions};
+use control_engine::Surface;
 use settings::{Config, Driver};
 use state_dir::StateDir;
 
@@ -199,7 +199,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp { control_port, port } => mcp(&state, port, control_port).await,
         Command::Token { control } => {
             let token = state.load_or_create_token()?;
-            let shown = if control { browser_relay::keys::control_key(&token) } else { token };
+            let shown = if control { browser_relay::control_key(&token) } else { token };
             println_stdout(shown.as_str());
             Ok(())
         }
@@ -208,7 +208,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // it would leave the two out of step.
             for taken in [port, control_port] {
                 let addr = std::net::SocketAddr::from(([127, 0, 0, 1], taken));
-                if browser_relay::net::is_taken(addr) {
+                if browser_relay::is_taken(addr) {
                     anyhow::bail!(
                         "something listens on {addr}: stop `browser-relay serve` first (it holds the secret), then rotate and start it again"
                     );
@@ -231,7 +231,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let profile = config.profile(profile.as_deref())?;
             // The CDP key, never the secret: a client sends it to whatever
             // listens on the port (browser_relay::keys).
-            let token = browser_relay::keys::cdp_key(&state.load_or_create_token()?);
+            let token = browser_relay::cdp_key(&state.load_or_create_token()?);
             // Through the relay, which holds a remote browser's secrets (its
             // cdpUrl's token, its headers) and its one connection.
             let url = match profile.driver {
@@ -425,7 +425,7 @@ async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<(
 /// A relay on `port` and a control API on `control`, run by this process,
 /// unless something already listens on `control` (`None`: use that).
 async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow::Result<Option<RunningServer>> {
-    if browser_relay::net::is_taken(control) {
+    if browser_relay::is_taken(control) {
         return Ok(None);
     }
     init_logging();
@@ -435,7 +435,7 @@ async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow:
         Ok(server) => Ok(Some(server)),
         // Another process (a second MCP server, a serve starting) took the
         // port meanwhile: use it.
-        Err(_) if browser_relay::net::is_taken(control) => Ok(None),
+        Err(_) if browser_relay::is_taken(control) => Ok(None),
         Err(error) => Err(error.into()),
     }
 }
@@ -464,7 +464,7 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
     let options = server_options(state, addr, control, extension_ids, no_auth)?;
     // From here on Ctrl-C and the system's stop requests end serve cleanly
     // (also while `--start` is launching browsers).
-    let mut signals = browser_relay::shutdown::ShutdownSignals::listen().context("listening for Ctrl-C")?;
+    let mut signals = browser_relay::ShutdownSignals::listen().context("listening for Ctrl-C")?;
     let server = RunningServer::start(options).await?;
     if let Some(url) = server.control_url() {
         tracing::info!(

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use browser_relay::control::client::ControlClient;
+use browser_relay::ControlClient;
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FindInPage, FocusTab,
     Found, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf,
@@ -48,7 +48,7 @@ struct ToolSpec {
 /// What the tools work with: the control API, and the one folder whose
 /// files they may read (screenshots the API saved there).
 #[derive(Debug)]
-pub struct Surface {
+pub(crate) struct Surface {
     client: ControlClient,
     media: state_dir::MediaDir,
 }
@@ -431,19 +431,19 @@ impl ShownInProfile for Screenshot {
 
 /// The MCP server: the tool table over a control API client.
 #[derive(Debug, Clone)]
-pub struct McpServer {
+pub(crate) struct McpServer {
     surface: Arc<Surface>,
 }
 
 impl McpServer {
     /// `media`: the state directory's media folder, the only place tools
     /// read files from.
-    pub fn new(client: ControlClient, media: state_dir::MediaDir) -> Self {
+    pub(crate) fn new(client: ControlClient, media: state_dir::MediaDir) -> Self {
         Self { surface: Arc::new(Surface { client, media }) }
     }
 
     /// Serves MCP on stdin/stdout until the host closes it.
-    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+    pub(crate) async fn serve_stdio(self) -> anyhow::Result<()> {
         use rmcp::ServiceExt as _;
         let running = self.serve(rmcp::transport::stdio()).await?;
         running.waiting().await?;

@@ -118,7 +118,7 @@ impl RunningServer {
                     sweeper.prune_media();
                     tokio::select! {
                         () = stop.cancelled() => break,
-                        () = tokio::time::sleep(control_engine::engine::MEDIA_SWEEP) => {}
+                        () = tokio::time::sleep(control_engine::MEDIA_SWEEP) => {}
                     }
                 }
             }));

@@ -54,14 +54,14 @@ fn profiles_and_pairing_and_endpoints() {
     // CDP clients and HTTP agents get keys of their own, derived from the
     // secret: neither is the secret, nor each other.
     let secret = state_dir::Token::parse(token).unwrap();
-    let cdp_key = browser_relay::keys::cdp_key(&secret);
+    let cdp_key = browser_relay::cdp_key(&secret);
     let (_, url, _) = browser_relay(home.path(), &["cdp-url"]);
     assert_eq!(url.trim(), format!("http://127.0.0.1:18792/?token={}", cdp_key.as_str()));
     assert!(!url.contains(token), "the secret is not what clients send: {url}");
     let (_, url, _) = browser_relay(home.path(), &["cdp-url", "--profile", "managed", "--port", "18000"]);
     assert_eq!(url.trim(), format!("http://127.0.0.1:18000/profiles/managed/?token={}", cdp_key.as_str()));
     let (_, control, _) = browser_relay(home.path(), &["token", "--control"]);
-    assert_eq!(control.trim(), browser_relay::keys::control_key(&secret).as_str());
+    assert_eq!(control.trim(), browser_relay::control_key(&secret).as_str());
     assert!(control.trim() != token && control.trim() != cdp_key.as_str());
     let (_, pair, _) = browser_relay(home.path(), &["pair"]);
     assert!(

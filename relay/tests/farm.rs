@@ -13,8 +13,9 @@
 //! `tests/tests/e2e_wine.rs`.
 #![cfg(unix)]
 
+// Shared with the e2e harness, whose items are `pub`.
 #[path = "../../tests/src/chromium.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 mod chromium;
 #[path = "farm/front.rs"]
 mod front;
@@ -130,7 +131,7 @@ impl Serve {
     /// answer is checked for secrets.
     async fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let token = state_dir::StateDir::at(self.path()).load_or_create_token().unwrap();
-        let client = browser_relay::control::client::ControlClient::new(self.control, token);
+        let client = browser_relay::ControlClient::new(self.control, token);
         let response =
             client.raw(method, path, &[], body.as_ref()).await.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         self.assert_clean(&format!("{method} {path}"), &response.text());
@@ -272,7 +273,7 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
         "{profiles}"
     );
     let url = browser_relay(serve.path(), &["cdp-url", "--profile", "farm", "--port", &serve.port.to_string()]).await.1;
-    let cdp_key = browser_relay::keys::cdp_key(&state_dir::Token::parse(&serve.token).unwrap());
+    let cdp_key = browser_relay::cdp_key(&state_dir::Token::parse(&serve.token).unwrap());
     assert_eq!(url.trim(), format!("{endpoint}?token={}", cdp_key.as_str()), "the relay's CDP key");
     assert!(!url.contains(secret), "cdp-url shows the farm's secret: {url}");
 

@@ -165,6 +165,35 @@ fn state_is_owned_and_passed_never_global() {
     assert!(found.is_empty(), "global mutable state: {found:?}");
 }
 
+#[test]
+fn each_crate_shows_only_its_faces() {
+    // A module is `pub` only when other crates use it as a namespace (its
+    // face); everything else is private, what other crates use re-exported
+    // at the crate's root, and the `unreachable_pub` lint (workspace) makes
+    // every item that no other crate can reach `pub(crate)`.
+    let faces: [(&str, &[&str]); 9] = [
+        ("shared-protocol/src/lib.rs", &["auth", "close_code", "layout"]),
+        ("extension-wasm/src/lib.rs", &["core"]),
+        ("relay/state-dir/src/lib.rs", &[]),
+        ("relay/cdp-client/src/lib.rs", &["endpoint", "http", "protocol"]),
+        ("relay/settings/src/lib.rs", &[]),
+        ("relay/relay-engine/src/lib.rs", &["cdp"]),
+        ("relay/managed-driver/src/lib.rs", &[]),
+        ("relay/control-engine/src/lib.rs", &["api"]),
+        ("relay/src/lib.rs", &[]),
+    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (lib, expected) in faces {
+        let text = std::fs::read_to_string(root.join(lib)).unwrap();
+        let public: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub mod "))
+            .map(|rest| rest.trim_end_matches([';', '{', ' ']))
+            .collect();
+        assert_eq!(public, expected, "{lib}: its public modules");
+    }
+}
+
 /// Every dependency a product crate declares is used where it is declared:
 /// a normal one in the crate's product code (not only in its tests: then it
 /// belongs in dev-dependencies), a dev-dependency in its tests. A crate used

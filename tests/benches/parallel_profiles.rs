@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use browser_relay::control::client::ControlClient;
+use browser_relay::ControlClient;
 use e2e::FixtureServer;
 use futures_util::future::join_all;
 use serde_json::{Value, json};

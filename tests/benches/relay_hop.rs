@@ -15,8 +15,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
-use browser_relay::server::RunningServer;
+use browser_relay::DEFAULT_EXTENSION_ID;
+use browser_relay::RunningServer;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use shared_protocol::{PROTOCOL_VERSION, RelayMessage, SUBPROTOCOL};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use browser_relay::server::RunningServer;
+use browser_relay::RunningServer;
 use cdp_client::http::HttpResponse;
 use control_engine::Engine;
 use serde_json::Value;
@@ -18,13 +18,13 @@ use crate::FixtureServer;
 /// assertions for tests.
 #[derive(Debug, Clone)]
 pub struct ControlClient {
-    pub client: browser_relay::control::client::ControlClient,
+    pub client: browser_relay::ControlClient,
 }
 
 impl ControlClient {
     pub fn of(server: &RunningServer, token: &Token) -> Self {
         let port = server.control.as_ref().expect("the control API runs").0.port();
-        Self { client: browser_relay::control::client::ControlClient::new(port, token.clone()) }
+        Self { client: browser_relay::ControlClient::new(port, token.clone()) }
     }
 
     /// A request with the token, as an agent sends it; the response as it came.
@@ -140,7 +140,7 @@ impl ControlEnv {
         let config = browsers.config().expect("config.toml parses");
         let profile = config.profile(Some("managed")).expect("the managed profile");
         let channels =
-            browsers.connect(profile, managed_driver::pipe::Endpoint::Browser).await.expect("the managed browser runs");
+            browsers.connect(profile, managed_driver::Endpoint::Browser).await.expect("the managed browser runs");
         let client = CdpClient::over(channels).with_timeout(Duration::from_secs(10));
         let attached = client
             .call("Target.attachToTarget", serde_json::json!({"targetId": target_id, "flatten": true}), None)

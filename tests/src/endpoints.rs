@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use browser_relay::server::RunningServer;
+use browser_relay::RunningServer;
 use cdp_client::CdpClient;
 use managed_driver::ManagedBrowsers;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::{RunningServer, ServerOptions};
 use cdp_client::CdpClient;
 use serde_json::{Value, json};
 use state_dir::Token;

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
+use browser_relay::DEFAULT_EXTENSION_ID;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use shared_protocol::{

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::{RunningServer, ServerOptions};
 use relay_engine::RelayConfig;
 use state_dir::Token;
 

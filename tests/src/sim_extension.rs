@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
-use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
+use browser_relay::DEFAULT_EXTENSION_ID;
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};

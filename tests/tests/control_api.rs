@@ -62,7 +62,7 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
         assert_eq!(origin.status, 403, "{method} {path} from a web page");
         assert_eq!(origin.json()["error"]["code"], "forbidden");
         // Not even the extension's own origin may use the control API.
-        let extension = format!("chrome-extension://{}", browser_relay::net::guard::DEFAULT_EXTENSION_ID);
+        let extension = format!("chrome-extension://{}", browser_relay::DEFAULT_EXTENSION_ID);
         let from_extension =
             http_client::request(method, &url, &[("Authorization", &good_auth), ("Origin", &extension)], None)
                 .await
@@ -239,7 +239,7 @@ async fn the_session_route_proves_the_server_and_opens_nothing_without_the_token
     let (server_nonce, proof) = (opened["nonce"].as_str().unwrap(), opened["proof"].as_str().unwrap());
     // Only a holder of the token derives the session's secret...
     let port = env.base.rsplit(':').next().unwrap().parse().unwrap();
-    let secret = browser_relay::net::sessions::client_secret(&env.token, port, &nonce, server_nonce, proof)
+    let secret = browser_relay::client_secret(&env.token, port, &nonce, server_nonce, proof)
         .expect("the server proved this install's token");
     let with = |secret: &str| format!("Bearer {secret}");
     let tabs = format!("{}/profiles", env.base);

@@ -126,11 +126,7 @@ async fn the_worker_idles_a_minute_while_shared_and_stays_connected() {
 #[test]
 fn the_relay_allows_exactly_the_pinned_extension_id() {
     let id = e2e::extension_env::extension_id().unwrap();
-    assert_eq!(
-        id,
-        browser_relay::net::guard::DEFAULT_EXTENSION_ID,
-        "extension/EXTENSION_ID and the relay's default agree"
-    );
+    assert_eq!(id, browser_relay::DEFAULT_EXTENSION_ID, "extension/EXTENSION_ID and the relay's default agree");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use browser_relay::server::RunningServer;
+use browser_relay::RunningServer;
 use e2e::ControlEnv;
 use managed_driver::{ManagedBrowsers, ManagedError, State};
 use nix::sys::signal::{Signal, kill, killpg};

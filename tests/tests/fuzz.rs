@@ -33,8 +33,8 @@ use proptest::test_runner::{Config, TestCaseResult, TestRunner};
 use serde_json::{Map, Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-use browser_relay::net::guard::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteClass, is_loopback_host};
-use browser_relay::net::sessions::{Sessions, client_secret};
+use browser_relay::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteClass, is_loopback_host};
+use browser_relay::{Sessions, client_secret};
 use cdp_client::{CdpClient, CdpError, Channels};
 use control_engine::api::{self, Route, Selected, TabSelector};
 use relay_engine::cdp::{Command, code};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use browser_relay::server::RunningServer;
+use browser_relay::RunningServer;
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};
 use relay_engine::RelayConfig;

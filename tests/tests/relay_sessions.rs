@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use browser_relay::server::RunningServer;
+use browser_relay::RunningServer;
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 use e2e::fake_extension::{FakeExtension, Mode, SeenCall, fake_tab, fake_target_id, hello};
 use relay_engine::RelayConfig;

@@ -4,9 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use browser_relay::net::ServeLimits;
-use browser_relay::net::guard::DEFAULT_EXTENSION_ID;
-use browser_relay::server::{RunningServer, ServerOptions};
+use browser_relay::DEFAULT_EXTENSION_ID;
+use browser_relay::ServeLimits;
+use browser_relay::{RunningServer, ServerOptions};
 use e2e::fake_extension::{FakeExtension, Mode, hello};
 use state_dir::Token;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -558,7 +558,7 @@ async fn a_connection_that_never_proves_the_pairing_does_not_hold_the_extension_
 async fn a_program_that_takes_the_control_port_after_serve_cannot_answer_its_clients() {
     e2e::init_logging();
     let WithControl { server, token, control, .. } = serve_with_control(|_| {}).await;
-    let client = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
+    let client = browser_relay::ControlClient::new(control.port(), token.clone());
     let genuine = client.call("GET", "/profiles", &[], None).await.expect("the real server's answer");
     assert!(genuine["profiles"].is_array(), "{genuine}");
     server.stop().await;
@@ -621,7 +621,7 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     let ws = version.split("webSocketDebuggerUrl\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
     let key = ws.split("token=").nth(1).unwrap().to_string();
     assert!(!ws.contains(secret.as_str()), "clients are handed the secret itself: {ws}");
-    assert_eq!(key, browser_relay::keys::cdp_key(&secret).as_str());
+    assert_eq!(key, browser_relay::cdp_key(&secret).as_str());
     // It opens the CDP routes...
     let (status, _) = raw_request(server.addr, &get(&format!("/json/list?token={key}"), &host, &[])).await;
     assert_eq!(status, 200);
@@ -630,7 +630,7 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &bearer)])).await;
     assert_eq!(status, 401, "the CDP key opened the control API");
     // no control session (a client holding it cannot check the server's proof),
-    let holder = browser_relay::control::client::ControlClient::new(control.port(), Token::parse(&key).unwrap());
+    let holder = browser_relay::ControlClient::new(control.port(), Token::parse(&key).unwrap());
     let refused = holder.call("GET", "/profiles", &[], None).await.expect_err("a session opened with the CDP key");
     assert!(refused.to_string().contains("could not prove"), "{refused}");
     // and no pairing with the extension.
@@ -638,7 +638,7 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     assert!(!server.relay.wait_for_extension(Duration::from_secs(1)).await, "the CDP key paired an extension");
     drop(forged);
     // The control key opens the control API and nothing of the relay's.
-    let control_key = browser_relay::keys::control_key(&secret);
+    let control_key = browser_relay::control_key(&secret);
     let bearer = format!("Bearer {}", control_key.as_str());
     let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &bearer)])).await;
     assert_eq!(status, 200);
@@ -733,7 +733,7 @@ async fn a_control_servers_proof_passed_on_from_another_port_proves_nothing() {
     e2e::init_logging();
     let WithControl { server: _server, token, control, .. } = serve_with_control(|_| {}).await;
     // The real serve, dialled where it listens: a session opens.
-    let direct = browser_relay::control::client::ControlClient::new(control.port(), token.clone());
+    let direct = browser_relay::ControlClient::new(control.port(), token.clone());
     direct.call("GET", "/profiles", &[], None).await.expect("the real serve proves itself");
     // A program on another port that passes every byte on to it.
     let relaying = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -747,7 +747,7 @@ async fn a_control_servers_proof_passed_on_from_another_port_proves_nothing() {
             });
         }
     });
-    let fooled = browser_relay::control::client::ControlClient::new(relay_port, token.clone());
+    let fooled = browser_relay::ControlClient::new(relay_port, token.clone());
     let refused = fooled.call("GET", "/profiles", &[], None).await.expect_err("a proof passed on from another port");
     assert!(refused.to_string().contains("could not prove"), "{refused}");
 }

@@ -39,13 +39,13 @@ pub const GROUP_TITLE: &str = "Browser Relay";
 pub const GROUP_COLOR: &str = "orange";
 /// A refused `tabs.group`/`tabs.ungroup` is tried again after 200 ms,
 /// doubling up to 3.2 s, this many times.
-pub const REGROUP_TRIES: u32 = 5;
+pub(super) const REGROUP_TRIES: u32 = 5;
 /// How long a moved group's tabs may be out of it (Chrome puts them back
 /// within a few milliseconds; the margin is for a busy machine).
-pub const GROUP_MOVE_MS: u64 = 1000;
+pub(super) const GROUP_MOVE_MS: u64 = 1000;
 
 /// The wait before try `tries + 1` of a refused group call.
-pub fn regroup_delay_ms(tries: u32) -> u64 {
+pub(super) fn regroup_delay_ms(tries: u32) -> u64 {
     200 << tries.min(4)
 }
 
@@ -53,7 +53,7 @@ pub fn regroup_delay_ms(tries: u32) -> u64 {
 /// or an animation ("Tabs cannot be edited right now (user may be dragging
 /// a tab)"), or the group vanished under us ("No group with id: 7"). Any
 /// other refusal ("does not support tab groups": a popup window) is final.
-pub fn refused_for_now(why: &str) -> bool {
+pub(super) fn refused_for_now(why: &str) -> bool {
     why.contains("cannot be edited right now") || why.contains("No group with id")
 }
 

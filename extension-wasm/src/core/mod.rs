@@ -86,7 +86,7 @@
 //!   unknown relay messages are ignored (`unknown_relay_messages_are_ignored`).
 
 mod groups;
-pub mod policy;
+mod policy;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -2,10 +2,10 @@
 
 /// Pages the extension never attaches to (one rule with the relay's:
 /// [`shared_protocol::is_restricted_url`]).
-pub use shared_protocol::is_restricted_url as is_restricted;
+pub(super) use shared_protocol::is_restricted_url as is_restricted;
 
 /// Why the user cannot share a page, for the badge tooltip.
-pub fn restricted_reason(url: &str) -> String {
+pub(super) fn restricted_reason(url: &str) -> String {
     let scheme = url.split_once(':').map_or(url, |(s, _)| s);
     format!("Browser Relay cannot share {scheme}: pages (browser, DevTools and extension pages are off limits)")
 }
@@ -15,30 +15,30 @@ pub fn restricted_reason(url: &str) -> String {
 /// The cap keeps the promise of the grace period: a relay back before it
 /// ends is found before it ends (a refused loopback connection costs
 /// nothing, so there is no load to spare it).
-pub fn reconnect_delay_ms(attempt: u32, random: f64) -> u64 {
+pub(super) fn reconnect_delay_ms(attempt: u32, random: f64) -> u64 {
     let base = 1000u64.saturating_mul(1u64 << attempt.min(3)).min(RECONNECT_CAP_MS);
     let jitter = 0.75 + 0.5 * random.clamp(0.0, 0.999_999);
     (base as f64 * jitter) as u64
 }
 
 /// Delay before re-attach try `attempt` after a navigation-caused detach.
-pub fn reattach_delay_ms(attempt: u32) -> u64 {
+pub(super) fn reattach_delay_ms(attempt: u32) -> u64 {
     250 * (1u64 << attempt.min(4))
 }
 
 /// Re-attach tries before giving up on a tab.
-pub const REATTACH_TRIES: u32 = 3;
+pub(super) const REATTACH_TRIES: u32 = 3;
 /// While anything is attached, a message at least this often keeps the MV3
 /// service worker alive (it is stopped after ~30 s without events).
-pub const KEEPALIVE_MS: u64 = 20_000;
+pub(super) const KEEPALIVE_MS: u64 = 20_000;
 /// How long tabs stay attached while the relay is gone before the extension
 /// detaches them (the "is being debugged" bar goes away).
-pub const DETACH_GRACE_MS: u64 = 60_000;
+pub(super) const DETACH_GRACE_MS: u64 = 60_000;
 
 /// The longest wait between two reconnect attempts (before jitter).
-pub const RECONNECT_CAP_MS: u64 = 5_000;
+pub(super) const RECONNECT_CAP_MS: u64 = 5_000;
 /// The first attempt whose delay is the cap.
-pub const SLOWEST_ATTEMPT: u32 = 3;
+pub(super) const SLOWEST_ATTEMPT: u32 = 3;
 
 /// What a tab's toolbar badge shows.
 #[derive(Debug, Clone, PartialEq, Eq)]

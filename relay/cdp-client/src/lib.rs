@@ -14,12 +14,15 @@
 //!
 //! It knows nothing of the relay, the managed driver or the control API.
 
-pub mod client;
+// Faces: `protocol` (a type per CDP command, by domain), `endpoint` (the
+// one way from an endpoint to a browser socket) and `http` (bounded
+// requests) are namespaces other crates use as such; the rest is here.
+mod client;
 pub mod endpoint;
 pub mod http;
-pub mod net;
+mod net;
 pub mod protocol;
 
 pub use client::{CdpClient, CdpError, CdpEvent, Channels, USER_AGENT, redact};
 pub use endpoint::EndpointError;
-pub use net::{Dial, Secret};
+pub use net::{CONNECT_WITHIN, Dial, HANDSHAKE_WITHIN, Secret};

@@ -88,7 +88,7 @@ impl Dial {
 }
 
 /// A connection, with TLS or without.
-pub type Stream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
+pub(crate) type Stream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// `within` from now, or a year when that overflows (no deadline).
 pub(crate) fn deadline(within: Duration) -> Instant {

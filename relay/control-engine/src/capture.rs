@@ -25,7 +25,7 @@ use crate::snapshot;
 use crate::tabs::PageTarget;
 
 /// Labels drawn at most on a labelled screenshot.
-pub const MAX_LABELS: u32 = 150;
+pub(crate) const MAX_LABELS: u32 = 150;
 
 /// How long a capture runs before the engine asks whether the tab is painted.
 const PAINT_CHECK: Duration = Duration::from_secs(1);
@@ -384,7 +384,7 @@ fn level_rank(level: &str) -> Option<u8> {
 }
 
 /// Width and height of a PNG or JPEG.
-pub fn image_size(data: &[u8]) -> Option<(u32, u32)> {
+pub(crate) fn image_size(data: &[u8]) -> Option<(u32, u32)> {
     if data.starts_with(b"\x89PNG\r\n\x1a\n") && data.len() >= 24 {
         let w = u32::from_be_bytes(data[16..20].try_into().ok()?);
         let h = u32::from_be_bytes(data[20..24].try_into().ok()?);

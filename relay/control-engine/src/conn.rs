@@ -19,19 +19,19 @@ use crate::api::{ConsoleMessage, DialogInfo, NetworkRequest, PageError, TabInfo,
 use crate::network::{NetworkLog, Recorded};
 
 /// The isolated world the snapshot script runs in (invisible to the page).
-pub const WORLD_NAME: &str = "browser-relay";
+pub(crate) const WORLD_NAME: &str = "browser-relay";
 /// Console messages kept per tab.
-pub const CONSOLE_KEPT: usize = 500;
+pub(crate) const CONSOLE_KEPT: usize = 500;
 /// Page errors kept per tab.
-pub const PAGE_ERRORS_KEPT: usize = 200;
+pub(crate) const PAGE_ERRORS_KEPT: usize = 200;
 /// Console errors (and page errors) kept for the next action's answer.
-pub const NEWS_KEPT: usize = 5;
+pub(crate) const NEWS_KEPT: usize = 5;
 /// Characters of one such error kept.
 const NEWS_CHARS: usize = 300;
 /// Bytes of one console message's text (or page error's message, or
 /// location) kept: a page that logs huge strings must not pin the relay's
 /// memory (500 messages of a tab at this size are 8 MiB at most).
-pub const ENTRY_BYTES: usize = 16 * 1024;
+pub(crate) const ENTRY_BYTES: usize = 16 * 1024;
 
 /// `text` within [`ENTRY_BYTES`], with what was cut said at its end.
 fn kept(mut text: String) -> String {
@@ -49,7 +49,7 @@ const ATTACH_WITHIN: Duration = Duration::from_secs(10);
 
 /// The answer armed for a tab's next dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DialogHook {
+pub(crate) struct DialogHook {
     pub accept: bool,
     pub prompt_text: Option<String>,
     pub until: tokio::time::Instant,
@@ -57,7 +57,7 @@ pub struct DialogHook {
 
 /// The files armed for a tab's next file chooser.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileHook {
+pub(crate) struct FileHook {
     pub paths: Vec<String>,
     pub until: tokio::time::Instant,
 }
@@ -91,7 +91,7 @@ struct Tab {
 /// newest few console errors and uncaught exceptions, and failed requests
 /// (HTTP errors and loads that failed), each with how many more.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TabNews {
+pub(crate) struct TabNews {
     pub console_errors: VecDeque<String>,
     /// Errors beyond the ones kept.
     pub more_console_errors: usize,
@@ -137,7 +137,7 @@ struct State {
 
 /// A live connection. Cheap to share; dropping the last handle closes it.
 #[derive(Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     pub profile: String,
     client: CdpClient,
     state: Mutex<State>,
@@ -148,14 +148,10 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connects to a browser-level CDP endpoint, discovers its tabs and
-    /// attaches to each of them before returning.
-    pub async fn connect(profile: &str, ws_url: &str) -> Result<Arc<Self>, CdpError> {
-        Self::over(profile, CdpClient::connect(ws_url).await?).await
-    }
-
-    /// The same over a connected client (a managed browser's pipe).
-    pub async fn over(profile: &str, client: CdpClient) -> Result<Arc<Self>, CdpError> {
+    /// Over a connected client (the relay's `/cdp`, a session on a
+    /// managed browser's pipe): discovers the browser's tabs and attaches to
+    /// each of them before returning.
+    pub(crate) async fn over(profile: &str, client: CdpClient) -> Result<Arc<Self>, CdpError> {
         let client = client.with_timeout(Duration::from_secs(30));
         let mut events = client.take_events().expect("a fresh client has its events");
         let conn = Arc::new(Self {
@@ -192,11 +188,11 @@ impl Conn {
         Ok(conn)
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.client.is_closed()
     }
 
-    pub fn client(&self) -> &CdpClient {
+    pub(crate) fn client(&self) -> &CdpClient {
         &self.client
     }
 
@@ -205,13 +201,13 @@ impl Conn {
     }
 
     /// Events from now on (for waiting on lifecycle events and the like).
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<CdpEvent>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<CdpEvent>> {
         self.events.subscribe()
     }
 
     /// The tabs, with titles and URLs fresh from the browser (change events
     /// can trail a load by a moment).
-    pub async fn refreshed_tabs(&self, current: Option<&str>) -> Result<Vec<TabInfo>, CdpError> {
+    pub(crate) async fn refreshed_tabs(&self, current: Option<&str>) -> Result<Vec<TabInfo>, CdpError> {
         let targets = self.client.send(&target::GetTargets {}, None).await?;
         for info in targets.target_infos {
             let mut state = self.state();
@@ -224,7 +220,7 @@ impl Conn {
     }
 
     /// The tabs in the order first seen; `current` is marked active.
-    pub fn tabs(&self, current: Option<&str>) -> Vec<TabInfo> {
+    pub(crate) fn tabs(&self, current: Option<&str>) -> Vec<TabInfo> {
         let state = self.state();
         state
             .order
@@ -241,15 +237,15 @@ impl Conn {
             .collect()
     }
 
-    pub fn has_tab(&self, target_id: &str) -> bool {
+    pub(crate) fn has_tab(&self, target_id: &str) -> bool {
         self.state().tabs.contains_key(target_id)
     }
 
-    pub fn tab_url(&self, target_id: &str) -> Option<(String, String)> {
+    pub(crate) fn tab_url(&self, target_id: &str) -> Option<(String, String)> {
         self.state().tabs.get(target_id).map(|t| (t.url.clone(), t.title.clone()))
     }
 
-    pub fn console(&self, target_id: &str) -> Option<(Vec<ConsoleMessage>, Vec<PageError>)> {
+    pub(crate) fn console(&self, target_id: &str) -> Option<(Vec<ConsoleMessage>, Vec<PageError>)> {
         let state = self.state();
         let tab = state.tabs.get(target_id)?;
         Some((tab.console.iter().cloned().collect(), tab.errors.iter().cloned().collect()))
@@ -257,7 +253,7 @@ impl Conn {
 
     /// What went wrong on the tab since the last call, which starts the
     /// count over.
-    pub fn take_news(&self, target_id: &str) -> Trouble {
+    pub(crate) fn take_news(&self, target_id: &str) -> Trouble {
         let news = self.state().tabs.get_mut(target_id).map(|tab| std::mem::take(&mut tab.news)).unwrap_or_default();
         Trouble {
             console_errors: news.console_errors.into(),
@@ -268,28 +264,28 @@ impl Conn {
     }
 
     /// The tab's requests, oldest first, and its current page.
-    pub fn requests(&self, target_id: &str) -> Option<(Vec<NetworkRequest>, u32)> {
+    pub(crate) fn requests(&self, target_id: &str) -> Option<(Vec<NetworkRequest>, u32)> {
         self.state().tabs.get(target_id).map(|tab| (tab.network.requests(), tab.network.page()))
     }
 
     /// A mark in the tab's network log: [`Self::in_flight_since`] counts
     /// the requests sent after it.
-    pub fn network_mark(&self, target_id: &str) -> u64 {
+    pub(crate) fn network_mark(&self, target_id: &str) -> u64 {
         self.state().tabs.get(target_id).map_or(0, |tab| tab.network.mark())
     }
 
     /// Requests of the tab sent since `mark` that are still in flight.
-    pub fn in_flight_since(&self, target_id: &str, mark: u64) -> usize {
+    pub(crate) fn in_flight_since(&self, target_id: &str, mark: u64) -> usize {
         self.state().tabs.get(target_id).map_or(0, |tab| tab.network.in_flight_since(mark))
     }
 
     /// A request of the tab (its last hop), and the session that saw it.
-    pub fn request(&self, target_id: &str, request_id: &str) -> Option<Recorded> {
+    pub(crate) fn request(&self, target_id: &str, request_id: &str) -> Option<Recorded> {
         self.state().tabs.get(target_id)?.network.find(request_id).cloned()
     }
 
     /// The session of a target: a tab, or an out-of-process iframe of one.
-    pub fn session_of(&self, target_id: &str) -> Option<String> {
+    pub(crate) fn session_of(&self, target_id: &str) -> Option<String> {
         let state = self.state();
         if let Some(tab) = state.tabs.get(target_id) {
             return tab.session.clone();
@@ -298,7 +294,7 @@ impl Conn {
     }
 
     /// Waits until the tab is attached and set up; attaches it if nobody has.
-    pub async fn ready_tab(self: &Arc<Self>, target_id: &str) -> Result<String, CdpError> {
+    pub(crate) async fn ready_tab(self: &Arc<Self>, target_id: &str) -> Result<String, CdpError> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + ATTACH_WITHIN;
         if !self.has_tab(target_id) {
@@ -437,21 +433,21 @@ impl Conn {
     }
 
     /// The isolated world of a frame, if one is known.
-    pub fn world(&self, session: &str, frame_id: &str) -> Option<i64> {
+    pub(crate) fn world(&self, session: &str, frame_id: &str) -> Option<i64> {
         self.state().worlds.get(&(session.to_string(), frame_id.to_string())).copied()
     }
 
-    pub fn remember_world(&self, session: &str, frame_id: &str, context_id: i64) {
+    pub(crate) fn remember_world(&self, session: &str, frame_id: &str, context_id: i64) {
         self.state().worlds.insert((session.to_string(), frame_id.to_string()), context_id);
     }
 
-    pub fn forget_world(&self, session: &str, frame_id: &str) {
+    pub(crate) fn forget_world(&self, session: &str, frame_id: &str) {
         self.state().worlds.remove(&(session.to_string(), frame_id.to_string()));
     }
 
     /// Waits (bounded) until some session has `target_id` as its own
     /// target: an out-of-process iframe being auto-attached.
-    pub async fn wait_for_session(&self, target_id: &str, within: Duration) -> Option<String> {
+    pub(crate) async fn wait_for_session(&self, target_id: &str, within: Duration) -> Option<String> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -655,7 +651,7 @@ impl Conn {
     /// Waits (briefly) until every event that arrived before the last reply
     /// has been handled and broadcast: replies overtake the event pump, and
     /// what a command caused (a navigation, a dialog) comes as events.
-    pub async fn catch_up(&self) {
+    pub(crate) async fn catch_up(&self) {
         let target = self.client.events_sent();
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -678,18 +674,18 @@ impl Conn {
 
     /// Whether the tab's current document has reached a lifecycle event
     /// (`load`, `networkIdle`, …).
-    pub fn reached(&self, target_id: &str, lifecycle_event: &str) -> bool {
+    pub(crate) fn reached(&self, target_id: &str, lifecycle_event: &str) -> bool {
         self.state().tabs.get(target_id).is_some_and(|t| t.lifecycle.iter().any(|e| e == lifecycle_event))
     }
 
     /// The tab's unanswered dialog, if one is open.
-    pub fn open_dialog(&self, target_id: &str) -> Option<DialogInfo> {
+    pub(crate) fn open_dialog(&self, target_id: &str) -> Option<DialogInfo> {
         self.state().tabs.get(target_id).and_then(|t| t.dialog.clone())
     }
 
     /// Arms the answer to the tab's next dialog (the last arm wins); a dialog
     /// already waiting is answered at once. Returns that dialog, if any.
-    pub fn arm_dialog(&self, target_id: &str, hook: DialogHook) -> Option<DialogInfo> {
+    pub(crate) fn arm_dialog(&self, target_id: &str, hook: DialogHook) -> Option<DialogInfo> {
         let (open, session) = {
             let mut state = self.state();
             let tab = state.tabs.get_mut(target_id)?;
@@ -709,7 +705,7 @@ impl Conn {
 
     /// Arms the files for the tab's next file chooser (the last arm wins)
     /// and intercepts choosers until one opens.
-    pub async fn arm_file_chooser(
+    pub(crate) async fn arm_file_chooser(
         self: &Arc<Self>,
         target_id: &str,
         session: &str,

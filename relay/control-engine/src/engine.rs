@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cdp_client::CdpClient;
-use managed_driver::pipe::Endpoint;
+use managed_driver::Endpoint;
 use managed_driver::{BrowserStatus, ManagedBrowsers, ManagedError};
 use settings::{Config, Driver, Profile};
 

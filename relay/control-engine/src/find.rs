@@ -10,11 +10,11 @@ use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::snapshot::OptionsListed;
 
-pub const DEFAULT_MATCHES: usize = 20;
-pub const MAX_MATCHES: usize = 200;
+pub(crate) const DEFAULT_MATCHES: usize = 20;
+pub(crate) const MAX_MATCHES: usize = 200;
 /// Nodes a search walks at most (a snapshot's default is 5,000: a search is
 /// for pages too big to read).
-pub const SEARCH_NODES: u32 = 20_000;
+pub(crate) const SEARCH_NODES: u32 = 20_000;
 /// A matching line longer than this is shown around the match.
 const LINE_SHOWN: usize = 200;
 
@@ -53,7 +53,7 @@ impl Handle<FindInPage> for Engine {
 
 /// What a line must match: every criterion given.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Query {
+pub(crate) struct Query {
     /// Lowercase, in the name, the value or the text.
     text: Option<String>,
     role: Option<String>,
@@ -62,7 +62,7 @@ pub struct Query {
 }
 
 impl Query {
-    pub fn new(request: &FindInPage) -> Result<Self, ControlError> {
+    pub(crate) fn new(request: &FindInPage) -> Result<Self, ControlError> {
         fn given(field: &Option<String>) -> Option<&str> {
             field.as_deref().map(str::trim).filter(|v| !v.is_empty())
         }
@@ -152,7 +152,7 @@ impl<'a> Line<'a> {
 
 /// The lines of `snapshot` that match, in page order: how many there are,
 /// and the first `limit`, each with its ancestors.
-pub fn search(snapshot: &str, query: &Query, limit: usize) -> (usize, Vec<FoundLine>) {
+pub(crate) fn search(snapshot: &str, query: &Query, limit: usize) -> (usize, Vec<FoundLine>) {
     let mut ancestors: Vec<(usize, String)> = Vec::new();
     let mut total = 0;
     let mut found = Vec::new();

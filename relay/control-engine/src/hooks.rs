@@ -13,7 +13,7 @@ use crate::engine::Engine;
 use crate::error::ControlError;
 
 /// Hooks stay armed this long at most (and by default).
-pub const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long an armed hook waits for its event: as asked, at most (and by
 /// default) two minutes.

@@ -20,7 +20,7 @@ const PAGE_SCRIPT_SOURCE: &str = include_str!("snapshot.js");
 /// world's global), so without the header, comment lines and indentation
 /// (a third of its size; about a millisecond per call on a small page).
 /// Safe because the script has no template literals or multi-line strings.
-pub static PAGE_SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub(crate) static PAGE_SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let body =
         PAGE_SCRIPT_SOURCE.find("function browserRelay").map_or(PAGE_SCRIPT_SOURCE, |i| &PAGE_SCRIPT_SOURCE[i..]);
     let mut out = String::with_capacity(body.len());
@@ -38,7 +38,7 @@ const CHILD_SESSION_WITHIN: Duration = Duration::from_secs(3);
 
 /// A frame resolved to a live session.
 #[derive(Debug, Clone)]
-pub struct LiveFrame {
+pub(crate) struct LiveFrame {
     pub session: String,
     pub frame_id: String,
 }
@@ -46,13 +46,13 @@ pub struct LiveFrame {
 impl LiveFrame {
     /// A tab's main frame, in its session (a page's main frame id is its
     /// target id).
-    pub fn main(session: &str, tab: &str) -> Self {
+    pub(crate) fn main(session: &str, tab: &str) -> Self {
         Self { session: session.to_string(), frame_id: tab.to_string() }
     }
 }
 
 /// Finds the session that holds `frame` now (sessions change on reconnect).
-pub async fn live_frame(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<LiveFrame, ControlError> {
+pub(crate) async fn live_frame(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<LiveFrame, ControlError> {
     let session = match conn.session_of(&frame.session_target) {
         Some(session) => session,
         None if frame.session_target != tab => conn
@@ -83,7 +83,7 @@ async fn world(conn: &Conn, frame: &LiveFrame) -> Result<i64, ControlError> {
 
 /// Calls `browserRelay(op, arg)` in the frame's isolated world; its result
 /// as `T` (one of [`answer`]'s types, or a plain `Value`).
-pub async fn call_script<T: DeserializeOwned>(
+pub(crate) async fn call_script<T: DeserializeOwned>(
     conn: &Conn,
     frame: &LiveFrame,
     op: &str,
@@ -95,14 +95,14 @@ pub async fn call_script<T: DeserializeOwned>(
 }
 
 /// What the page script's ops answer (`snapshot.js` documents each op).
-pub mod answer {
+pub(crate) mod answer {
     use serde::Deserialize;
 
     /// `resolve`, `selectorBox`: an element's box in its frame (CSS
     /// pixels), or why there is none.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Located {
+    pub(crate) struct Located {
         /// `unknown` (no such ref), `stale`, or a message.
         pub error: Option<String>,
         pub hidden: bool,
@@ -115,7 +115,7 @@ pub mod answer {
     /// `actionable`: whether the element can take an action now.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Actionable {
+    pub(crate) struct Actionable {
         pub error: Option<String>,
         /// `ok`, `hidden`, `disabled`, `unstable` or `covered`.
         pub state: Option<String>,
@@ -132,7 +132,7 @@ pub mod answer {
     /// `focusForTyping`: the focused element, as typing sees it.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Focused {
+    pub(crate) struct Focused {
         pub error: Option<String>,
         /// `input`, `textarea`, `contenteditable`, `other`…
         pub kind: Option<String>,
@@ -145,7 +145,7 @@ pub mod answer {
     /// select has, when the value was not one of them).
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Done {
+    pub(crate) struct Done {
         pub error: Option<String>,
         pub options: Option<Vec<String>>,
     }
@@ -153,7 +153,7 @@ pub mod answer {
     /// `checkedState`.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Checked {
+    pub(crate) struct Checked {
         pub error: Option<String>,
         pub checked: Option<bool>,
     }
@@ -161,21 +161,21 @@ pub mod answer {
     /// `waitFor`: whether the condition held before the time was up.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Met {
+    pub(crate) struct Met {
         pub met: bool,
     }
 
     /// `showLabels`: refs labelled.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct Labels {
+    pub(crate) struct Labels {
         pub labels: u64,
     }
 
     /// `snapshot`: one frame's walk.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default, rename_all = "camelCase")]
-    pub struct Walked {
+    pub(crate) struct Walked {
         pub error: Option<String>,
         pub lines: Vec<String>,
         pub nodes: u32,
@@ -190,7 +190,7 @@ pub mod answer {
 
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct WalkedRef {
+    pub(crate) struct WalkedRef {
         #[serde(rename = "ref")]
         pub name: String,
         pub role: String,
@@ -203,7 +203,7 @@ pub mod answer {
     /// An iframe's line in the walk's output, and its depth.
     #[derive(Debug, Clone, Default, Deserialize)]
     #[serde(default)]
-    pub struct WalkedFrame {
+    pub(crate) struct WalkedFrame {
         pub line: usize,
         pub depth: u32,
     }
@@ -211,7 +211,7 @@ pub mod answer {
 
 /// Like [`call_script`], but the result as a remote object (for its
 /// `objectId`: the element a ref names, say).
-pub async fn script_object(
+pub(crate) async fn script_object(
     conn: &Conn,
     frame: &LiveFrame,
     op: &str,
@@ -265,7 +265,7 @@ fn exception_text(details: &runtime::ExceptionDetails) -> String {
 
 /// Where a frame's viewport origin is in the tab's viewport: the sum of the
 /// content-box origins of the `<iframe>` elements that hold it.
-pub async fn frame_offset(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<(f64, f64), ControlError> {
+pub(crate) async fn frame_offset(conn: &Conn, tab: &str, frame: &FrameLoc) -> Result<(f64, f64), ControlError> {
     let (mut x, mut y) = (0.0, 0.0);
     let mut current = frame.owner.clone();
     while let Some(owner) = current {

@@ -5,14 +5,14 @@
 use crate::error::ControlError;
 
 /// CDP modifier bits.
-pub const ALT: i64 = 1;
-pub const CONTROL: i64 = 2;
-pub const META: i64 = 4;
-pub const SHIFT: i64 = 8;
+pub(crate) const ALT: i64 = 1;
+pub(crate) const CONTROL: i64 = 2;
+pub(crate) const META: i64 = 4;
+pub(crate) const SHIFT: i64 = 8;
 
 /// One key as CDP wants it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Key {
+pub(crate) struct Key {
     /// `key` (e.g. `Enter`, `a`, `A`).
     pub key: String,
     /// `code` (e.g. `Enter`, `KeyA`).
@@ -27,20 +27,21 @@ pub struct Key {
 
 /// A chord: modifiers held, then one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chord {
+pub(crate) struct Chord {
     pub modifiers: Vec<Key>,
     pub key: Key,
 }
 
 impl Chord {
     /// The modifier bits held while the key is pressed.
-    pub fn modifier_bits(&self) -> i64 {
+    #[cfg(test)]
+    fn modifier_bits(&self) -> i64 {
         self.modifiers.iter().map(|m| m.modifier).fold(0, |a, b| a | b)
     }
 }
 
 /// Parses `Control+Shift+K`, `Meta+a`, `PageDown`, `+` (the plus key).
-pub fn parse_chord(input: &str) -> Result<Chord, ControlError> {
+pub(crate) fn parse_chord(input: &str) -> Result<Chord, ControlError> {
     let bad = |why: &str| ControlError::BadRequest(format!("key '{input}': {why}"));
     if input.is_empty() {
         return Err(bad("empty"));
@@ -75,7 +76,7 @@ pub fn parse_chord(input: &str) -> Result<Chord, ControlError> {
 }
 
 /// A single key by its name (as in `KeyboardEvent.key`), or one character.
-pub fn key(name: &str) -> Option<Key> {
+pub(crate) fn key(name: &str) -> Option<Key> {
     let named = |key: &str, code: &str, key_code: i64, text: Option<&str>, modifier: i64| Key {
         key: key.to_string(),
         code: code.to_string(),
@@ -116,7 +117,7 @@ pub fn key(name: &str) -> Option<Key> {
 }
 
 /// A printable character: its key, code and key code on a US layout.
-pub fn char_key(c: char) -> Key {
+pub(crate) fn char_key(c: char) -> Key {
     let (code, key_code) = if c.is_ascii_alphabetic() {
         (format!("Key{}", c.to_ascii_uppercase()), i64::from(c.to_ascii_uppercase() as u8))
     } else if c.is_ascii_digit() {

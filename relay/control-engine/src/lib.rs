@@ -34,24 +34,26 @@
 //! and stops waiting when one opens (`tabs::PageTarget::unless_dialog`);
 //! an armed hook answers it first ([`hooks`]).
 
-pub mod act;
+mod act;
+// The face: the contract, one request type per route.
 pub mod api;
-pub mod capture;
-pub mod conn;
-pub mod engine;
-pub mod error;
-pub mod find;
-pub mod hooks;
-pub mod in_page;
-pub mod keys;
-pub mod navigation;
-pub mod network;
-pub mod profiles;
-pub mod refs;
-pub mod requests;
-pub mod snapshot;
-pub mod tabs;
+mod capture;
+mod conn;
+mod engine;
+mod error;
+mod find;
+mod hooks;
+mod in_page;
+mod keys;
+mod navigation;
+mod network;
+mod profiles;
+mod refs;
+mod requests;
+mod snapshot;
+mod tabs;
 
 pub use api::{ControlApi, Handle, Route, Selected, TabSelector};
-pub use engine::{Engine, RelayLink, SharedTabs};
-pub use error::{ControlError, ErrorKind};
+pub use capture::RELAY_NOT_IN_FRONT;
+pub use engine::{Engine, MEDIA_SWEEP, RelayLink, SharedTabs};
+pub use error::{ControlError, ErrorKind, Step, Surface};

@@ -17,7 +17,7 @@ use crate::engine::Engine;
 use crate::error::ControlError;
 
 /// Default navigation timeout.
-pub const NAVIGATE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const NAVIGATE_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_TIMEOUT_MS: u64 = 120_000;
 
 /// The `Page.lifecycleEvent` a `waitUntil` waits for (none: the commit).
@@ -313,7 +313,7 @@ impl Engine {
 }
 
 /// Absolute URLs pass; a bare host gets `https://`; script URLs are refused.
-pub fn normalize_url(url: &str) -> Result<String, ControlError> {
+pub(crate) fn normalize_url(url: &str) -> Result<String, ControlError> {
     let url = url.trim();
     if url.is_empty() {
         return Err(ControlError::BadRequest("url is empty".into()));

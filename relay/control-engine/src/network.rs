@@ -18,17 +18,17 @@ use crate::api::{ListRequests, NetworkRequest, RequestList, ResponseBody};
 use crate::error::ControlError;
 
 /// Requests kept per tab (the newest).
-pub const REQUESTS_KEPT: usize = 500;
+pub(crate) const REQUESTS_KEPT: usize = 500;
 /// Characters of a URL kept (data: URLs can be megabytes).
-pub const URL_KEPT: usize = 2_000;
+pub(crate) const URL_KEPT: usize = 2_000;
 /// Bytes of a body answered.
-pub const BODY_KEPT: usize = 256 * 1024;
+pub(crate) const BODY_KEPT: usize = 256 * 1024;
 /// Requests `GET /requests` answers without a `limit`.
 const DEFAULT_LIMIT: usize = 100;
 
 /// One request (one hop of a redirect), and what reading its body needs.
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub request: NetworkRequest,
     /// The session whose events reported the response: Chrome keeps the
     /// body there.
@@ -47,7 +47,7 @@ pub struct Recorded {
 /// A tab's requests, oldest first, at most [`REQUESTS_KEPT`], each marked
 /// with the page (the main frame's document) it belongs to.
 #[derive(Debug)]
-pub struct NetworkLog {
+pub(crate) struct NetworkLog {
     entries: VecDeque<Recorded>,
     /// Requests recorded so far: an action's mark (the ones after it are
     /// its doing).
@@ -72,7 +72,7 @@ impl Default for NetworkLog {
 impl NetworkLog {
     /// `Network.requestWillBeSent`: a new request, or the next hop of a
     /// redirected one.
-    pub fn will_be_sent(&mut self, session: &str, sent: network::RequestWillBeSent) {
+    pub(crate) fn will_be_sent(&mut self, session: &str, sent: network::RequestWillBeSent) {
         if let Some(redirect) = &sent.redirect_response {
             if let Some(hop) = self.newest_mut(&sent.request_id) {
                 hop.respond(session, redirect);
@@ -113,7 +113,7 @@ impl NetworkLog {
 
     /// The main frame committed a new document (`loader`): a new page
     /// begins, with the request that brought it.
-    pub fn new_page(&mut self, loader: &str) {
+    pub(crate) fn new_page(&mut self, loader: &str) {
         if !loader.is_empty() && self.loaders.back().is_some_and(|(known, _)| known == loader) {
             return;
         }
@@ -130,22 +130,22 @@ impl NetworkLog {
     }
 
     /// The current page's number.
-    pub fn page(&self) -> u32 {
+    pub(crate) fn page(&self) -> u32 {
         self.page
     }
 
     /// A mark: [`Self::in_flight_since`] counts the requests sent after it.
-    pub fn mark(&self) -> u64 {
+    pub(crate) fn mark(&self) -> u64 {
         self.recorded
     }
 
     /// Requests sent since `mark` that have not finished or failed yet.
-    pub fn in_flight_since(&self, mark: u64) -> usize {
+    pub(crate) fn in_flight_since(&self, mark: u64) -> usize {
         self.entries.iter().rev().take_while(|e| e.order >= mark).filter(|e| e.request.duration_ms.is_none()).count()
     }
 
     /// `Network.responseReceived`: the status and headers are in.
-    pub fn response(&mut self, session: &str, received: network::ResponseReceived) {
+    pub(crate) fn response(&mut self, session: &str, received: network::ResponseReceived) {
         if let Some(entry) = self.newest_mut(&received.request_id) {
             entry.respond(session, &received.response);
             if let Some(kind) = received.kind.filter(|_| entry.request.resource_type == "Other") {
@@ -155,7 +155,7 @@ impl NetworkLog {
     }
 
     /// `Network.loadingFinished`: the whole body arrived.
-    pub fn finished(&mut self, finished: network::LoadingFinished) {
+    pub(crate) fn finished(&mut self, finished: network::LoadingFinished) {
         if let Some(entry) = self.newest_mut(&finished.request_id) {
             entry.end(finished.timestamp);
             entry.request.size = Some(finished.encoded_data_length.max(0.0) as u64);
@@ -163,7 +163,7 @@ impl NetworkLog {
     }
 
     /// `Network.loadingFailed`: no (whole) answer, and why.
-    pub fn failed(&mut self, failed: network::LoadingFailed) {
+    pub(crate) fn failed(&mut self, failed: network::LoadingFailed) {
         if let Some(entry) = self.newest_mut(&failed.request_id) {
             entry.end(failed.timestamp);
             entry.request.failure =
@@ -172,19 +172,19 @@ impl NetworkLog {
     }
 
     /// `Network.requestServedFromCache`: answered from the memory cache.
-    pub fn served_from_cache(&mut self, request_id: &str) {
+    pub(crate) fn served_from_cache(&mut self, request_id: &str) {
         if let Some(entry) = self.newest_mut(request_id) {
             entry.request.from_cache = true;
         }
     }
 
     /// The requests, oldest first.
-    pub fn requests(&self) -> Vec<NetworkRequest> {
+    pub(crate) fn requests(&self) -> Vec<NetworkRequest> {
         self.entries.iter().map(|entry| entry.request.clone()).collect()
     }
 
     /// The last hop of a request.
-    pub fn find(&self, request_id: &str) -> Option<&Recorded> {
+    pub(crate) fn find(&self, request_id: &str) -> Option<&Recorded> {
         self.entries.iter().rev().find(|entry| entry.request.request_id == request_id)
     }
 
@@ -229,7 +229,7 @@ fn capped_url(url: &str) -> String {
 
 /// What `GET /requests` shows of a tab's log.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// The newest `limit` of the matching requests.
     pub shown: Vec<NetworkRequest>,
     /// Requests that match.
@@ -241,7 +241,7 @@ pub struct Selection {
 
 /// The requests that match `filter` (by default the current `page`'s
 /// only), the newest `limit` of them, and how many matched.
-pub fn select(requests: Vec<NetworkRequest>, filter: &ListRequests, page: u32) -> Selection {
+pub(crate) fn select(requests: Vec<NetworkRequest>, filter: &ListRequests, page: u32) -> Selection {
     let (matching, earlier): (Vec<NetworkRequest>, Vec<NetworkRequest>) = requests
         .into_iter()
         .filter(|r| filter.url.as_deref().is_none_or(|text| r.url.contains(text)))
@@ -256,7 +256,7 @@ pub fn select(requests: Vec<NetworkRequest>, filter: &ListRequests, page: u32) -
 /// A body as answered: text cut at [`BODY_KEPT`] bytes (on a character
 /// boundary), binary cut at as many bytes and re-encoded. Returns the
 /// body, whether it was cut, and the whole body's size in bytes.
-pub fn bounded_body(body: String, base64_encoded: bool) -> Result<(String, bool, usize), ControlError> {
+pub(crate) fn bounded_body(body: String, base64_encoded: bool) -> Result<(String, bool, usize), ControlError> {
     let base64 = base64::engine::general_purpose::STANDARD;
     if base64_encoded {
         let bytes = base64.decode(&body).map_err(|e| ControlError::Page(format!("the body is not base64: {e}")))?;

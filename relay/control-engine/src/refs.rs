@@ -19,10 +19,10 @@ use std::sync::Arc;
 use crate::error::ControlError;
 
 /// How many tabs' refs are kept (least recently used go first).
-pub const REF_TABLES_KEPT: usize = 50;
+pub(crate) const REF_TABLES_KEPT: usize = 50;
 
 /// `e7`, `@e7` and `ref=e7` all name ref `e7`.
-pub fn parse_ref(input: &str) -> Result<String, ControlError> {
+pub(crate) fn parse_ref(input: &str) -> Result<String, ControlError> {
     let trimmed = input.trim();
     let bare = trimmed.strip_prefix('@').or_else(|| trimmed.strip_prefix("ref=")).unwrap_or(trimmed);
     let valid = bare.len() > 1
@@ -38,14 +38,14 @@ pub fn parse_ref(input: &str) -> Result<String, ControlError> {
 /// `<iframe>` element that holds them, to turn frame coordinates into the
 /// tab's viewport coordinates.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FrameLoc {
+pub(crate) struct FrameLoc {
     pub session_target: String,
     pub frame_id: String,
     pub owner: Option<Arc<FrameOwner>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FrameOwner {
+pub(crate) struct FrameOwner {
     /// The frame that contains the `<iframe>` element.
     pub parent: FrameLoc,
     /// The `<iframe>` element, in the parent's renderer.
@@ -53,14 +53,14 @@ pub struct FrameOwner {
 }
 
 impl FrameLoc {
-    pub fn main(target_id: &str) -> Self {
+    pub(crate) fn main(target_id: &str) -> Self {
         Self { session_target: target_id.to_string(), frame_id: target_id.to_string(), owner: None }
     }
 }
 
 /// One ref: its frame and what the page said it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefEntry {
+pub(crate) struct RefEntry {
     pub role: String,
     pub name: String,
     /// Index among refs with the same role and name, in document order.
@@ -71,7 +71,7 @@ pub struct RefEntry {
 /// The refs of one tab: its last full snapshot's, and what partial ones
 /// added or re-issued since.
 #[derive(Debug, Clone, Default)]
-pub struct RefTable {
+pub(crate) struct RefTable {
     pub refs: HashMap<String, RefEntry>,
     /// The number the next new ref takes (above every number handed out
     /// since the last full snapshot, also of refs later re-issued).
@@ -80,31 +80,31 @@ pub struct RefTable {
 
 /// The refs one snapshot handed out, and the number after the last new one.
 #[derive(Debug, Clone, Default)]
-pub struct Issued {
+pub(crate) struct Issued {
     pub refs: Vec<(String, RefEntry)>,
     pub next: u32,
 }
 
 impl RefTable {
-    pub fn get(&self, r: &str) -> Result<&RefEntry, ControlError> {
+    pub(crate) fn get(&self, r: &str) -> Result<&RefEntry, ControlError> {
         self.refs.get(r).ok_or_else(|| ControlError::UnknownRef(r.to_string()))
     }
 
     /// A full snapshot's table.
-    pub fn from_issued(issued: Issued) -> Self {
+    pub(crate) fn from_issued(issued: Issued) -> Self {
         let mut table = Self::default();
         table.merge(issued);
         table
     }
 
     /// Where a merging snapshot numbers its new refs.
-    pub fn next_ref(&self) -> u32 {
+    pub(crate) fn next_ref(&self) -> u32 {
         self.next.max(1)
     }
 
     /// A partial snapshot's refs: re-issued ones replace their entries (the
     /// element's role, name or position may have changed), new ones join.
-    pub fn merge(&mut self, issued: Issued) {
+    pub(crate) fn merge(&mut self, issued: Issued) {
         let highest = issued.refs.iter().filter_map(|(name, _)| ref_number(name)).max().unwrap_or(0);
         self.next = self.next_ref().max(issued.next).max(highest + 1);
         self.refs.extend(issued.refs);
@@ -112,7 +112,7 @@ impl RefTable {
 
     /// The numbers of the refs that live in `frame`'s document (what its
     /// world may keep when a partial snapshot walks it again).
-    pub fn kept_in(&self, frame: &FrameLoc) -> Vec<u32> {
+    pub(crate) fn kept_in(&self, frame: &FrameLoc) -> Vec<u32> {
         let mut numbers: Vec<u32> = self
             .refs
             .iter()
@@ -133,7 +133,7 @@ fn ref_number(name: &str) -> Option<u32> {
 
 /// Ref tables by (profile, target), least recently used evicted first.
 #[derive(Debug, Default)]
-pub struct RefStore {
+pub(crate) struct RefStore {
     tables: HashMap<(String, String), (u64, Arc<RefTable>)>,
     tick: u64,
 }
@@ -142,7 +142,7 @@ impl RefStore {
     /// Records what a snapshot handed out: a full snapshot's refs (`base`
     /// none) replace the tab's table; a partial one's merge into `base`, the
     /// table the snapshot started from.
-    pub fn record(&mut self, profile: &str, target_id: &str, base: Option<&RefTable>, issued: Issued) {
+    pub(crate) fn record(&mut self, profile: &str, target_id: &str, base: Option<&RefTable>, issued: Issued) {
         let table = match base {
             Some(base) => {
                 let mut table = base.clone();
@@ -155,7 +155,7 @@ impl RefStore {
     }
 
     /// Replaces a tab's refs.
-    pub fn put(&mut self, profile: &str, target_id: &str, table: RefTable) {
+    pub(crate) fn put(&mut self, profile: &str, target_id: &str, table: RefTable) {
         self.tick += 1;
         self.tables.insert((profile.to_string(), target_id.to_string()), (self.tick, Arc::new(table)));
         while self.tables.len() > REF_TABLES_KEPT {
@@ -166,7 +166,7 @@ impl RefStore {
         }
     }
 
-    pub fn get(&mut self, profile: &str, target_id: &str) -> Option<Arc<RefTable>> {
+    pub(crate) fn get(&mut self, profile: &str, target_id: &str) -> Option<Arc<RefTable>> {
         self.tick += 1;
         let tick = self.tick;
         self.tables.get_mut(&(profile.to_string(), target_id.to_string())).map(|(used, table)| {
@@ -176,16 +176,13 @@ impl RefStore {
     }
 
     /// A closed tab's refs go with it.
-    pub fn forget(&mut self, profile: &str, target_id: &str) {
+    pub(crate) fn forget(&mut self, profile: &str, target_id: &str) {
         self.tables.remove(&(profile.to_string(), target_id.to_string()));
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.tables.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty()
     }
 }
 

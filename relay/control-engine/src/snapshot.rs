@@ -21,16 +21,16 @@ use crate::in_page::answer::Walked;
 use crate::in_page::{self, LiveFrame};
 use crate::refs::{FrameLoc, FrameOwner, Issued, RefEntry, RefTable};
 
-pub const DEFAULT_AI_LIMIT: u32 = 5_000;
-pub const DEFAULT_ARIA_LIMIT: u32 = 2_000;
-pub const DEFAULT_MAX_CHARS: usize = 100_000;
+pub(crate) const DEFAULT_AI_LIMIT: u32 = 5_000;
+pub(crate) const DEFAULT_ARIA_LIMIT: u32 = 2_000;
+pub(crate) const DEFAULT_MAX_CHARS: usize = 100_000;
 /// Options listed per `<select>` in a snapshot (then the selected ones and
 /// a count of the rest).
-pub const OPTIONS_SHOWN: u32 = 25;
+pub(crate) const OPTIONS_SHOWN: u32 = 25;
 
 /// How many options of each `<select>` a walk lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OptionsListed {
+pub(crate) enum OptionsListed {
     /// [`OPTIONS_SHOWN`], then the selected ones (a snapshot).
     FirstFew,
     /// Every one (a search: `GET /find` finds an option of a long list).
@@ -41,7 +41,7 @@ pub enum OptionsListed {
 /// `merge_into`: the tab's table, for a partial snapshot (its refs are
 /// re-issued to their elements and new ones numbered after it); `None` for
 /// a full one (every ref is new, from `e1`).
-pub async fn take(
+pub(crate) async fn take(
     conn: &Conn,
     tab: &str,
     options: &TakeSnapshot,

@@ -21,14 +21,14 @@ use std::path::{Path, PathBuf};
 pub const CHROME_ENV: &str = "BROWSER_RELAY_CHROME";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Platform {
+pub(crate) enum Platform {
     Linux,
     MacOs,
     Windows,
 }
 
 impl Platform {
-    pub fn current() -> Self {
+    pub(crate) fn current() -> Self {
         if cfg!(target_os = "macos") {
             Self::MacOs
         } else if cfg!(windows) {
@@ -43,7 +43,7 @@ impl Platform {
 /// (`%ProgramFiles%`, `%ProgramFiles(x86)%`, `%LOCALAPPDATA%` on Windows;
 /// the home folder everywhere).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Places {
+pub(crate) struct Places {
     pub home: Option<PathBuf>,
     pub program_files: Option<PathBuf>,
     pub program_files_x86: Option<PathBuf>,
@@ -52,7 +52,7 @@ pub struct Places {
 
 impl Places {
     /// This process's places.
-    pub fn current() -> Self {
+    pub(crate) fn current() -> Self {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         Self {
             home: std::env::home_dir(),
@@ -75,7 +75,7 @@ impl Places {
 }
 
 /// What discovery may look at.
-pub trait FileView {
+pub(crate) trait FileView {
     fn is_executable(&self, path: &Path) -> bool;
     /// A command name resolved through `PATH`.
     fn which(&self, name: &str) -> Option<PathBuf>;
@@ -85,7 +85,7 @@ pub trait FileView {
 
 /// The real filesystem.
 #[derive(Debug, Clone, Copy)]
-pub struct RealFiles;
+pub(crate) struct RealFiles;
 
 impl FileView for RealFiles {
     fn is_executable(&self, path: &Path) -> bool {
@@ -216,7 +216,7 @@ fn chrome_for_testing(places: &Places, files: &impl FileView) -> Vec<PathBuf> {
 }
 
 /// Finds the browser to launch.
-pub fn discover(
+pub(crate) fn discover(
     configured: Option<&Path>,
     env_override: Option<&Path>,
     platform: Platform,

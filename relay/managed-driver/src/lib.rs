@@ -80,15 +80,15 @@
 //! asked or when running as root (Chrome refuses otherwise); the profile's
 //! `args`; `about:blank`.
 
-pub mod discovery;
+mod discovery;
 mod ephemeral;
-pub mod launch;
-pub mod pipe;
+mod launch;
+mod pipe;
 mod process;
-pub mod profile_files;
-pub mod remote;
+mod profile_files;
+mod remote;
 mod running;
-pub mod served;
+mod served;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -98,9 +98,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use cdp_client::{CdpError, Channels};
+pub use discovery::{CHROME_ENV, DiscoveryError};
 pub use launch::launch_args;
-use pipe::{Endpoint, Pipe};
+pub use pipe::{Endpoint, Pipe};
 use running::record_in;
+pub use served::ServedError;
 use settings::{Config, ConfigError, Profile};
 
 /// How long a launched browser has to answer `Browser.getVersion`.

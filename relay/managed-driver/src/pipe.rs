@@ -83,10 +83,10 @@ enum Call {
 
 /// Commands one client may have waiting on the browser (as the relay's
 /// own clients: `RelayConfig::max_in_flight`).
-pub const MAX_IN_FLIGHT: usize = 512;
+pub(crate) const MAX_IN_FLIGHT: usize = 512;
 /// Sessions one client may attach (`Target.attachToTarget`,
 /// `attachToBrowserTarget`), as the relay's own clients.
-pub const MAX_SESSIONS: usize = 1024;
+pub(crate) const MAX_SESSIONS: usize = 1024;
 
 #[derive(Debug)]
 struct Client {

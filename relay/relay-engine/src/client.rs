@@ -33,7 +33,7 @@ const FRAME_ENVELOPE: usize = 96;
 /// reply through the extension's one socket, past its message limit, which
 /// would cut every client off; a smaller chunk is a valid answer (clients
 /// read until `eof`).
-pub const IO_READ_MAX: u64 = 10 << 20;
+pub(crate) const IO_READ_MAX: u64 = 10 << 20;
 
 /// `IO.read`'s params with `size` brought down to [`IO_READ_MAX`], when
 /// they ask for more.
@@ -48,7 +48,7 @@ fn io_read_within_budget(params: Option<&RawValue>) -> Option<String> {
 
 /// What a session id a client holds stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionKind {
+pub(crate) enum SessionKind {
     /// A page session on the target with this page id.
     Page(Arc<str>),
     /// A Puppeteer tab session on the target with this page id.
@@ -58,7 +58,7 @@ pub enum SessionKind {
 }
 
 #[derive(Debug, Default)]
-pub struct ClientState {
+pub(crate) struct ClientState {
     pub(crate) auto_attach: Option<TargetFilter>,
     pub(crate) discover: Option<TargetFilter>,
     pub(crate) sessions: HashMap<Arc<str>, SessionKind>,
@@ -66,7 +66,7 @@ pub struct ClientState {
 
 /// One connected CDP client, as the rest of the relay sees it.
 #[derive(Debug)]
-pub struct ClientHandle {
+pub(crate) struct ClientHandle {
     pub id: u64,
     /// What the client calls itself ([`client_name`]), for the extension's
     /// options page.
@@ -94,7 +94,7 @@ impl ClientHandle {
     /// Queues a frame. A client that lets its queue fill up (in frames or
     /// bytes) is too slow to keep: it is disconnected rather than allowed to
     /// stall everyone else or hold the relay's memory.
-    pub fn send(&self, frame: impl Into<Utf8Bytes>) {
+    pub(crate) fn send(&self, frame: impl Into<Utf8Bytes>) {
         let frame = frame.into();
         let charge = Meter::charge(&self.queued, &self.all_clients, frame.len());
         self.enqueue(frame, charge);
@@ -110,7 +110,7 @@ impl ClientHandle {
             Ok(charge) => charge,
             Err(over) => return self.drop_unread(&over.describe()),
         };
-        match self.tx.try_send(Outgoing { message: Message::Text(frame), charge }) {
+        match self.tx.try_send(Outgoing { message: Message::Text(frame), _charge: charge }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.drop_unread(&format!("{} messages queued", self.tx.max_capacity()));
@@ -135,9 +135,9 @@ impl ClientHandle {
     }
 
     /// Sends a close frame after everything already queued, then ends.
-    pub fn close(&self, code: u16, reason: &str) {
+    pub(crate) fn close(&self, code: u16, reason: &str) {
         let close =
-            Outgoing { message: Message::Close(Some(queue::close_frame(code, reason))), charge: Charge::none() };
+            Outgoing { message: Message::Close(Some(queue::close_frame(code, reason))), _charge: Charge::none() };
         if self.tx.try_send(close).is_err() {
             self.kill.cancel();
         }

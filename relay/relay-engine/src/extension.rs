@@ -26,7 +26,7 @@ use super::{CallError, Pending, Relay, ReplyHook};
 
 /// A live, greeted extension connection.
 #[derive(Debug)]
-pub struct ExtensionLink {
+pub(crate) struct ExtensionLink {
     /// Distinguishes this connection from earlier ones, so pending calls of a
     /// dead connection can be failed without touching a new one's.
     pub generation: u64,
@@ -39,7 +39,7 @@ pub struct ExtensionLink {
 impl ExtensionLink {
     /// Queues one of the relay's own frames for the extension (counted,
     /// never refused); `false` once the connection is gone.
-    pub async fn send(&self, text: String) -> bool {
+    pub(crate) async fn send(&self, text: String) -> bool {
         let charge = self.queued.charge_always(text.len());
         self.send_charged(text, charge).await
     }
@@ -52,18 +52,18 @@ impl ExtensionLink {
 
     /// Queues a frame whose room was taken with [`Self::charge_command`].
     pub(crate) async fn send_charged(&self, text: String, charge: Charge) -> bool {
-        self.tx.send(Outgoing { message: Message::Text(text.into()), charge }).await.is_ok()
+        self.tx.send(Outgoing { message: Message::Text(text.into()), _charge: charge }).await.is_ok()
     }
 
     /// Queues a frame now, behind everything queued so far (for frames that
     /// must keep their place: undo commands sent under the registry lock).
     /// `false` when the queue is full or the connection gone.
-    pub fn send_now(&self, text: String) -> bool {
+    pub(crate) fn send_now(&self, text: String) -> bool {
         let charge = self.queued.charge_always(text.len());
-        self.tx.try_send(Outgoing { message: Message::Text(text.into()), charge }).is_ok()
+        self.tx.try_send(Outgoing { message: Message::Text(text.into()), _charge: charge }).is_ok()
     }
 
-    pub fn queued_bytes(&self) -> usize {
+    pub(crate) fn queued_bytes(&self) -> usize {
         self.queued.used()
     }
 }

@@ -37,7 +37,7 @@ use crate::ledger::{Decision, Undo};
 /// A paused request handed to one client: Chrome's event, as that client
 /// is to see it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub client: u64,
     /// The child session (`None`: the tab itself).
     pub child: Option<Arc<str>>,
@@ -48,7 +48,7 @@ pub struct Delivery {
 
 /// Where a paused request goes next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Route {
+pub(crate) enum Route {
     /// To this client.
     Deliver(Delivery),
     /// To Chrome: no client (left) takes it, so the relay lets it go on.
@@ -57,7 +57,7 @@ pub enum Route {
 
 /// What to do with a client's `Fetch.*` command.
 #[derive(Debug, Default, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// For the command itself.
     pub decision: Decision,
     /// Paused requests handed to another client, or let go to Chrome.
@@ -266,12 +266,12 @@ impl Books {
 
 /// The interception books of a tab: its own session and its child sessions.
 #[derive(Debug, Default)]
-pub struct Interception {
+pub(crate) struct Interception {
     sessions: Vec<(Option<Arc<str>>, Books)>,
 }
 
 /// Chrome's events of a paused request, which go to one client at a time.
-pub fn paused_event(method: &str) -> Option<&'static str> {
+pub(crate) fn paused_event(method: &str) -> Option<&'static str> {
     match method {
         "Fetch.requestPaused" => Some("Fetch.requestPaused"),
         "Fetch.authRequired" => Some("Fetch.authRequired"),
@@ -280,7 +280,7 @@ pub fn paused_event(method: &str) -> Option<&'static str> {
 }
 
 /// The `Fetch` commands the books follow.
-pub fn is_interception(method: &str) -> bool {
+pub(crate) fn is_interception(method: &str) -> bool {
     matches!(
         method,
         "Fetch.enable"
@@ -312,7 +312,13 @@ impl Interception {
 
     /// Keeps the books for `client`'s `Fetch.*` command on `child` (see
     /// [`is_interception`]), and says what to send.
-    pub fn command(&mut self, client: u64, child: Option<&str>, method: &str, params: Option<&RawValue>) -> Outcome {
+    pub(crate) fn command(
+        &mut self,
+        client: u64,
+        child: Option<&str>,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Outcome {
         let (child, books) = self.books(child);
         let mut params = object(params);
         match method {
@@ -401,7 +407,7 @@ impl Interception {
 
     /// Chrome paused a request (`Fetch.requestPaused`) or asks for
     /// credentials (`Fetch.authRequired`) on `child`: whose it is.
-    pub fn paused(&mut self, child: Option<&str>, method: &'static str, params: &str) -> Route {
+    pub(crate) fn paused(&mut self, child: Option<&str>, method: &'static str, params: &str) -> Route {
         let (child, books) = self.books(child);
         let event: Value = serde_json::from_str(params).unwrap_or_default();
         let request_id = event.get("requestId").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -438,19 +444,19 @@ impl Interception {
 
     /// `client` could not take a request handed to it (it holds no session
     /// here any more): the next one gets it.
-    pub fn skip(&mut self, delivery: &Delivery) -> Option<Route> {
+    pub(crate) fn skip(&mut self, delivery: &Delivery) -> Option<Route> {
         let (child, books) = self.books(delivery.child.as_deref());
         books.pass_on(&child, &delivery.request_id)
     }
 
     /// A child session is gone, with everything paused on it.
-    pub fn forget_child(&mut self, child: &str) {
+    pub(crate) fn forget_child(&mut self, child: &str) {
         self.sessions.retain(|(c, _)| c.as_deref() != Some(child));
     }
 
     /// `client` left: what it holds goes on, and Chrome's interception is
     /// put in line with the clients that stay.
-    pub fn forget_client(&mut self, client: u64) -> Vec<Route> {
+    pub(crate) fn forget_client(&mut self, client: u64) -> Vec<Route> {
         let mut routes = Vec::new();
         for (child, books) in &mut self.sessions {
             if !books.interceptors.iter().any(|i| i.client == client) {

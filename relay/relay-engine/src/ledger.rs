@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 
 /// A command the relay sends to put a session back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Undo {
+pub(crate) struct Undo {
     /// The child session (`None`: the tab itself).
     pub child: Option<Arc<str>>,
     pub method: String,
@@ -33,7 +33,7 @@ pub struct Undo {
 
 /// What a client's command does to the shared session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Leaves no state behind (or none the relay undoes): forward it.
     None,
     /// `<Domain>.enable`: the domain is on while any client wants it.
@@ -178,12 +178,12 @@ const OWN_ENABLE_EVENTS: [&str; 2] = ["Network", "Log"];
 
 /// The domain of an event that goes only to clients that enabled it
 /// ([`Ledger::has_enabled`]), if `method` is one.
-pub fn own_enable_domain(method: &str) -> Option<&str> {
+pub(crate) fn own_enable_domain(method: &str) -> Option<&str> {
     method.split_once('.').map(|(domain, _)| domain).filter(|domain| OWN_ENABLE_EVENTS.contains(domain))
 }
 
 /// What `method` (with raw `params`) does to the shared session.
-pub fn classify(method: &str, params: Option<&RawValue>) -> Effect {
+pub(crate) fn classify(method: &str, params: Option<&RawValue>) -> Effect {
     if let Some(setting) = SETTINGS.iter().find(|s| s.method == method) {
         return Effect::Set(setting);
     }
@@ -226,7 +226,7 @@ pub fn classify(method: &str, params: Option<&RawValue>) -> Effect {
 
 /// What the relay does with a client's command, after the books are kept.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Send it to Chrome.
     #[default]
     Forward,
@@ -259,7 +259,7 @@ struct Books {
 
 /// The books of a tab: its own session and its child sessions.
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     sessions: Vec<(Option<Arc<str>>, Books)>,
 }
 
@@ -276,7 +276,7 @@ impl Ledger {
     }
 
     /// Whether `client` enabled `domain` on `child` (`None`: the tab itself).
-    pub fn has_enabled(&self, client: u64, child: Option<&str>, domain: &str) -> bool {
+    pub(crate) fn has_enabled(&self, client: u64, child: Option<&str>, domain: &str) -> bool {
         self.sessions
             .iter()
             .find(|(c, _)| c.as_deref() == child)
@@ -286,7 +286,13 @@ impl Ledger {
 
     /// Keeps the books for `client`'s command on `child` (before it is
     /// sent), and says what to do with it.
-    pub fn record(&mut self, client: u64, child: Option<&str>, method: &str, params: Option<&RawValue>) -> Decision {
+    pub(crate) fn record(
+        &mut self,
+        client: u64,
+        child: Option<&str>,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Decision {
         let raw = params.map(RawValue::get).unwrap_or("{}").to_string();
         let books = self.books(child);
         match classify(method, params) {
@@ -368,18 +374,18 @@ impl Ledger {
 
     /// Chrome answered `Page.addScriptToEvaluateOnNewDocument` with this
     /// identifier.
-    pub fn script_added(&mut self, client: u64, child: Option<&str>, identifier: String) {
+    pub(crate) fn script_added(&mut self, client: u64, child: Option<&str>, identifier: String) {
         self.books(child).scripts.push((client, identifier));
     }
 
     /// A child session is gone (its frame or worker went away).
-    pub fn forget_child(&mut self, child: &str) {
+    pub(crate) fn forget_child(&mut self, child: &str) {
         self.sessions.retain(|(c, _)| c.as_deref() != Some(child));
     }
 
     /// `client` left: its entries go, and the commands that put each session
     /// back are returned, in the order to send them.
-    pub fn forget_client(&mut self, client: u64) -> Vec<Undo> {
+    pub(crate) fn forget_client(&mut self, client: u64) -> Vec<Undo> {
         let mut undo = Vec::new();
         for (child, books) in &mut self.sessions {
             let mut send = |method: &str, params: String| {

@@ -26,16 +26,23 @@
 //! is re-emitted as `Browser.download*` at the root, where Playwright
 //! listens.
 
-pub mod browser_domain;
-pub mod capture;
+mod browser_domain;
+mod capture;
+// A face: a client's command as the relay reads it, and CDP's error codes.
 pub mod cdp;
-pub mod client;
-pub mod discovery;
-pub mod extension;
-pub mod interception;
-pub mod ledger;
-pub mod queue;
-pub mod targets;
+mod client;
+mod discovery;
+mod extension;
+mod interception;
+mod ledger;
+mod queue;
+mod targets;
+
+pub use capture::NOT_IN_FRONT;
+pub use client::client_name;
+pub use discovery::{ListEntry, VersionDocument};
+pub use extension::{ExtensionClaim, HandshakeSlot, ProofHook};
+pub use ledger::{SETTINGS as LEDGER_SETTINGS, Setting};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -688,11 +695,11 @@ impl Relay {
 pub(crate) struct InFlight(AtomicUsize);
 
 impl InFlight {
-    pub fn try_start(&self, max: usize) -> bool {
+    pub(crate) fn try_start(&self, max: usize) -> bool {
         self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 }

@@ -25,11 +25,11 @@ use tokio_util::sync::CancellationToken;
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// The close code of a connection the relay ends for breaking its limits.
-pub const POLICY_VIOLATION: u16 = 1008;
+pub(crate) const POLICY_VIOLATION: u16 = 1008;
 
 /// A close frame; the reason is cut to the 123 bytes a close frame has room
 /// for, at a character boundary.
-pub fn close_frame(code: u16, reason: &str) -> CloseFrame {
+pub(crate) fn close_frame(code: u16, reason: &str) -> CloseFrame {
     let mut end = reason.len().min(123);
     while !reason.is_char_boundary(end) {
         end -= 1;
@@ -39,14 +39,14 @@ pub fn close_frame(code: u16, reason: &str) -> CloseFrame {
 
 /// Bytes held in queued frames, against a limit.
 #[derive(Debug)]
-pub struct Meter {
+pub(crate) struct Meter {
     used: AtomicUsize,
     limit: usize,
 }
 
 /// A meter's state when a frame did not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverBudget {
+pub(crate) struct OverBudget {
     pub used: usize,
     pub limit: usize,
     /// The total over all connections was full, not the connection's own.
@@ -55,7 +55,7 @@ pub struct OverBudget {
 
 impl OverBudget {
     /// "130 MiB queued, the limit is 128 MiB", for close reasons and errors.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("{} queued, the limit is {}", mib(self.used), mib(self.limit))
     }
 }
@@ -65,12 +65,12 @@ fn mib(bytes: usize) -> String {
 }
 
 impl Meter {
-    pub fn new(limit: usize) -> Arc<Self> {
+    pub(crate) fn new(limit: usize) -> Arc<Self> {
         Arc::new(Self { used: AtomicUsize::new(0), limit })
     }
 
     /// Bytes held now.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 
@@ -86,7 +86,7 @@ impl Meter {
     /// Charges `bytes` to `own` (this connection's meter) and `total` (all
     /// connections'), or neither. A connection with nothing queued is always
     /// admitted; otherwise both must have room.
-    pub fn charge(own: &Arc<Self>, total: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
+    pub(crate) fn charge(own: &Arc<Self>, total: &Arc<Self>, bytes: usize) -> Result<Charge, OverBudget> {
         let (own_held, had_some) = own.take(bytes)?;
         let total_before = total.add(bytes);
         let total_held = Held::new(total, bytes);
@@ -111,7 +111,7 @@ impl Meter {
 
     /// Charges `bytes` whatever the meter holds: for the relay's own small
     /// frames, which must not be refused but must be counted.
-    pub fn charge_always(self: &Arc<Self>, bytes: usize) -> Charge {
+    pub(crate) fn charge_always(self: &Arc<Self>, bytes: usize) -> Charge {
         self.add(bytes);
         Charge { _own: Some(Held::new(self, bytes)), _total: None }
     }
@@ -141,7 +141,7 @@ impl Drop for Held {
 /// total's part may be shared by every connection the same frame is queued
 /// to, since they share its bytes.
 #[derive(Debug)]
-pub struct Charge {
+pub(crate) struct Charge {
     // Read by nobody: they give the bytes back when dropped.
     _own: Option<Held>,
     _total: Option<Arc<Held>>,
@@ -149,7 +149,7 @@ pub struct Charge {
 
 impl Charge {
     /// A frame counted nowhere (close frames).
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Self { _own: None, _total: None }
     }
 }
@@ -157,13 +157,13 @@ impl Charge {
 /// One frame for many connections (an event fanned out to the clients of a
 /// tab): its bytes exist once, so they count once against the total.
 #[derive(Debug, Clone)]
-pub struct SharedFrame {
+pub(crate) struct SharedFrame {
     pub text: Utf8Bytes,
     total: Arc<Held>,
 }
 
 impl SharedFrame {
-    pub fn new(text: impl Into<Utf8Bytes>, total: &Arc<Meter>) -> Self {
+    pub(crate) fn new(text: impl Into<Utf8Bytes>, total: &Arc<Meter>) -> Self {
         let text = text.into();
         total.add(text.len());
         Self { total: Arc::new(Held::new(total, text.len())), text }
@@ -172,7 +172,7 @@ impl SharedFrame {
     /// Charges this frame to one more connection: to its own meter, and to
     /// the total only in that the total must not already be over (it was
     /// charged once, when the frame was built).
-    pub fn charge(&self, own: &Arc<Meter>) -> Result<Charge, OverBudget> {
+    pub(crate) fn charge(&self, own: &Arc<Meter>) -> Result<Charge, OverBudget> {
         let (own_held, had_some) = own.take(self.text.len())?;
         let total = &self.total.meter;
         if had_some && total.used() > total.limit {
@@ -185,14 +185,16 @@ impl SharedFrame {
 /// A frame on its way out, holding its bytes against the budgets until it is
 /// written.
 #[derive(Debug)]
-pub struct Outgoing {
+pub(crate) struct Outgoing {
     pub message: Message,
-    pub charge: Charge,
+    /// Held, not read: dropped once the frame is written, which gives its
+    /// bytes back to the budgets.
+    pub _charge: Charge,
 }
 
 /// Why a connection is being closed by the relay, sent as its close frame
 /// when the peer still takes one.
-pub type Farewell = Arc<OnceLock<CloseFrame>>;
+pub(crate) type Farewell = Arc<OnceLock<CloseFrame>>;
 
 /// Waits for `future` unless `stop` fires first.
 async fn unless_stopped<F: Future>(stop: &CancellationToken, future: F) -> Option<F::Output> {

@@ -2,7 +2,6 @@
 //! synthesis reads from here: one tab becomes a `page` target (Playwright's
 //! model) and a `tab` target above it (Puppeteer's model).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -14,7 +13,7 @@ use super::interception::Interception;
 use super::ledger::{Ledger, Undo};
 
 /// A random id in Chrome's style (32 upper-case hex digits).
-pub fn new_id() -> Arc<str> {
+pub(crate) fn new_id() -> Arc<str> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     bytes.iter().map(|b| format!("{b:02X}")).collect::<String>().into()
@@ -22,7 +21,7 @@ pub fn new_id() -> Arc<str> {
 
 /// One entry of CDP's `TargetFilter`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-pub struct FilterEntry {
+pub(crate) struct FilterEntry {
     #[serde(default, rename = "type")]
     pub target_type: Option<String>,
     #[serde(default)]
@@ -33,7 +32,7 @@ pub struct FilterEntry {
 /// matches (or that has no type) decides; no match excludes. Absent, it is
 /// `[{type: "browser", exclude: true}, {type: "tab", exclude: true}, {}]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetFilter(Vec<FilterEntry>);
+pub(crate) struct TargetFilter(Vec<FilterEntry>);
 
 impl Default for TargetFilter {
     fn default() -> Self {
@@ -43,18 +42,18 @@ impl Default for TargetFilter {
 }
 
 impl TargetFilter {
-    pub fn from_param(entries: Option<Vec<FilterEntry>>) -> Self {
+    pub(crate) fn from_param(entries: Option<Vec<FilterEntry>>) -> Self {
         entries.map_or_else(Self::default, Self)
     }
 
-    pub fn matches(&self, target_type: &str) -> bool {
+    pub(crate) fn matches(&self, target_type: &str) -> bool {
         self.0.iter().find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type)).is_some_and(|e| !e.exclude)
     }
 }
 
 /// How a client holds a session on a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubKind {
+pub(crate) enum SubKind {
     /// A page session: receives the tab's CDP events.
     Page,
     /// A Puppeteer tab session: receives no page events.
@@ -63,7 +62,7 @@ pub enum SubKind {
 
 /// One client's session on a target.
 #[derive(Debug, Clone)]
-pub struct Subscription {
+pub(crate) struct Subscription {
     pub client: Arc<ClientHandle>,
     pub session: Arc<str>,
     /// The session `attachedToTarget` was sent on (`None`: the root), where
@@ -76,7 +75,7 @@ pub struct Subscription {
 
 /// An attached tab.
 #[derive(Debug)]
-pub struct Target {
+pub(crate) struct Target {
     pub tab_id: TabId,
     pub window_id: Option<WindowId>,
     /// Chrome's own target id of the page.
@@ -110,7 +109,7 @@ pub struct Target {
 /// Execution contexts of one session on a tab, and which clients enabled
 /// Runtime there (Chrome only knows that the shared session did).
 #[derive(Debug, Default)]
-pub struct RuntimeSession {
+pub(crate) struct RuntimeSession {
     pub child: Option<Arc<str>>,
     /// Runtime is (being) enabled on Chrome's side.
     pub enabled: bool,
@@ -126,7 +125,7 @@ pub struct RuntimeSession {
 
 /// What a client's `Runtime.enable` needs at its reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnableEffect {
+pub(crate) enum EnableEffect {
     /// This command enables Runtime in Chrome, which reports the contexts
     /// (before the reply, to this client among others).
     EnablesChrome,
@@ -138,7 +137,7 @@ pub enum EnableEffect {
 }
 
 impl Target {
-    pub fn runtime_mut(&mut self, child: Option<&str>) -> &mut RuntimeSession {
+    pub(crate) fn runtime_mut(&mut self, child: Option<&str>) -> &mut RuntimeSession {
         let index = match self.runtime.iter().position(|r| r.child.as_deref() == child) {
             Some(index) => index,
             None => {
@@ -149,13 +148,13 @@ impl Target {
         &mut self.runtime[index]
     }
 
-    pub fn runtime(&self, child: Option<&str>) -> Option<&RuntimeSession> {
+    pub(crate) fn runtime(&self, child: Option<&str>) -> Option<&RuntimeSession> {
         self.runtime.iter().find(|r| r.child.as_deref() == child)
     }
 
     /// A client sends `Runtime.enable` on a session: from now on it gets
     /// context events there.
-    pub fn runtime_enable(&mut self, client: u64, child: Option<&str>) -> EnableEffect {
+    pub(crate) fn runtime_enable(&mut self, client: u64, child: Option<&str>) -> EnableEffect {
         let session = self.runtime_mut(child);
         if session.enabled {
             if !session.clients.contains(&client) && !session.joining.contains(&client) {
@@ -173,7 +172,7 @@ impl Target {
 
     /// At the reply to a [`EnableEffect::Replay`] enable: the client joins
     /// and gets the params of every live context.
-    pub fn runtime_join(&mut self, client: u64, child: Option<&str>) -> Vec<String> {
+    pub(crate) fn runtime_join(&mut self, client: u64, child: Option<&str>) -> Vec<String> {
         let session = self.runtime_mut(child);
         session.joining.retain(|c| *c != client);
         if !session.clients.contains(&client) {
@@ -184,7 +183,7 @@ impl Target {
 
     /// A client disables Runtime; `true` when it was the last one, so the
     /// command must reach Chrome.
-    pub fn runtime_disable(&mut self, client: u64, child: Option<&str>) -> bool {
+    pub(crate) fn runtime_disable(&mut self, client: u64, child: Option<&str>) -> bool {
         let session = self.runtime_mut(child);
         session.clients.retain(|c| *c != client);
         session.joining.retain(|c| *c != client);
@@ -196,19 +195,19 @@ impl Target {
     }
 
     /// A [`EnableEffect::Replay`] enable failed: the client does not join.
-    pub fn runtime_join_failed(&mut self, client: u64, child: Option<&str>) {
+    pub(crate) fn runtime_join_failed(&mut self, client: u64, child: Option<&str>) {
         self.runtime_mut(child).joining.retain(|c| *c != client);
     }
 
     /// Whether a context event on this session goes to `client`.
-    pub fn wants_runtime_events(&self, client: u64, child: Option<&str>) -> bool {
+    pub(crate) fn wants_runtime_events(&self, client: u64, child: Option<&str>) -> bool {
         self.runtime(child).is_some_and(|s| s.clients.contains(&client))
     }
 
     /// Whether Chrome's event `method` on this session goes to `client`:
     /// context events and those of [`crate::ledger::own_enable_domain`]
     /// only when the client enabled their domain there; the rest to all.
-    pub fn wants_event(&self, client: u64, child: Option<&str>, method: &str) -> bool {
+    pub(crate) fn wants_event(&self, client: u64, child: Option<&str>, method: &str) -> bool {
         if method.starts_with("Runtime.executionContext") {
             return self.wants_runtime_events(client, child);
         }
@@ -218,7 +217,7 @@ impl Target {
     /// A client left: its subscriptions go, and the commands that take back
     /// what it set are returned (Runtime off when nobody else uses it, then
     /// its ledger entries).
-    pub fn forget_client(&mut self, client: u64) -> Vec<Undo> {
+    pub(crate) fn forget_client(&mut self, client: u64) -> Vec<Undo> {
         self.subs.retain(|s| s.client.id != client);
         let mut undo = Vec::new();
         for session in &mut self.runtime {
@@ -239,14 +238,14 @@ impl Target {
 
     /// `client` left. True when it was the last of the tab's owners: the
     /// tab is to be closed.
-    pub fn disown(&mut self, client: u64) -> bool {
+    pub(crate) fn disown(&mut self, client: u64) -> bool {
         let owned = self.owners.contains(&client);
         self.owners.retain(|c| *c != client);
         owned && self.owners.is_empty()
     }
 
     /// Tracks `Runtime.executionContext*` events.
-    pub fn track_runtime_event(&mut self, child: Option<&str>, method: &str, params: &str) {
+    pub(crate) fn track_runtime_event(&mut self, child: Option<&str>, method: &str, params: &str) {
         #[derive(Deserialize)]
         struct Context {
             id: i64,
@@ -278,7 +277,7 @@ impl Target {
 }
 
 impl Target {
-    pub fn page_info(&self, context_id: &str) -> Value {
+    pub(crate) fn page_info(&self, context_id: &str) -> Value {
         let mut info = json!({
             "targetId": &*self.target_id,
             "type": "page",
@@ -294,7 +293,7 @@ impl Target {
         info
     }
 
-    pub fn tab_info(&self, context_id: &str) -> Value {
+    pub(crate) fn tab_info(&self, context_id: &str) -> Value {
         json!({
             "targetId": &*self.tab_target_id,
             "type": "tab",
@@ -306,7 +305,7 @@ impl Target {
         })
     }
 
-    pub fn is_subscribed(&self, client_id: u64, session: &str) -> bool {
+    pub(crate) fn is_subscribed(&self, client_id: u64, session: &str) -> bool {
         self.subs.iter().any(|s| s.client.id == client_id && &*s.session == session)
     }
 
@@ -314,7 +313,11 @@ impl Target {
     /// itself) reaches `client`: the client, and the session id its frame
     /// carries (`None` on a page-level endpoint). `None` when the client
     /// holds no page session here.
-    pub fn client_session(&self, client: u64, child: Option<&str>) -> Option<(Arc<ClientHandle>, Option<Arc<str>>)> {
+    pub(crate) fn client_session(
+        &self,
+        client: u64,
+        child: Option<&str>,
+    ) -> Option<(Arc<ClientHandle>, Option<Arc<str>>)> {
         let sub = self.subs.iter().find(|s| s.client.id == client && s.kind == SubKind::Page)?;
         let session = match child {
             Some(child) => Some(Arc::from(child)),
@@ -326,64 +329,56 @@ impl Target {
 
 /// Attached tabs, in attach order.
 #[derive(Debug, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     targets: Vec<Target>,
 }
 
 impl Registry {
-    pub fn iter(&self) -> impl Iterator<Item = &Target> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Target> {
         self.targets.iter()
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Target> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Target> {
         self.targets.iter_mut()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.targets.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
-    }
-
-    pub fn by_tab(&self, tab_id: TabId) -> Option<&Target> {
+    pub(crate) fn by_tab(&self, tab_id: TabId) -> Option<&Target> {
         self.targets.iter().find(|t| t.tab_id == tab_id)
     }
 
-    pub fn by_tab_mut(&mut self, tab_id: TabId) -> Option<&mut Target> {
+    pub(crate) fn by_tab_mut(&mut self, tab_id: TabId) -> Option<&mut Target> {
         self.targets.iter_mut().find(|t| t.tab_id == tab_id)
     }
 
     /// Looks a target up by its page id or its tab-target id.
-    pub fn by_target_id(&self, target_id: &str) -> Option<&Target> {
+    pub(crate) fn by_target_id(&self, target_id: &str) -> Option<&Target> {
         self.targets.iter().find(|t| &*t.target_id == target_id || &*t.tab_target_id == target_id)
     }
 
-    pub fn by_target_id_mut(&mut self, target_id: &str) -> Option<&mut Target> {
+    pub(crate) fn by_target_id_mut(&mut self, target_id: &str) -> Option<&mut Target> {
         self.targets.iter_mut().find(|t| &*t.target_id == target_id || &*t.tab_target_id == target_id)
     }
 
-    pub fn insert(&mut self, target: Target) {
+    pub(crate) fn insert(&mut self, target: Target) {
         self.targets.push(target);
     }
 
-    pub fn remove_tab(&mut self, tab_id: TabId) -> Option<Target> {
+    pub(crate) fn remove_tab(&mut self, tab_id: TabId) -> Option<Target> {
         let index = self.targets.iter().position(|t| t.tab_id == tab_id)?;
         Some(self.targets.remove(index))
     }
 
-    pub fn take_all(&mut self) -> Vec<Target> {
+    pub(crate) fn take_all(&mut self) -> Vec<Target> {
         std::mem::take(&mut self.targets)
     }
 
     /// Tab ids by target id, for `/json/*` and the control API.
-    pub fn tab_of(&self, target_id: &str) -> Option<TabId> {
+    pub(crate) fn tab_of(&self, target_id: &str) -> Option<TabId> {
         self.by_target_id(target_id).map(|t| t.tab_id)
-    }
-
-    pub fn summary(&self) -> HashMap<TabId, Arc<str>> {
-        self.targets.iter().map(|t| (t.tab_id, t.target_id.clone())).collect()
     }
 }
 

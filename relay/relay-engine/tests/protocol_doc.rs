@@ -11,7 +11,7 @@ fn doc() -> String {
 #[test]
 fn every_setting_the_relay_undoes_has_a_row() {
     let doc = doc();
-    let missing: Vec<&str> = relay_engine::ledger::SETTINGS
+    let missing: Vec<&str> = relay_engine::LEDGER_SETTINGS
         .iter()
         .map(|s| s.method)
         .filter(|method| !doc.contains(&format!("| `{method}`")))

@@ -216,7 +216,7 @@ pub struct RemoteDeadlines {
 
 impl Default for RemoteDeadlines {
     fn default() -> Self {
-        Self { connect: cdp_client::net::CONNECT_WITHIN, handshake: cdp_client::net::HANDSHAKE_WITHIN }
+        Self { connect: cdp_client::CONNECT_WITHIN, handshake: cdp_client::HANDSHAKE_WITHIN }
     }
 }
 

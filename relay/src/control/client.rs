@@ -11,8 +11,8 @@
 //! a new connection and must prove itself before it hears a request.
 
 use cdp_client::http::{HttpResponse, KeptConnection};
+use control_engine::Surface;
 use control_engine::api::{Method, Route, Selected, path_of, query_pairs};
-use control_engine::error::Surface;
 use serde_json::Value;
 use state_dir::Token;
 

@@ -18,7 +18,7 @@ use control_engine::api::{
     ImageType, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
     ReadResponseBody, Route, Selected, StartBrowser, StopBrowser, TakeScreenshot, TakeSnapshot, query_object,
 };
-use control_engine::error::{ControlError, ErrorKind, Surface};
+use control_engine::{ControlError, ErrorKind, Surface};
 use serde_json::{Value, json};
 
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use crate::net::guard::Guard;
 use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER, SessionNonces, Sessions};
 
 /// Request bodies are small JSON documents.
-pub const MAX_BODY: usize = 1 << 20;
+pub(crate) const MAX_BODY: usize = 1 << 20;
 /// The largest body of `POST /session`, which needs no key.
 const SESSION_BODY_MAX: usize = 512;
 
@@ -74,7 +74,7 @@ where
     entry::<E, R>()
 }
 
-pub fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
+pub(crate) fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
     let mut router = Router::new();
     let mut listed = Vec::new();
     for Entry { method, path, handler } in entries::<E>() {

@@ -2,8 +2,8 @@
 //! ([`http`]) and the agent's client of it ([`client`]), which the CLI's
 //! agent commands and the MCP server share.
 
-pub mod client;
-pub mod http;
+pub(crate) mod client;
+pub(crate) mod http;
 
 /// The control API's default port.
 pub const DEFAULT_CONTROL_PORT: u16 = 18791;

@@ -18,7 +18,7 @@ const UNLIMITED: usize = usize::MAX;
 /// How many more bytes the connection may read; shared by the connection
 /// and the requests it carries.
 #[derive(Debug, Clone)]
-pub struct ReadAllowance(Arc<AtomicUsize>);
+pub(crate) struct ReadAllowance(Arc<AtomicUsize>);
 
 impl Default for ReadAllowance {
     fn default() -> Self {
@@ -29,12 +29,12 @@ impl Default for ReadAllowance {
 impl ReadAllowance {
     /// From now on the connection reads at most `bytes` more; past them,
     /// reading fails and the connection ends.
-    pub fn limit(&self, bytes: usize) {
+    pub(crate) fn limit(&self, bytes: usize) {
         self.0.store(bytes.min(UNLIMITED - 1), Ordering::Release);
     }
 
     /// Reads are unlimited again.
-    pub fn lift(&self) {
+    pub(crate) fn lift(&self) {
         self.0.store(UNLIMITED, Ordering::Release);
     }
 
@@ -57,13 +57,13 @@ impl ReadAllowance {
 
 /// A connection whose reads obey its [`ReadAllowance`].
 #[derive(Debug)]
-pub struct Allowed<S> {
+pub(crate) struct Allowed<S> {
     inner: S,
     allowance: ReadAllowance,
 }
 
 impl<S> Allowed<S> {
-    pub fn new(inner: S, allowance: ReadAllowance) -> Self {
+    pub(crate) fn new(inner: S, allowance: ReadAllowance) -> Self {
         Self { inner, allowance }
     }
 }

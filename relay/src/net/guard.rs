@@ -234,7 +234,7 @@ fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
 }
 
 /// axum middleware: applies [`Guard::check`] to every request before routing.
-pub async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let uri = request.uri();
     match guard.check(uri.path(), uri.query(), request.headers()) {
         Ok(()) => next.run(request).await,

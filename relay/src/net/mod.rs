@@ -3,9 +3,9 @@
 //! deadline, connection cap, a read limit a route can set) that axum's own
 //! `serve` does not offer.
 
-pub mod allowance;
-pub mod guard;
-pub mod sessions;
+pub(crate) mod allowance;
+pub(crate) mod guard;
+pub(crate) mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ pub enum BindError {
 }
 
 /// Binds a loopback listener; any other address is refused.
-pub async fn bind_loopback(addr: SocketAddr) -> Result<TcpListener, BindError> {
+pub(crate) async fn bind_loopback(addr: SocketAddr) -> Result<TcpListener, BindError> {
     if !addr.ip().is_loopback() {
         return Err(BindError::NotLoopback(addr));
     }
@@ -98,7 +98,7 @@ fn body_deadline(request: axum::extract::Request, within: Duration) -> axum::ext
 }
 
 /// Serves `router` on `listener` until `shutdown` fires.
-pub async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
     let within = limits.body_read_timeout;
     let router =
         router.layer(axum::middleware::map_request(move |request| async move { body_deadline(request, within) }));

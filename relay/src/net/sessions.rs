@@ -145,8 +145,8 @@ impl Sessions {
 
 /// The header a session's client names its request in (random, fresh per
 /// request), and the one the server signs the answer in.
-pub const REQUEST_HEADER: &str = "browser-relay-request";
-pub const ANSWER_HEADER: &str = "browser-relay-answer";
+pub(crate) const REQUEST_HEADER: &str = "browser-relay-request";
+pub(crate) const ANSWER_HEADER: &str = "browser-relay-answer";
 
 /// The client's side: checks the server's proof for `client_nonce` and
 /// derives the session secret; `None` when the proof is wrong.

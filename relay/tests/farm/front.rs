@@ -33,7 +33,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 /// A certificate authority made for one test.
-pub struct TestCa {
+pub(crate) struct TestCa {
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
     der: CertificateDer<'static>,
     /// Its certificate, PEM: what a profile's `cdpCaFile` holds.
@@ -41,7 +41,7 @@ pub struct TestCa {
 }
 
 impl TestCa {
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params.distinguished_name.push(rcgen::DnType::CommonName, name);
@@ -73,7 +73,7 @@ impl TestCa {
 }
 
 #[derive(Debug, Clone)]
-pub enum Shape {
+pub(crate) enum Shape {
     Header { authorization: String },
     QueryToken { token: String },
     PathOnly { path: String, authorization: String },
@@ -97,7 +97,7 @@ struct FrontState {
     silenced: Arc<Mutex<CancellationToken>>,
 }
 
-pub struct Front {
+pub(crate) struct Front {
     pub addr: SocketAddr,
     state: FrontState,
     stop: CancellationToken,
@@ -108,7 +108,7 @@ impl Front {
     /// Listens on 127.0.0.1 with a certificate of `ca`, before the
     /// browser whose debugging port is `browser_port` and whose browser
     /// socket is `browser_ws`.
-    pub fn start(shape: Shape, ca: &TestCa, browser_port: u16, browser_ws: &str) -> Self {
+    pub(crate) fn start(shape: Shape, ca: &TestCa, browser_port: u16, browser_ws: &str) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("an address");
@@ -135,23 +135,23 @@ impl Front {
     }
 
     /// WebSockets it has accepted (and relayed) so far.
-    pub fn upgrades(&self) -> usize {
+    pub(crate) fn upgrades(&self) -> usize {
         self.state.upgrades.load(Ordering::SeqCst)
     }
 
     /// WebSockets open now: accepted and not yet closed by either side.
-    pub fn open_connections(&self) -> usize {
+    pub(crate) fn open_connections(&self) -> usize {
         self.state.open.load(Ordering::SeqCst)
     }
 
     /// Requests it refused for want of the credential.
-    pub fn refused(&self) -> usize {
+    pub(crate) fn refused(&self) -> usize {
         self.state.refused.load(Ordering::SeqCst)
     }
 
     /// Cuts every open WebSocket (no close frame: the TCP connection just
     /// ends), as a farm restarting or a network failing would.
-    pub fn drop_connections(&self) {
+    pub(crate) fn drop_connections(&self) {
         let mut generation = self.state.generation.lock().unwrap();
         generation.cancel();
         *generation = CancellationToken::new();
@@ -162,7 +162,7 @@ impl Front {
     /// Every open WebSocket stops passing frames, its TCP connection left
     /// open (no FIN, no close frame): a network that drops silently, as a
     /// NAT timing out does. New connections pass frames again.
-    pub fn go_silent(&self) {
+    pub(crate) fn go_silent(&self) {
         let mut silenced = self.state.silenced.lock().unwrap();
         silenced.cancel();
         *silenced = CancellationToken::new();

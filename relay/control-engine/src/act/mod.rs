@@ -368,7 +368,7 @@ impl NavigationWatch {
 /// How long an action's answer waits at most for what the action started.
 /// The best agent tools wait too (Playwright MCP: for the requests, then
 /// a second more, always); this waits only while something is pending.
-pub const SETTLE_WITHIN: Duration = Duration::from_secs(1);
+pub(crate) const SETTLE_WITHIN: Duration = Duration::from_secs(1);
 
 /// What an action started, awaited until `deadline`: the requests sent
 /// since `mark`, the load of a page it committed, the first URL of the

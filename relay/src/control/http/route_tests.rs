@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use control_engine::api::*;
 use control_engine::api::{Action, Click, Press, WaitFor};
-use control_engine::error::{ControlError, Surface};
+use control_engine::{ControlError, Surface};
 use serde_json::{Value, json};
 use settings::Driver;
 use state_dir::Token;
