@@ -646,6 +646,18 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     assert_eq!(status, 401, "the control key opened the relay's CDP routes");
 }
 
+/// A socket on `/extension` with the extension's Origin and subprotocol,
+/// as a local program that forges them opens one.
+async fn extension_socket(
+    relay: SocketAddr,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>> {
+    let mut request = format!("ws://{relay}/extension").into_client_request().unwrap();
+    let headers = request.headers_mut();
+    headers.insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
+    headers.insert("Sec-WebSocket-Protocol", shared_protocol::SUBPROTOCOL.parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
 /// The pairing proofs are bound to the port the extension connected to: a
 /// program on the extension's port that passes frames to a relay listening
 /// elsewhere cannot hand the relay's proof on (the extension checks it for
@@ -653,15 +665,12 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
 #[tokio::test]
 async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
     use futures_util::{SinkExt as _, StreamExt as _};
-    use shared_protocol::{RelayMessage, SUBPROTOCOL};
+    use shared_protocol::RelayMessage;
     use tokio_tungstenite::tungstenite::Message;
     e2e::init_logging();
     let token = Token::generate();
     let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
-    let mut request = format!("ws://{}/extension", server.addr).into_client_request().unwrap();
-    request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
-    request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut socket = extension_socket(server.addr).await;
     // The extension believes it connected to another port (the relayed case).
     let believed = server.addr.port().wrapping_add(1);
     for (port, proves) in [(believed, false), (server.addr.port(), true)] {
@@ -676,12 +685,7 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
         if !proves {
             // Start over on a connection of its own.
             let _ = socket.close(None).await;
-            let mut request = format!("ws://{}/extension", server.addr).into_client_request().unwrap();
-            request
-                .headers_mut()
-                .insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
-            request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
-            socket = tokio_tungstenite::connect_async(request).await.unwrap().0;
+            socket = extension_socket(server.addr).await;
         }
     }
 }
@@ -694,15 +698,12 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
 #[tokio::test]
 async fn before_its_proof_an_extension_connection_is_read_no_more_than_a_few_kib() {
     use futures_util::{SinkExt as _, StreamExt as _};
-    use shared_protocol::{RelayMessage, SUBPROTOCOL};
+    use shared_protocol::RelayMessage;
     use tokio_tungstenite::tungstenite::Message;
     e2e::init_logging();
     let token = Token::generate();
     let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
-    let mut request = format!("ws://{}/extension", server.addr).into_client_request().unwrap();
-    request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse().unwrap());
-    request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse().unwrap());
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut socket = extension_socket(server.addr).await;
     let forger = e2e::pairing::ExtensionProof::new(None, server.addr.port());
     socket.send(Message::Text(forger.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
     let Some(Ok(Message::Text(text))) = socket.next().await else { panic!("no challenge") };

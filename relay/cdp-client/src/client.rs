@@ -104,27 +104,43 @@ async fn websocket(url: &str, dial: &Dial) -> Result<WebSocketStream<Stream>, En
     }
 }
 
-/// A WebSocket's text frames on channels: a writer and a reader task, which
-/// end with the socket or when [`Channels::outgoing`] drops (the socket is
-/// then closed).
-fn pump(socket: WebSocketStream<Stream>) -> Channels {
-    let (mut sink, mut stream) = socket.split();
-    let (outgoing, mut to_socket) = mpsc::unbounded_channel::<String>();
-    let (from_socket, incoming) = mpsc::unbounded_channel::<String>();
-    let closed = CancellationToken::new();
-    let writer_closed = closed.clone();
+/// Writes what `rx` brings to `sink`, as `frame` makes it, until `frame`
+/// says stop (`None`), `rx` or a write ends, or `closed` fires; then closes
+/// the sink. The one writer loop of the CDP client's connections.
+fn spawn_writer<S, M, T>(
+    mut sink: S,
+    mut rx: mpsc::UnboundedReceiver<M>,
+    closed: CancellationToken,
+    frame: fn(M) -> Option<T>,
+) where
+    S: futures_util::Sink<T> + Unpin + Send + 'static,
+    M: Send + 'static,
+    T: Send + 'static,
+{
     tokio::spawn(async move {
         loop {
-            tokio::select! {
-                () = writer_closed.cancelled() => break,
-                text = to_socket.recv() => match text {
-                    Some(text) => if sink.send(Message::Text(text.into())).await.is_err() { break },
-                    None => break,
-                },
+            let message = tokio::select! {
+                () = closed.cancelled() => break,
+                message = rx.recv() => message,
+            };
+            let Some(item) = message.and_then(frame) else { break };
+            if sink.send(item).await.is_err() {
+                break;
             }
         }
         let _ = sink.close().await;
     });
+}
+
+/// A WebSocket's text frames on channels: a writer and a reader task, which
+/// end with the socket or when [`Channels::outgoing`] drops (the socket is
+/// then closed).
+fn pump(socket: WebSocketStream<Stream>) -> Channels {
+    let (sink, mut stream) = socket.split();
+    let (outgoing, to_socket) = mpsc::unbounded_channel::<String>();
+    let (from_socket, incoming) = mpsc::unbounded_channel::<String>();
+    let closed = CancellationToken::new();
+    spawn_writer(sink, to_socket, closed.clone(), |text: String| Some(Message::Text(text.into())));
     tokio::spawn(async move {
         loop {
             let frame = tokio::select! {
@@ -205,29 +221,20 @@ impl CdpClient {
 
     /// Starts the writer and reader tasks over one connection's text frames.
     fn run<E>(
-        mut sink: std::pin::Pin<Box<dyn futures_util::Sink<String, Error = E> + Send>>,
+        sink: std::pin::Pin<Box<dyn futures_util::Sink<String, Error = E> + Send>>,
         mut stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>,
     ) -> Self
     where
         E: Send + 'static,
     {
-        let (out, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
+        let (out, out_rx) = mpsc::unbounded_channel::<Outgoing>();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let pending: Arc<DashMap<u64, Waiter>> = Arc::new(DashMap::new());
         let closed = CancellationToken::new();
 
-        let writer_closed = closed.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = writer_closed.cancelled() => break,
-                    message = out_rx.recv() => match message {
-                        Some(Outgoing::Text(text)) => if sink.send(text).await.is_err() { break },
-                        Some(Outgoing::Close) | None => break,
-                    },
-                }
-            }
-            let _ = sink.close().await;
+        spawn_writer(sink, out_rx, closed.clone(), |message| match message {
+            Outgoing::Text(text) => Some(text),
+            Outgoing::Close => None,
         });
 
         let reader_pending = pending.clone();
