@@ -5,7 +5,7 @@
 #![allow(missing_debug_implementations)]
 
 /// `chrome.debugger`: attach, detach, sendCommand, getTargets.
-pub mod debugger {
+pub(crate) mod debugger {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -23,7 +23,7 @@ pub mod debugger {
 }
 
 /// `chrome.tabs`: get, create, remove, update, query, group, ungroup.
-pub mod tabs {
+pub(crate) mod tabs {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -47,7 +47,7 @@ pub mod tabs {
 }
 
 /// `chrome.tabGroups`: query, update (name and colour of our group).
-pub mod tab_groups {
+pub(crate) mod tab_groups {
     use js_sys::{Promise, Reflect};
     use wasm_bindgen::prelude::*;
 
@@ -60,14 +60,14 @@ pub mod tab_groups {
     }
 
     /// Whether this browser has `chrome.tabGroups` at all.
-    pub fn present() -> bool {
+    pub(crate) fn present() -> bool {
         let chrome = Reflect::get(&js_sys::global(), &"chrome".into()).unwrap_or(JsValue::UNDEFINED);
         !chrome.is_undefined() && Reflect::get(&chrome, &"tabGroups".into()).is_ok_and(|g| !g.is_undefined())
     }
 }
 
 /// `chrome.windows`: update (bring a window to the front).
-pub mod windows {
+pub(crate) mod windows {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -79,7 +79,7 @@ pub mod windows {
 }
 
 /// `chrome.action`: the toolbar badge and tooltip.
-pub mod action {
+pub(crate) mod action {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -95,7 +95,7 @@ pub mod action {
 }
 
 /// `chrome.storage`: settings in `local`, attached tabs in `session`.
-pub mod storage {
+pub(crate) mod storage {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -111,7 +111,7 @@ pub mod storage {
 }
 
 /// `chrome.alarms`: a periodic wake-up that outlives a stopped worker.
-pub mod alarms {
+pub(crate) mod alarms {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
@@ -123,7 +123,7 @@ pub mod alarms {
 }
 
 /// `chrome.runtime`: the extension's own manifest (its version).
-pub mod runtime {
+pub(crate) mod runtime {
     use wasm_bindgen::prelude::*;
 
     #[wasm_bindgen]
@@ -134,7 +134,7 @@ pub mod runtime {
 }
 
 /// Globals of the service worker (`window` does not exist there).
-pub mod global {
+pub(crate) mod global {
     use wasm_bindgen::prelude::*;
 
     #[wasm_bindgen]

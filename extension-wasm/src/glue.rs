@@ -197,7 +197,7 @@ struct Socket {
 
 /// The real host: the browser.
 #[derive(Default)]
-pub struct WasmHost {
+pub(crate) struct WasmHost {
     socket: Option<Socket>,
     timers: HashMap<Timer, JsValue>,
 }
@@ -431,6 +431,8 @@ async fn start_facts() -> StartFacts {
 }
 
 /// Called once by `background.js` after the WASM module loaded.
+// Exported to the worker's JavaScript by wasm-bindgen, not to a crate.
+#[allow(unreachable_pub)]
 #[wasm_bindgen]
 pub fn start() {
     spawn_local(async {
@@ -453,6 +455,8 @@ pub fn start() {
 }
 
 /// Every `chrome.*` event, forwarded by `background.js` as `(kind, payload)`.
+// Exported to the worker's JavaScript by wasm-bindgen, not to a crate.
+#[allow(unreachable_pub)]
 #[wasm_bindgen]
 pub fn dispatch(kind: String, payload: JsValue) {
     let started = CORE.with(|cell| cell.try_borrow().map(|c| c.is_some()).unwrap_or(true));
@@ -561,6 +565,8 @@ pub fn dispatch(kind: String, payload: JsValue) {
 }
 
 /// The connection state, for the options page.
+// Exported to the worker's JavaScript by wasm-bindgen, not to a crate.
+#[allow(unreachable_pub)]
 #[wasm_bindgen]
 pub fn status() -> JsValue {
     let status = CORE.with(|cell| cell.try_borrow().ok().and_then(|c| c.as_ref().map(|core| core.status())));
