@@ -123,7 +123,11 @@ fn the_pipes_callers_speak_typed_cdp() {
             let path = relative(path);
             (path.starts_with("relay/managed-driver/") && !path.ends_with("/pipe.rs")) || path.starts_with("relay/src/")
         })
-        .filter(|(_, text)| ["\"Browser.", "\"Target.", "\"Page.", "\"Runtime."].iter().any(|d| text.contains(d)))
+        .filter(|(_, text)| {
+            ["Browser", "Target", "Page", "Runtime", "DOM", "Input", "Network", "Emulation", "Fetch", "Storage", "IO"]
+                .iter()
+                .any(|domain| text.contains(&format!("\"{domain}.")))
+        })
         .map(|(path, _)| relative(&path))
         .collect();
     assert!(untyped.is_empty(), "method names as strings in {untyped:?}");

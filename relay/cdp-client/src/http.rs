@@ -194,22 +194,39 @@ impl KeptConnection {
     }
 
     /// One request and its whole answer, within [`REQUEST_WITHIN`]. After
-    /// an error the connection is not to be used again.
+    /// an error the connection is not to be used again; the error says
+    /// whether the request provably never left ([`KeptError::unsent`]).
     pub async fn request(
         &mut self,
         method: &str,
         path: &str,
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
-    ) -> std::io::Result<HttpResponse> {
-        let request = build(method, &self.host, path, headers, body)?;
+    ) -> Result<HttpResponse, KeptError> {
+        let failed = |source| KeptError { source, unsent: false };
+        let request = build(method, &self.host, path, headers, body).map_err(failed)?;
         let exchange = async {
-            self.sender.ready().await.map_err(std::io::Error::other)?;
-            let response = self.sender.send_request(request).await.map_err(std::io::Error::other)?;
-            Answer::of(response, None).read().await
+            // Closed before anything was written: the request never left.
+            self.sender.ready().await.map_err(|e| KeptError { source: std::io::Error::other(e), unsent: true })?;
+            let response = self.sender.try_send_request(request).await.map_err(|e| KeptError {
+                unsent: e.message().is_some(),
+                source: std::io::Error::other(e.into_error()),
+            })?;
+            Answer::of(response, None).read().await.map_err(failed)
         };
-        tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| std::io::Error::other("timed out"))?
+        tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| failed(std::io::Error::other("timed out")))?
     }
+}
+
+/// A [`KeptConnection`]'s request that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub struct KeptError {
+    pub source: std::io::Error,
+    /// The connection was closed before the request was written: it
+    /// reached no server, and may be sent again on another connection.
+    /// Otherwise the server may have acted on it.
+    pub unsent: bool,
 }
 
 impl Answer {

@@ -50,7 +50,7 @@ impl ManagedBrowsers {
                 continue;
             }
             let record = record_in(&dir);
-            if record.as_ref().is_some_and(|r| r.owner != std::process::id() && children.is_alive(r.owner)) {
+            if record.as_ref().is_some_and(|r| !self.launched(r) && children.is_alive(r.owner)) {
                 continue;
             }
             if let Some(record) = record.filter(|r| children.is_browser_on(&dir, r.pid)) {

@@ -167,7 +167,7 @@ impl ManagedBrowsers {
     async fn launch_locked(&self, profile: &Profile, dir: &Path) -> Result<BrowserStatus, ManagedError> {
         if self.status(profile).state == State::Running {
             return match record_in(dir) {
-                Some(record) if record.owner != std::process::id() => {
+                Some(record) if !self.launched(&record) => {
                     Err(ManagedError::OwnedElsewhere { profile: profile.name.clone(), owner: record.owner })
                 }
                 _ => Ok(self.status(profile)),
@@ -181,6 +181,7 @@ impl ManagedBrowsers {
                 let record = RunRecord {
                     pid: spawned.pid,
                     owner: std::process::id(),
+                    serve: self.held.id,
                     browser_id,
                     executable: spawned.executable,
                     browser_version,

@@ -149,6 +149,10 @@ pub struct RunRecord {
     pub pid: u32,
     /// The process that launched it and holds its pipe.
     pub owner: u32,
+    /// Which serve of that process (its [`ManagedBrowsers`]): in one
+    /// process, another serve's browser is not this one's either.
+    #[serde(default)]
+    pub serve: u64,
     /// The browser target's id (for `/devtools/browser/<id>`).
     pub browser_id: String,
     pub executable: PathBuf,
@@ -181,8 +185,10 @@ pub struct BrowserStatus {
 
 /// What one serve holds of its browsers: every clone of its
 /// [`ManagedBrowsers`] shares it, and nothing else does.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Held {
+    /// This serve among others of the process (see [`RunRecord::serve`]).
+    id: u64,
     /// The browsers it launched, by pid.
     children: running::Children,
     /// Their pipes, by profile folder.
@@ -195,6 +201,23 @@ struct Held {
     launching: Mutex<BTreeSet<String>>,
     /// Its connections to browsers it does not launch.
     remotes: remote::Remotes,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        // Random: unique among the serves of one process (and nothing
+        // else reads it). Without a random source, when it was made.
+        let made =
+            || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        Self {
+            id: getrandom::u64().unwrap_or_else(|_| made()),
+            children: Default::default(),
+            pipes: Default::default(),
+            ephemeral: Default::default(),
+            launching: Default::default(),
+            remotes: Default::default(),
+        }
+    }
 }
 
 /// A lock that a panic elsewhere does not poison for good.
@@ -275,17 +298,19 @@ impl ManagedBrowsers {
         lock(&self.held.pipes).get(dir).filter(|p| !p.is_closed()).cloned()
     }
 
+    /// Whether this serve launched the browser `record` names (else another
+    /// process did, or another serve of this one).
+    fn launched(&self, record: &RunRecord) -> bool {
+        record.owner == std::process::id() && record.serve == self.held.id
+    }
+
     /// The browser recorded in the profile folder `dir` still runs: its pid
     /// is alive and, where the process table can be read, it is still a
     /// browser on this folder; its pipe is open (ours) or its owner lives
     /// (another process's).
     fn is_running_in(&self, dir: &Path, record: &RunRecord) -> bool {
         let children = &self.held.children;
-        let piped = if record.owner == std::process::id() {
-            self.pipe_in(dir).is_some()
-        } else {
-            children.is_alive(record.owner)
-        };
+        let piped = if self.launched(record) { self.pipe_in(dir).is_some() } else { children.is_alive(record.owner) };
         piped && children.is_browser_on(dir, record.pid)
     }
 
@@ -313,7 +338,7 @@ impl ManagedBrowsers {
             return Ok(pipe);
         }
         match record_in(&dir) {
-            Some(record) if record.owner != std::process::id() && self.is_running_in(&dir, &record) => {
+            Some(record) if !self.launched(&record) && self.is_running_in(&dir, &record) => {
                 Err(ManagedError::OwnedElsewhere { profile: name.into(), owner: record.owner })
             }
             _ => Err(ManagedError::NotRunning(name.into())),
@@ -353,7 +378,7 @@ impl ManagedBrowsers {
             status.browser_version = Some(record.browser_version.clone());
             if self.is_running_in(&dir, &record) {
                 status.state = State::Running;
-                status.detail = if record.owner == std::process::id() {
+                status.detail = if self.launched(&record) {
                     format!("running (pid {})", record.pid)
                 } else {
                     format!("running (pid {}) under another Browser Relay process (pid {})", record.pid, record.owner)
@@ -430,6 +455,7 @@ mod tests {
                 let record = RunRecord {
                     pid: owner,
                     owner,
+                    serve: 0,
                     browser_id: "x".into(),
                     executable: "/usr/bin/chromium".into(),
                     browser_version: "Chrome/1".into(),
@@ -463,6 +489,7 @@ mod tests {
         let record = RunRecord {
             pid: std::process::id(),
             owner: std::process::id(),
+            serve: browsers.held.id,
             browser_id: "x".into(),
             executable: "/usr/bin/true".into(),
             browser_version: "Chrome/1".into(),

@@ -232,7 +232,8 @@ impl Pipe {
     /// they are ready.
     pub async fn probe(&self, within: Duration) -> Result<(browser::Version, Option<String>), CdpError> {
         let version = self.send(&browser::GetVersion {}, within).await?;
-        let info = self.send(&target::GetTargetInfo { target_id: None }, within).await.ok();
+        // A browser answers this at once; its id is not worth waiting for.
+        let info = self.send(&target::GetTargetInfo { target_id: None }, within.min(Duration::from_secs(5))).await.ok();
         Ok((version, info.map(|i| i.target_info.target_id)))
     }
 

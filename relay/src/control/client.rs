@@ -57,7 +57,14 @@ struct Session {
 struct Proven {
     connection: KeptConnection,
     session: Session,
+    /// Kept idle since then.
+    idle_since: std::time::Instant,
 }
+
+/// How long a proven connection is kept idle: less than the server's
+/// header-read timeout (10 s), which closes idle connections, so that a
+/// kept one is not closed just as a request leaves on it.
+const KEPT_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Proven connections kept between requests (requests at once beyond it
 /// open connections of their own, proved and then let go).
@@ -181,20 +188,30 @@ impl ControlClient {
             let response = match proven.connection.request(method, path, &all, body.as_deref().map(str::as_bytes)).await
             {
                 Ok(response) => response,
-                // A kept connection the server closed as it went idle
-                // (its header-read timeout) just as this request left: a
-                // new one, as an HTTP client's pool does.
-                Err(_) if reused => {
+                // A kept connection the server closed before the request
+                // was written (it never left): a new one, as an HTTP
+                // client's pool does. A request that may have reached the
+                // server is never sent twice.
+                Err(error) if reused && error.unsent => {
                     reused = false;
                     proven = self.fresh().await?;
                     continue;
                 }
-                Err(source) => return Err(ClientError::Unreachable { port: self.port, source }),
+                Err(error) => return Err(ClientError::Unreachable { port: self.port, source: error.source }),
             };
+            // The server forgot the session (it restarted on this port, or
+            // let it go): the request was refused, not run. A new
+            // connection and session, once.
             if response.status == 401 && !proved_again {
                 proved_again = true;
-                proven.session = self.prove(&mut proven.connection).await?;
+                proven = self.fresh().await?;
                 continue;
+            }
+            if response.status == 401 {
+                return Err(ClientError::Api {
+                    message: "the server forgot the session it had just proved (too many opened at once?)".into(),
+                    hint: Some("try again".into()),
+                });
             }
             // An answer this install's server did not sign is not taken,
             // and its connection is dropped.
@@ -228,7 +245,9 @@ impl ControlClient {
         loop {
             let kept = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
             match kept {
-                Some(proven) if proven.connection.is_open() => return Ok((proven, true)),
+                Some(proven) if proven.connection.is_open() && proven.idle_since.elapsed() < KEPT_IDLE => {
+                    return Ok((proven, true));
+                }
                 Some(_closed) => continue,
                 None => return Ok((self.fresh().await?, false)),
             }
@@ -239,13 +258,14 @@ impl ControlClient {
     async fn fresh(&self) -> Result<Proven, ClientError> {
         let mut connection = self.connect().await?;
         let session = self.prove(&mut connection).await?;
-        Ok(Proven { connection, session })
+        Ok(Proven { connection, session, idle_since: std::time::Instant::now() })
     }
 
     /// Kept for the next request, unless the server closed it.
-    fn keep(&self, proven: Proven) {
+    fn keep(&self, mut proven: Proven) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if proven.connection.is_open() && idle.len() < MAX_IDLE {
+            proven.idle_since = std::time::Instant::now();
             idle.push(proven);
         }
     }
@@ -260,7 +280,7 @@ impl ControlClient {
         let response = connection
             .request("POST", "/session", &[], Some(body.as_bytes()))
             .await
-            .map_err(|source| ClientError::Unreachable { port: self.port, source })?;
+            .map_err(|error| ClientError::Unreachable { port: self.port, source: error.source })?;
         let not_ours = |why: &str| ClientError::NotOurServer { port: self.port, why: why.to_string() };
         if response.status != 200 {
             return Err(not_ours(&format!("POST /session answered {}", response.status)));

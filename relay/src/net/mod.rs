@@ -97,6 +97,10 @@ fn body_deadline(request: axum::extract::Request, within: Duration) -> axum::ext
     axum::extract::Request::from_parts(parts, axum::body::Body::from_stream(timed))
 }
 
+/// hyper's read buffer per connection: the largest request head, and what
+/// it reads ahead of a handler (hyper's own minimum is 8 KiB).
+const READ_BUFFER: usize = 16 * 1024;
+
 /// Serves `router` on `listener` until `shutdown` fires.
 pub(crate) async fn serve(listener: TcpListener, router: Router, limits: ServeLimits, shutdown: CancellationToken) {
     let within = limits.body_read_timeout;
@@ -134,7 +138,11 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, limits: ServeLi
         let header_read_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+            // A small read buffer: a request head (ours are well under it)
+            // and what came right behind it, which an upgrade hands on
+            // unread to the socket; before the extension's proof that is
+            // all the read allowance does not count (`allowance`).
+            builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout).max_buf_size(READ_BUFFER);
             let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
             tokio::select! {
                 result = connection => if let Err(e) = result {
