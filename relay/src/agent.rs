@@ -157,6 +157,36 @@ pub(crate) enum AgentCommand {
         #[command(flatten)]
         args: AgentArgs,
     },
+    /// Open the dashboard (`/ui`): prints a one-time login link (good for
+    /// two minutes) and opens it in your browser where a desktop is present.
+    Ui {
+        /// Only print the link.
+        #[arg(long)]
+        no_open: bool,
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
+    /// What clients and agents did to which tab, newest first: time (UTC),
+    /// who, tab, what (typed text is never kept, only its length).
+    Activity {
+        /// How many entries (default 100, at most 5000).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Only the last N minutes.
+        #[arg(long, value_name = "N")]
+        minutes: Option<u64>,
+        /// Only this CDP client (its number, as the dashboard shows it).
+        #[arg(long)]
+        client: Option<u64>,
+        /// Only this tab (its targetId).
+        #[arg(long = "target")]
+        tab: Option<String>,
+        /// Only this profile (`chrome`: your shared tabs).
+        #[arg(long)]
+        profile: Option<String>,
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
     /// Print the tab to a PDF file (prints its path; headless browsers,
     /// such as the managed profile, only).
     Pdf(AgentArgs),
@@ -224,6 +254,17 @@ pub(crate) struct ProfileArgs {
     pub json: bool,
 }
 
+/// What the commands about the whole service take: no profile, no tab.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServiceArgs {
+    /// Port of the control API.
+    #[arg(long, env = "BROWSER_RELAY_CONTROL_PORT", default_value_t = DEFAULT_CONTROL_PORT)]
+    control_port: u16,
+    /// The API's JSON in an {"ok", "data" | "error"} envelope instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct AgentArgs {
     /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
@@ -262,6 +303,9 @@ impl AgentCommand {
                 control_port: args.control_port,
                 json: args.json,
             },
+            Self::Ui { args, .. } | Self::Activity { args, .. } => {
+                AgentArgs { profile: None, target_id: None, control_port: args.control_port, json: args.json }
+            }
             Self::Tabs(args)
             | Self::Back(args)
             | Self::Forward(args)
@@ -302,6 +346,41 @@ async fn run<R: Route>(
         println_stdout(&text(&answer));
     }
     Ok(())
+}
+
+/// A raw call's answer, printed as `--json` asks, or as `text` makes of it.
+fn print_value(args: &AgentArgs, answer: &serde_json::Value, text: impl FnOnce(&serde_json::Value) -> String) {
+    if args.json {
+        println_stdout(&serde_json::json!({"ok": true, "data": answer}).to_string());
+    } else {
+        println_stdout(&text(answer));
+    }
+}
+
+/// One line per activity entry: time, who, where, what.
+pub(crate) fn activity_text(answer: &serde_json::Value) -> String {
+    let entries: Vec<activity::Entry> = serde_json::from_value(answer["entries"].clone()).unwrap_or_default();
+    if entries.is_empty() {
+        return "no activity recorded".into();
+    }
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|entry| {
+            let who = match (entry.source, entry.client_id) {
+                (activity::Source::Agent, _) => format!("agent ({})", entry.client),
+                (_, Some(id)) => format!("{} #{id}", entry.client),
+                (_, None) => entry.client.clone(),
+            };
+            let place: Vec<&str> = [entry.profile.as_deref(), entry.url.as_deref().or(entry.tab.as_deref())]
+                .into_iter()
+                .flatten()
+                .collect();
+            let count = if entry.count > 1 { format!(" ×{}", entry.count) } else { String::new() };
+            let failed = if entry.failed { " (failed)" } else { "" };
+            format!("{}  {who}  {}  {}{count}{failed}", activity::utc_text(entry.at), place.join(" · "), entry.summary)
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// A profile as the user reads it: what it is, its state, and where a
@@ -403,6 +482,27 @@ fn trouble_lines(lines: &mut Vec<String>, trouble: &Trouble, prefix: &str) {
     }
 }
 
+/// Opens a login link in the user's browser through an owner-only page in
+/// the state directory that forwards to it: the code never appears on a
+/// command line. Without a desktop, the printed link is all.
+fn open_login_link(state: &StateDir, url: &str) {
+    let escaped = url.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;");
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>\
+         <meta http-equiv=refresh content=\"0;url={escaped}\"><title>Browser Relay</title>\
+         <p><a href=\"{escaped}\">Open the Browser Relay dashboard</a></p>"
+    );
+    let opened = state
+        .write_login_page(&page)
+        .map_err(anyhow::Error::from)
+        .and_then(|page| crate::desktop::open(&page).with_context(|| format!("could not open {}", page.display())));
+    match opened {
+        Ok(true) => {}
+        Ok(false) => eprintln!("no desktop here: open the link above in a browser on this machine"),
+        Err(e) => eprintln!("{e:#}: open the link above yourself"),
+    }
+}
+
 /// Runs one agent command against the control API of a running relay.
 pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
     let args = command.args();
@@ -410,6 +510,30 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
     let tab = args.tab();
     let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
+        AgentCommand::Ui { no_open, .. } => {
+            let link = client.call("POST", "/ui/login-link", &[], Some(&serde_json::json!({}))).await?;
+            let url = link["url"].as_str().context("the control API gave no login link")?.to_string();
+            let seconds = link["expiresInSeconds"].as_u64().unwrap_or(120);
+            print_value(&args, &link, |_| format!("{url}\n# the link logs one browser in, once, within {seconds} s"));
+            if !no_open {
+                open_login_link(state, &url);
+            }
+            Ok(())
+        }
+        AgentCommand::Activity { limit, minutes, client: client_id, tab: target, profile, .. } => {
+            let mut query: Vec<(String, String)> = Vec::new();
+            query.extend(limit.map(|n| ("limit".into(), n.to_string())));
+            if let Some(minutes) = minutes {
+                let since = activity::now_millis().saturating_sub(minutes.saturating_mul(60_000));
+                query.push(("since".into(), since.to_string()));
+            }
+            query.extend(client_id.map(|id| ("clientId".into(), id.to_string())));
+            query.extend(target.map(|tab| ("tab".into(), tab)));
+            query.extend(profile.map(|profile| ("profile".into(), profile)));
+            let answer = client.call("GET", "/activity", &query, None).await?;
+            print_value(&args, &answer, activity_text);
+            Ok(())
+        }
         AgentCommand::Start { ephemeral, .. } => {
             run(&client, &args, Selected::new(profile_only, StartBrowser { ephemeral }), profile_text).await
         }

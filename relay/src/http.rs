@@ -17,8 +17,8 @@ use crate::net::allowance::ReadAllowance;
 use crate::net::guard::{Guard, guard_layer};
 use cdp_client::protocol::target::TargetInfo;
 use managed_driver::{Endpoint, ManagedBrowsers, ManagedError, ServedError};
-use relay_engine::ProofHook;
 use relay_engine::Relay;
+use relay_engine::{ClientLabel, ProofHook};
 use relay_engine::{ListEntry, VersionDocument};
 
 /// What the handlers share: the relay, and the managed browsers whose
@@ -163,7 +163,7 @@ async fn browser_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocke
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
-    let name = client_name(&headers);
+    let name = client_label(&headers);
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move { relay.serve_client(socket, None, name, slot).await })
@@ -179,9 +179,10 @@ async fn browser_ws_with_id(
     browser_ws(state, headers, ws).await
 }
 
-/// What a client calls itself, for the extension's options page.
-fn client_name(headers: &HeaderMap) -> String {
-    relay_engine::client_name(headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
+/// What a client calls itself, for the extension's options page and the
+/// dashboard.
+fn client_label(headers: &HeaderMap) -> ClientLabel {
+    ClientLabel::of(headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
 }
 
 async fn page_ws(
@@ -198,7 +199,7 @@ async fn page_ws(
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
-    let name = client_name(&headers);
+    let name = client_label(&headers);
     let target: Arc<str> = id.into();
     ws.max_message_size(limit)
         .max_frame_size(limit)
@@ -358,6 +359,7 @@ async fn profile_close(State(state): State<AppState>, Path((name, id)): Path<(St
 async fn profile_ws(
     State(state): State<AppState>,
     Path((name, kind, id)): Path<(String, String, String)>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     let Some(slot) = state.relay.try_client_slot() else { return too_many_clients(&state.relay) };
@@ -373,8 +375,9 @@ async fn profile_ws(
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();
+    let label = client_label(&headers);
     ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| async move {
-        relay.serve_piped_client(socket, channels.outgoing, channels.incoming, slot).await
+        relay.serve_piped_client(socket, channels.outgoing, channels.incoming, label, name, slot).await
     })
 }
 

@@ -15,6 +15,7 @@ use settings::{Config, Driver};
 use state_dir::StateDir;
 
 mod agent;
+mod desktop;
 mod mcp;
 
 use agent::AgentCommand;

@@ -11,7 +11,12 @@ use managed_driver::ManagedBrowsers;
 use relay_engine::{PublicBase, Relay, RelayConfig};
 use state_dir::Token;
 
+use activity::ActivityRecord;
+
+use crate::control::http::Extras;
+use crate::control::ui::Dashboard;
 use crate::net::guard::{DEFAULT_EXTENSION_ID, Guard};
+use crate::net::ui_logins::UiLogins;
 use crate::net::{self, BindError, ServeLimits};
 
 /// The relay's extension, as the control engine sees it.
@@ -72,6 +77,8 @@ pub struct RunningServer {
     /// serves no profiles): the routes, the engine and `stop_server` all
     /// hold this one.
     pub browsers: Option<ManagedBrowsers>,
+    /// What clients and agents did (`GET /activity`, the dashboard).
+    pub activity: ActivityRecord,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -87,14 +94,21 @@ impl RunningServer {
             _ => None,
         };
         let relay = Relay::new(options.relay, options.pairing.clone());
+        let shutdown = CancellationToken::new();
+        let mut tasks = Vec::new();
+        // What clients and agents do is recorded under the state directory
+        // (in memory without one), written off the command path.
+        let activity_dir = options.state_root.as_deref().map(|root| state_dir::StateDir::at(root).activity());
+        let activity = ActivityRecord::new(activity_dir, activity::DEFAULT_RETENTION);
+        relay.record_activity_to(activity.clone());
+        tasks.push(tokio::spawn(activity.clone().keep_writing(shutdown.clone())));
         // Clients are handed the CDP key, never the secret (crate::keys).
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
         relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });
         let guard = Guard::new(options.token.clone(), options.extension_ids);
         let browsers = options.state_root.as_deref().map(ManagedBrowsers::new);
         let router = crate::http::router(relay.clone(), guard, browsers.clone());
-        let shutdown = CancellationToken::new();
-        let mut tasks = vec![tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone()))];
+        tasks.push(tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone())));
 
         let mut control = None;
         if let (Some(listener), Some(browsers)) = (control_listener, &browsers) {
@@ -126,11 +140,20 @@ impl RunningServer {
             // serve has even when clients need none (--no-auth-control).
             let sessions =
                 std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()).on_port(bound.port()));
-            let router = crate::control::http::router(engine.clone(), Guard::control(options.token, sessions));
+            let dashboard = Dashboard {
+                engine: engine.clone(),
+                relay: relay.clone(),
+                activity: activity.clone(),
+                logins: std::sync::Arc::new(UiLogins::new(bound.port())),
+                addr: bound,
+            };
+            let extras = Extras { activity: Some(activity.clone()), dashboard: Some(dashboard) };
+            let router =
+                crate::control::http::router_with(engine.clone(), Guard::control(options.token, sessions), extras);
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));
         }
-        Ok(Self { addr, relay, control, browsers, shutdown, tasks })
+        Ok(Self { addr, relay, control, browsers, activity, shutdown, tasks })
     }
 
     /// `http://127.0.0.1:PORT` of the control API, when it runs.

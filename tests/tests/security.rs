@@ -752,3 +752,132 @@ async fn a_control_servers_proof_passed_on_from_another_port_proves_nothing() {
     let refused = fooled.call("GET", "/profiles", &[], None).await.expect_err("a proof passed on from another port");
     assert!(refused.to_string().contains("could not prove"), "{refused}");
 }
+
+/// A raw request with a body; `extra` headers as given.
+fn post(path: &str, host: &str, extra: &[(&str, &str)], body: &str) -> String {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in extra {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request + "\r\n" + body
+}
+
+fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    let head = response.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+/// The dashboard (`/ui`): reached only through a one-time login link that
+/// only a holder of the control key can ask for (never the token), then an
+/// HttpOnly, SameSite=Strict cookie; its API takes nothing else (not the
+/// key), answers only its own origin and never another site, and every
+/// change needs the page's CSRF token.
+#[tokio::test]
+async fn the_dashboard_takes_a_one_time_login_its_own_origin_and_a_csrf_token() {
+    e2e::init_logging();
+    let WithControl { server, token, control, .. } = serve_with_control(|_| {}).await;
+    let host = format!("127.0.0.1:{}", control.port());
+    let key = format!("Bearer {}", browser_relay::control_key(&token).as_str());
+
+    // The link: only for the key; it carries a code, not a key.
+    let (status, _) = raw_request(control, &post("/ui/login-link", &host, &[], "{}")).await;
+    assert_eq!(status, 401, "a login link without the control key");
+    let (status, answer) = raw_request(control, &post("/ui/login-link", &host, &[("Authorization", &key)], "{}")).await;
+    assert_eq!(status, 200, "{answer}");
+    let body: serde_json::Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let link = body["url"].as_str().unwrap().to_string();
+    assert!(link.starts_with(&format!("http://{host}/ui/login?code=")), "{link}");
+    let secrets = [token.as_str().to_string(), browser_relay::control_key(&token).as_str().to_string()];
+    assert!(secrets.iter().all(|s| !link.contains(s.as_str())), "the link carries no key");
+    let login = link.trim_start_matches(&format!("http://{host}"));
+
+    // Without a login: nothing, and a page that says what to do.
+    let (status, page) = raw_request(control, &get("/ui", &host, &[])).await;
+    assert_eq!(status, 401);
+    assert!(page.contains("browser-relay ui"), "{page}");
+    let (status, _) = raw_request(control, &get("/ui/api/overview", &host, &[("Authorization", &key)])).await;
+    assert_eq!(status, 401, "the dashboard's API does not take the control key");
+
+    // The code works once and sets a strict, script-proof cookie.
+    let (status, logged_in) = raw_request(control, &get(login, &host, &[("Sec-Fetch-Site", "cross-site")])).await;
+    assert_eq!(status, 200, "{logged_in}");
+    let set_cookie = header_of(&logged_in, "set-cookie").expect("a session cookie").to_string();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(set_cookie.contains(part), "{set_cookie}");
+    }
+    let (status, _) = raw_request(control, &get(login, &host, &[])).await;
+    assert_eq!(status, 403, "a login link used twice");
+    let cookie = set_cookie.split(';').next().unwrap().to_string();
+
+    // The page: its CSRF token, and headers that keep it to itself.
+    let (status, page) = raw_request(control, &get("/ui", &host, &[("Cookie", &cookie)])).await;
+    assert_eq!(status, 200);
+    let csrf =
+        page.split(r#"name="csrf" content=""#).nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_string();
+    assert_eq!(csrf.len(), 64, "{csrf}");
+    let csp = header_of(&page, "content-security-policy").unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    let (status, overview) = raw_request(control, &get("/ui/api/overview", &host, &[("Cookie", &cookie)])).await;
+    assert_eq!(status, 200, "{overview}");
+    assert!(overview.contains("\"profiles\""), "{overview}");
+    assert!(
+        secrets.iter().all(|s| !overview.contains(s.as_str()) && !page.contains(s.as_str())),
+        "no key in the dashboard"
+    );
+
+    // Other origins, other sites, other hosts: refused, cookie or not.
+    let own_origin = format!("http://{host}");
+    let rebound = format!("evil.example:{}", control.port());
+    let refused: Vec<HttpCase> = vec![
+        (
+            "another site's page",
+            "/ui/api/overview".into(),
+            &host,
+            vec![("Cookie", &cookie), ("Origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "another port's page",
+            "/ui/api/overview".into(),
+            &host,
+            vec![("Cookie", &cookie), ("Origin", "http://127.0.0.1:1")],
+            403,
+        ),
+        (
+            "a cross-site fetch",
+            "/ui/api/overview".into(),
+            &host,
+            vec![("Cookie", &cookie), ("Sec-Fetch-Site", "cross-site")],
+            403,
+        ),
+        ("DNS rebinding", "/ui/api/overview".into(), &rebound, vec![("Cookie", &cookie)], 403),
+    ];
+    for (what, path, host, headers, expected) in &refused {
+        let (status, _) = raw_request(control, &get(path, host, headers)).await;
+        assert_eq!(status, *expected, "{what}");
+    }
+
+    // A change: the cookie alone is not enough; the page's token is.
+    let change = r#"{"clientId": 424242}"#;
+    let (status, _) = raw_request(control, &post("/ui/api/disconnect", &host, &[("Cookie", &cookie)], change)).await;
+    assert_eq!(status, 403, "a change without the CSRF token");
+    let zeros = "0".repeat(64);
+    let forged = [("Cookie", cookie.as_str()), ("x-browser-relay-csrf", zeros.as_str())];
+    assert_eq!(raw_request(control, &post("/ui/api/disconnect", &host, &forged, change)).await.0, 403);
+    let own = [("Cookie", cookie.as_str()), ("x-browser-relay-csrf", csrf.as_str()), ("Origin", own_origin.as_str())];
+    let (status, answer) = raw_request(control, &post("/ui/api/disconnect", &host, &own, change)).await;
+    assert_eq!(status, 404, "past the guard, to the handler: {answer}");
+    assert!(answer.contains("no client 424242"), "{answer}");
+
+    // Logging out ends the session.
+    let (status, _) = raw_request(control, &post("/ui/api/logout", &host, &own, "{}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(raw_request(control, &get("/ui", &host, &[("Cookie", &cookie)])).await.0, 401);
+    server.stop().await;
+}

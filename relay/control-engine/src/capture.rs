@@ -126,6 +126,29 @@ impl Handle<TakeScreenshot> for Engine {
     }
 }
 
+/// How long the dashboard's live view waits for one frame.
+const PEEK_WITHIN: Duration = Duration::from_secs(3);
+
+impl Engine {
+    /// A small JPEG of the tab's viewport for the dashboard's live view:
+    /// not saved (the media folder is the agents'), never changes the
+    /// profile's current tab, and gives up after [`PEEK_WITHIN`] (a tab
+    /// that is not painted gives nothing).
+    pub async fn peek(&self, profile: &str, target_id: &str) -> Result<Vec<u8>, ControlError> {
+        let selector = TabSelector { profile: Some(profile.to_string()), target_id: Some(target_id.to_string()) };
+        let page = self.page_target(&selector).await?;
+        let capture = cdp_page::CaptureScreenshot { format: "jpeg", quality: Some(50), ..Default::default() };
+        let shot = page.conn.client().start(&capture, Some(&page.session));
+        let shot = tokio::time::timeout(PEEK_WITHIN, shot)
+            .await
+            .map_err(|_| ControlError::Page(format!("the tab gave no frame within {PEEK_WITHIN:?}")))?
+            .map_err(ControlError::cdp(profile))?;
+        base64::engine::general_purpose::STANDARD
+            .decode(shot.data)
+            .map_err(|e| ControlError::Page(format!("the frame is not base64: {e}")))
+    }
+}
+
 impl Handle<PrintPdf> for Engine {
     /// The tab printed to PDF, saved under the media folder.
     async fn handle(&self, request: Selected<PrintPdf>) -> Result<Profiled<Pdf>, ControlError> {

@@ -71,6 +71,14 @@ pub(crate) struct ClientHandle {
     /// What the client calls itself ([`client_name`]), for the extension's
     /// options page.
     pub name: Arc<str>,
+    /// Its whole `User-Agent` (visible ASCII, cut), for the dashboard.
+    pub user_agent: Arc<str>,
+    /// When it connected (ms since the epoch).
+    pub since_ms: u64,
+    /// The commands it sent.
+    pub commands_sent: std::sync::atomic::AtomicU64,
+    /// The managed profile a piped client drives (`None`: the user's tabs).
+    pub profile: Option<Arc<str>>,
     tx: mpsc::Sender<Outgoing>,
     /// Bytes queued to this client, and to all clients.
     queued: Arc<Meter>,
@@ -82,7 +90,7 @@ pub(crate) struct ClientHandle {
     farewell: Farewell,
     in_flight: InFlight,
     /// For page-level endpoints: the session commands without a `sessionId` use.
-    default_session: Option<Arc<str>>,
+    pub(crate) default_session: Option<Arc<str>>,
     state: Mutex<ClientState>,
 }
 
@@ -231,6 +239,22 @@ pub fn client_name(user_agent: Option<&str>) -> String {
     if name.is_empty() { "CDP client".into() } else { name }
 }
 
+/// How a client is shown: its [`client_name`], and its whole user agent
+/// (visible ASCII and spaces, at most 200 characters) for the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientLabel {
+    pub name: String,
+    pub user_agent: String,
+}
+
+impl ClientLabel {
+    pub fn of(user_agent: Option<&str>) -> Self {
+        let whole: String =
+            user_agent.unwrap_or_default().chars().filter(|c| *c == ' ' || c.is_ascii_graphic()).take(200).collect();
+        Self { name: client_name(user_agent), user_agent: whole.trim().to_string() }
+    }
+}
+
 impl Relay {
     /// Runs one CDP client connection to its end. `page_target` makes it a
     /// page-level endpoint bound to that target; `name` is what it calls
@@ -239,12 +263,12 @@ impl Relay {
         &self,
         socket: WebSocket,
         page_target: Option<Arc<str>>,
-        name: String,
+        label: ClientLabel,
         _slot: crate::ClientSlot,
     ) {
         let (sink, mut stream) = socket.split();
         let default_session = page_target.as_ref().map(|_| new_id());
-        let (client, writer) = self.open_client(sink, default_session, name);
+        let (client, writer) = self.open_client(sink, default_session, label, None);
         let kill = client.kill.clone();
         if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
             let subscribed = {
@@ -267,6 +291,7 @@ impl Relay {
             }
         }
         self.register_client(client.clone());
+        self.note_connection(&client, page_target.as_deref(), true);
         tracing::debug!(client = client.id, page = page_target.as_deref(), "CDP client connected");
 
         loop {
@@ -303,6 +328,7 @@ impl Relay {
             }
         }
         self.forget_client(&client);
+        self.note_connection(&client, None, false);
         finish_writer(&client, writer).await;
         tracing::debug!(client = client.id, "CDP client gone");
     }
@@ -313,7 +339,8 @@ impl Relay {
         &self,
         sink: SplitSink<WebSocket, Message>,
         default_session: Option<Arc<str>>,
-        name: String,
+        label: ClientLabel,
+        profile: Option<Arc<str>>,
     ) -> (Arc<ClientHandle>, JoinHandle<()>) {
         let config = self.config();
         let (tx, rx) = mpsc::channel(config.client_queue);
@@ -321,7 +348,11 @@ impl Relay {
         let farewell = Farewell::default();
         let client = Arc::new(ClientHandle {
             id: self.next_client_id(),
-            name: name.into(),
+            name: label.name.into(),
+            user_agent: label.user_agent.into(),
+            since_ms: activity::now_millis(),
+            commands_sent: std::sync::atomic::AtomicU64::new(0),
+            profile,
             tx,
             queued: Meter::new(config.client_queue_bytes),
             all_clients: self.client_bytes().clone(),
@@ -347,10 +378,14 @@ impl Relay {
         socket: WebSocket,
         to_browser: mpsc::UnboundedSender<String>,
         mut from_browser: mpsc::UnboundedReceiver<String>,
+        label: ClientLabel,
+        profile: String,
         _slot: crate::ClientSlot,
     ) {
         let (sink, mut stream) = socket.split();
-        let (client, writer) = self.open_client(sink, None, "managed profile client".into());
+        let (client, writer) = self.open_client(sink, None, label, Some(profile.into()));
+        self.0.piped.insert(client.id, client.clone());
+        self.note_connection(&client, None, true);
         loop {
             tokio::select! {
                 () = client.kill.cancelled() => break,
@@ -376,6 +411,7 @@ impl Relay {
                         }
                         Some(Ok(_)) => continue,
                     };
+                    self.note_piped_frame(&client, &text);
                     if to_browser.send(text).is_err() {
                         client.close(1000, "the browser session ended");
                         break;
@@ -385,6 +421,8 @@ impl Relay {
         }
         // Dropping `to_browser` detaches the session.
         drop(to_browser);
+        self.0.piped.remove(&client.id);
+        self.note_connection(&client, None, false);
         finish_writer(&client, writer).await;
     }
 
@@ -427,6 +465,7 @@ impl Relay {
             Err(bad) => return client.send(cdp::error(bad.id, bad.code, &bad.message, None)),
         };
         let explicit = command.session_id.as_deref();
+        self.note_command(client, &command);
         // The user's cookie jar and cache are theirs, on every session.
         if let Some(refusal) = wipe_refusal(&command.method, self.config().wipes_allowed) {
             return Replier { client, id: command.id, session: explicit }.err(code::SERVER_ERROR, &refusal);

@@ -35,14 +35,16 @@ mod discovery;
 mod extension;
 mod interception;
 mod ledger;
+mod oversight;
 mod queue;
 mod targets;
 
 pub use capture::NOT_IN_FRONT;
-pub use client::client_name;
+pub use client::{ClientLabel, client_name};
 pub use discovery::{ListEntry, VersionDocument};
 pub use extension::{ExtensionClaim, HandshakeSlot, ProofHook};
 pub use ledger::{SETTINGS as LEDGER_SETTINGS, Setting};
+pub use oversight::{ClientSummary, DISCONNECTED_BY_USER, SharedTab, StopError};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -283,6 +285,11 @@ pub(crate) struct Inner {
     next_call: AtomicU64,
     next_client: AtomicU64,
     clients: DashMap<u64, Arc<ClientHandle>>,
+    /// The managed profiles' clients, relayed to a browser's pipe (listed
+    /// apart: the extension's events never go to them).
+    piped: DashMap<u64, Arc<ClientHandle>>,
+    /// Where clients' actions are recorded (`oversight.rs`), once set.
+    activity: OnceLock<activity::ActivityRecord>,
     /// Fired when the server stops: every socket loop ends.
     shutdown: tokio_util::sync::CancellationToken,
     /// Client connections holding a [`ClientSlot`] (every CDP socket, the
@@ -330,6 +337,8 @@ impl Relay {
             next_call: AtomicU64::new(1),
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
+            piped: DashMap::new(),
+            activity: OnceLock::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             slots: AtomicUsize::new(0),
             client_bytes: queue::Meter::new(config.total_client_queue_bytes),

@@ -23,6 +23,9 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
+use activity::{ActivityRecord, Source};
+
+use crate::control::ui::Dashboard;
 use crate::net::guard::Guard;
 use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER, SessionNonces, Sessions};
 
@@ -74,13 +77,37 @@ where
     entry::<E, R>()
 }
 
+/// What the control port serves beside the API: the activity record
+/// (`GET /activity`, and every agent call written into it) and the
+/// dashboard (`/ui`, and `POST /ui/login-link` for its login links).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Extras {
+    pub activity: Option<ActivityRecord>,
+    pub dashboard: Option<Dashboard>,
+}
+
+#[cfg(test)]
 pub(crate) fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
+    router_with(engine, guard, Extras::default())
+}
+
+pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras) -> Router {
     let mut router = Router::new();
     let mut listed = Vec::new();
     for Entry { method, path, handler } in entries::<E>() {
         listed.push(format!("{} {path}", method_name(method)));
         router = router.route(path, handler);
     }
+    let activity = extras.activity.clone().unwrap_or_else(|| ActivityRecord::new(None, activity::DEFAULT_RETENTION));
+    listed.push("GET /activity".into());
+    let extra = Router::new().route("/activity", get(read_activity)).with_state(activity.clone());
+    let extra = match &extras.dashboard {
+        Some(dashboard) => {
+            listed.push("POST /ui/login-link".into());
+            extra.merge(Router::new().route("/ui/login-link", post(login_link)).with_state(dashboard.clone()))
+        }
+        None => extra,
+    };
     let hint = format!("routes: {}", listed.join(" · "));
     let sessions = guard.sessions().cloned().unwrap_or_else(|| Arc::new(Sessions::new(None)));
     // Anyone may open a session: its body is read up to a few hundred
@@ -89,12 +116,74 @@ pub(crate) fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
         .route("/session", post(open_session))
         .layer(axum::extract::DefaultBodyLimit::max(SESSION_BODY_MAX))
         .with_state(sessions);
-    router
+    let api = router
         .fallback(move |request: Request| not_found(request, hint.clone()))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::Extension(Recorder(extras.activity)))
         .with_state(engine)
         .merge(session)
-        .layer(axum::middleware::from_fn_with_state(guard, control_guard))
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(guard, control_guard));
+    // The dashboard has its own guard (a login and a cookie, not the key):
+    // net::ui_logins.
+    match extras.dashboard {
+        Some(dashboard) => api.merge(crate::control::ui::router(dashboard)),
+        None => api,
+    }
+}
+
+/// `GET /activity?limit&since&clientId&tab`: the activity record, newest first.
+async fn read_activity(
+    State(record): State<ActivityRecord>,
+    query: Result<axum::extract::Query<activity::Query>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    match query {
+        Ok(axum::extract::Query(query)) => axum::Json(json!({"entries": record.read(&query)})).into_response(),
+        Err(e) => error_body(StatusCode::BAD_REQUEST, "bad_request", &e.body_text(), None),
+    }
+}
+
+/// `POST /ui/login-link`: a one-time link into the dashboard (what
+/// `browser-relay ui` prints).
+async fn login_link(State(dashboard): State<Dashboard>) -> Response {
+    match dashboard.login_link() {
+        Ok(url) => axum::Json(json!({
+            "url": url,
+            "expiresInSeconds": crate::net::ui_logins::CODE_TTL.as_secs(),
+        }))
+        .into_response(),
+        Err(e) => error_body(StatusCode::INTERNAL_SERVER_ERROR, "internal", &format!("no random code: {e}"), None),
+    }
+}
+
+/// Where agent calls are recorded (none in the route tests).
+#[derive(Debug, Clone)]
+struct Recorder(Option<ActivityRecord>);
+
+impl Recorder {
+    /// Records a call the record keeps ([`activity::summary::agent_call`]),
+    /// with the tab and profile its answer names.
+    fn note(
+        &self,
+        method: Method,
+        path: &str,
+        request: &Value,
+        answer: Result<&Value, &ControlError>,
+        surface: Surface,
+    ) {
+        let Some(record) = &self.0 else { return };
+        let Some((kind, summary)) = activity::summary::agent_call(method_name(method), path, request) else { return };
+        let mut entry = activity::Entry::now(Source::Agent, surface.name(), kind, summary);
+        let answered = answer.ok();
+        let text = |key: &str| {
+            answered.and_then(|a| a.get(key)).or_else(|| request.get(key)).and_then(Value::as_str).map(str::to_string)
+        };
+        entry.profile = text("profile");
+        entry.tab = text("targetId");
+        entry.url = answered.and_then(|a| a["page"]["url"].as_str().or_else(|| a["url"].as_str())).map(str::to_string);
+        entry.failed = answer.is_err();
+        record.record(entry);
+    }
 }
 
 /// `POST /session {"nonce"}`: this server's nonce and proof of the pairing
@@ -229,6 +318,8 @@ fn read<R: Route>(raw_query: Option<&str>, path: &RawPathParams, body: &Bytes) -
 
 async fn answer<E: Handle<R>, R: Route>(
     State(engine): State<E>,
+    axum::Extension(recorder): axum::Extension<Recorder>,
+    uri: axum::http::Uri,
     RawQuery(raw): RawQuery,
     path: RawPathParams,
     headers: HeaderMap,
@@ -236,12 +327,20 @@ async fn answer<E: Handle<R>, R: Route>(
 ) -> ApiResult {
     let surface = surface(&headers);
     let request = read::<R>(raw.as_deref(), &path, &body).map_err(|e| ApiError(e, surface))?;
-    let answer = engine.handle(request).await.map_err(|e| ApiError(e, surface))?;
+    // Reads are not recorded: their request is not even looked at again.
+    let recorded = (R::METHOD != Method::Get && recorder.0.is_some()).then(|| Value::Object(request.to_json()));
+    let answer = engine.handle(request).await;
+    if let Some(request) = &recorded {
+        let value = answer.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default());
+        recorder.note(R::METHOD, uri.path(), request, value.as_ref().map_err(|e| *e), surface);
+    }
+    let answer = answer.map_err(|e| ApiError(e, surface))?;
     Ok(axum::Json(answer).into_response())
 }
 
 async fn screenshot<E: Handle<TakeScreenshot>>(
     State(engine): State<E>,
+    axum::Extension(recorder): axum::Extension<Recorder>,
     RawQuery(raw): RawQuery,
     path: RawPathParams,
     headers: HeaderMap,
@@ -261,7 +360,11 @@ async fn screenshot<E: Handle<TakeScreenshot>>(
         }
         request.request.image_type = wanted;
     }
-    let shot = engine.handle(request).await.map_err(|e| ApiError(e, surface))?;
+    let selector = Value::Object(request.to_json());
+    let shot = engine.handle(request).await;
+    let value = shot.as_ref().map(|s| json!({"profile": s.profile, "targetId": s.answer.target_id}));
+    recorder.note(Method::Post, TakeScreenshot::PATH, &selector, value.as_ref().map_err(|e| *e), surface);
+    let shot = shot.map_err(|e| ApiError(e, surface))?;
     if raw_image.is_some() {
         let path = shot.path.display().to_string();
         let headers =

@@ -4,6 +4,7 @@
 
 pub(crate) mod client;
 pub(crate) mod http;
+pub(crate) mod ui;
 
 /// The control API's default port.
 pub const DEFAULT_CONTROL_PORT: u16 = 18791;

@@ -6,6 +6,7 @@
 pub(crate) mod allowance;
 pub(crate) mod guard;
 pub(crate) mod sessions;
+pub(crate) mod ui_logins;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

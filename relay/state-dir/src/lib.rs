@@ -6,8 +6,10 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+mod activity;
 mod media;
 mod private;
+pub use activity::{ActivityDir, Appended, civil_from_days};
 pub use media::{MediaDir, Retention};
 
 /// Name of the environment variable that overrides the state directory.
@@ -27,6 +29,8 @@ pub enum StateDirError {
     WriteToken { path: PathBuf, source: io::Error },
     #[error("token file {path} is malformed: expected 64 hex characters; delete it to make a new one")]
     BadToken { path: PathBuf },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
 }
 
 /// Where Browser Relay keeps its config, token, profiles and media.
@@ -74,6 +78,29 @@ impl StateDir {
             tracing::warn!("token file {} was readable by others ({was}); made it the owner's alone", path.display());
         }
         Ok(())
+    }
+
+    /// Where the activity record goes (`activity.rs`).
+    pub fn activity(&self) -> ActivityDir {
+        ActivityDir::new(self.root.join("activity"))
+    }
+
+    /// Writes the page that forwards a browser to a dashboard login link,
+    /// owner-only (`<state>/ui-login.html`), and returns its path: a
+    /// browser is opened on this file, so the one-time code is never on a
+    /// command line, where other users of the machine could read it.
+    pub fn write_login_page(&self, html: &str) -> Result<PathBuf, StateDirError> {
+        self.ensure()?;
+        let path = self.root.join("ui-login.html");
+        let write = || -> io::Result<()> {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            private::create_new_private(&path)?.write_all(html.as_bytes())
+        };
+        write().map_err(|source| StateDirError::Write { path: path.clone(), source })?;
+        Ok(path)
     }
 
     /// Where screenshots and PDFs go.
@@ -189,6 +216,20 @@ impl std::fmt::Debug for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_login_page_is_owner_only_and_replaced_each_time() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let state = StateDir::at(root.path());
+        let first = state.write_login_page("one").unwrap();
+        fs::set_permissions(&first, fs::Permissions::from_mode(0o644)).unwrap();
+        let second = state.write_login_page("two").unwrap();
+        assert_eq!(first, second);
+        assert_eq!(fs::read_to_string(&second).unwrap(), "two");
+        assert_eq!(fs::metadata(&second).unwrap().permissions().mode() & 0o777, 0o600, "a new file, owner-only");
+    }
 
     #[test]
     fn a_rotated_token_replaces_the_old_one_and_stays_private() {

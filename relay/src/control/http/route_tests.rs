@@ -316,8 +316,15 @@ impl Reply {
 /// One request as an agent sends it (loopback Host, the token), answered
 /// by the router over `engine`.
 async fn send(engine: &FakeEngine, method: &str, uri: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
+    send_to(router(engine.clone(), guard()), method, uri, body, headers).await
+}
+
+fn guard() -> Guard {
     let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(Token::parse(TOKEN)));
-    let app = router(engine.clone(), Guard::control(Token::parse(TOKEN), sessions));
+    Guard::control(Token::parse(TOKEN), sessions)
+}
+
+async fn send_to(app: axum::Router, method: &str, uri: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
     let mut request = Request::builder()
         .method(method)
         .uri(uri)
@@ -690,4 +697,61 @@ async fn bad_requests_stop_before_the_engine_with_a_precise_message() {
     let reply = send(&engine, "POST", "/teleport", "", &[]).await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     assert!(reply.json()["error"]["hint"].as_str().unwrap().contains("POST /act"));
+}
+
+#[tokio::test]
+async fn agent_calls_that_change_something_are_recorded_without_typed_text() {
+    let engine = FakeEngine::default();
+    let record = activity::ActivityRecord::new(None, activity::DEFAULT_RETENTION);
+    let extras = super::Extras { activity: Some(record.clone()), dashboard: None };
+    let app = super::router_with(engine.clone(), guard(), extras);
+    let cli = [(Surface::HEADER, "cli")];
+    let typed = r#"{"profile":"managed","targetId":"T7","kind":"type","ref":"e4","text":"hunter2-secret"}"#;
+    assert_eq!(send_to(app.clone(), "POST", "/act", typed, &cli).await.status, StatusCode::OK);
+    assert_eq!(send_to(app.clone(), "GET", "/snapshot?targetId=T7", "", &cli).await.status, StatusCode::OK);
+    let navigate = r#"{"url":"https://example.test/next"}"#;
+    assert_eq!(send_to(app.clone(), "POST", "/navigate", navigate, &[]).await.status, StatusCode::OK);
+    engine.fail_next(|| ControlError::BadRequest("no".into()));
+    send_to(app.clone(), "POST", "/act", r#"{"kind":"click","ref":"e9"}"#, &cli).await;
+
+    let listed = send_to(app.clone(), "GET", "/activity?limit=10", "", &[]).await;
+    assert_eq!(listed.status, StatusCode::OK);
+    let text = String::from_utf8(listed.body.clone()).unwrap();
+    assert!(!text.contains("hunter2"), "typed text is never recorded: {text}");
+    let entries = listed.json()["entries"].as_array().cloned().unwrap();
+    let seen: Vec<(String, String, bool)> = entries
+        .iter()
+        .map(|e| {
+            (e["client"].as_str().unwrap().into(), e["summary"].as_str().unwrap().into(), e["failed"] == json!(true))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("cli".into(), "click e9".into(), true),
+            ("http".into(), "navigate to https://example.test/next".into(), false),
+            ("cli".into(), "type into e4: 14 characters".into(), false),
+        ],
+        "newest first; the snapshot (a read) is not there"
+    );
+    assert_eq!(entries[2]["tab"], "T7");
+    assert_eq!(entries[2]["profile"], "managed");
+    assert_eq!(entries[2]["source"], "agent");
+
+    let only_t7 = send_to(app.clone(), "GET", "/activity?tab=T7", "", &[]).await.json();
+    assert_eq!(only_t7["entries"].as_array().unwrap().len(), 1);
+    let bad = send_to(app.clone(), "GET", "/activity?limit=many", "", &[]).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json()["error"]["code"], "bad_request");
+    let unknown = send_to(app, "GET", "/activity?who=me", "", &[]).await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST, "unknown filters are refused, not ignored");
+}
+
+#[tokio::test]
+async fn the_activity_record_needs_the_key_like_every_route() {
+    let app = router(FakeEngine::default(), guard());
+    let request =
+        Request::builder().uri("/activity").header(header::HOST, "127.0.0.1:18791").body(Body::empty()).unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }

@@ -1,0 +1,403 @@
+//! The activity record: what each CDP client and each agent call did to
+//! which tab, kept so the user can see it live in the dashboard and look it
+//! up an hour later (`GET /activity`, `browser-relay activity`, the MCP
+//! `activity` tool).
+//!
+//! What goes in is decided by [`summary`]: navigations, input, evaluations,
+//! uploads, downloads, dialogs, tabs opened and closed, cookies touched,
+//! captures; everything else a client sends (the hundreds of
+//! `Runtime.evaluate`s and `DOM.*` reads a framework makes) stays out, and
+//! runs of the same thing by the same client on the same tab fold into one
+//! entry with a count. Typed text is never kept, only how long it was; nor
+//! are cookie values, dialog prompt text or any token.
+//!
+//! Cost: [`ActivityRecord::record`] takes a lock and pushes; the file is
+//! written by [`ActivityRecord::keep_writing`] off the command path, at most
+//! twice a second, and only when something happened.
+
+pub mod summary;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use state_dir::{ActivityDir, Appended, Retention};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// What kind of thing an entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    /// A client connected or left; an agent's profile started or stopped.
+    Connection,
+    Navigation,
+    /// Mouse, keyboard, touch; an agent's click, type, press, fill…
+    Input,
+    Evaluation,
+    Upload,
+    Download,
+    Dialog,
+    /// A tab opened, closed, focused; sharing stopped.
+    Tab,
+    Cookies,
+    /// A screenshot or PDF.
+    Capture,
+}
+
+/// Who did it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Source {
+    /// A CDP client of the relay (Playwright, Puppeteer, a raw socket).
+    Cdp,
+    /// A call of the control API (HTTP, the CLI, MCP).
+    Agent,
+    /// The user, from the dashboard.
+    Dashboard,
+}
+
+/// One thing a client did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Milliseconds since the Unix epoch (of the first, for a run).
+    pub at: u64,
+    pub source: Source,
+    /// What the client calls itself (its user agent's first word, or the
+    /// agent surface: `cli`, `mcp`, `http`).
+    pub client: String,
+    /// The relay's number for a CDP client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<u64>,
+    /// The profile, when known (an agent's call names one; the relay's own
+    /// clients drive the user's shared tabs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The tab's target id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tab: Option<String>,
+    /// The tab's URL when it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub kind: Kind,
+    pub summary: String,
+    /// How many times in a row (within [`RUN_WINDOW`]) it happened.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+    /// Whether it failed (an agent's call answered with an error).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl Entry {
+    /// An entry stamped now.
+    pub fn now(source: Source, client: impl Into<String>, kind: Kind, summary: impl Into<String>) -> Self {
+        Self {
+            at: now_millis(),
+            source,
+            client: client.into(),
+            client_id: None,
+            profile: None,
+            tab: None,
+            url: None,
+            kind,
+            summary: summary.into(),
+            count: 1,
+            failed: false,
+        }
+    }
+
+    /// Whether `next` is this entry again: the same client doing the same
+    /// thing on the same tab soon after (evaluations fold whatever their
+    /// text, the last one's kept).
+    fn absorbs(&self, next: &Entry) -> bool {
+        self.source == next.source
+            && self.client_id == next.client_id
+            && self.client == next.client
+            && self.tab == next.tab
+            && self.kind == next.kind
+            && self.failed == next.failed
+            && (self.kind == Kind::Evaluation || self.summary == next.summary)
+            && next.at.saturating_sub(self.at) <= RUN_WINDOW.as_millis() as u64
+    }
+}
+
+/// How long after a run's first entry the same entry still joins it.
+pub const RUN_WINDOW: Duration = Duration::from_secs(10);
+/// Entries kept in memory when there is no folder (tests, `--no-control`).
+const KEPT_IN_MEMORY: usize = 2000;
+/// How often the writer looks for new entries at most.
+const WRITE_EVERY: Duration = Duration::from_millis(500);
+/// How many days of record are kept by default, and how many day files.
+pub const DEFAULT_RETENTION: Retention = Retention { keep: 30, max_age: Duration::from_secs(30 * 86_400) };
+
+/// `at` (ms since the epoch) as `2026-11-26 23:59:01Z`.
+pub fn utc_text(at: u64) -> String {
+    let seconds = at / 1000;
+    let (y, m, d) = state_dir::civil_from_days((seconds / 86_400) as i64);
+    let day = seconds % 86_400;
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", day / 3600, day % 3600 / 60, day % 60)
+}
+
+pub fn now_millis() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Which entries a reader wants, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Query {
+    /// At most this many (default 100, at most 5000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only at or after this time (ms since the epoch).
+    #[serde(default)]
+    pub since: Option<u64>,
+    /// Only this CDP client.
+    #[serde(default)]
+    pub client_id: Option<u64>,
+    /// Only this tab (target id).
+    #[serde(default)]
+    pub tab: Option<String>,
+    /// Only this profile (`chrome`: the user's shared tabs).
+    #[serde(default)]
+    pub profile: Option<String>,
+}
+
+pub const QUERY_LIMIT_DEFAULT: usize = 100;
+pub const QUERY_LIMIT_MAX: usize = 5000;
+
+impl Query {
+    fn wants(&self, entry: &Entry) -> bool {
+        self.since.is_none_or(|since| entry.at >= since)
+            && self.client_id.is_none_or(|id| entry.client_id == Some(id))
+            && self.tab.as_deref().is_none_or(|tab| entry.tab.as_deref() == Some(tab))
+            && self.profile.as_deref().is_none_or(|profile| entry.profile.as_deref() == Some(profile))
+    }
+
+    fn limit(&self) -> usize {
+        self.limit.unwrap_or(QUERY_LIMIT_DEFAULT).clamp(1, QUERY_LIMIT_MAX)
+    }
+}
+
+/// The record: cheap to clone, shared by the relay and the control API.
+#[derive(Debug, Clone)]
+pub struct ActivityRecord(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    /// The day files; `None` keeps the record in memory only.
+    dir: Option<ActivityDir>,
+    retention: Retention,
+    buffer: Mutex<Buffer>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Buffer {
+    /// Recorded, not yet written.
+    pending: Vec<Entry>,
+    /// Without a folder: the newest entries.
+    memory: VecDeque<Entry>,
+    /// Entries a full day's file could not take.
+    dropped: u64,
+}
+
+impl ActivityRecord {
+    /// A record kept in `dir` (within `retention`), or in memory only.
+    pub fn new(dir: Option<ActivityDir>, retention: Retention) -> Self {
+        Self(Arc::new(Inner { dir, retention, buffer: Mutex::default(), wake: Notify::new() }))
+    }
+
+    fn buffer(&self) -> MutexGuard<'_, Buffer> {
+        self.0.buffer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds an entry (folded into the last one when it repeats it).
+    pub fn record(&self, entry: Entry) {
+        let mut buffer = self.buffer();
+        if let Some(last) = buffer.pending.last_mut()
+            && last.absorbs(&entry)
+        {
+            last.count += 1;
+            last.summary = entry.summary;
+            last.url = entry.url.or(last.url.take());
+            return;
+        }
+        let first = buffer.pending.is_empty();
+        buffer.pending.push(entry);
+        drop(buffer);
+        if first {
+            self.0.wake.notify_one();
+        }
+    }
+
+    /// Writes what is pending to the day's file (or keeps it in memory).
+    pub fn flush(&self) {
+        let (pending, ..) = {
+            let mut buffer = self.buffer();
+            (std::mem::take(&mut buffer.pending), ())
+        };
+        if pending.is_empty() {
+            return;
+        }
+        let Some(dir) = &self.0.dir else {
+            let mut buffer = self.buffer();
+            buffer.memory.extend(pending);
+            let over = buffer.memory.len().saturating_sub(KEPT_IN_MEMORY);
+            buffer.memory.drain(..over);
+            return;
+        };
+        let lines: String = pending
+            .iter()
+            .filter_map(|entry| serde_json::to_string(entry).ok())
+            .map(|mut line| {
+                line.push('\n');
+                line
+            })
+            .collect();
+        match dir.append(&lines, SystemTime::now()) {
+            Ok(Appended::Written) => {}
+            Ok(Appended::DayFull) => {
+                let mut buffer = self.buffer();
+                buffer.dropped += pending.len() as u64;
+                tracing::warn!(
+                    dropped = buffer.dropped,
+                    "today's activity file is full; entries are dropped until tomorrow"
+                );
+            }
+            Err(e) => tracing::warn!(dir = %dir.path().display(), "could not write the activity record: {e}"),
+        }
+    }
+
+    /// Deletes day files past the retention.
+    pub fn prune(&self) {
+        if let Some(dir) = &self.0.dir {
+            dir.prune(self.0.retention);
+        }
+    }
+
+    /// Writes entries as they come (at most every [`WRITE_EVERY`]) until
+    /// `stop`, then what is left.
+    pub async fn keep_writing(self, stop: CancellationToken) {
+        self.prune();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = self.0.wake.notified() => {}
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(WRITE_EVERY) => {}
+            }
+            self.flush();
+        }
+        self.flush();
+    }
+
+    /// The entries `query` wants, newest first.
+    pub fn read(&self, query: &Query) -> Vec<Entry> {
+        self.flush();
+        let limit = query.limit();
+        match &self.0.dir {
+            Some(dir) => dir
+                .newest_first()
+                .filter_map(|line| serde_json::from_str::<Entry>(&line).ok())
+                .filter(|entry| query.wants(entry))
+                .take(limit)
+                .collect(),
+            None => self.buffer().memory.iter().rev().filter(|entry| query.wants(entry)).take(limit).cloned().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn click(client: &str, tab: &str) -> Entry {
+        Entry { tab: Some(tab.into()), ..Entry::now(Source::Cdp, client, Kind::Input, "click at (10, 20)") }
+    }
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(utc_text(0), "1970-01-01 00:00:00Z");
+        assert_eq!(utc_text((20_783 * 86_400 + 23 * 3600 + 59 * 60 + 1) * 1000 + 999), "2026-11-26 23:59:01Z");
+    }
+
+    #[test]
+    fn a_run_of_the_same_thing_is_one_entry_with_a_count() {
+        let record = ActivityRecord::new(None, DEFAULT_RETENTION);
+        record.record(click("Playwright", "T1"));
+        record.record(click("Playwright", "T1"));
+        record.record(click("Playwright", "T2"));
+        record.record(click("Puppeteer", "T2"));
+        let mut evaluation = Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, "evaluate: 1");
+        evaluation.tab = Some("T2".into());
+        record.record(evaluation.clone());
+        evaluation.summary = "evaluate: 2".into();
+        record.record(evaluation);
+        let entries = record.read(&Query::default());
+        let seen: Vec<(&str, Option<&str>, u32, &str)> =
+            entries.iter().map(|e| (e.client.as_str(), e.tab.as_deref(), e.count, e.summary.as_str())).collect();
+        assert_eq!(
+            seen,
+            [
+                ("Puppeteer", Some("T2"), 2, "evaluate: 2"),
+                ("Puppeteer", Some("T2"), 1, "click at (10, 20)"),
+                ("Playwright", Some("T2"), 1, "click at (10, 20)"),
+                ("Playwright", Some("T1"), 2, "click at (10, 20)"),
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_outlive_the_record_on_disk_and_queries_filter_them() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        let mut first = click("Playwright", "T1");
+        first.client_id = Some(3);
+        record.record(first);
+        record.record(Entry::now(Source::Agent, "cli", Kind::Navigation, "https://example.test/"));
+        record.flush();
+        drop(record);
+        let again = ActivityRecord::new(Some(dir), DEFAULT_RETENTION);
+        assert_eq!(again.read(&Query::default()).len(), 2);
+        let only = again.read(&Query { client_id: Some(3), ..Query::default() });
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].client, "Playwright");
+        assert_eq!(again.read(&Query { limit: Some(1), ..Query::default() })[0].client, "cli");
+        assert!(again.read(&Query { since: Some(now_millis() + 60_000), ..Query::default() }).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_writer_writes_soon_after_and_on_stop() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        let stop = CancellationToken::new();
+        let writer = tokio::spawn(record.clone().keep_writing(stop.clone()));
+        record.record(click("Playwright", "T1"));
+        // The writer wakes for it; the file has it without anyone reading.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while dir.newest_first().next().is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "the writer never wrote");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        record.record(Entry::now(Source::Agent, "cli", Kind::Navigation, "https://example.test/"));
+        stop.cancel();
+        writer.await.unwrap();
+        assert_eq!(dir.newest_first().count(), 2);
+    }
+}

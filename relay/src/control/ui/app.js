@@ -1,0 +1,210 @@
+// The Browser Relay dashboard. Everything on the page is built with
+// textContent (titles, URLs and user agents come from pages and clients,
+// never markup); it polls only while the page is visible.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf"]').content;
+const OVERVIEW_EVERY = 1500;
+const ACTIVITY_EVERY = 2000;
+const VIEW_EVERY = 700;
+
+let watching = null; // {profile, targetId, title}
+let viewUrl = null;
+const clientNames = new Map();
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node[key] = value;
+  }
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child ?? "")));
+  return node;
+}
+
+async function getJson(path) {
+  const response = await fetch(path, { credentials: "same-origin" });
+  if (response.status === 401) {
+    status("logged out: run `browser-relay ui` for a new link");
+    throw new Error("logged out");
+  }
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error?.message || response.statusText);
+  return body;
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "content-type": "application/json", "x-browser-relay-csrf": csrf },
+    body: JSON.stringify(body),
+  });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(answer.error?.message || response.statusText);
+  return answer;
+}
+
+function status(text) {
+  document.getElementById("status").textContent = text;
+}
+
+function since(ms) {
+  const seconds = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+function act(button, path, body, label) {
+  button.disabled = true;
+  post(path, body)
+    .then(() => { status(label); refresh(); })
+    .catch((error) => { status(`${label} failed: ${error.message}`); button.disabled = false; });
+}
+
+function watchButton(profile, tab) {
+  const selected = watching && watching.targetId === tab.targetId;
+  return el("button", {
+    type: "button",
+    "data-watch": tab.targetId,
+    textContent: selected ? "Watching" : "Watch",
+    disabled: selected,
+    onclick: () => { watching = { profile, targetId: tab.targetId, title: tab.title || tab.url }; refresh(); frame(); },
+  });
+}
+
+function renderProfiles(overview) {
+  const root = document.getElementById("profiles");
+  const shownTabs = new Set();
+  root.replaceChildren(...overview.profiles.map((profile) => {
+    const shared = profile.driver === "extension";
+    const tabs = Array.isArray(profile.tabList) ? profile.tabList : [];
+    const state = shared
+      ? (overview.extension.connected ? `extension connected · ${tabs.length} shared tab(s)` : "extension not connected")
+      : profile.state;
+    const swatch = el("span", { class: "swatch" });
+    swatch.style.background = profile.color; // CSSOM: allowed by the page's CSP, unlike a style attribute
+    const head = el("h3", {},
+      swatch,
+      profile.profile,
+      el("span", { class: "muted" }, `${profile.driver} · ${state}`));
+    if (!shared && profile.running) {
+      head.append(el("button", {
+        type: "button", class: "stop", "data-stop-profile": profile.profile, textContent: "Stop browser",
+        onclick: (event) => act(event.target, "/ui/api/stop", { profile: profile.profile }, `stopped ${profile.profile}`),
+      }));
+    }
+    const list = tabs.map((tab) => {
+      shownTabs.add(tab.targetId);
+      const row = el("div", { class: "tab", "data-tab": tab.targetId },
+        el("span", { class: "title" }, tab.title || "(untitled)"),
+        el("span", { class: "url" }, tab.url));
+      if (shared) {
+        const clients = (tab.clients || []).map((id) => clientNames.get(id) || `#${id}`);
+        row.prepend(el("span", { class: "shared", title: "shared by you with Browser Relay" }, "shared"));
+        if (clients.length) row.append(el("span", { class: "muted" }, clients.join(", ")));
+      }
+      row.append(watchButton(shared ? null : profile.profile, tab));
+      if (shared) {
+        row.append(el("button", {
+          type: "button", class: "stop", "data-unshare": tab.targetId, textContent: "Stop sharing",
+          onclick: (event) => act(event.target, "/ui/api/unshare", { targetId: tab.targetId }, "stopped sharing the tab"),
+        }));
+      }
+      return row;
+    });
+    if (profile.tabList && profile.tabList.error) list.push(el("p", { class: "muted" }, profile.tabList.error));
+    if (!list.length) list.push(el("p", { class: "muted" }, shared ? "No tab is shared." : "No tabs."));
+    return el("div", { class: "profile", "data-profile": profile.profile }, head, ...list);
+  }));
+  if (watching && !shownTabs.has(watching.targetId)) stopWatching("the tab is gone");
+}
+
+function renderClients(clients) {
+  clientNames.clear();
+  for (const client of clients) clientNames.set(client.id, client.name);
+  const body = document.querySelector("#clients tbody");
+  body.replaceChildren(...clients.map((client) => el("tr", { "data-client": client.id },
+    el("td", {}, client.id),
+    el("td", { title: client.userAgent }, client.name),
+    el("td", {}, client.profile ? `${client.profile} (whole browser)` : `${client.tabs.length} shared tab(s)`),
+    el("td", {}, since(client.since)),
+    el("td", {}, client.commands),
+    el("td", {}, el("button", {
+      type: "button", class: "stop", "data-disconnect": client.id, textContent: "Disconnect",
+      onclick: (event) => act(event.target, "/ui/api/disconnect", { clientId: client.id }, `disconnected ${client.name}`),
+    })))));
+  document.getElementById("no-clients").hidden = clients.length > 0;
+}
+
+function renderActivity(entries) {
+  const body = document.querySelector("#activity tbody");
+  body.replaceChildren(...entries.map((entry) => el("tr", { "data-kind": entry.kind },
+    el("td", {}, new Date(entry.at).toLocaleTimeString()),
+    el("td", {}, entry.source === "agent" ? `agent (${entry.client})` : entry.clientId ? `${entry.client} #${entry.clientId}` : entry.client),
+    el("td", { class: "url" }, [entry.profile, entry.url || entry.tab].filter(Boolean).join(" · ")),
+    el("td", {}, `${entry.summary}${entry.count > 1 ? ` ×${entry.count}` : ""}${entry.failed ? " (failed)" : ""}`))));
+}
+
+async function refresh() {
+  if (document.hidden) return;
+  try {
+    const overview = await getJson("/ui/api/overview");
+    renderClients(overview.clients);
+    renderProfiles(overview);
+    status(`updated ${new Date().toLocaleTimeString()}`);
+  } catch (error) {
+    status(error.message);
+  }
+}
+
+async function refreshActivity() {
+  if (document.hidden) return;
+  try {
+    renderActivity((await getJson("/ui/api/activity?limit=200")).entries);
+  } catch (error) {
+    status(error.message);
+  }
+}
+
+function stopWatching(why) {
+  watching = null;
+  const view = document.getElementById("view");
+  view.classList.remove("on");
+  document.getElementById("view-title").textContent = "";
+  document.getElementById("view-note").textContent = why;
+}
+
+async function frame() {
+  if (!watching || document.hidden) return;
+  const query = new URLSearchParams({ targetId: watching.targetId });
+  if (watching.profile) query.set("profile", watching.profile);
+  try {
+    const response = await fetch(`/ui/api/view?${query}`, { credentials: "same-origin" });
+    if (!response.ok) throw new Error((await response.json()).error?.message || response.statusText);
+    const blob = await response.blob();
+    const view = document.getElementById("view");
+    const previous = viewUrl;
+    viewUrl = URL.createObjectURL(blob);
+    view.src = viewUrl;
+    view.classList.add("on");
+    if (previous) URL.revokeObjectURL(previous);
+    document.getElementById("view-title").textContent = watching.title;
+    document.getElementById("view-note").textContent = `frame of ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    document.getElementById("view-note").textContent = error.message;
+  }
+}
+
+document.getElementById("logout").addEventListener("click", () => {
+  post("/ui/api/logout", {}).finally(() => location.reload());
+});
+document.addEventListener("visibilitychange", () => { refresh(); refreshActivity(); });
+refresh();
+refreshActivity();
+setInterval(refresh, OVERVIEW_EVERY);
+setInterval(refreshActivity, ACTIVITY_EVERY);
+setInterval(frame, VIEW_EVERY);
