@@ -320,6 +320,7 @@ fn server_options(
         }
     }
     options.relay.wipes_allowed = config.allow_wiping_browser_data;
+    options.record_activity = config.record_activity;
     options.state_root = Some(state.root().to_path_buf());
     options.control_addr = control;
     Ok(options)

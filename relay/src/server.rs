@@ -49,6 +49,9 @@ pub struct ServerOptions {
     /// Where the control API listens (none: no control API). It needs
     /// `state_root`.
     pub control_addr: Option<SocketAddr>,
+    /// Keep the activity record (config.toml's `recordActivity`): under
+    /// `state_root`, in memory without one.
+    pub record_activity: bool,
 }
 
 impl ServerOptions {
@@ -62,6 +65,7 @@ impl ServerOptions {
             limits: ServeLimits::default(),
             state_root: None,
             control_addr: None,
+            record_activity: true,
         }
     }
 }
@@ -98,9 +102,15 @@ impl RunningServer {
         let mut tasks = Vec::new();
         // What clients and agents do is recorded under the state directory
         // (in memory without one), written off the command path.
-        let activity_dir = options.state_root.as_deref().map(|root| state_dir::StateDir::at(root).activity());
-        let activity = ActivityRecord::new(activity_dir, activity::DEFAULT_RETENTION);
-        relay.record_activity_to(activity.clone());
+        let activity = if options.record_activity {
+            let dir = options.state_root.as_deref().map(|root| state_dir::StateDir::at(root).activity());
+            ActivityRecord::new(dir, activity::DEFAULT_RETENTION)
+        } else {
+            ActivityRecord::off()
+        };
+        if activity.is_on() {
+            relay.record_activity_to(activity.clone());
+        }
         tasks.push(tokio::spawn(activity.clone().keep_writing(shutdown.clone())));
         // Clients are handed the CDP key, never the secret (crate::keys).
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);

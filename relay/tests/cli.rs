@@ -287,6 +287,26 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert!(!run(&["tabs"]).1.contains("Closing"), "the tab is gone");
     let (code, _, stderr) = run(&["focus", &closing]);
     assert!(code == 1 && stderr.contains("hint: `browser-relay tabs`"), "a closed tab cannot be focused: {stderr}");
+
+    // The activity record: what this agent did, with time, who and tab;
+    // what it typed only as a length.
+    let (code, activity, stderr) = run(&["activity", "--limit", "500"]);
+    assert_eq!(code, 0, "{stderr}");
+    let click = activity.lines().find(|l| l.contains("click e2")).unwrap_or_else(|| panic!("{activity}"));
+    assert!(click.contains("agent (cli)") && click.contains("managed · data:text/html"), "{click}");
+    assert!(click.starts_with("20") && click.contains("Z  "), "a UTC time first: {click}");
+    assert!(activity.contains("type into e1: 3 characters") && !activity.contains("Ada"), "{activity}");
+    let (code, json, _) = run(&["activity", "--json", "--limit", "1"]);
+    assert_eq!(code, 0);
+    let envelope: serde_json::Value = serde_json::from_str(&json).expect(&json);
+    let newest = &envelope["data"]["entries"][0];
+    assert_eq!((newest["source"].as_str(), newest["client"].as_str()), (Some("agent"), Some("cli")), "{newest}");
+    assert!(newest["tab"].is_string() && newest["at"].as_u64().is_some(), "{newest}");
+    // The dashboard's login link: printed, with a one-time code, no key.
+    let (code, link, stderr) = run(&["ui", "--no-open"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(link.starts_with(&format!("http://127.0.0.1:{control}/ui/login?code=")), "{link}");
+    assert_no_token(home.path(), "the login link", &link);
     assert_eq!(run(&["stop", "--profile", "managed"]).0, 0);
     assert_log_has_no_token(home.path());
 }

@@ -174,13 +174,19 @@ impl ControlEnv {
 
 impl Drop for ControlEnv {
     fn drop(&mut self) {
-        for folder in ["profiles", "ephemeral"] {
-            let Ok(profiles) = std::fs::read_dir(self.state.path().join(folder)) else { continue };
-            for profile in profiles.filter_map(Result::ok) {
-                let run = std::fs::read(profile.path().join("run.json")).unwrap_or_default();
-                if let Some(pid) = serde_json::from_slice::<Value>(&run).ok().and_then(|r| r["pid"].as_u64()) {
-                    crate::kill_group(pid as u32);
-                }
+        kill_managed_browsers(self.state.path());
+    }
+}
+
+/// Kills the process group of every managed browser a serve of `state`
+/// launched (from their run.json): a test's browsers go also when it fails.
+pub fn kill_managed_browsers(state: &std::path::Path) {
+    for folder in ["profiles", "ephemeral"] {
+        let Ok(profiles) = std::fs::read_dir(state.join(folder)) else { continue };
+        for profile in profiles.filter_map(Result::ok) {
+            let run = std::fs::read(profile.path().join("run.json")).unwrap_or_default();
+            if let Some(pid) = serde_json::from_slice::<Value>(&run).ok().and_then(|r| r["pid"].as_u64()) {
+                crate::kill_group(pid as u32);
             }
         }
     }

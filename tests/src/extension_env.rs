@@ -328,6 +328,13 @@ impl ExtensionEnv {
     }
 }
 
+impl Drop for ExtensionEnv {
+    /// Managed browsers its serve launched go with it.
+    fn drop(&mut self) {
+        crate::control_env::kill_managed_browsers(self.state.path());
+    }
+}
+
 /// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&token=…`,
 /// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
 /// pastes it, waits until the options page has stored `port` and `token`,

@@ -6,9 +6,12 @@
 //! What goes in is decided by [`summary`]: navigations, input, evaluations,
 //! uploads, downloads, dialogs, tabs opened and closed, cookies touched,
 //! captures; everything else a client sends (the hundreds of
-//! `Runtime.evaluate`s and `DOM.*` reads a framework makes) stays out, and
-//! runs of the same thing by the same client on the same tab fold into one
-//! entry with a count. Typed text is never kept, only how long it was; nor
+//! `DOM.*` reads a framework makes) stays out, and runs of the same thing
+//! by the same client on the same tab fold into one entry with a count.
+//! Evaluations fold per client and tab over [`RUN_WINDOW`] even with other
+//! entries between them (a framework runs scripts around every click), so
+//! they are written when their window ends: the record is read in time
+//! order, not in the order of writing. Typed text is never kept, only how long it was; nor
 //! are cookie values, dialog prompt text or any token.
 //!
 //! Cost: [`ActivityRecord::record`] takes a lock and pushes; the file is
@@ -196,6 +199,8 @@ pub struct ActivityRecord(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
+    /// Off (`recordActivity = false`): nothing is kept.
+    on: bool,
     /// The day files; `None` keeps the record in memory only.
     dir: Option<ActivityDir>,
     retention: Retention,
@@ -207,6 +212,8 @@ struct Inner {
 struct Buffer {
     /// Recorded, not yet written.
     pending: Vec<Entry>,
+    /// Evaluation runs still open (written when [`RUN_WINDOW`] ends).
+    evaluations: Vec<Entry>,
     /// Without a folder: the newest entries.
     memory: VecDeque<Entry>,
     /// Entries a full day's file could not take.
@@ -216,7 +223,19 @@ struct Buffer {
 impl ActivityRecord {
     /// A record kept in `dir` (within `retention`), or in memory only.
     pub fn new(dir: Option<ActivityDir>, retention: Retention) -> Self {
-        Self(Arc::new(Inner { dir, retention, buffer: Mutex::default(), wake: Notify::new() }))
+        Self(Arc::new(Inner { on: true, dir, retention, buffer: Mutex::default(), wake: Notify::new() }))
+    }
+
+    /// A record that keeps nothing (`recordActivity = false`).
+    pub fn off() -> Self {
+        let inner =
+            Inner { on: false, dir: None, retention: DEFAULT_RETENTION, buffer: Mutex::default(), wake: Notify::new() };
+        Self(Arc::new(inner))
+    }
+
+    /// Whether anything is kept.
+    pub fn is_on(&self) -> bool {
+        self.0.on
     }
 
     fn buffer(&self) -> MutexGuard<'_, Buffer> {
@@ -225,7 +244,20 @@ impl ActivityRecord {
 
     /// Adds an entry (folded into the last one when it repeats it).
     pub fn record(&self, entry: Entry) {
+        if !self.0.on {
+            return;
+        }
         let mut buffer = self.buffer();
+        if entry.kind == Kind::Evaluation {
+            match buffer.evaluations.iter_mut().find(|run| run.absorbs(&entry)) {
+                Some(run) => {
+                    run.count += 1;
+                    run.summary = entry.summary;
+                }
+                None => buffer.evaluations.push(entry),
+            }
+            return;
+        }
         if let Some(last) = buffer.pending.last_mut()
             && last.absorbs(&entry)
         {
@@ -244,9 +276,20 @@ impl ActivityRecord {
 
     /// Writes what is pending to the day's file (or keeps it in memory).
     pub fn flush(&self) {
-        let (pending, ..) = {
+        self.flush_runs(now_millis().saturating_sub(RUN_WINDOW.as_millis() as u64));
+    }
+
+    /// Writes what is pending, with the evaluation runs that began before
+    /// `closing` (all of them: `u64::MAX`).
+    fn flush_runs(&self, closing: u64) {
+        let pending = {
             let mut buffer = self.buffer();
-            (std::mem::take(&mut buffer.pending), ())
+            let (closed, open): (Vec<Entry>, Vec<Entry>) =
+                std::mem::take(&mut buffer.evaluations).into_iter().partition(|run| run.at < closing);
+            buffer.evaluations = open;
+            let mut pending = std::mem::take(&mut buffer.pending);
+            pending.extend(closed);
+            pending
         };
         if pending.is_empty() {
             return;
@@ -301,23 +344,35 @@ impl ActivityRecord {
                 () = tokio::time::sleep(WRITE_EVERY) => {}
             }
             self.flush();
+            // Open evaluation runs are written when their window ends.
+            if !self.buffer().evaluations.is_empty() {
+                self.0.wake.notify_one();
+            }
         }
-        self.flush();
+        self.flush_runs(u64::MAX);
     }
 
     /// The entries `query` wants, newest first.
     pub fn read(&self, query: &Query) -> Vec<Entry> {
         self.flush();
         let limit = query.limit();
-        match &self.0.dir {
+        // Runs are written up to a window late: read a little more than
+        // asked, put it in time order, then cut.
+        let over = limit + 64;
+        let open: Vec<Entry> = self.buffer().evaluations.iter().filter(|run| query.wants(run)).cloned().collect();
+        let mut entries: Vec<Entry> = match &self.0.dir {
             Some(dir) => dir
                 .newest_first()
                 .filter_map(|line| serde_json::from_str::<Entry>(&line).ok())
                 .filter(|entry| query.wants(entry))
-                .take(limit)
+                .take(over)
                 .collect(),
-            None => self.buffer().memory.iter().rev().filter(|entry| query.wants(entry)).take(limit).cloned().collect(),
-        }
+            None => self.buffer().memory.iter().rev().filter(|entry| query.wants(entry)).take(over).cloned().collect(),
+        };
+        entries.extend(open);
+        entries.sort_by(|a, b| b.at.cmp(&a.at));
+        entries.truncate(limit);
+        entries
     }
 }
 
@@ -330,6 +385,14 @@ mod tests {
     }
 
     #[test]
+    fn a_record_that_is_off_keeps_nothing() {
+        let record = ActivityRecord::off();
+        record.record(click("Playwright", "T1"));
+        assert!(!record.is_on());
+        assert!(record.read(&Query::default()).is_empty());
+    }
+
+    #[test]
     fn times_read_as_utc() {
         assert_eq!(utc_text(0), "1970-01-01 00:00:00Z");
         assert_eq!(utc_text((20_783 * 86_400 + 23 * 3600 + 59 * 60 + 1) * 1000 + 999), "2026-11-26 23:59:01Z");
@@ -338,21 +401,26 @@ mod tests {
     #[test]
     fn a_run_of_the_same_thing_is_one_entry_with_a_count() {
         let record = ActivityRecord::new(None, DEFAULT_RETENTION);
-        record.record(click("Playwright", "T1"));
-        record.record(click("Playwright", "T1"));
-        record.record(click("Playwright", "T2"));
-        record.record(click("Puppeteer", "T2"));
-        let mut evaluation = Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, "evaluate: 1");
-        evaluation.tab = Some("T2".into());
-        record.record(evaluation.clone());
-        evaluation.summary = "evaluate: 2".into();
-        record.record(evaluation);
+        // One millisecond apart, so time order is plain.
+        let start = now_millis();
+        let at = |n: u64, entry: Entry| Entry { at: start + n, ..entry };
+        record.record(at(0, click("Playwright", "T1")));
+        record.record(at(1, click("Playwright", "T1")));
+        record.record(at(2, click("Playwright", "T2")));
+        record.record(at(3, click("Puppeteer", "T2")));
+        let evaluation =
+            Entry { tab: Some("T2".into()), ..Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, "evaluate: 1") };
+        record.record(at(4, evaluation.clone()));
+        // A framework's scripts around an input do not split the run.
+        record.record(at(5, click("Puppeteer", "T3")));
+        record.record(at(6, Entry { summary: "evaluate: 2".into(), ..evaluation }));
         let entries = record.read(&Query::default());
         let seen: Vec<(&str, Option<&str>, u32, &str)> =
             entries.iter().map(|e| (e.client.as_str(), e.tab.as_deref(), e.count, e.summary.as_str())).collect();
         assert_eq!(
             seen,
             [
+                ("Puppeteer", Some("T3"), 1, "click at (10, 20)"),
                 ("Puppeteer", Some("T2"), 2, "evaluate: 2"),
                 ("Puppeteer", Some("T2"), 1, "click at (10, 20)"),
                 ("Playwright", Some("T2"), 1, "click at (10, 20)"),

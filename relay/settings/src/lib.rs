@@ -78,6 +78,7 @@ struct ConfigFile {
     allow_evaluate: Option<bool>,
     allow_file_urls: Option<bool>,
     allow_wiping_browser_data: Option<bool>,
+    record_activity: Option<bool>,
     upload_roots: Option<Vec<PathBuf>>,
     media_keep: Option<usize>,
     media_max_age_hours: Option<u64>,
@@ -288,6 +289,10 @@ pub struct Config {
     /// user's own browser (`allowWipingBrowserData`, default off: it signs
     /// the person out of every site). Managed profiles are not concerned.
     pub allow_wiping_browser_data: bool,
+    /// Whether serve keeps the activity record (`recordActivity`, default
+    /// on): what clients and agents did to which tab, under
+    /// `<state>/activity` and in the dashboard.
+    pub record_activity: bool,
     /// The folders agents may upload files from (`uploadRoots`, absolute
     /// paths; default none: no uploads).
     pub upload_roots: Vec<PathBuf>,
@@ -336,6 +341,7 @@ impl Config {
             allow_evaluate: true,
             allow_file_urls: false,
             allow_wiping_browser_data: false,
+            record_activity: true,
             upload_roots: Vec::new(),
             extension_ids: Vec::new(),
             media_keep: 100,
@@ -444,6 +450,7 @@ impl Config {
         config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
         config.allow_file_urls = file.allow_file_urls.unwrap_or(false);
         config.allow_wiping_browser_data = file.allow_wiping_browser_data.unwrap_or(false);
+        config.record_activity = file.record_activity.unwrap_or(true);
         if let Some(roots) = file.upload_roots {
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
                 return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
@@ -639,11 +646,12 @@ fn toml_error(error: &toml::de::Error, text: &str) -> String {
 }
 
 /// The keys of config.toml.
-const KEYS: [&str; 21] = [
+const KEYS: [&str; 22] = [
     "defaultProfile",
     "allowEvaluate",
     "allowFileUrls",
     "allowWipingBrowserData",
+    "recordActivity",
     "uploadRoots",
     "mediaKeep",
     "mediaMaxAgeHours",
@@ -818,6 +826,8 @@ mod tests {
         assert!(!parse("").unwrap().allow_wiping_browser_data);
         assert!(parse("allowWipingBrowserData = true").unwrap().allow_wiping_browser_data);
         assert!(parse("allowWipingBrowserData = \"yes\"").unwrap_err().contains("allowWipingBrowserData"));
+        assert!(parse("").unwrap().record_activity, "the record is kept unless turned off");
+        assert!(!parse("recordActivity = false").unwrap().record_activity);
     }
 
     #[test]

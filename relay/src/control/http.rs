@@ -138,7 +138,9 @@ async fn read_activity(
     query: Result<axum::extract::Query<activity::Query>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     match query {
-        Ok(axum::extract::Query(query)) => axum::Json(json!({"entries": record.read(&query)})).into_response(),
+        Ok(axum::extract::Query(query)) => {
+            axum::Json(json!({"recording": record.is_on(), "entries": record.read(&query)})).into_response()
+        }
         Err(e) => error_body(StatusCode::BAD_REQUEST, "bad_request", &e.body_text(), None),
     }
 }

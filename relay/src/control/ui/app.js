@@ -99,6 +99,7 @@ function renderProfiles(overview) {
     }
     const list = tabs.map((tab) => {
       shownTabs.add(tab.targetId);
+      if (watching && watching.targetId === tab.targetId) watching.title = tab.title || tab.url;
       const row = el("div", { class: "tab", "data-tab": tab.targetId },
         el("span", { class: "title" }, tab.title || "(untitled)"),
         el("span", { class: "url" }, tab.url));
@@ -121,6 +122,7 @@ function renderProfiles(overview) {
     return el("div", { class: "profile", "data-profile": profile.profile }, head, ...list);
   }));
   if (watching && !shownTabs.has(watching.targetId)) stopWatching("the tab is gone");
+  else if (watching) document.getElementById("view-title").textContent = watching.title;
 }
 
 function renderClients(clients) {
@@ -164,7 +166,12 @@ async function refresh() {
 async function refreshActivity() {
   if (document.hidden) return;
   try {
-    renderActivity((await getJson("/ui/api/activity?limit=200")).entries);
+    const answer = await getJson("/ui/api/activity?limit=200");
+    renderActivity(answer.entries);
+    if (!answer.recording) {
+      document.querySelector("#activity tbody").replaceChildren(el("tr", {}, el("td", { colSpan: 4, class: "muted" },
+        "The activity record is off (recordActivity = false in config.toml).")));
+    }
   } catch (error) {
     status(error.message);
   }

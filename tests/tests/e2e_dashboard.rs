@@ -1,0 +1,217 @@
+//! The dashboard end to end: real Chromium with the real extension sharing
+//! a tab, the managed profile running, a real Playwright script on the
+//! shared tab, and the dashboard opened through its login link in another
+//! real headless Chromium. The page lists the managed profile's tab and the
+//! shared tab with its client; its live view changes when the page does;
+//! its activity shows the script's navigation and click, and never the
+//! password it typed; its Disconnect button closes the script's socket.
+//!
+//! With `DASHBOARD_SCREENSHOT=<path>` the test also saves the dashboard as
+//! a PNG there (`scripts/screenshot-dashboard.sh` makes docs/dashboard.png).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use cdp_client::CdpClient;
+use e2e::chromium::Chromium;
+use e2e::control_env::eventually;
+use e2e::extension_env::ExtensionEnv;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+/// The dashboard page in its own headless Chromium, driven over that
+/// browser's own port (the test's eyes and hands).
+struct Dashboard {
+    _chrome: Chromium,
+    client: CdpClient,
+    session: String,
+}
+
+impl Dashboard {
+    async fn open(link: &str) -> anyhow::Result<Self> {
+        let chrome = Chromium::launch(&["--window-size=1280,900".into()], link)?;
+        let client = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+        let targets = client.call("Target.getTargets", json!({}), None).await?;
+        let page = targets["targetInfos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["type"] == "page")
+            .and_then(|t| t["targetId"].as_str())
+            .context("the dashboard's tab")?
+            .to_string();
+        let attached = client.call("Target.attachToTarget", json!({"targetId": page, "flatten": true}), None).await?;
+        let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
+        Ok(Self { _chrome: chrome, client, session })
+    }
+
+    /// An expression's value in the dashboard page.
+    async fn eval(&self, expression: &str) -> Value {
+        let result = self
+            .client
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
+                Some(&self.session),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{expression}: {e}"));
+        result["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is truthy in the dashboard.
+    async fn until(&self, what: &str, expression: &str) -> Value {
+        eventually(what, Duration::from_secs(20), || async {
+            let value = self.eval(expression).await;
+            (!value.is_null() && value != json!(false) && value != json!("")).then_some(value)
+        })
+        .await
+    }
+
+    /// The colour of the middle of the live view's current frame.
+    async fn view_middle(&self) -> Value {
+        self.eval(
+            "(() => { const img = document.getElementById('view');
+               if (!img.classList.contains('on') || !img.complete || !img.naturalWidth) return null;
+               const canvas = document.createElement('canvas');
+               canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+               const g = canvas.getContext('2d'); g.drawImage(img, 0, 0);
+               const d = g.getImageData(canvas.width >> 1, canvas.height >> 1, 1, 1).data;
+               return [d[0], d[1], d[2]]; })()",
+        )
+        .await
+    }
+}
+
+fn is_red(rgb: &Value) -> bool {
+    let c = |i: usize| rgb[i].as_i64().unwrap_or(-1);
+    c(0) > 200 && c(1) < 60 && c(2) < 60
+}
+
+fn is_white(rgb: &Value) -> bool {
+    (0..3).all(|i| rgb[i].as_i64().unwrap_or(0) > 230)
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client() {
+    let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
+    let shared = env.server().relay.shared_tabs()[0].target_id.clone();
+
+    // The managed profile, with a tab of its own.
+    env.control.ok("POST", "/start", Some(json!({"profile": "managed"}))).await;
+    let opened = env
+        .control
+        .ok(
+            "POST",
+            "/tabs/open",
+            Some(json!({"profile": "managed", "url": format!("{}/form.html", env.fixtures.url())})),
+        )
+        .await;
+    let managed_tab = opened["targetId"].as_str().unwrap().to_string();
+
+    // A Playwright script on the shared tab: it signs in (a password).
+    let mut script = tokio::process::Command::new("node");
+    script
+        .arg(e2e::tests_dir().join("js/dashboard_client.mjs"))
+        .current_dir(e2e::tests_dir())
+        .envs(env.node_env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let mut script = script.spawn().expect("node runs");
+    let mut said = BufReader::new(script.stdout.take().unwrap()).lines();
+    let mut tell = script.stdin.take().unwrap();
+    let mut next_line = async || {
+        tokio::time::timeout(Duration::from_secs(60), said.next_line()).await.expect("the script said nothing").unwrap()
+    };
+    assert_eq!(next_line().await.as_deref(), Some("ready"));
+
+    // The dashboard, through its one-time link.
+    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
+    let dashboard = Dashboard::open(&link).await.expect("the dashboard opens");
+    dashboard.until("the dashboard itself (not its login page)", "document.getElementById('profiles') !== null").await;
+
+    // Both drivers: the managed profile's tab, the shared tab marked and its client.
+    let managed_row =
+        format!("document.querySelector('[data-profile=managed] [data-tab=\"{managed_tab}\"]')?.textContent");
+    let row = dashboard.until("the managed profile's tab", &managed_row).await;
+    assert!(row.as_str().unwrap().contains("Fixture Form"), "{row}");
+    let shared_row = format!("document.querySelector('[data-profile=chrome] [data-tab=\"{shared}\"]')?.textContent");
+    let row = dashboard
+        .until(
+            "the shared tab with its client",
+            &format!("(({shared_row}) || '').includes('Playwright') && ({shared_row})"),
+        )
+        .await;
+    assert!(row.as_str().unwrap().starts_with("shared") && row.as_str().unwrap().contains("Fixture Sign-in"), "{row}");
+    let clients = dashboard
+        .until(
+            "the script in the clients table",
+            "[...document.querySelectorAll('#clients tbody tr')].map(r => r.textContent).join('\\n')",
+        )
+        .await;
+    assert!(clients.as_str().unwrap().contains("Playwright/"), "{clients}");
+
+    // The live view of the shared tab: white, then red when the page turns red.
+    dashboard.eval(&format!("document.querySelector('[data-watch=\"{shared}\"]').click()")).await;
+    let first = eventually("a first frame", Duration::from_secs(20), || async {
+        let rgb = dashboard.view_middle().await;
+        (!rgb.is_null()).then_some(rgb)
+    })
+    .await;
+    assert!(is_white(&first), "the sign-in page is white: {first}");
+    tell.write_all(b"click\n").await.unwrap();
+    assert_eq!(next_line().await.as_deref(), Some("clicked"));
+    eventually("the live view to show the page turned red", Duration::from_secs(20), || async {
+        is_red(&dashboard.view_middle().await).then_some(())
+    })
+    .await;
+
+    // The activity: the script's navigation and click on the shared tab, with
+    // who and when; the password it typed is nowhere.
+    let activity = dashboard
+        .until(
+            "the script's click in the activity",
+            "(() => { const t = document.querySelector('#activity tbody').innerText;
+               return t.includes('left click at') && t.includes('signin.html') ? t : null; })()",
+        )
+        .await;
+    let activity = activity.as_str().unwrap();
+    assert!(
+        activity.lines().any(|l| l.contains("Playwright/") && l.contains("navigate to") && l.contains("signin.html")),
+        "{activity}"
+    );
+    assert!(activity.contains("type 21 characters"), "the password's length only: {activity}");
+    let record = env.server().activity.read(&activity::Query::default());
+    let text = serde_json::to_string(&record).unwrap();
+    assert!(!text.contains("hunter2"), "the password is not in the record");
+    let click = record.iter().find(|e| e.summary.starts_with("left click")).expect("the click is recorded");
+    assert_eq!(click.tab.as_deref(), Some(shared.as_str()));
+    assert!(click.client.starts_with("Playwright/") && click.client_id.is_some() && click.at > 0, "{click:?}");
+
+    if let Some(path) = std::env::var_os("DASHBOARD_SCREENSHOT") {
+        let shot = dashboard
+            .client
+            .call(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true}),
+                Some(&dashboard.session),
+            )
+            .await
+            .unwrap();
+        let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
+        std::fs::write(&path, png).unwrap();
+    }
+
+    // Its Disconnect button: the script's socket closes.
+    let client_id = env.server().relay.clients().iter().find(|c| c.name.starts_with("Playwright/")).unwrap().id;
+    dashboard.eval(&format!("document.querySelector('[data-disconnect=\"{client_id}\"]').click()")).await;
+    assert_eq!(next_line().await.as_deref(), Some("disconnected"));
+    let status = tokio::time::timeout(Duration::from_secs(20), script.wait()).await.expect("the script ends").unwrap();
+    assert!(status.success(), "{status}");
+    dashboard.until("the client gone from the table", "document.getElementById('no-clients').hidden === false").await;
+
+    env.control.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
+}
