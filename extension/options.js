@@ -139,6 +139,19 @@ function extensionStatus() {
   });
 }
 
+/** The dashboard's address from a status answer, if it is one: a
+ * loopback `http://…/ui` (anything else is not linked). */
+function dashboardUrl(text) {
+  try {
+    const url = new URL(text);
+    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+    return url.protocol === 'http:' && loopback && url.pathname === '/ui' && !url.search ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The relay's state as a line of text, and its dashboard's address. */
 async function relayStatus(port) {
   const notReachable = `relay not reachable on port ${port}: run \`browser-relay serve\``;
   let response;
@@ -148,19 +161,20 @@ async function relayStatus(port) {
       signal: AbortSignal.timeout(1500),
     });
   } catch {
-    return notReachable;
+    return { text: notReachable };
   }
   if (!response.ok) {
     const text = (await response.text().catch(() => '')).trim();
-    return `relay on port ${port} refused the request (HTTP ${response.status})${text ? `: ${text}` : ''}`;
+    return { text: `relay on port ${port} refused the request (HTTP ${response.status})${text ? `: ${text}` : ''}` };
   }
   try {
     const s = await response.json();
-    if (!s.connected) return `relay answers on port ${port}, but this browser is not connected to it yet`;
+    const dashboard = typeof s.dashboard === 'string' ? dashboardUrl(s.dashboard) : null;
+    if (!s.connected) return { text: `relay answers on port ${port}, but this browser is not connected to it yet`, dashboard };
     const who = [s.browser, s.extensionVersion && `extension ${s.extensionVersion}`].filter(Boolean).join(', ');
-    return `relay answers on port ${port}; connected${who ? ` (${who})` : ''}; ${s.attachedTabs ?? 0} shared tab(s)`;
+    return { text: `relay answers on port ${port}; connected${who ? ` (${who})` : ''}; ${s.attachedTabs ?? 0} shared tab(s)`, dashboard };
   } catch {
-    return `something answers on port ${port}, but it is not Browser Relay`;
+    return { text: `something answers on port ${port}, but it is not Browser Relay` };
   }
 }
 
@@ -242,7 +256,9 @@ async function refresh() {
     $('groups').textContent = groups ? groups.detail : '…';
     $('groups').className = groups && !groups.available ? 'warn' : '';
     showTabs(Array.isArray(ext.tabs) ? ext.tabs : []);
-    $('relay').textContent = relay;
+    $('relay').textContent = relay.text;
+    $('dashboard-line').hidden = !relay.dashboard;
+    if (relay.dashboard) $('dashboard').href = relay.dashboard;
   } finally {
     refreshing = false;
   }

@@ -157,6 +157,7 @@ impl RunningServer {
                 logins: std::sync::Arc::new(UiLogins::new(bound.port())),
                 addr: bound,
             };
+            relay.set_dashboard_url(format!("http://{bound}/ui"));
             let extras = Extras { activity: Some(activity.clone()), dashboard: Some(dashboard) };
             let router =
                 crate::control::http::router_with(engine.clone(), Guard::control(options.token, sessions), extras);

@@ -128,6 +128,29 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
     };
     assert_eq!(next_line().await.as_deref(), Some("ready"));
 
+    // The extension's options page links to the dashboard.
+    let options = e2e::extension_env::open_loaded_page(
+        &env.chrome.ws_url,
+        &format!("chrome-extension://{}/options.html", env.id),
+    )
+    .await
+    .expect("the options page opens");
+    let dashboard_url = format!("{}/ui", env.server().control_url().unwrap());
+    eventually("the options page's dashboard link", Duration::from_secs(20), || async {
+        let link = options
+            .client
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "document.getElementById('dashboard-line').hidden ? null : document.getElementById('dashboard').href", "returnByValue": true}),
+                Some(&options.session),
+            )
+            .await
+            .ok()?;
+        (link["result"]["value"] == json!(dashboard_url)).then_some(())
+    })
+    .await;
+    options.client.call("Target.closeTarget", json!({"targetId": options.target}), None).await.unwrap();
+
     // The dashboard, through its one-time link.
     let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
     let dashboard = Dashboard::open(&link).await.expect("the dashboard opens");

@@ -290,6 +290,8 @@ pub(crate) struct Inner {
     piped: DashMap<u64, Arc<ClientHandle>>,
     /// Where clients' actions are recorded (`oversight.rs`), once set.
     activity: OnceLock<activity::ActivityRecord>,
+    /// The dashboard's address, when the control API runs.
+    dashboard: OnceLock<String>,
     /// Fired when the server stops: every socket loop ends.
     shutdown: tokio_util::sync::CancellationToken,
     /// Client connections holding a [`ClientSlot`] (every CDP socket, the
@@ -339,6 +341,7 @@ impl Relay {
             clients: DashMap::new(),
             piped: DashMap::new(),
             activity: OnceLock::new(),
+            dashboard: OnceLock::new(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             slots: AtomicUsize::new(0),
             client_bytes: queue::Meter::new(config.total_client_queue_bytes),
@@ -645,6 +648,7 @@ impl Relay {
             "extensionVersion": hello.as_ref().map(|h| h.extension_version.clone()),
             "browser": hello.as_ref().map(|h| h.browser_version.clone()),
             "attachedTabs": self.registry().len(),
+            "dashboard": self.0.dashboard.get(),
         })
     }
 

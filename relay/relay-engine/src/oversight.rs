@@ -63,6 +63,12 @@ pub enum StopError {
 pub const DISCONNECTED_BY_USER: &str = "disconnected by the user from the Browser Relay dashboard";
 
 impl Relay {
+    /// Where the dashboard is (`http://127.0.0.1:PORT/ui`), for the
+    /// extension's options page (`/extension/status`).
+    pub fn set_dashboard_url(&self, url: String) {
+        let _ = self.0.dashboard.set(url);
+    }
+
     /// Records what clients do into `record` from now on.
     pub fn record_activity_to(&self, record: ActivityRecord) {
         let _ = self.0.activity.set(record);
