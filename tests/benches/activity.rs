@@ -44,6 +44,9 @@ async fn relay(record: bool) -> Relay {
     Relay { server, _ext: ext, _state: state, url }
 }
 
+/// A command's frame for a round trip's id.
+type Frame = dyn Fn(usize) -> String;
+
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// `count` sequential round trips of `frame(i)`; their durations.
@@ -81,7 +84,7 @@ async fn main() {
     let off = relay(false).await;
     let (mut on_ws, _) = tokio_tungstenite::connect_async(on.url.as_str()).await.unwrap();
     let (mut off_ws, _) = tokio_tungstenite::connect_async(off.url.as_str()).await.unwrap();
-    let kinds: [(&str, Box<dyn Fn(usize) -> String>); 3] = [
+    let kinds: [(&str, Box<Frame>); 3] = [
         (
             "DOM.getDocument (left out)",
             Box::new(|i| format!(r#"{{"id":{i},"method":"DOM.getDocument","params":{{}}}}"#)),

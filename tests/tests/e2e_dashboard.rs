@@ -4,7 +4,8 @@
 //! real headless Chromium. The page lists the managed profile's tab and the
 //! shared tab with its client; its live view changes when the page does;
 //! its activity shows the script's navigation and click, and never the
-//! password it typed; its Disconnect button closes the script's socket.
+//! password it typed; its Disconnect button closes the script's socket, and
+//! its Stop sharing button makes the extension let the tab go.
 //!
 //! With `DASHBOARD_SCREENSHOT=<path>` the test also saves the dashboard as
 //! a PNG there (`scripts/screenshot-dashboard.sh` makes docs/dashboard.png).
@@ -235,6 +236,19 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
     let status = tokio::time::timeout(Duration::from_secs(20), script.wait()).await.expect("the script ends").unwrap();
     assert!(status.success(), "{status}");
     dashboard.until("the client gone from the table", "document.getElementById('no-clients').hidden === false").await;
+
+    // Its Stop sharing button: the extension lets the tab go, as the user's own click would.
+    let signin = format!("{}/signin.html", env.fixtures.url());
+    env.wait_for_group(&signin, true, Duration::from_secs(20)).await.expect("the shared tab is in the group");
+    dashboard.eval(&format!("document.querySelector('[data-unshare=\"{shared}\"]').click()")).await;
+    env.wait_for_tabs(0, Duration::from_secs(20)).await.expect("the tab is no longer shared");
+    env.wait_for_group(&signin, false, Duration::from_secs(20)).await.expect("the tab left the group");
+    dashboard
+        .until(
+            "the dashboard to show no shared tab",
+            "document.querySelector('[data-profile=chrome]').textContent.includes('No tab is shared')",
+        )
+        .await;
 
     env.control.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
 }

@@ -370,7 +370,7 @@ impl ActivityRecord {
             None => self.buffer().memory.iter().rev().filter(|entry| query.wants(entry)).take(over).cloned().collect(),
         };
         entries.extend(open);
-        entries.sort_by(|a, b| b.at.cmp(&a.at));
+        entries.sort_by_key(|entry| std::cmp::Reverse(entry.at));
         entries.truncate(limit);
         entries
     }

@@ -69,6 +69,8 @@ pub(crate) fn router(dashboard: Dashboard) -> Router {
         .route("/ui/", get(page))
         .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/ui/app.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        // Browsers ask for it beside the page: none, rather than a refusal in serve's log.
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/ui/login", get(login))
         .route("/ui/api/logout", post(logout))
         .route("/ui/api/overview", get(overview))

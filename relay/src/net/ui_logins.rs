@@ -62,7 +62,7 @@ pub(crate) struct UiLogins {
 pub(crate) enum UiRoute {
     /// `/ui/login?code=…`: no session yet.
     Login,
-    /// `/ui/app.js`, `/ui/app.css`: the same for everyone, no secrets.
+    /// `/ui/app.js`, `/ui/app.css`, `/favicon.ico`: the same for everyone, no secrets.
     Asset,
     /// `/ui`: the page.
     Page,
@@ -74,7 +74,7 @@ impl UiRoute {
     pub(crate) fn of(path: &str) -> Self {
         match path {
             "/ui/login" => Self::Login,
-            "/ui/app.js" | "/ui/app.css" => Self::Asset,
+            "/ui/app.js" | "/ui/app.css" | "/favicon.ico" => Self::Asset,
             _ if path.starts_with("/ui/api/") => Self::Api,
             _ => Self::Page,
         }

@@ -74,14 +74,10 @@ impl ActivityDir {
         }
     }
 
-    /// The record's lines, newest first, across the day files (a file that
-    /// cannot be read is skipped).
+    /// The record's lines, newest first, across the day files, each read
+    /// from its end (a file that cannot be read is skipped).
     pub fn newest_first(&self) -> impl Iterator<Item = String> {
-        self.files().into_iter().flat_map(|(_, path)| {
-            let text = fs::read_to_string(&path).unwrap_or_default();
-            let lines: Vec<String> = text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
-            lines.into_iter().rev()
-        })
+        self.files().into_iter().flat_map(|(_, path)| Backwards::open(&path).into_iter().flatten())
     }
 
     /// Our day files, newest day first (the names sort by day).
@@ -98,6 +94,73 @@ impl ActivityDir {
             .collect();
         files.sort_by(|a, b| b.0.cmp(&a.0));
         files.into_iter().map(|(_, modified, path)| (modified, path)).collect()
+    }
+}
+
+/// A file's non-empty lines from the last to the first, read from its end
+/// in chunks: the newest entries cost what they are, not the day's file.
+struct Backwards {
+    file: fs::File,
+    /// Where the bytes not read yet end.
+    pos: u64,
+    /// Bytes read whose line's start is not read yet.
+    carry: Vec<u8>,
+    /// Whole lines, in file order (the next is the last).
+    ready: Vec<String>,
+}
+
+/// How much of a file one read takes.
+const CHUNK: u64 = 64 << 10;
+
+impl Backwards {
+    fn open(path: &Path) -> io::Result<Self> {
+        let file = fs::File::open(path)?;
+        let pos = file.metadata()?.len();
+        Ok(Self { file, pos, carry: Vec::new(), ready: Vec::new() })
+    }
+
+    fn split_into_ready(&mut self, bytes: &[u8]) {
+        self.ready.extend(
+            bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| String::from_utf8_lossy(l).into_owned()),
+        );
+    }
+}
+
+impl Iterator for Backwards {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        loop {
+            if let Some(line) = self.ready.pop() {
+                return Some(line);
+            }
+            if self.pos == 0 {
+                if self.carry.is_empty() {
+                    return None;
+                }
+                let all = std::mem::take(&mut self.carry);
+                self.split_into_ready(&all);
+                continue;
+            }
+            let start = self.pos.saturating_sub(CHUNK);
+            let mut chunk = vec![0u8; (self.pos - start) as usize];
+            self.file.seek(SeekFrom::Start(start)).ok()?;
+            self.file.read_exact(&mut chunk).ok()?;
+            self.pos = start;
+            chunk.extend_from_slice(&self.carry);
+            self.carry = chunk;
+            if start == 0 {
+                continue;
+            }
+            // The bytes before the first newline may be the end of a line
+            // that starts in the part not read yet.
+            if let Some(first) = self.carry.iter().position(|b| *b == b'\n') {
+                let whole = self.carry.split_off(first + 1);
+                self.carry.truncate(first);
+                self.split_into_ready(&whole);
+            }
+        }
     }
 }
 
@@ -147,6 +210,27 @@ mod tests {
         dir.append("d\n", day(101)).unwrap();
         let lines: Vec<String> = dir.newest_first().collect();
         assert_eq!(lines, ["d", "c", "b", "a"]);
+    }
+
+    #[test]
+    fn a_file_is_read_backwards_across_chunk_boundaries() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("lines");
+        // Lines of many lengths, so chunk edges fall inside lines, on their
+        // newlines, and a line is longer than a chunk.
+        let lines: Vec<String> = (0..3000).map(|i| format!("{i}:{}", "é".repeat(i * 7 % 300))).collect();
+        let mut text = lines.join("\n");
+        text.push_str("\n\n");
+        text.push_str(&"z".repeat(CHUNK as usize * 2 + 5));
+        fs::write(&path, &text).unwrap();
+        let read: Vec<String> = Backwards::open(&path).unwrap().collect();
+        let mut expected: Vec<String> = lines.clone();
+        expected.push("z".repeat(CHUNK as usize * 2 + 5));
+        expected.reverse();
+        assert_eq!(read.len(), expected.len());
+        assert!(read == expected, "lines differ");
+        fs::write(&path, "").unwrap();
+        assert_eq!(Backwards::open(&path).unwrap().count(), 0);
     }
 
     #[test]
