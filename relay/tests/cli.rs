@@ -485,6 +485,13 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     use base64::Engine as _;
     let png = base64::engine::general_purpose::STANDARD.decode(image.expect("an image")).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG the model can look at");
+    // What this agent did, from the activity record: its click and its
+    // typing (as a length), named as the MCP server's.
+    let (is_error, activity, _) = host.call("browser_activity", serde_json::json!({"limit": 100}));
+    assert!(!is_error, "{activity}");
+    let click = activity.lines().find(|l| l.contains("click e2")).unwrap_or_else(|| panic!("{activity}"));
+    assert!(click.contains("agent (mcp)") && click.contains("managed · data:text/html"), "{click}");
+    assert!(activity.contains("type into e1: 3 characters") && !activity.contains("Ada"), "{activity}");
 
     let (is_error, text, _) = host.call("browser_click", serde_json::json!({"ref": "e99"}));
     assert!(is_error);

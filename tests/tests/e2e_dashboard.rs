@@ -5,7 +5,8 @@
 //! shared tab with its client; its live view changes when the page does;
 //! its activity shows the script's navigation and click, and never the
 //! password it typed; its Disconnect button closes the script's socket, and
-//! its Stop sharing button makes the extension let the tab go.
+//! its Stop sharing button makes the extension let the tab go, and its Stop
+//! browser button stops the managed Chrome.
 //!
 //! With `DASHBOARD_SCREENSHOT=<path>` the test also saves the dashboard as
 //! a PNG there (`scripts/screenshot-dashboard.sh` makes docs/dashboard.png).
@@ -250,5 +251,12 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
         )
         .await;
 
-    env.control.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
+    // Its Stop browser button: the managed profile's Chrome stops.
+    dashboard.eval("document.querySelector('[data-stop-profile=managed]').click()").await;
+    eventually("the managed browser to stop", Duration::from_secs(20), || async {
+        let status = env.control.ok("GET", "/?profile=managed", None).await;
+        (status["running"] == json!(false)).then_some(())
+    })
+    .await;
+    dashboard.until("the dashboard to show it stopped", "!document.querySelector('[data-stop-profile=managed]')").await;
 }
