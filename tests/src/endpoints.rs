@@ -147,17 +147,7 @@ impl Managed {
 async fn show_index(ws: &str, url: &str) -> anyhow::Result<()> {
     let client = CdpClient::connect(ws).await?.with_timeout(Duration::from_secs(20));
     let mut events = client.take_events().ok_or_else(|| anyhow::anyhow!("events"))?;
-    let targets = client.call("Target.getTargets", json!({}), None).await?;
-    let page = targets["targetInfos"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|t| t["type"] == "page")
-        .and_then(|t| t["targetId"].as_str())
-        .ok_or_else(|| anyhow::anyhow!("the managed browser has no page: {targets}"))?
-        .to_string();
-    let attached = client.call("Target.attachToTarget", json!({"targetId": page, "flatten": true}), None).await?;
-    let session = attached["sessionId"].as_str().unwrap_or_default().to_string();
+    let (_, session) = crate::attach_first_page(&client).await?;
     client.call("Page.enable", json!({}), Some(&session)).await?;
     client.call("Page.navigate", json!({"url": url}), Some(&session)).await?;
     loop {

@@ -151,6 +151,23 @@ pub async fn next_event(
     }
 }
 
+/// The browser's first page, attached flat: its target id and session.
+pub async fn attach_first_page(client: &cdp_client::CdpClient) -> anyhow::Result<(String, String)> {
+    let targets = client.call("Target.getTargets", serde_json::json!({}), None).await?;
+    let page = targets["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["type"] == "page")
+        .and_then(|t| t["targetId"].as_str())
+        .ok_or_else(|| anyhow::anyhow!("the browser has no page: {targets}"))?
+        .to_string();
+    let attached =
+        client.call("Target.attachToTarget", serde_json::json!({"targetId": page, "flatten": true}), None).await?;
+    let session = attached["sessionId"].as_str().unwrap_or_default().to_string();
+    Ok((page, session))
+}
+
 /// Root auto-attach as Playwright sends it: every attached page is
 /// announced (before the answer) and new ones as they come.
 pub async fn auto_attach(client: &cdp_client::CdpClient) {

@@ -14,7 +14,6 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use base64::Engine as _;
 use cdp_client::CdpClient;
 use e2e::chromium::Chromium;
@@ -35,17 +34,7 @@ impl Dashboard {
     async fn open(link: &str) -> anyhow::Result<Self> {
         let chrome = Chromium::launch(&["--window-size=1280,900".into()], link)?;
         let client = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
-        let targets = client.call("Target.getTargets", json!({}), None).await?;
-        let page = targets["targetInfos"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["type"] == "page")
-            .and_then(|t| t["targetId"].as_str())
-            .context("the dashboard's tab")?
-            .to_string();
-        let attached = client.call("Target.attachToTarget", json!({"targetId": page, "flatten": true}), None).await?;
-        let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
+        let (_, session) = e2e::attach_first_page(&client).await?;
         Ok(Self { _chrome: chrome, client, session })
     }
 
