@@ -86,6 +86,12 @@ impl ExtensionEnv {
     /// [`Self::start`] with the extension loaded from `dir` (a variant of
     /// `extension/`, with the same key and so the same id).
     pub async fn start_with(dir: &std::path::Path) -> anyhow::Result<Self> {
+        Self::start_beside(dir, &[]).await
+    }
+
+    /// [`Self::start_with`], with `others` loaded beside it (a benchmark's
+    /// own minimal extension).
+    pub async fn start_beside(dir: &std::path::Path, others: &[PathBuf]) -> anyhow::Result<Self> {
         crate::init_logging();
         let id = extension_id()?;
         let fixtures = FixtureServer::start().await?;
@@ -97,8 +103,10 @@ impl ExtensionEnv {
         let server = RunningServer::start(options).await?;
         let control = crate::control_env::ControlClient::of(&server, &token);
         let port = server.addr.port();
-        let load = format!("--load-extension={}", dir.display());
-        let only = format!("--disable-extensions-except={}", dir.display());
+        let dirs: Vec<String> =
+            std::iter::once(dir).chain(others.iter().map(PathBuf::as_path)).map(|d| d.display().to_string()).collect();
+        let load = format!("--load-extension={}", dirs.join(","));
+        let only = format!("--disable-extensions-except={}", dirs.join(","));
         let chrome = Chromium::launch(
             &[load, only, "--enable-unsafe-extension-debugging".into()],
             &format!("{}/index.html", fixtures.url()),
@@ -118,7 +126,12 @@ impl ExtensionEnv {
     /// [`Self::start`], then the user shares the fixture's index tab with a
     /// real click: the environment and that tab's URL.
     pub async fn sharing_index() -> anyhow::Result<(Self, String)> {
-        let env = Self::start().await?;
+        Self::sharing_index_beside(&[]).await
+    }
+
+    /// [`Self::sharing_index`], with `others` loaded beside the extension.
+    pub async fn sharing_index_beside(others: &[PathBuf]) -> anyhow::Result<(Self, String)> {
+        let env = Self::start_beside(&extension_dir()?, others).await?;
         let index = env.index_url();
         env.click_toolbar(&index).await?;
         if let Err(e) = env.wait_for_tabs(1, Duration::from_secs(20)).await {
