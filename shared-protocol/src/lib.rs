@@ -25,8 +25,24 @@ pub mod auth;
 /// ([`auth`]). Version 3: the proofs are bound to the relay's port.
 /// Version 4: the extension's proof comes alone (`prove`) before its
 /// `hello`, so the relay reads no more than [`PRE_PROOF_BYTES`] from a
-/// connection that has not proved the pairing.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// connection that has not proved the pairing. Version 5: a frame of the
+/// extension's may hold several messages, one per line ([`messages`]),
+/// once the relay's `welcome` says 5; a relay of version 5 still takes
+/// version 4's extensions (one message per frame).
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// The oldest extension protocol the relay still takes.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 4;
+
+/// The first version whose extension may batch messages into a frame.
+pub const BATCHES_SINCE: u32 = 5;
+
+/// The messages of one frame from the extension: one, or (protocol 5)
+/// several, one per line. Compact JSON has no raw newline (a string's is
+/// escaped), so a line is a message.
+pub fn messages(frame: &str) -> impl Iterator<Item = &str> {
+    frame.split('\n').filter(|line| !line.is_empty())
+}
 
 /// What the relay reads, at most, from an extension connection before its
 /// proof checks out (`auth` and `prove` are about 100 bytes each): a local

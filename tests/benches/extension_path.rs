@@ -264,8 +264,17 @@ async fn main() {
     )
     .await
     .unwrap();
-    in_worker("globalThis.__bench.n = 0; true").await.unwrap();
+    in_worker(
+        "globalThis.__bench.n = 0; const send = WebSocket.prototype.send; globalThis.__sends = {n: 0, send}; \
+         WebSocket.prototype.send = function (d) { globalThis.__sends.n++; return send.call(this, d); }; true",
+    )
+    .await
+    .unwrap();
     let staged = console_throughput(&mut relay, count).await;
+    let sends =
+        in_worker("WebSocket.prototype.send = globalThis.__sends.send; globalThis.__sends.n").await.unwrap()["result"]
+            ["value"]
+            .clone();
     let seen = in_worker("globalThis.__bench").await.unwrap()["result"]["value"].clone();
     let worker_span = seen["last"].as_f64().unwrap_or(0.0) - seen["first"].as_f64().unwrap_or(0.0);
     let (r, d) = (stats(relay_times), stats(direct_times));
@@ -285,8 +294,8 @@ async fn main() {
         d.p50.as_secs_f64() / floor_events.p50.as_secs_f64()
     );
     println!(
-        "  stage: the extension's worker was handed {} of them by chrome.debugger over {:.0} ms (first to last); \
-         the relay's client had them all {:.0} ms after the logging began",
+        "  stage: the extension's worker was handed {} of them by chrome.debugger over {:.0} ms (first to last), \
+         in {sends} frames to the relay; the relay's client had them all {:.0} ms after the logging began",
         seen["n"],
         worker_span,
         staged.as_secs_f64() * 1e3

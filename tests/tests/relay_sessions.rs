@@ -431,3 +431,53 @@ async fn a_capture_of_a_tab_in_front_waits_up_to_the_deadline_and_a_late_answer_
     setup.ext.reply(call.id, Ok(json!({"data": "iVBORw0KGgo="})));
     assert_eq!(quick.await.unwrap()["data"], "iVBORw0KGgo=");
 }
+
+/// Protocol 5: the extension may send several messages in one frame, a
+/// line each (events batched in a flood, then the answer after them). The
+/// relay takes each in order, so a client still gets the events before the
+/// answer they came before; and a frame of events that the layout fast path
+/// would read as one event is not.
+#[tokio::test]
+async fn a_frame_of_several_messages_is_taken_message_by_message_in_order() {
+    let mut setup = setup().await;
+    let (client, mut events, page) = setup.client().await;
+    setup.forwarded(&client, &page, "Runtime.enable", json!({}), json!({})).await;
+    let answer = client.start_call("Runtime.evaluate", json!({"expression": "log()"}), Some(&page));
+    let call = setup.next_call().await;
+    let event = |n: usize| {
+        format!(
+            r#"{{"debugger.onEvent":{{"tabId":4,"method":"Runtime.consoleAPICalled","params":{{"type":"log","args":[{{"type":"number","value":{n}}}],"executionContextId":1,"timestamp":{n}}}}}}}"#
+        )
+    };
+    let reply = format!(r#"{{"reply":{{"id":{},"result":{{"result":{{"type":"number","value":3}}}}}}}}"#, call.id);
+    setup.ext.send_raw(&format!("{}\n{}\n{}\n{reply}", event(1), event(2), event(3)));
+    let result = answer.await.expect("the answer after the batch");
+    assert_eq!(result["result"]["value"], 3);
+    // The three events were queued before the answer: all there now, in order.
+    let mut values = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if event.method == "Runtime.consoleAPICalled" {
+            values.push(event.params["args"][0]["value"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(values, [1, 2, 3]);
+}
+
+/// A version 4 extension (one message a frame) still connects, and is
+/// welcomed with version 4, so it is never sent what it does not know.
+#[tokio::test]
+async fn an_extension_of_protocol_4_is_still_taken_and_told_4() {
+    e2e::init_logging();
+    let token = Token::generate();
+    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
+    let mut old = hello(vec![fake_tab(4)]);
+    old.protocol_version = 4;
+    let mut ext =
+        FakeExtension::connect(server.addr, Some(token.as_str()), Some(old), Mode::Echo).await.expect("connects");
+    let welcome = tokio::time::timeout(Duration::from_secs(5), ext.other.recv()).await.expect("a welcome").unwrap();
+    let welcome: Value = serde_json::from_str(&welcome).unwrap();
+    assert_eq!(welcome["welcome"]["protocolVersion"], 4, "{welcome}");
+    e2e::wait_for_stats(&server.relay, "the v4 extension's tab", Duration::from_secs(5), |s| s.targets == 1)
+        .await
+        .unwrap();
+}

@@ -273,6 +273,13 @@ pub trait Host {
     fn send(&mut self, frame: String);
     /// Sends the frame `head + payload + layout::TAIL`.
     fn send_framed(&mut self, head: String, payload: Self::Json);
+    /// Sends a `debugger.onEvent` framed as [`Self::send_framed`]. Once
+    /// batching is on, events may wait a moment to share a frame with the
+    /// ones after them (protocol 5); anything sent later goes after them.
+    fn send_event(&mut self, head: String, payload: Self::Json);
+    /// Whether the relay takes several messages in a frame (its `welcome`
+    /// says protocol 5 or later); off for every new socket.
+    fn set_batching(&mut self, on: bool);
     /// Closes the relay WebSocket; no `on_socket_closed` follows.
     fn disconnect(&mut self);
     fn set_timer(&mut self, timer: Timer, after_ms: u64);
@@ -883,7 +890,7 @@ impl<H: Host> Core<H> {
     pub fn on_debugger_event(&mut self, tab: TabId, session: Option<&str>, method: &str, params: Option<H::Json>) {
         if self.link == Link::Ready && self.attached.contains_key(&tab) {
             match params {
-                Some(params) => self.host.send_framed(layout::event_head(tab, session, method), params),
+                Some(params) => self.host.send_event(layout::event_head(tab, session, method), params),
                 None => self.host.send(layout::encode_event(tab, session, method, None)),
             }
         }
@@ -1010,6 +1017,12 @@ impl<H: Host> Core<H> {
         self.send(&auth);
     }
 
+    /// The host, for its own tasks (the glue's batched events).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
     pub fn on_socket_message(&mut self, text: &str) {
         let message = match RelayMessage::parse(text) {
             Ok(message) => message,
@@ -1019,7 +1032,8 @@ impl<H: Host> Core<H> {
         };
         match (self.link, message) {
             (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
-            (Link::Open, RelayMessage::Welcome { .. }) => {
+            (Link::Open, RelayMessage::Welcome { protocol_version, .. }) => {
+                self.host.set_batching(protocol_version >= shared_protocol::BATCHES_SINCE);
                 self.link = Link::Ready;
                 self.attempt = 0;
                 self.last_error = None;

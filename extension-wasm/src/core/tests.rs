@@ -20,6 +20,8 @@ pub(super) struct FakeHost {
     pub(super) connects: Vec<(String, Vec<String>)>,
     pub(super) sent: Vec<String>,
     pub(super) disconnects: usize,
+    /// What the last `set_batching` said.
+    pub(super) batching: bool,
     pub(super) timers: BTreeMap<Timer, u64>,
     nonces: u8,
 }
@@ -45,6 +47,12 @@ impl Host for FakeHost {
     }
     fn send_framed(&mut self, head: String, payload: String) {
         self.sent.push(head + &payload + layout::TAIL);
+    }
+    fn send_event(&mut self, head: String, payload: String) {
+        self.sent.push(head + &payload + layout::TAIL);
+    }
+    fn set_batching(&mut self, on: bool) {
+        self.batching = on;
     }
     fn disconnect(&mut self) {
         self.disconnects += 1;
@@ -153,7 +161,7 @@ impl Core<FakeHost> {
     }
 
     pub(super) fn welcome(&mut self) {
-        self.relay(json!({"welcome": {"protocolVersion": 4, "relayVersion": "0.2.0"}}));
+        self.relay(json!({"welcome": {"protocolVersion": PROTOCOL_VERSION, "relayVersion": "0.2.0"}}));
     }
 
     pub(super) fn relay(&mut self, frame: Value) {
@@ -186,6 +194,21 @@ fn click_attaches_connects_and_says_hello_with_the_tab() {
     assert_eq!(core.host.badges[&5], Badge::On);
     assert_eq!(core.status().state, "connected");
     assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS));
+    assert!(core.host.batching, "a relay of protocol 5 takes batched events");
+}
+
+#[test]
+fn events_are_batched_only_for_a_relay_that_says_it_takes_them() {
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    core.relay_proves();
+    // A relay of protocol 4 (one message a frame).
+    core.relay(json!({"welcome": {"protocolVersion": 4, "relayVersion": "0.1.0"}}));
+    assert!(!core.host.batching);
+    assert_eq!(core.status().state, "connected", "an older relay is still spoken to");
 }
 
 #[test]

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::json;
 use shared_protocol::layout::{self, RawEvent};
 use shared_protocol::{
-    CallId, ExtensionMessage, Hello, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo, close_code, encode,
+    CallId, ExtensionMessage, Hello, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo,
+    close_code, encode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -143,8 +144,10 @@ impl Relay {
         let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone(), queue::Farewell::default()));
         let queued = Meter::new(config.extension_queue_bytes);
         let link = Arc::new(ExtensionLink { generation, tx, queued, hello: hello.clone() });
+        // The version both speak: a version 5 extension batches only
+        // when told 5.
         link.send(encode(&RelayMessage::Welcome {
-            protocol_version: PROTOCOL_VERSION,
+            protocol_version: hello.protocol_version.clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION),
             relay_version: env!("CARGO_PKG_VERSION").into(),
         }))
         .await;
@@ -241,11 +244,15 @@ impl Relay {
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
         let text = next_text(socket, within, "auth").await?;
         let extension_nonce = match ExtensionMessage::parse(&text).map_err(bad)? {
-            ExtensionMessage::Auth { protocol_version, nonce } if protocol_version == PROTOCOL_VERSION => nonce,
+            ExtensionMessage::Auth { protocol_version, nonce }
+                if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol_version) =>
+            {
+                nonce
+            }
             ExtensionMessage::Auth { protocol_version, .. }
             | ExtensionMessage::Hello(Hello { protocol_version, .. }) => {
                 let reason = format!(
-                    "extension speaks protocol {protocol_version}, this relay speaks {PROTOCOL_VERSION}: update the one that is older"
+                    "extension speaks protocol {protocol_version}, this relay speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: update the one that is older"
                 );
                 return Err((close_code::PROTOCOL_MISMATCH, reason));
             }
@@ -297,6 +304,19 @@ impl Relay {
     }
 
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
+        // Protocol 5: several messages in one frame, a line each. Looked
+        // for first: the layout fast path below reads a frame's head and
+        // tail, which a batch of events would pass as one.
+        if text.contains('\n') {
+            for message in shared_protocol::messages(text) {
+                self.on_extension_message(link, message);
+            }
+            return;
+        }
+        self.on_extension_message(link, text);
+    }
+
+    fn on_extension_message(&self, link: &ExtensionLink, text: &str) {
         // Hot path: replies and events in the canonical layout, payload untouched.
         if let Some(reply) = layout::reply(text) {
             return self.on_reply(reply.id, Ok(reply.result));
