@@ -197,6 +197,8 @@ struct Socket {
 
 /// Events closer together than this are a flood, and share frames.
 const FLOOD_MS: f64 = 2.0;
+/// The most characters one batched frame holds.
+const BATCH_CHARS: u32 = 1 << 20;
 /// How long an event of a flood waits for the ones after it: a timer of
 /// 0 runs between two of chrome.debugger's event tasks, so a frame would
 /// hold one or two.
@@ -262,6 +264,14 @@ impl WasmHost {
         let flood = now - self.last_event_ms < FLOOD_MS;
         self.last_event_ms = now;
         if !self.batching || (self.waiting.is_none() && !flood) {
+            return self.send_now(frame);
+        }
+        // A frame stays far below the relay's message limit, whatever the
+        // events weigh: a full batch goes now, and a heavy event alone.
+        if self.waiting.as_ref().is_some_and(|w| w.length() + frame.length() > BATCH_CHARS) {
+            self.flush();
+        }
+        if frame.length() > BATCH_CHARS {
             return self.send_now(frame);
         }
         self.waiting = Some(match self.waiting.take() {
