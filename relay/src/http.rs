@@ -369,15 +369,16 @@ async fn profile_ws(
         _ => return text(StatusCode::NOT_FOUND, "expected /devtools/browser/<id> or /devtools/page/<id>"),
     };
     let Some(browsers) = &state.browsers else { return no_profiles() };
-    let channels = match browsers.served_client(&name, endpoint).await {
-        Ok(channels) => channels,
+    let (session, incoming) = match browsers.served_client(&name, endpoint).await {
+        Ok(served) => served,
         Err(error) => return no_such_target(error, &id),
     };
     let limit = state.relay.config().client_max_message;
     let relay = state.relay.clone();
     let label = client_label(&headers);
     ws.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| async move {
-        relay.serve_piped_client(socket, channels.outgoing, channels.incoming, label, name, slot).await
+        let to_browser = move |text: &str| session.send(text);
+        relay.serve_piped_client(socket, to_browser, incoming, label, name, slot).await
     })
 }
 

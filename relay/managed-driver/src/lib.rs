@@ -100,7 +100,7 @@ use serde::{Deserialize, Serialize};
 use cdp_client::{CdpError, Channels};
 pub use discovery::{CHROME_ENV, DiscoveryError};
 pub use launch::launch_args;
-pub use pipe::{Endpoint, Pipe};
+pub use pipe::{Endpoint, Pipe, PipeClient};
 use running::record_in;
 pub use served::ServedError;
 use settings::{Config, ConfigError, Profile};

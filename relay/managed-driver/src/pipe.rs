@@ -118,6 +118,30 @@ impl Routes {
     }
 }
 
+/// One client's session on a [`Pipe`] ([`Pipe::attach`]); dropping it
+/// leaves, detaching the client's sessions as a closed WebSocket would.
+#[derive(Debug)]
+pub struct PipeClient {
+    pipe: Arc<Pipe>,
+    client: u64,
+}
+
+impl PipeClient {
+    /// Routes one CDP command of the client's to the browser at once (a
+    /// malformed or refused one is answered on the client's receiver);
+    /// `false` when the session is over (the page closed, the browser
+    /// exited).
+    pub fn send(&self, text: &str) -> bool {
+        !self.pipe.is_closed() && self.pipe.route_command(self.client, text)
+    }
+}
+
+impl Drop for PipeClient {
+    fn drop(&mut self) {
+        self.pipe.leave(self.client);
+    }
+}
+
 /// The browser end of a managed browser's pipe. Cheap to share.
 #[derive(Debug)]
 pub struct Pipe {
@@ -267,6 +291,32 @@ impl Pipe {
     /// A new client: its own session on the browser or on one target. The
     /// client speaks CDP over the returned channels as over a WebSocket.
     pub async fn connect(self: &Arc<Self>, endpoint: Endpoint) -> Result<Channels, CdpError> {
+        let (client, incoming) = self.attach(endpoint).await?;
+        let (outgoing, mut from_client) = mpsc::unbounded_channel::<String>();
+        let closed = self.closed.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = closed.cancelled() => break,
+                    text = from_client.recv() => match text {
+                        Some(text) => drop(client.send(&text)),
+                        None => break,
+                    },
+                }
+            }
+        });
+        Ok(Channels { outgoing, incoming })
+    }
+
+    /// [`Self::connect`] without a task between the client and the pipe:
+    /// what the client sends is routed by [`PipeClient::send`] on the
+    /// caller's own task (the relay's socket loop of a `/profiles/<name>/`
+    /// client), one hand-over less per command. Its answers and events
+    /// come on the receiver, which ends when the session does.
+    pub async fn attach(
+        self: &Arc<Self>,
+        endpoint: Endpoint,
+    ) -> Result<(PipeClient, mpsc::UnboundedReceiver<String>), CdpError> {
         let client = self.next_client.fetch_add(1, Ordering::Relaxed);
         let (to_client, incoming) = mpsc::unbounded_channel();
         self.routes().clients.insert(client, Client { to_client, root: None, in_flight: 0 });
@@ -280,21 +330,7 @@ impl Pipe {
             self.leave(client);
             return Err(error);
         }
-        let (outgoing, mut from_client) = mpsc::unbounded_channel::<String>();
-        let pipe = Arc::clone(self);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = pipe.closed.cancelled() => break,
-                    text = from_client.recv() => match text {
-                        Some(text) => pipe.route_command(client, &text),
-                        None => break,
-                    },
-                }
-            }
-            pipe.leave(client);
-        });
-        Ok(Channels { outgoing, incoming })
+        Ok((PipeClient { pipe: Arc::clone(self), client }, incoming))
     }
 
     /// The client left: its sessions are detached, as when a WebSocket
@@ -306,11 +342,15 @@ impl Pipe {
         }
     }
 
-    /// A client's command, onto the pipe with our id and its session.
-    fn route_command(&self, client: u64, text: &str) {
+    /// A client's command, onto the pipe with our id and its session;
+    /// `false` when the client's session is over.
+    fn route_command(&self, client: u64, text: &str) -> bool {
         let mut routes = self.routes();
-        let Some(to_client) = routes.clients.get(&client).map(|c| c.to_client.clone()) else { return };
-        let refuse = |id, code, message: &str| drop(to_client.send(error_frame(id, code, message)));
+        let Some(to_client) = routes.clients.get(&client).map(|c| c.to_client.clone()) else { return false };
+        let refuse = |id, code, message: &str| {
+            drop(to_client.send(error_frame(id, code, message)));
+            true
+        };
         let Ok(mut frame) = serde_json::from_str::<Frame>(text) else {
             return refuse(None, -32700, "Message must be a valid JSON");
         };
@@ -347,6 +387,7 @@ impl Pipe {
         frame.insert("id".into(), raw(ours));
         frame.insert("sessionId".into(), raw(session));
         self.write(&frame);
+        true
     }
 
     /// A message from the browser, to whom it belongs.

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cdp_client::CdpError;
 use cdp_client::protocol::{browser, target};
-use cdp_client::{CdpError, Channels};
+use tokio::sync::mpsc;
 
-use crate::pipe::{Endpoint, Pipe};
+use crate::pipe::{Endpoint, Pipe, PipeClient};
 use crate::{ManagedBrowsers, ManagedError};
 use settings::{ConfigError, Driver, Profile};
 
@@ -64,10 +65,15 @@ impl ManagedBrowsers {
     }
 
     /// A client's own session on the profile's browser: browser-level or
-    /// one target.
-    pub async fn served_client(&self, name: &str, endpoint: Endpoint) -> Result<Channels, ServedError> {
+    /// one target. Its commands go by [`PipeClient::send`] on the
+    /// caller's task; answers and events come on the receiver.
+    pub async fn served_client(
+        &self,
+        name: &str,
+        endpoint: Endpoint,
+    ) -> Result<(PipeClient, mpsc::UnboundedReceiver<String>), ServedError> {
         let pipe = self.served_pipe(name).await?;
-        pipe.connect(endpoint).await.map_err(|source| refused_or(name, source))
+        pipe.attach(endpoint).await.map_err(|source| refused_or(name, source))
     }
 
     /// `Browser.getVersion`, and the browser target's id.

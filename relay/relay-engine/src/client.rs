@@ -368,7 +368,8 @@ impl Relay {
     }
 
     /// A client socket whose CDP is answered elsewhere (a managed browser's
-    /// pipe session): its frames go to `to_browser` as they are, and the
+    /// pipe session): its frames go to `to_browser` as they are, called on
+    /// this task (`false`: the session is over), and the
     /// frames of `from_browser` reach it through the same queue, byte
     /// budgets and writer as the relay's own clients', so a client that
     /// stops reading is dropped at its budget instead of holding memory.
@@ -376,7 +377,7 @@ impl Relay {
     pub async fn serve_piped_client(
         &self,
         socket: WebSocket,
-        to_browser: mpsc::UnboundedSender<String>,
+        mut to_browser: impl FnMut(&str) -> bool + Send,
         mut from_browser: mpsc::UnboundedReceiver<String>,
         label: ClientLabel,
         profile: String,
@@ -402,24 +403,28 @@ impl Relay {
                     }
                 },
                 frame = stream.next() => {
-                    let text = match frame {
-                        Some(Ok(Message::Text(text))) => text.as_str().to_string(),
-                        Some(Ok(Message::Binary(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                    let binary;
+                    let text = match &frame {
+                        Some(Ok(Message::Text(text))) => text.as_str(),
+                        Some(Ok(Message::Binary(bytes))) => {
+                            binary = String::from_utf8_lossy(bytes);
+                            &binary
+                        }
                         Some(Ok(Message::Close(_)) | Err(_)) | None => {
                             client.kill.cancel();
                             break;
                         }
                         Some(Ok(_)) => continue,
                     };
-                    self.note_piped_frame(&client, &text);
-                    if to_browser.send(text).is_err() {
+                    self.note_piped_frame(&client, text);
+                    if !to_browser(text) {
                         client.close(1000, "the browser session ended");
                         break;
                     }
                 }
             }
         }
-        // Dropping `to_browser` detaches the session.
+        // Dropping `to_browser` (its pipe session) detaches the session.
         drop(to_browser);
         self.0.piped.remove(&client.id);
         self.note_connection(&client, None, false);

@@ -1,0 +1,113 @@
+//! What the managed profile's pipe path costs against Chrome's own port, in
+//! one run: a managed Chromium (no port: CDP over `--remote-debugging-pipe`,
+//! reached through the relay's `/profiles/managed/devtools/page/<id>`)
+//! and a plain Chromium of the same build with `--remote-debugging-port`,
+//! each on the fixture's index page, a page-level socket to each:
+//!
+//! - pipe:   client ⇄ Browser Relay ⇄ the managed browser's pipe (a session of its own)
+//! - direct: client ⇄ Chrome's own page socket
+//!
+//! Round trips interleaved in blocks of 50 after a warm-up block.
+//! Run: `cargo bench -p e2e --bench pipe_path` (ROUNDS=N, default 2000).
+
+#![allow(clippy::print_stdout)] // the report is the output
+
+use std::time::{Duration, Instant};
+
+use e2e::ControlEnv;
+use e2e::chromium::Chromium;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open(url: &str) -> Socket {
+    let config = WebSocketConfig::default().max_message_size(Some(256 << 20)).max_frame_size(Some(256 << 20));
+    tokio_tungstenite::connect_async_with_config(url, Some(config), true).await.unwrap().0
+}
+
+/// One round trip of `frame` (its id `id`).
+async fn call(ws: &mut Socket, id: u64, params: &Value) -> Duration {
+    let frame = json!({"id": id, "method": "Runtime.evaluate", "params": params}).to_string();
+    let started = Instant::now();
+    ws.send(Message::Text(frame.into())).await.unwrap();
+    let prefix = format!(r#"{{"id":{id},"#);
+    loop {
+        let Some(Ok(Message::Text(text))) = ws.next().await else { panic!("connection lost") };
+        if text.starts_with(&prefix) {
+            assert!(text.contains(r#""result":{"#), "{}", &text[..text.len().min(200)]);
+            return started.elapsed();
+        }
+    }
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    (us(samples[samples.len() / 2]), us(samples[(samples.len() * 99 / 100).min(samples.len() - 1)]))
+}
+
+/// A page's socket from a `/json/list` document: the page showing `url`.
+fn page_socket(list: &Value, url: &str) -> String {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["type"] == "page" && t["url"] == json!(url))
+        .and_then(|t| t["webSocketDebuggerUrl"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no page at {url} in {list}"))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
+    let env = ControlEnv::start().await.expect("serve with the control API");
+    env.start_browser().await;
+    env.open("index.html").await;
+    let index = env.fixture("index.html");
+    let endpoint = env.cdp_url("managed").await;
+    let (base, query) = endpoint.split_once('?').unwrap();
+    let list = cdp_client::endpoint::json_document(&format!("{}json/list?{query}", base)).await.unwrap();
+    let mut pipe = open(&page_socket(&list, &index)).await;
+    let chrome = Chromium::launch(&[], &index).unwrap();
+    let list =
+        cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{}/json/list", chrome.port)).await.unwrap();
+    let mut direct = open(&page_socket(&list, &index)).await;
+
+    println!(
+        "pipe path benchmark: the managed profile's pipe through the relay against Chrome's own port, same page\n"
+    );
+    for (label, params, rounds) in [
+        ("Runtime.evaluate(\"1\")", json!({"expression": "1"}), rounds),
+        ("a 1 MiB string result", json!({"expression": "'A'.repeat(1 << 20)", "returnByValue": true}), rounds / 20),
+    ] {
+        let (mut on_pipe, mut on_direct) = (Vec::new(), Vec::new());
+        let mut id = 0;
+        for block in 0..=(rounds / 50) {
+            for (ws, samples) in [(&mut pipe, &mut on_pipe), (&mut direct, &mut on_direct)] {
+                for _ in 0..50 {
+                    id += 1;
+                    let took = call(ws, id, &params).await;
+                    if block > 0 {
+                        samples.push(took);
+                    }
+                }
+            }
+        }
+        let ((pipe50, pipe99), (direct50, direct99)) = (percentiles(on_pipe), percentiles(on_direct));
+        println!("{label} ({} round trips per path, interleaved in blocks of 50)", rounds / 50 * 50);
+        println!("  {:<8} {:>10} {:>10}", "path", "p50 µs", "p99 µs");
+        println!("  {:<8} {:>10.0} {:>10.0}", "pipe", pipe50, pipe99);
+        println!("  {:<8} {:>10.0} {:>10.0}", "direct", direct50, direct99);
+        println!(
+            "  pipe / direct: p50 {:.2}x, p99 {:.2}x   (target: p50 <= 1.05x, p99 <= 1.2x)\n",
+            pipe50 / direct50,
+            pipe99 / direct99
+        );
+    }
+    drop(direct);
+    drop(chrome);
+    env.api.ok("POST", "/stop", None).await;
+}
