@@ -10,6 +10,17 @@ const VIEW_EVERY = 700;
 
 let watching = null; // {profile, targetId, title}
 let viewUrl = null;
+// One request of each kind at a time: a slow answer (a tab busy with an
+// agent's action) does not pile up more behind it.
+const busy = { overview: false, activity: false, frame: false };
+
+function once(kind, work) {
+  return async () => {
+    if (busy[kind] || document.hidden) return;
+    busy[kind] = true;
+    try { await work(); } finally { busy[kind] = false; }
+  };
+}
 const clientNames = new Map();
 
 function el(tag, props = {}, ...children) {
@@ -151,8 +162,7 @@ function renderActivity(entries) {
     el("td", {}, `${entry.summary}${entry.count > 1 ? ` ×${entry.count}` : ""}${entry.failed ? " (failed)" : ""}`))));
 }
 
-async function refresh() {
-  if (document.hidden) return;
+const refresh = once("overview", async () => {
   try {
     const overview = await getJson("/ui/api/overview");
     renderClients(overview.clients);
@@ -161,10 +171,9 @@ async function refresh() {
   } catch (error) {
     status(error.message);
   }
-}
+});
 
-async function refreshActivity() {
-  if (document.hidden) return;
+const refreshActivity = once("activity", async () => {
   try {
     const answer = await getJson("/ui/api/activity?limit=200");
     renderActivity(answer.entries);
@@ -175,7 +184,7 @@ async function refreshActivity() {
   } catch (error) {
     status(error.message);
   }
-}
+});
 
 function stopWatching(why) {
   watching = null;
@@ -185,8 +194,8 @@ function stopWatching(why) {
   document.getElementById("view-note").textContent = why;
 }
 
-async function frame() {
-  if (!watching || document.hidden) return;
+const frame = once("frame", async () => {
+  if (!watching) return;
   const query = new URLSearchParams({ targetId: watching.targetId });
   if (watching.profile) query.set("profile", watching.profile);
   try {
@@ -204,7 +213,7 @@ async function frame() {
   } catch (error) {
     document.getElementById("view-note").textContent = error.message;
   }
-}
+});
 
 document.getElementById("logout").addEventListener("click", () => {
   post("/ui/api/logout", {}).finally(() => location.reload());
