@@ -66,6 +66,18 @@ impl Path {
         self.ws.send(Message::Text(frame.into())).await.unwrap();
     }
 
+    /// Waits for `count` frames holding every one of `needles`.
+    async fn frames_with_all(&mut self, needles: &[&str], count: usize) {
+        let mut seen = 0;
+        while seen < count {
+            let next = tokio::time::timeout(Duration::from_secs(60), self.ws.next()).await;
+            let Ok(Some(Ok(Message::Text(text)))) = next else {
+                panic!("{}: {seen} of {count} frames with {needles:?} arrived, then none for 60 s", self.name)
+            };
+            seen += usize::from(needles.iter().all(|needle| text.contains(needle)));
+        }
+    }
+
     /// Waits for `count` frames holding `needle`; a lost one fails the run
     /// after a minute instead of hanging it.
     async fn frames_with(&mut self, needle: &str, count: usize) {
@@ -161,6 +173,49 @@ async fn floor_path(listener: tokio::net::TcpListener, url: &str) -> Path {
     path
 }
 
+/// Time until the client has the `Network.responseReceived` of each of
+/// `count` requests the page makes at once (a busy page's `Network`
+/// events: about five per request).
+async fn network_throughput(path: &mut Path, fixture: &str, count: usize) -> Duration {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let marker = format!("net{}", RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    path.call("Network.enable", &json!({})).await;
+    let started = Instant::now();
+    let script = format!(
+        "Promise.all(Array.from({{length: {count}}}, (_, i) => fetch('{fixture}/data.txt?{marker}-' + i).then(r => r.text())))"
+    );
+    path.send("Runtime.evaluate", &json!({"expression": script, "awaitPromise": true})).await;
+    path.frames_with_all(&[r#""Network.responseReceived""#, &marker], count).await;
+    let took = started.elapsed();
+    path.call("Network.disable", &json!({})).await;
+    took
+}
+
+/// A trace of the page under load (`Tracing.start`, 300 ms of layout
+/// work, `Tracing.end`): the time from `Tracing.end` until the client has
+/// every `Tracing.dataCollected` and the `tracingComplete`, and how many
+/// data events there were.
+async fn trace_collection(path: &mut Path) -> (Duration, usize) {
+    let config = json!({"transferMode": "ReportEvents", "traceConfig": {"includedCategories": ["devtools.timeline", "v8.execute", "disabled-by-default-devtools.timeline"]}});
+    path.call("Tracing.start", &config).await;
+    let work = "(() => { const t = performance.now(); let n = 0; \
+                while (performance.now() - t < 300) { document.body.style.width = (n++ % 100) + 'px'; document.body.offsetWidth; } \
+                document.body.style.width = ''; return n; })()";
+    path.call("Runtime.evaluate", &json!({"expression": work})).await;
+    let started = Instant::now();
+    path.send("Tracing.end", &json!({})).await;
+    let mut data = 0;
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(60), path.ws.next()).await;
+        let Ok(Some(Ok(Message::Text(text)))) = next else { panic!("{}: the trace never completed", path.name) };
+        if text.contains(r#""Tracing.dataCollected""#) {
+            data += 1;
+        } else if text.contains(r#""Tracing.tracingComplete""#) {
+            return (started.elapsed(), data);
+        }
+    }
+}
+
 /// Time until `count` console messages logged by the page reach the client.
 /// Each run logs its own marker, so messages Chrome replays on
 /// `Runtime.enable` are not counted, and counting starts when the command
@@ -243,6 +298,43 @@ async fn main() {
         direct_times.push(console_throughput(&mut direct, count).await);
     }
     let floor_events = stats(floor_times);
+
+    // A busy page's Network events, and a trace's data events.
+    let fixture = env.fixtures.url();
+    let requests = 400;
+    let (mut network, mut traces): ([Vec<Duration>; 3], [Vec<(Duration, usize)>; 3]) = Default::default();
+    for _ in 0..3 {
+        for (i, path) in [&mut relay, &mut floor, &mut direct].into_iter().enumerate() {
+            network[i].push(network_throughput(path, &fixture, requests).await);
+            traces[i].push(trace_collection(path).await);
+        }
+    }
+    let [net_relay, net_floor, net_direct] = network.map(stats);
+    println!(
+        "{requests} requests the page makes at once, until the client has each one's Network.responseReceived (median of 3)\n  \
+         relay {:.0} ms, floor {:.0} ms, direct {:.0} ms; relay throughput / floor {:.2}x   (target >= 1.0x)",
+        net_relay.p50.as_secs_f64() * 1e3,
+        net_floor.p50.as_secs_f64() * 1e3,
+        net_direct.p50.as_secs_f64() * 1e3,
+        net_floor.p50.as_secs_f64() / net_relay.p50.as_secs_f64()
+    );
+    let median = |runs: &mut Vec<(Duration, usize)>| {
+        runs.sort();
+        runs[runs.len() / 2]
+    };
+    let [mut t_relay, mut t_floor, mut t_direct] = traces;
+    let (t_relay, t_floor, t_direct) = (median(&mut t_relay), median(&mut t_floor), median(&mut t_direct));
+    println!(
+        "a trace of 300 ms of layout work, from Tracing.end to the client having every dataCollected and tracingComplete (median of 3)\n  \
+         relay {:.0} ms ({} data events), floor {:.0} ms ({}), direct {:.0} ms ({}); relay / floor {:.2}x   (target <= 1.1x)\n",
+        t_relay.0.as_secs_f64() * 1e3,
+        t_relay.1,
+        t_floor.0.as_secs_f64() * 1e3,
+        t_floor.1,
+        t_direct.0.as_secs_f64() * 1e3,
+        t_direct.1,
+        t_relay.0.as_secs_f64() / t_floor.0.as_secs_f64()
+    );
     // Where the relay path's time goes: the extension's worker counts the
     // same events as chrome.debugger hands them to it (a listener beside
     // ours), so the stage before the worker is measured on its own.
