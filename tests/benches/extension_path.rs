@@ -302,7 +302,8 @@ async fn main() {
     // A busy page's Network events, and a trace's data events.
     let fixture = env.fixtures.url();
     let requests = 400;
-    let (mut network, mut traces): ([Vec<Duration>; 3], [Vec<(Duration, usize)>; 3]) = Default::default();
+    let mut network: [Vec<Duration>; 3] = Default::default();
+    let mut traces: [Vec<(Duration, usize)>; 3] = Default::default();
     for _ in 0..3 {
         for (i, path) in [&mut relay, &mut floor, &mut direct].into_iter().enumerate() {
             network[i].push(network_throughput(path, &fixture, requests).await);
