@@ -359,8 +359,10 @@ fn print_value(args: &AgentArgs, answer: &serde_json::Value, text: impl FnOnce(&
 
 /// One line per activity entry: time, who, where, what.
 pub(crate) fn activity_text(answer: &serde_json::Value) -> String {
-    let entries: Vec<activity::Entry> = serde_json::from_value(answer["entries"].clone()).unwrap_or_default();
-    if answer["recording"] == serde_json::json!(false) {
+    let Ok(activity::Answer { recording, entries }) = serde_json::from_value(answer.clone()) else {
+        return "no activity recorded".into();
+    };
+    if !recording {
         return "the activity record is off (recordActivity = false in config.toml)".into();
     }
     if entries.is_empty() {

@@ -110,8 +110,8 @@ impl RunningServer {
         };
         if activity.is_on() {
             relay.record_activity_to(activity.clone());
+            tasks.push(tokio::spawn(activity.clone().keep_writing(shutdown.clone())));
         }
-        tasks.push(tokio::spawn(activity.clone().keep_writing(shutdown.clone())));
         // Clients are handed the CDP key, never the secret (crate::keys).
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
         relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });

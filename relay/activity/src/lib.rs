@@ -193,6 +193,17 @@ impl Query {
     }
 }
 
+/// What a reader of the record gets (`GET /activity`, the dashboard's
+/// activity, the CLI and the MCP tool read it back).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// Whether anything is kept (`recordActivity`).
+    pub recording: bool,
+    /// Newest first.
+    pub entries: Vec<Entry>,
+}
+
 /// The record: cheap to clone, shared by the relay and the control API.
 #[derive(Debug, Clone)]
 pub struct ActivityRecord(Arc<Inner>);
@@ -350,6 +361,12 @@ impl ActivityRecord {
             }
         }
         self.flush_runs(u64::MAX);
+    }
+
+    /// The answer to a reader: whether the record is on, and the entries
+    /// `query` wants.
+    pub fn answer(&self, query: &Query) -> Answer {
+        Answer { recording: self.is_on(), entries: self.read(query) }
     }
 
     /// The entries `query` wants, newest first.

@@ -107,10 +107,18 @@ fn cdp_kind(method: &str) -> Option<Kind> {
 /// relay): its method is found first, and only a recorded one is parsed.
 pub fn cdp_frame(frame: &str) -> Option<(Kind, String)> {
     let method = method_of(frame)?;
-    cdp_kind(method)?;
-    let value: Value = serde_json::from_str(frame).ok()?;
-    let params = value.get("params").map(Value::to_string);
-    cdp_command(value.get("method")?.as_str()?, params.as_deref())
+    if cdp_kind(method)? == Kind::Evaluation {
+        // The code's start is read from the frame's text as from its
+        // params': a framework's 300 KiB script is not parsed here either.
+        return cdp_command(method, Some(frame));
+    }
+    #[derive(serde::Deserialize)]
+    struct Frame<'a> {
+        #[serde(borrow, default)]
+        params: Option<&'a serde_json::value::RawValue>,
+    }
+    let parsed: Frame<'_> = serde_json::from_str(frame).ok()?;
+    cdp_command(method, parsed.params.map(serde_json::value::RawValue::get))
 }
 
 /// The value of the frame's first `"method"` key, without parsing it.
@@ -153,8 +161,13 @@ fn key_summary(key: &str) -> String {
 }
 
 fn typed(text: &str) -> String {
+    format!("type {}", characters(text))
+}
+
+/// How long a text is, never what it says.
+fn characters(text: &str) -> String {
     let n = text.chars().count();
-    format!("type {n} character{}", if n == 1 { "" } else { "s" })
+    format!("{n} character{}", if n == 1 { "" } else { "s" })
 }
 
 fn files(files: Option<&Value>) -> String {
@@ -234,7 +247,7 @@ fn act(body: &Value) -> (Kind, String) {
             let code = ["function", "expression"].iter().map(|k| text(k)).find(|t| !t.is_empty()).unwrap_or("");
             (Kind::Evaluation, format!("evaluate{element}: {}", cut(code)))
         }
-        "type" => (Kind::Input, format!("type into{element}: {}", typed(text("text")).trim_start_matches("type "))),
+        "type" => (Kind::Input, format!("type into{element}: {}", characters(text("text")))),
         "fill" => {
             let fields = body.get("fields").and_then(Value::as_array).map_or(0, Vec::len);
             (Kind::Input, format!("fill {fields} field{}", if fields == 1 { "" } else { "s" }))
@@ -355,6 +368,11 @@ mod tests {
             Some((Kind::Navigation, "navigate to https://a.test/".into()))
         );
         assert_eq!(cdp_frame("not json"), None);
+        let script = format!("document.title; {}", "x".repeat(300 << 10));
+        let evaluate = json!({"id": 2, "method": "Runtime.evaluate", "params": {"expression": script}}).to_string();
+        let (kind, summary) = cdp_frame(&evaluate).unwrap();
+        assert_eq!(kind, Kind::Evaluation);
+        assert!(summary.starts_with("evaluate: document.title; xxx") && summary.ends_with('…'), "{summary}");
     }
 
     #[test]

@@ -27,10 +27,10 @@
 //! unknown one. Ids are renumbered on the way in and restored on the way
 //! out, so clients may all count from 1.
 //!
-//! A client leaves by dropping its [`Channels::outgoing`]: its root session
-//! is detached, which detaches everything it attached through it (as
-//! closing a WebSocket does). The pipe closing (the browser exited) ends
-//! every client's [`Channels::incoming`].
+//! A client leaves by dropping its [`PipeClient`] (or its
+//! [`Channels::outgoing`]): its root session is detached, which detaches
+//! everything it attached through it (as closing a WebSocket does). The
+//! pipe closing (the browser exited) ends every client's receiver.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

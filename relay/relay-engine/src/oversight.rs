@@ -154,7 +154,7 @@ impl Relay {
     /// detaches Chrome's debugger and takes the tab out of the group, and
     /// every client sees the tab go.
     pub async fn stop_sharing(&self, target_id: &str) -> Result<(), StopError> {
-        let tab_id = self.tab_of_target(target_id).ok_or_else(|| StopError::NoSuchTab(target_id.to_string()))?;
+        let tab_id = self.shared_tab(target_id)?;
         let url = self.registry().by_tab(tab_id).map(|t| t.url.clone());
         self.call(|id| RelayMessage::DebuggerDetach { id, tab_id }).await?;
         // Chrome tells the extension nothing of a detach it asked for.
@@ -172,7 +172,7 @@ impl Relay {
     /// adds no client to the tab. A tab that is not painted (not in front
     /// of its window) gives nothing within `within`.
     pub async fn frame_of(&self, target_id: &str, within: std::time::Duration) -> Result<String, StopError> {
-        let tab_id = self.tab_of_target(target_id).ok_or_else(|| StopError::NoSuchTab(target_id.to_string()))?;
+        let tab_id = self.shared_tab(target_id)?;
         let params = serde_json::json!({"format": "jpeg", "quality": 50});
         let shot = tokio::time::timeout(within, self.send_command(tab_id, "Page.captureScreenshot", Some(params)))
             .await
@@ -182,6 +182,19 @@ impl Relay {
             data: String,
         }
         serde_json::from_str::<Shot>(&shot).map(|shot| shot.data).map_err(|_| StopError::NoFrame)
+    }
+
+    /// The tab of a shared page target.
+    fn shared_tab(&self, target_id: &str) -> Result<TabId, StopError> {
+        self.tab_of_target(target_id).ok_or_else(|| StopError::NoSuchTab(target_id.to_string()))
+    }
+
+    /// An entry of `client`'s doing: its name, number and profile.
+    fn client_entry(client: &ClientHandle, kind: Kind, summary: String) -> Entry {
+        let mut entry = Entry::now(Source::Cdp, client.name.to_string(), kind, summary);
+        entry.client_id = Some(client.id);
+        entry.profile = client.profile.as_deref().map(str::to_string);
+        entry
     }
 
     fn note(&self, entry: Entry) {
@@ -198,9 +211,7 @@ impl Relay {
             (true, None) => format!("connect ({})", client.user_agent),
             (false, _) => format!("leave after {} commands", client.commands_sent.load(Ordering::Relaxed)),
         };
-        let mut entry = Entry::now(Source::Cdp, client.name.to_string(), Kind::Connection, what);
-        entry.client_id = Some(client.id);
-        entry.profile = client.profile.as_deref().map(str::to_string);
+        let mut entry = Self::client_entry(client, Kind::Connection, what);
         entry.tab = page.map(str::to_string);
         record.record(entry);
     }
@@ -217,8 +228,7 @@ impl Relay {
         let session = command.session_id.as_deref().or(client.default_session.as_deref());
         let target_id = session.and_then(|session| self.target_of_session(client, session));
         let url = target_id.as_deref().and_then(|t| self.registry().by_target_id(t).map(|t| t.url.clone()));
-        let mut entry = Entry::now(Source::Cdp, client.name.to_string(), kind, summary);
-        entry.client_id = Some(client.id);
+        let mut entry = Self::client_entry(client, kind, summary);
         entry.tab = target_id.map(|t| t.to_string());
         entry.url = url;
         record.record(entry);
@@ -230,10 +240,7 @@ impl Relay {
         client.commands_sent.fetch_add(1, Ordering::Relaxed);
         let Some(record) = self.0.activity.get() else { return };
         let Some((kind, summary)) = activity::summary::cdp_frame(frame) else { return };
-        let mut entry = Entry::now(Source::Cdp, client.name.to_string(), kind, summary);
-        entry.client_id = Some(client.id);
-        entry.profile = client.profile.as_deref().map(str::to_string);
-        record.record(entry);
+        record.record(Self::client_entry(client, kind, summary));
     }
 
     /// The page target a client's session stands for (a child session's

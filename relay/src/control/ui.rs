@@ -204,10 +204,7 @@ async fn activity_list(
     query: Result<Query<activity::Query>, QueryRejection>,
 ) -> Response {
     match query {
-        Ok(Query(query)) => {
-            axum::Json(json!({"recording": dashboard.activity.is_on(), "entries": dashboard.activity.read(&query)}))
-                .into_response()
-        }
+        Ok(Query(query)) => axum::Json(dashboard.activity.answer(&query)).into_response(),
         Err(e) => api_error(StatusCode::BAD_REQUEST, &e.body_text()),
     }
 }
