@@ -33,7 +33,8 @@ pub enum Mode {
     /// Answer everything immediately.
     Echo,
     /// Report calls on the channel; answer only the relay's own
-    /// bookkeeping (`Target.getTargetInfo`, attach) automatically.
+    /// bookkeeping (`Target.getTargetInfo`, `Page.getFrameTree`, attach)
+    /// automatically.
     Manual,
 }
 
@@ -47,8 +48,13 @@ pub struct FakeExtension {
     /// Dropping the fake drops its socket abruptly (no close frame).
     /// Stops reading the socket (see [`Self::stop_reading`]).
     deaf: tokio_util::sync::CancellationToken,
+    /// Tabs still on their initial empty document, with how many more
+    /// `Page.getFrameTree` calls say so (see [`Self::uncommitted`]).
+    uncommitted: Uncommitted,
     _gone: tokio_util::sync::DropGuard,
 }
+
+type Uncommitted = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<i64, usize>>>;
 
 /// A page the fake pretends to have attached.
 pub fn fake_tab(tab_id: i64) -> TabInfo {
@@ -118,6 +124,8 @@ impl FakeExtension {
             }
         });
         let replies = tx.clone();
+        let uncommitted = Uncommitted::default();
+        let still_empty = uncommitted.clone();
         tokio::spawn(async move {
             let mut close_tx = Some(close_tx);
             while let Some(frame) = tokio::select! {
@@ -156,9 +164,9 @@ impl FakeExtension {
                         let seen = describe(id, &message, &text);
                         let automatic = mode == Mode::Echo
                             || matches!(message, RelayMessage::DebuggerAttach { .. })
-                            || seen.method.as_deref() == Some("Target.getTargetInfo");
+                            || matches!(seen.method.as_deref(), Some("Target.getTargetInfo" | "Page.getFrameTree"));
                         if automatic {
-                            let result = echo_result(&message);
+                            let result = echo_result(&message, &still_empty);
                             let _ = replies.send(Message::Text(reply_frame(id, Ok(result)).into()));
                         } else {
                             let _ = calls_tx.send(seen);
@@ -178,7 +186,19 @@ impl FakeExtension {
                 let _ = tx.send(None);
             }
         });
-        Ok(Self { tx, calls, other, close, deaf, _gone: stop.drop_guard() })
+        Ok(Self { tx, calls, other, close, deaf, uncommitted, _gone: stop.drop_guard() })
+    }
+
+    /// Tab `tab_id` stays on its initial empty document (its
+    /// `Page.getFrameTree` says `url: ""`) for the next `calls` looks.
+    pub fn uncommitted(&self, tab_id: i64, calls: usize) {
+        self.uncommitted.lock().unwrap().insert(tab_id, calls);
+    }
+
+    /// How many more looks tab `tab_id` stays on its initial empty
+    /// document (`None`: it was never set so).
+    pub fn uncommitted_left(&self, tab_id: i64) -> Option<usize> {
+        self.uncommitted.lock().unwrap().get(&tab_id).copied()
     }
 
     /// Sends an extension message.
@@ -232,11 +252,22 @@ fn describe(id: u64, message: &RelayMessage<'_>, raw: &str) -> SeenCall {
     SeenCall { id, name: message.name().to_string(), method, tab_id, session_id, raw: raw.to_string() }
 }
 
-fn echo_result(message: &RelayMessage<'_>) -> Value {
+fn echo_result(message: &RelayMessage<'_>, uncommitted: &Uncommitted) -> Value {
     match message {
         RelayMessage::DebuggerSendCommand(c) if c.method == "Target.getTargetInfo" => {
             let tab = fake_tab(c.tab_id);
             json!({"targetInfo": {"targetId": fake_target_id(c.tab_id), "type": "page", "url": tab.url, "title": tab.title}})
+        }
+        RelayMessage::DebuggerSendCommand(c) if c.method == "Page.getFrameTree" => {
+            let empty = match uncommitted.lock().unwrap().get_mut(&c.tab_id) {
+                Some(left) if *left > 0 => {
+                    *left -= 1;
+                    true
+                }
+                _ => false,
+            };
+            let url = if empty { String::new() } else { fake_tab(c.tab_id).url };
+            json!({"frameTree": {"frame": {"id": fake_target_id(c.tab_id), "url": url}}})
         }
         RelayMessage::DebuggerSendCommand(_) => json!({}),
         RelayMessage::TabsCreate { .. } => serde_json::to_value(fake_tab(900)).expect("serialises"),

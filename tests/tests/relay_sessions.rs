@@ -325,6 +325,34 @@ async fn tabs_a_client_opened_close_when_it_leaves_and_the_users_stay() {
     assert!(setup.closed_tabs().await.is_empty(), "the user's tabs stay");
 }
 
+/// A shared tab's popup is announced once its first document committed,
+/// as a client of Chrome's own port first sees it loaded (Chrome holds it
+/// for the client there). Announced on its initial empty document, it raced
+/// its own navigation: Playwright then missed its `load` and
+/// `waitForLoadState` timed out (the conformance suite's flaky `churn`).
+#[tokio::test]
+async fn a_popup_is_announced_once_its_first_document_committed() {
+    let setup = setup().await;
+    let (_client, mut events, _) = setup.client().await;
+    setup.ext.uncommitted(6, 3);
+    let popup = shared_protocol::TabInfo { opener_tab_id: Some(4), url: String::new(), ..fake_tab(6) };
+    setup.ext.send(&shared_protocol::ExtensionMessage::TabCreated { tab: popup });
+    let attached = e2e::next_event(&mut events, "Target.attachedToTarget", Duration::from_secs(5)).await;
+    let info = &attached.params["targetInfo"];
+    assert_eq!(info["targetId"], fake_target_id(6));
+    assert_eq!(info["openerId"], fake_target_id(4));
+    let frame_tree_looks = setup.ext.uncommitted_left(6);
+    assert_eq!(frame_tree_looks, Some(0), "announced once its frame tree showed a committed document");
+
+    // A popup that never leaves its empty document (`window.open()`) is
+    // still announced, after a bound.
+    setup.ext.uncommitted(7, usize::MAX);
+    let popup = shared_protocol::TabInfo { opener_tab_id: Some(4), url: String::new(), ..fake_tab(7) };
+    setup.ext.send(&shared_protocol::ExtensionMessage::TabCreated { tab: popup });
+    let attached = e2e::next_event(&mut events, "Target.attachedToTarget", Duration::from_secs(5)).await;
+    assert_eq!(attached.params["targetInfo"]["targetId"], fake_target_id(7));
+}
+
 #[tokio::test]
 async fn a_tab_created_for_a_client_that_already_left_is_closed() {
     let mut setup = setup().await;

@@ -25,6 +25,28 @@ use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, 
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
 
+/// How long a shared tab's popup may stay on its initial empty document
+/// before it is announced anyway (a `window.open()` with no URL never
+/// leaves it); see `Relay::attach_popup`.
+const POPUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often the popup's document is looked at meanwhile.
+const POPUP_COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(15);
+
+/// What the relay reads of `Target.getTargetInfo`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetInfo {
+    target_id: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    title: String,
+    /// The page that opened it (`window.open`, a link with a target), as
+    /// Chrome knows it.
+    #[serde(default)]
+    opener_id: Option<String>,
+}
+
 /// A live, greeted extension connection.
 #[derive(Debug)]
 pub(crate) struct ExtensionLink {
@@ -356,7 +378,7 @@ impl Relay {
                 if opener_attached {
                     let relay = self.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = relay.attach_and_register(&tab).await {
+                        if let Err(e) = relay.attach_popup(&tab).await {
                             tracing::warn!(tab = tab.tab_id, "could not attach popup: {e}");
                         }
                     });
@@ -650,34 +672,76 @@ impl Relay {
         self.register_tab(tab).await
     }
 
+    /// A shared tab's popup: attached, then announced once its first
+    /// document committed (bounded by [`POPUP_COMMIT_WAIT`]).
+    ///
+    /// Why wait: Chrome's own port holds a popup before it loads
+    /// (`waitForDebuggerOnStart`), so a client's setup always comes before
+    /// the popup's navigation. `chrome.debugger` cannot hold a tab, and a
+    /// popup announced on its initial empty document races its navigation.
+    /// Playwright, seeing that empty document in `Page.getFrameTree`, listens
+    /// for lifecycle events only once `Page.setLifecycleEventsEnabled` has
+    /// answered; Chrome replays the `load` that happened meanwhile just
+    /// before that answer, so Playwright never sees it and `waitForLoadState`
+    /// (or the popup event itself) times out. Announced after the commit,
+    /// the popup looks to a client as any loaded tab does.
+    async fn attach_popup(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
+        let tab_id = tab.tab_id;
+        self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
+        let deadline = tokio::time::Instant::now() + POPUP_COMMIT_WAIT;
+        // Polled: without enabling a domain on the user's tab (which every
+        // client would then see), nothing announces the commit.
+        while !self.committed(tab_id).await? && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(POPUP_COMMIT_POLL).await;
+        }
+        self.register_tab(tab).await
+    }
+
+    /// Whether a tab's main frame left its initial empty document, as a
+    /// client's `Page.getFrameTree` will show it (its URL is empty until
+    /// then). Not the target's URL: Chrome shows a popup's pending URL there
+    /// before the document commits.
+    async fn committed(&self, tab_id: TabId) -> Result<bool, CallError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Tree {
+            frame_tree: FrameTree,
+        }
+        #[derive(Deserialize)]
+        struct FrameTree {
+            frame: Frame,
+        }
+        #[derive(Deserialize)]
+        struct Frame {
+            #[serde(default)]
+            url: String,
+        }
+        let raw = self.send_command(tab_id, "Page.getFrameTree", None).await?;
+        serde_json::from_str::<Tree>(&raw)
+            .map(|tree| !tree.frame_tree.frame.url.is_empty())
+            .map_err(|e| CallError::Chrome(format!("unexpected Page.getFrameTree result: {e}")))
+    }
+
+    /// `Target.getTargetInfo` of an attached tab.
+    async fn target_info(&self, tab_id: TabId) -> Result<TargetInfo, CallError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct InfoResult {
+            target_info: TargetInfo,
+        }
+        let raw = self.send_command(tab_id, "Target.getTargetInfo", None).await?;
+        serde_json::from_str::<InfoResult>(&raw)
+            .map(|r| r.target_info)
+            .map_err(|e| CallError::Chrome(format!("unexpected Target.getTargetInfo result: {e}")))
+    }
+
     /// Adds an attached tab to the registry (once) and announces it to every
     /// client that auto-attaches or discovers targets.
     pub(crate) async fn register_tab(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
         if let Some(target) = self.registry().by_tab(tab.tab_id) {
             return Ok(target.target_id.clone());
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Info {
-            target_id: String,
-            #[serde(default)]
-            url: String,
-            #[serde(default)]
-            title: String,
-            /// The page that opened it (`window.open`, a link with a
-            /// target), as Chrome knows it.
-            #[serde(default)]
-            opener_id: Option<String>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct InfoResult {
-            target_info: Info,
-        }
-        let raw = self.send_command(tab.tab_id, "Target.getTargetInfo", None).await?;
-        let info = serde_json::from_str::<InfoResult>(&raw)
-            .map_err(|e| CallError::Chrome(format!("unexpected Target.getTargetInfo result: {e}")))?
-            .target_info;
+        let info = self.target_info(tab.tab_id).await?;
 
         let mut registry = self.registry();
         if let Some(target) = registry.by_tab(tab.tab_id) {
