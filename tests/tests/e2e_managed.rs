@@ -255,6 +255,58 @@ async fn a_managed_profile_client_that_never_reads_is_dropped_at_its_byte_budget
     env.api.ok("GET", "/tabs", None).await;
 }
 
+/// A managed profile's sockets end with their browser session, saying why:
+/// a page socket when its tab closes, a browser socket when the browser
+/// stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_profile_socket_closes_when_its_page_or_browser_goes() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+    /// Reads until the socket closes: its close frame's code and reason.
+    async fn close_of(socket: &mut Socket) -> Option<(u16, String)> {
+        let read = async {
+            while let Some(frame) = socket.next().await {
+                match frame {
+                    Ok(Message::Close(frame)) => return frame.map(|f| (u16::from(f.code), f.reason.to_string())),
+                    Ok(_) => {}
+                    Err(_) => return None,
+                }
+            }
+            None
+        };
+        tokio::time::timeout(Duration::from_secs(20), read).await.expect("the relay closes the socket")
+    }
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("index.html").await;
+    let endpoint = env.cdp_url("managed").await;
+    let list = endpoint.replacen("/?token=", "/json/list?token=", 1);
+    let list = cdp_client::http::request("GET", &list, &[], None).await.unwrap().json();
+    let page_socket = list.as_array().unwrap().iter().find(|t| t["id"] == tab.as_str()).expect("the tab is listed")
+        ["webSocketDebuggerUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (mut page, _) = tokio_tungstenite::connect_async(page_socket).await.unwrap();
+    let version = endpoint.replacen("/?token=", "/json/version?token=", 1);
+    let version = cdp_client::http::request("GET", &version, &[], None).await.unwrap().json();
+    let browser_socket = version["webSocketDebuggerUrl"].as_str().unwrap().to_string();
+    let (mut browser, _) = tokio_tungstenite::connect_async(browser_socket).await.unwrap();
+    // Both answer first.
+    for socket in [&mut page, &mut browser] {
+        socket.send(Message::Text(r#"{"id":1,"method":"Browser.getVersion"}"#.into())).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.unwrap().unwrap().unwrap();
+        assert!(answer.to_text().unwrap().contains("\"product\""), "{answer:?}");
+    }
+
+    env.api.ok("DELETE", &format!("/tabs/{tab}?profile=managed"), None).await;
+    assert_eq!(close_of(&mut page).await, Some((1000, "the browser session ended".into())));
+
+    env.api.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
+    assert_eq!(close_of(&mut browser).await, Some((1000, "the browser session ended".into())));
+}
+
 // ---- several profiles at once, ephemeral profiles, the cap (issue 17) ------
 
 /// `POST /tabs/open` in `profile`: the new tab's targetId.
