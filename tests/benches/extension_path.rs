@@ -144,6 +144,29 @@ fn report(label: &str, rounds: usize, [relay, floor, direct]: [&Stats; 3], targe
     );
 }
 
+/// What one more hop costs in this run (a bare forwarder in front of
+/// Chrome's port against the port itself), and the relay against the floor
+/// plus that hop: the least any relay between a client and the worker pays.
+fn report_hop(relay: &Stats, floor: &Stats, direct: &Stats, proxy: &Stats) {
+    let hop = |s: fn(&Stats) -> Duration| us(s(proxy)) - us(s(direct));
+    let (hop50, hop99) = (hop(|s| s.p50), hop(|s| s.p99));
+    println!(
+        "  one more hop (a bare forwarder in front of Chrome's port): proxy p50 {:.0} µs, p99 {:.0} µs: \
+         +{hop50:.0} µs at p50, +{hop99:.0} µs at p99 over direct",
+        us(proxy.p50),
+        us(proxy.p99),
+    );
+    println!(
+        "  the floor plus that hop: p50 {:.0} µs ({:.2}x the floor), p99 {:.0} µs ({:.2}x); relay / (floor + hop): p50 {:.2}x, p99 {:.2}x\n",
+        us(floor.p50) + hop50,
+        (us(floor.p50) + hop50) / us(floor.p50),
+        us(floor.p99) + hop99,
+        (us(floor.p99) + hop99) / us(floor.p99),
+        us(relay.p50) / (us(floor.p50) + hop50),
+        us(relay.p99) / (us(floor.p99) + hop99),
+    );
+}
+
 /// The minimal extension's copy, told the port of the benchmark's socket.
 fn floor_extension(port: u16) -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
@@ -258,18 +281,23 @@ async fn main() {
     };
     let mut relay = Path::open("relay", &socket_of(&relay_list)).await;
     let mut direct = Path::open("direct", &socket_of(&chrome_list)).await;
+    // The hop any relay adds, measured in this run: a bare forwarder in
+    // front of Chrome's own page socket.
+    let forwarder = e2e::forwarder::minimal_forwarder(socket_of(&chrome_list)).await;
+    let mut proxied = Path::open("proxy", &format!("ws://{forwarder}")).await;
     println!(
         "extension path benchmark: {} with the real extension, the fixture's index tab shared\n",
         env.browser.call("Browser.getVersion", json!({}), None).await.unwrap()["product"].as_str().unwrap_or("?")
     );
 
     let small = json!({"expression": "1"});
-    let [r, f, small_direct]: [Stats; 3] =
-        round_trips(&mut [&mut relay, &mut floor, &mut direct], "Runtime.evaluate", &small, rounds)
+    let [r, f, small_direct, p]: [Stats; 4] =
+        round_trips(&mut [&mut relay, &mut floor, &mut direct, &mut proxied], "Runtime.evaluate", &small, rounds)
             .await
             .try_into()
             .unwrap_or_else(|_| unreachable!());
     report("Runtime.evaluate(\"1\")", rounds, [&r, &f, &small_direct], "target: p50 <= 1.1x, p99 <= 1.2x");
+    report_hop(&r, &f, &small_direct, &p);
 
     let big = json!({"expression": "'A'.repeat(1 << 20)", "returnByValue": true});
     let big_rounds = (rounds / 10).max(50);

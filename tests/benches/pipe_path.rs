@@ -6,6 +6,8 @@
 //!
 //! - pipe:   client ⇄ Browser Relay ⇄ the managed browser's pipe (a session of its own)
 //! - direct: client ⇄ Chrome's own page socket
+//! - proxy:  client ⇄ a bare forwarder ⇄ Chrome's own page socket: the hop
+//!   any relay in front of Chrome adds, measured in the same run
 //!
 //! Round trips interleaved in blocks of 50 after a warm-up block.
 //! Run: `cargo bench -p e2e --bench pipe_path` (ROUNDS=N, default 2000).
@@ -75,6 +77,8 @@ async fn main() {
     let list =
         cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{}/json/list", chrome.port)).await.unwrap();
     let mut direct = open(&page_socket(&list, &index)).await;
+    let forwarder = e2e::forwarder::minimal_forwarder(page_socket(&list, &index)).await;
+    let mut proxy = open(&format!("ws://{forwarder}")).await;
 
     println!(
         "pipe path benchmark: the managed profile's pipe through the relay against Chrome's own port, same page\n"
@@ -83,10 +87,11 @@ async fn main() {
         ("Runtime.evaluate(\"1\")", json!({"expression": "1"}), rounds),
         ("a 1 MiB string result", json!({"expression": "'A'.repeat(1 << 20)", "returnByValue": true}), rounds / 20),
     ] {
-        let (mut on_pipe, mut on_direct) = (Vec::new(), Vec::new());
+        let (mut on_pipe, mut on_direct, mut on_proxy) = (Vec::new(), Vec::new(), Vec::new());
         let mut id = 0;
         for block in 0..=(rounds / 50) {
-            for (ws, samples) in [(&mut pipe, &mut on_pipe), (&mut direct, &mut on_direct)] {
+            for (ws, samples) in [(&mut pipe, &mut on_pipe), (&mut direct, &mut on_direct), (&mut proxy, &mut on_proxy)]
+            {
                 for _ in 0..50 {
                     id += 1;
                     let took = call(ws, id, &params).await;
@@ -97,17 +102,26 @@ async fn main() {
             }
         }
         let ((pipe50, pipe99), (direct50, direct99)) = (percentiles(on_pipe), percentiles(on_direct));
+        let (proxy50, proxy99) = percentiles(on_proxy);
         println!("{label} ({} round trips per path, interleaved in blocks of 50)", rounds / 50 * 50);
         println!("  {:<8} {:>10} {:>10}", "path", "p50 µs", "p99 µs");
         println!("  {:<8} {:>10.0} {:>10.0}", "pipe", pipe50, pipe99);
         println!("  {:<8} {:>10.0} {:>10.0}", "direct", direct50, direct99);
+        println!("  {:<8} {:>10.0} {:>10.0}", "proxy", proxy50, proxy99);
         println!(
-            "  pipe / direct: p50 {:.2}x, p99 {:.2}x   (target: p50 <= 1.05x, p99 <= 1.2x)\n",
+            "  pipe / direct: p50 {:.2}x, p99 {:.2}x   (target: p50 <= 1.05x, p99 <= 1.2x)",
             pipe50 / direct50,
             pipe99 / direct99
         );
+        println!(
+            "  proxy / direct: p50 {:.2}x, p99 {:.2}x (one bare hop); pipe / proxy: p50 {:.2}x, p99 {:.2}x\n",
+            proxy50 / direct50,
+            proxy99 / direct99,
+            pipe50 / proxy50,
+            pipe99 / proxy99
+        );
     }
-    drop(direct);
+    drop((direct, proxy));
     drop(chrome);
     env.api.ok("POST", "/stop", None).await;
 }

@@ -60,39 +60,6 @@ async fn echo_peer(result: String) -> SocketAddr {
     addr
 }
 
-/// The smallest possible relay: every frame forwarded unchanged to one upstream.
-async fn minimal_proxy(upstream: SocketAddr) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let _ = stream.set_nodelay(true);
-                let client = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config())).await.unwrap();
-                let (server, _) =
-                    tokio_tungstenite::connect_async_with_config(format!("ws://{upstream}"), Some(ws_config()), true)
-                        .await
-                        .unwrap();
-                let (mut client_tx, mut client_rx) = client.split();
-                let (mut server_tx, mut server_rx) = server.split();
-                tokio::spawn(async move {
-                    while let Some(Ok(m)) = server_rx.next().await {
-                        if client_tx.send(m).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                while let Some(Ok(m)) = client_rx.next().await {
-                    if server_tx.send(m).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// An extension that answers every `debugger.sendCommand` with `result`.
 async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
     let mut request = format!("ws://{relay}/extension").into_client_request().unwrap();
@@ -174,7 +141,7 @@ async fn main() {
     for (label, result) in [("small result", SMALL_RESULT.to_string()), ("1 MiB result", big_result())] {
         let rounds = if result.len() > 1000 { rounds / 10 } else { rounds };
         let peer = echo_peer(result.clone()).await;
-        let proxy = minimal_proxy(peer).await;
+        let proxy = e2e::forwarder::minimal_forwarder(format!("ws://{peer}")).await;
         let token = Token::generate();
         let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
         echo_extension(server.addr, token.as_str(), result.clone()).await;

@@ -7,6 +7,7 @@ pub mod endpoints;
 pub mod extension_env;
 pub mod fake_extension;
 pub mod fixtures;
+pub mod forwarder;
 pub mod pairing;
 pub mod sim_extension;
 

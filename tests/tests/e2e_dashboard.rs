@@ -40,6 +40,10 @@ impl Dashboard {
 
     /// An expression's value in the dashboard page.
     async fn eval(&self, expression: &str) -> Value {
+        self.try_eval(expression).await.unwrap_or_else(|e| panic!("{expression}: {e}"))
+    }
+
+    async fn try_eval(&self, expression: &str) -> Result<Value, cdp_client::CdpError> {
         let result = self
             .client
             .call(
@@ -47,15 +51,16 @@ impl Dashboard {
                 json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
                 Some(&self.session),
             )
-            .await
-            .unwrap_or_else(|e| panic!("{expression}: {e}"));
-        result["result"]["value"].clone()
+            .await?;
+        Ok(result["result"]["value"].clone())
     }
 
-    /// Waits until `expression` is truthy in the dashboard.
+    /// Waits until `expression` is truthy in the dashboard. An evaluation
+    /// that fails (the page is between two documents, after the sign-in
+    /// link) is not yet.
     async fn until(&self, what: &str, expression: &str) -> Value {
         eventually(what, Duration::from_secs(20), || async {
-            let value = self.eval(expression).await;
+            let value = self.try_eval(expression).await.ok()?;
             (!value.is_null() && value != json!(false) && value != json!("")).then_some(value)
         })
         .await
