@@ -327,7 +327,8 @@ async fn tabs_a_client_opened_close_when_it_leaves_and_the_users_stay() {
 
 /// A shared tab's popup is announced once its first document committed,
 /// as a client of Chrome's own port first sees it loaded (Chrome holds it
-/// for the client there). Announced on its initial empty document, it raced
+/// for the client there), whether the relay attached it or the extension
+/// did (Chrome opened it into the group). Announced on its initial empty document, it raced
 /// its own navigation: Playwright then missed its `load` and
 /// `waitForLoadState` timed out (the conformance suite's flaky `churn`).
 #[tokio::test]
@@ -343,6 +344,15 @@ async fn a_popup_is_announced_once_its_first_document_committed() {
     assert_eq!(info["openerId"], fake_target_id(4));
     let frame_tree_looks = setup.ext.uncommitted_left(6);
     assert_eq!(frame_tree_looks, Some(0), "announced once its frame tree showed a committed document");
+
+    // A popup Chrome opened into the group, which the extension attached
+    // and announces as shared, waits for its commit the same way.
+    setup.ext.uncommitted(8, 3);
+    let grouped = shared_protocol::TabInfo { opener_tab_id: Some(4), url: String::new(), ..fake_tab(8) };
+    setup.ext.send(&shared_protocol::ExtensionMessage::UserToggledAttach { tab: grouped, attached: true });
+    let attached = e2e::next_event(&mut events, "Target.attachedToTarget", Duration::from_secs(5)).await;
+    assert_eq!(attached.params["targetInfo"]["targetId"], fake_target_id(8));
+    assert_eq!(setup.ext.uncommitted_left(8), Some(0), "announced once its frame tree showed a committed document");
 
     // A popup that never leaves its empty document (`window.open()`) is
     // still announced, after a bound.

@@ -25,12 +25,12 @@ use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, 
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
 
-/// How long a shared tab's popup may stay on its initial empty document
-/// before it is announced anyway (a `window.open()` with no URL never
-/// leaves it); see `Relay::attach_popup`.
-const POPUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// How often the popup's document is looked at meanwhile.
-const POPUP_COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(15);
+/// How long a newly shared tab (a popup) may stay on its initial empty
+/// document before it is announced anyway (a `window.open()` with no URL
+/// never leaves it); see `Relay::register_when_committed`.
+const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often its document is looked at meanwhile.
+const COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(15);
 
 /// What the relay reads of `Target.getTargetInfo`.
 #[derive(Deserialize)]
@@ -378,7 +378,9 @@ impl Relay {
                 if opener_attached {
                     let relay = self.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = relay.attach_popup(&tab).await {
+                        let tab_id = tab.tab_id;
+                        let attached = relay.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await;
+                        if let Err(e) = async { attached?; relay.register_when_committed(&tab).await }.await {
                             tracing::warn!(tab = tab.tab_id, "could not attach popup: {e}");
                         }
                     });
@@ -390,8 +392,18 @@ impl Relay {
                 }
             }
             ExtensionMessage::TabUpdated { tab } => self.on_tab_updated(&tab),
-            ExtensionMessage::UserToggledAttach { tab, attached: true }
-            | ExtensionMessage::DebuggerReattached { tab } => {
+            // A tab the user shared, or one Chrome opened into the group
+            // (a popup, a link opened in a new tab: it may not have loaded
+            // its first document yet).
+            ExtensionMessage::UserToggledAttach { tab, attached: true } => {
+                let relay = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = relay.register_when_committed(&tab).await {
+                        tracing::warn!(tab = tab.tab_id, "could not announce the tab the user attached: {e}");
+                    }
+                });
+            }
+            ExtensionMessage::DebuggerReattached { tab } => {
                 let relay = self.clone();
                 tokio::spawn(async move {
                     if let Err(e) = relay.register_tab(&tab).await {
@@ -672,8 +684,9 @@ impl Relay {
         self.register_tab(tab).await
     }
 
-    /// A shared tab's popup: attached, then announced once its first
-    /// document committed (bounded by [`POPUP_COMMIT_WAIT`]).
+    /// Announces a newly attached tab once its first document committed
+    /// (bounded by [`COMMIT_WAIT`]): a shared tab's popup, or a tab Chrome
+    /// opened into the group.
     ///
     /// Why wait: Chrome's own port holds a popup before it loads
     /// (`waitForDebuggerOnStart`), so a client's setup always comes before
@@ -681,27 +694,25 @@ impl Relay {
     /// popup announced on its initial empty document races its navigation.
     /// Playwright, seeing that empty document in `Page.getFrameTree`, listens
     /// for lifecycle events only once `Page.setLifecycleEventsEnabled` has
-    /// answered; Chrome replays the `load` that happened meanwhile just
-    /// before that answer, so Playwright never sees it and `waitForLoadState`
+    /// answered, and Chrome replays the `load` that happened meanwhile just
+    /// before that answer: Playwright never sees it, and `waitForLoadState`
     /// (or the popup event itself) times out. Announced after the commit,
     /// the popup looks to a client as any loaded tab does.
-    async fn attach_popup(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
-        let tab_id = tab.tab_id;
-        self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
-        let deadline = tokio::time::Instant::now() + POPUP_COMMIT_WAIT;
+    async fn register_when_committed(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
+        let deadline = tokio::time::Instant::now() + COMMIT_WAIT;
         // Polled: without enabling a domain on the user's tab (which every
         // client would then see), nothing announces the commit.
-        while !self.committed(tab_id).await? && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(POPUP_COMMIT_POLL).await;
+        while !self.committed(tab.tab_id).await && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(COMMIT_POLL).await;
         }
         self.register_tab(tab).await
     }
 
     /// Whether a tab's main frame left its initial empty document, as a
     /// client's `Page.getFrameTree` will show it (its URL is empty until
-    /// then). Not the target's URL: Chrome shows a popup's pending URL there
-    /// before the document commits.
-    async fn committed(&self, tab_id: TabId) -> Result<bool, CallError> {
+    /// then): what Playwright decides by, so what is looked at. A tab that
+    /// cannot say counts as committed: it is announced at once, as before.
+    async fn committed(&self, tab_id: TabId) -> bool {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Tree {
@@ -716,10 +727,8 @@ impl Relay {
             #[serde(default)]
             url: String,
         }
-        let raw = self.send_command(tab_id, "Page.getFrameTree", None).await?;
-        serde_json::from_str::<Tree>(&raw)
-            .map(|tree| !tree.frame_tree.frame.url.is_empty())
-            .map_err(|e| CallError::Chrome(format!("unexpected Page.getFrameTree result: {e}")))
+        let Ok(raw) = self.send_command(tab_id, "Page.getFrameTree", None).await else { return true };
+        serde_json::from_str::<Tree>(&raw).map_or(true, |tree| !tree.frame_tree.frame.url.is_empty())
     }
 
     /// `Target.getTargetInfo` of an attached tab.
