@@ -378,9 +378,7 @@ impl Relay {
                 if opener_attached {
                     let relay = self.clone();
                     tokio::spawn(async move {
-                        let tab_id = tab.tab_id;
-                        let attached = relay.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await;
-                        if let Err(e) = async { attached?; relay.register_when_committed(&tab).await }.await {
+                        if let Err(e) = relay.attach_popup(&tab).await {
                             tracing::warn!(tab = tab.tab_id, "could not attach popup: {e}");
                         }
                     });
@@ -682,6 +680,14 @@ impl Relay {
         let tab_id = tab.tab_id;
         self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
         self.register_tab(tab).await
+    }
+
+    /// A shared tab's popup that is not in the group (the extension left
+    /// it to the relay): attached, then announced once it committed.
+    async fn attach_popup(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
+        let tab_id = tab.tab_id;
+        self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
+        self.register_when_committed(tab).await
     }
 
     /// Announces a newly attached tab once its first document committed
