@@ -97,6 +97,30 @@ async fn real_tabs(env: &ExtensionEnv) -> Vec<String> {
     urls
 }
 
+/// After a scenario that failed halfway through: the user's one tab back on
+/// the page it showed at the start (the test's own hands), so that one
+/// failure is reported as one, not as every scenario after it failing to
+/// find the user's tab.
+async fn restore_user_tab(env: &ExtensionEnv, at_start: &[String]) {
+    let [start] = at_start else { return };
+    let Ok(targets) = env.browser.call("Target.getTargets", json!({}), None).await else { return };
+    let pages: Vec<&Value> =
+        targets["targetInfos"].as_array().into_iter().flatten().filter(|t| t["type"] == "page").collect();
+    let [page] = pages.as_slice() else { return };
+    if page["url"] == start.as_str() {
+        return;
+    }
+    let Ok(attached) =
+        env.browser.call("Target.attachToTarget", json!({"targetId": page["targetId"], "flatten": true}), None).await
+    else {
+        return;
+    };
+    let session = attached["sessionId"].as_str().unwrap_or_default().to_string();
+    let _ = env.browser.call("Page.navigate", json!({"url": start}), Some(&session)).await;
+    let _ = env.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
+    eprintln!("conformance: the user's tab was put back on {start} for the next scenario");
+}
+
 /// One scenario's outcome on the three endpoints: `None` when they agree.
 fn compare(scenario: &str, results: [(&str, Result<Value, String>); 3]) -> Option<String> {
     let mut problems = Vec::new();
@@ -152,7 +176,10 @@ async fn clients_observe_the_same_on_chromes_port_the_extension_and_the_managed_
     for scenario in SCENARIOS.into_iter().filter(|s| picked(s)) {
         let (a, b, c) =
             tokio::join!(endpoints[0].run(scenario), endpoints[1].run(scenario), endpoints[2].run(scenario));
-        failures.extend(judge(&endpoints, scenario, [a, b, c]));
+        if let Some(failure) = judge(&endpoints, scenario, [a, b, c]) {
+            failures.push(failure);
+            restore_user_tab(&extension_env, &real_tabs_at_start).await;
+        }
     }
     let (a, b, c) = tokio::join!(
         chromiumoxide_scenario(endpoints[0]),
