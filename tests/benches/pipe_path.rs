@@ -151,7 +151,10 @@ async fn main() {
         println!("  {:<8} {:>10.0} {:>10.0}", "pipe", pipe50, pipe99);
         println!("  {:<8} {:>10.0} {:>10.0}", "direct", direct50, direct99);
         println!("  {:<8} {:>10.0} {:>10.0}", "proxy", proxy50, proxy99);
-        println!("  {:<8} {:>10.0} {:>10.0}   (the managed page from inside the relay)", "in-proc", channels50, channels99);
+        println!(
+            "  {:<8} {:>10.0} {:>10.0}   (the managed page from inside the relay)",
+            "in-proc", channels50, channels99
+        );
         println!(
             "  pipe / direct: p50 {:.2}x, p99 {:.2}x   (target: p50 <= 1.05x, p99 <= 1.2x)",
             pipe50 / direct50,

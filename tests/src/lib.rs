@@ -152,6 +152,27 @@ pub async fn next_event(
     }
 }
 
+/// A plain WebSocket client's socket, as the tests dial one.
+pub type RawSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Reads a socket until the other end closes it: the close frame's code and
+/// reason, if it sent one. Panics if it is still open after `within`.
+pub async fn close_frame_of(socket: &mut RawSocket, within: Duration) -> Option<(u16, String)> {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let read = async {
+        while let Some(frame) = socket.next().await {
+            match frame {
+                Ok(Message::Close(frame)) => return frame.map(|f| (u16::from(f.code), f.reason.to_string())),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    };
+    tokio::time::timeout(within, read).await.unwrap_or_else(|_| panic!("the socket is still open after {within:?}"))
+}
+
 /// The browser's first page, attached flat: its target id and session.
 pub async fn attach_first_page(client: &cdp_client::CdpClient) -> anyhow::Result<(String, String)> {
     let targets = client.call("Target.getTargets", serde_json::json!({}), None).await?;

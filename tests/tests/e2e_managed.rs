@@ -193,6 +193,14 @@ async fn attach_only_and_remote_profiles_are_never_launched() {
     }
 }
 
+/// The managed profile's page socket of `tab`, from its `/json/list`.
+async fn managed_page_socket(env: &ControlEnv, tab: &str) -> String {
+    let list = env.cdp_url("managed").await.replacen("/?token=", "/json/list?token=", 1);
+    let list = cdp_client::http::request("GET", &list, &[], None).await.unwrap().json();
+    let entry = list.as_array().unwrap().iter().find(|t| t["id"] == tab).cloned().expect("the tab is listed");
+    entry["webSocketDebuggerUrl"].as_str().unwrap().to_string()
+}
+
 /// A client of a managed profile's page socket that stops reading is
 /// dropped at its byte budget, as the relay's own clients are: the pipe's
 /// answers do not pile up in the relay's memory.
@@ -205,14 +213,7 @@ async fn a_managed_profile_client_that_never_reads_is_dropped_at_its_byte_budget
     let env = e2e::ControlEnv::start_with_relay(None, |relay| relay.client_queue_bytes = BUDGET).await.unwrap();
     env.start_browser().await;
     let tab = env.open("index.html").await;
-    let list = env.cdp_url("managed").await.replacen("/?token=", "/json/list?token=", 1);
-    let list = cdp_client::http::request("GET", &list, &[], None).await.unwrap().json();
-    let socket = list.as_array().unwrap().iter().find(|t| t["id"] == tab.as_str()).expect("the tab is listed")
-        ["webSocketDebuggerUrl"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (mut stalled, _) = tokio_tungstenite::connect_async(socket).await.unwrap();
+    let (mut stalled, _) = tokio_tungstenite::connect_async(managed_page_socket(&env, &tab).await).await.unwrap();
     // 64 answers of 1 MiB each, none read.
     for id in 1..=ANSWERS {
         let command = format!(
@@ -262,33 +263,11 @@ async fn a_managed_profile_client_that_never_reads_is_dropped_at_its_byte_budget
 async fn a_managed_profile_socket_closes_when_its_page_or_browser_goes() {
     use futures_util::{SinkExt as _, StreamExt as _};
     use tokio_tungstenite::tungstenite::Message;
-    type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-    /// Reads until the socket closes: its close frame's code and reason.
-    async fn close_of(socket: &mut Socket) -> Option<(u16, String)> {
-        let read = async {
-            while let Some(frame) = socket.next().await {
-                match frame {
-                    Ok(Message::Close(frame)) => return frame.map(|f| (u16::from(f.code), f.reason.to_string())),
-                    Ok(_) => {}
-                    Err(_) => return None,
-                }
-            }
-            None
-        };
-        tokio::time::timeout(Duration::from_secs(20), read).await.expect("the relay closes the socket")
-    }
     let env = ControlEnv::start().await.unwrap();
     env.start_browser().await;
     let tab = env.open("index.html").await;
+    let (mut page, _) = tokio_tungstenite::connect_async(managed_page_socket(&env, &tab).await).await.unwrap();
     let endpoint = env.cdp_url("managed").await;
-    let list = endpoint.replacen("/?token=", "/json/list?token=", 1);
-    let list = cdp_client::http::request("GET", &list, &[], None).await.unwrap().json();
-    let page_socket = list.as_array().unwrap().iter().find(|t| t["id"] == tab.as_str()).expect("the tab is listed")
-        ["webSocketDebuggerUrl"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (mut page, _) = tokio_tungstenite::connect_async(page_socket).await.unwrap();
     let version = endpoint.replacen("/?token=", "/json/version?token=", 1);
     let version = cdp_client::http::request("GET", &version, &[], None).await.unwrap().json();
     let browser_socket = version["webSocketDebuggerUrl"].as_str().unwrap().to_string();
@@ -301,10 +280,11 @@ async fn a_managed_profile_socket_closes_when_its_page_or_browser_goes() {
     }
 
     env.api.ok("DELETE", &format!("/tabs/{tab}?profile=managed"), None).await;
-    assert_eq!(close_of(&mut page).await, Some((1000, "the browser session ended".into())));
+    let within = Duration::from_secs(20);
+    assert_eq!(e2e::close_frame_of(&mut page, within).await, Some((1000, "the browser session ended".into())));
 
     env.api.ok("POST", "/stop", Some(json!({"profile": "managed"}))).await;
-    assert_eq!(close_of(&mut browser).await, Some((1000, "the browser session ended".into())));
+    assert_eq!(e2e::close_frame_of(&mut browser, within).await, Some((1000, "the browser session ended".into())));
 }
 
 // ---- several profiles at once, ephemeral profiles, the cap (issue 17) ------

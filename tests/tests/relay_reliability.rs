@@ -593,22 +593,8 @@ async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
 }
 
 /// Reads a raw socket until the relay closes it; the close frame, if any.
-async fn close_frame_of(
-    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-) -> Option<(u16, String)> {
-    use futures_util::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
-    let read = async {
-        while let Some(frame) = socket.next().await {
-            match frame {
-                Ok(Message::Close(frame)) => return frame.map(|f| (u16::from(f.code), f.reason.to_string())),
-                Ok(_) => {}
-                Err(_) => return None,
-            }
-        }
-        None
-    };
-    tokio::time::timeout(Duration::from_secs(10), read).await.expect("the relay ends the connection")
+async fn close_frame_of(socket: &mut e2e::RawSocket) -> Option<(u16, String)> {
+    e2e::close_frame_of(socket, Duration::from_secs(10)).await
 }
 
 #[tokio::test]
