@@ -15,7 +15,8 @@
 //! `Runtime.evaluate("1")` round trips (small results), a 1 MiB string
 //! result, and event throughput (a page that logs 10,000 console messages:
 //! time until the client has them all).
-//! Run: `cargo bench -p e2e --bench extension_path` (ROUNDS=N, default 1000).
+//! Run: `cargo bench -p e2e --bench extension_path` (ROUNDS=N, default 1000;
+//! PROFILE_WORKERS=1 adds a CPU profile of each extension's worker).
 
 #![allow(clippy::print_stdout)] // the report is the output
 
@@ -167,6 +168,64 @@ fn report_hop(relay: &Stats, floor: &Stats, direct: &Stats, proxy: &Stats) {
     );
 }
 
+/// `PROFILE_WORKERS=1`: a CPU profile of each extension's worker (ours,
+/// then the floor's) over 1000 small round trips on its own path, and where
+/// its samples fell, busiest first. Chrome names a `chrome.*` call's native
+/// binding after some method of the API (`sendCommand` shows as
+/// `setUninstallURL` or `update`); the callers in the profile say which.
+async fn profile_workers(env: &ExtensionEnv, relay: &mut Path, floor: &mut Path, params: &Value) {
+    let targets = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    let workers: Vec<(String, bool)> = targets["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "service_worker")
+        .filter_map(|t| Some((t["targetId"].as_str()?.to_string(), t["url"].as_str()?.contains(&env.id))))
+        .collect();
+    for (worker, ours) in workers {
+        let attached = env
+            .browser
+            .call("Target.attachToTarget", json!({"targetId": worker, "flatten": true}), None)
+            .await
+            .unwrap();
+        let session = attached["sessionId"].as_str().unwrap().to_string();
+        let call = |method: &'static str| env.browser.call(method, json!({}), Some(&session));
+        call("Profiler.enable").await.unwrap();
+        env.browser.call("Profiler.setSamplingInterval", json!({"interval": 20}), Some(&session)).await.unwrap();
+        call("Profiler.start").await.unwrap();
+        let path = if ours { &mut *relay } else { &mut *floor };
+        let started = Instant::now();
+        for _ in 0..1000 {
+            path.call("Runtime.evaluate", params).await;
+        }
+        let took = started.elapsed();
+        let profile = call("Profiler.stop").await.unwrap();
+        call("Profiler.disable").await.unwrap();
+        let nodes = profile["profile"]["nodes"].as_array().cloned().unwrap_or_default();
+        let names: std::collections::HashMap<i64, &str> = nodes
+            .iter()
+            .filter_map(|n| Some((n["id"].as_i64()?, n["callFrame"]["functionName"].as_str().unwrap_or(""))))
+            .collect();
+        let mut counts: std::collections::HashMap<&str, usize> = Default::default();
+        for sample in profile["profile"]["samples"].as_array().into_iter().flatten() {
+            let name = sample.as_i64().and_then(|id| names.get(&id)).copied().unwrap_or("?");
+            *counts.entry(if name.is_empty() { "(script)" } else { name }).or_default() += 1;
+        }
+        let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let total: usize = counts.iter().map(|c| c.1).sum();
+        let busy = total - counts.iter().find(|c| c.0 == "(idle)").map_or(0, |c| c.1);
+        let top: Vec<String> = counts.iter().take(7).map(|(name, n)| format!("{name} {n}")).collect();
+        println!(
+            "  profile of {} worker: {:.0} µs a round trip, {total} samples, {busy} busy: {}",
+            if ours { "our" } else { "the floor's" },
+            us(took) / 1000.0,
+            top.join(", ")
+        );
+    }
+    println!();
+}
+
 /// The minimal extension's copy, told the port of the benchmark's socket.
 fn floor_extension(port: u16) -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
@@ -298,6 +357,9 @@ async fn main() {
             .unwrap_or_else(|_| unreachable!());
     report("Runtime.evaluate(\"1\")", rounds, [&r, &f, &small_direct], "target: p50 <= 1.1x, p99 <= 1.2x");
     report_hop(&r, &f, &small_direct, &p);
+    if std::env::var_os("PROFILE_WORKERS").is_some() {
+        profile_workers(&env, &mut relay, &mut floor, &small).await;
+    }
 
     let big = json!({"expression": "'A'.repeat(1 << 20)", "returnByValue": true});
     let big_rounds = (rounds / 10).max(50);
