@@ -244,11 +244,11 @@ impl WasmHost {
 
     /// Sends a frame now, after the events waiting (in the same frame).
     fn send_now(&mut self, frame: JsString) {
+        if self.socket.is_none() {
+            return;
+        }
+        let frame = self.after_waiting(frame);
         let Some(socket) = &self.socket else { return };
-        let frame = match self.waiting.take() {
-            Some(waiting) => waiting.concat(&JsString::from("\n")).concat(&frame),
-            None => frame,
-        };
         // Concatenation makes a rope; the socket flattens it once, as it
         // encodes the frame.
         let _ = socket.ws.unchecked_ref::<TextSocket>().send(&frame);
@@ -274,14 +274,20 @@ impl WasmHost {
         if frame.length() > BATCH_CHARS {
             return self.send_now(frame);
         }
-        self.waiting = Some(match self.waiting.take() {
-            Some(waiting) => waiting.concat(&JsString::from("\n")).concat(&frame),
-            None => frame,
-        });
+        self.waiting = Some(self.after_waiting(frame));
         if !self.flush_soon {
             self.flush_soon = true;
             let handler = Closure::once_into_js(move || with_core(move |core| core.host_mut().flush()));
             global::set_timeout(&handler, FLUSH_AFTER_MS);
+        }
+    }
+
+    /// `frame` after the events waiting, a line each (a rope); none wait
+    /// any more.
+    fn after_waiting(&mut self, frame: JsString) -> JsString {
+        match self.waiting.take() {
+            Some(waiting) => waiting.concat(&JsString::from("\n")).concat(&frame),
+            None => frame,
         }
     }
 

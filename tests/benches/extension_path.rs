@@ -28,11 +28,9 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 struct Path {
     name: &'static str,
-    ws: Socket,
+    ws: e2e::RawSocket,
     next_id: u64,
 }
 
@@ -363,20 +361,16 @@ async fn main() {
 
     let big = json!({"expression": "'A'.repeat(1 << 20)", "returnByValue": true});
     let big_rounds = (rounds / 10).max(50);
-    let [r, f, d]: [Stats; 3] =
-        round_trips(&mut [&mut relay, &mut floor, &mut direct], "Runtime.evaluate", &big, big_rounds)
+    for (label, method, params) in [
+        ("a 1 MiB string result", "Runtime.evaluate", &big),
+        ("a screenshot (Page.captureScreenshot, PNG)", "Page.captureScreenshot", &json!({"format": "png"})),
+    ] {
+        let [r, f, d]: [Stats; 3] = round_trips(&mut [&mut relay, &mut floor, &mut direct], method, params, big_rounds)
             .await
             .try_into()
             .unwrap_or_else(|_| unreachable!());
-    report("a 1 MiB string result", big_rounds, [&r, &f, &d], "target: <= 1.1x");
-
-    let shot = json!({"format": "png"});
-    let [r, f, d]: [Stats; 3] =
-        round_trips(&mut [&mut relay, &mut floor, &mut direct], "Page.captureScreenshot", &shot, big_rounds)
-            .await
-            .try_into()
-            .unwrap_or_else(|_| unreachable!());
-    report("a screenshot (Page.captureScreenshot, PNG)", big_rounds, [&r, &f, &d], "target: <= 1.1x");
+        report(label, big_rounds, [&r, &f, &d], "target: <= 1.1x");
+    }
 
     let count = 10_000;
     let mut relay_times = Vec::new();

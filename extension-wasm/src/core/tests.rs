@@ -49,7 +49,7 @@ impl Host for FakeHost {
         self.sent.push(head + &payload + layout::TAIL);
     }
     fn send_event(&mut self, head: String, payload: String) {
-        self.sent.push(head + &payload + layout::TAIL);
+        self.send_framed(head, payload);
     }
     fn set_batching(&mut self, on: bool) {
         self.batching = on;
@@ -132,6 +132,11 @@ impl Core<FakeHost> {
 
     /// User clicks on `tab`, Chrome attaches, the relay connects and welcomes.
     pub(super) fn share(&mut self, id: TabId) {
+        self.share_with_relay_of(id, PROTOCOL_VERSION);
+    }
+
+    /// [`Self::share`], the relay's welcome saying `protocol_version`.
+    pub(super) fn share_with_relay_of(&mut self, id: TabId, protocol_version: u32) {
         self.on_action_clicked(tab(id, "https://example.com/"));
         let (op, call) = self.last_call();
         assert_eq!(call, ChromeCall::DebuggerAttach { tab: id });
@@ -139,7 +144,7 @@ impl Core<FakeHost> {
         if self.link() == Link::Connecting {
             self.on_socket_open();
             self.relay_proves();
-            self.welcome();
+            self.welcome_of(protocol_version);
         }
     }
 
@@ -161,7 +166,11 @@ impl Core<FakeHost> {
     }
 
     pub(super) fn welcome(&mut self) {
-        self.relay(json!({"welcome": {"protocolVersion": PROTOCOL_VERSION, "relayVersion": "0.2.0"}}));
+        self.welcome_of(PROTOCOL_VERSION);
+    }
+
+    fn welcome_of(&mut self, protocol_version: u32) {
+        self.relay(json!({"welcome": {"protocolVersion": protocol_version, "relayVersion": "0.2.0"}}));
     }
 
     pub(super) fn relay(&mut self, frame: Value) {
@@ -200,13 +209,8 @@ fn click_attaches_connects_and_says_hello_with_the_tab() {
 #[test]
 fn events_are_batched_only_for_a_relay_that_says_it_takes_them() {
     let mut core = paired();
-    core.on_action_clicked(tab(5, "https://example.com/"));
-    let (op, _) = core.last_call();
-    core.on_op_done(op, Ok("null".into()));
-    core.on_socket_open();
-    core.relay_proves();
     // A relay of protocol 4 (one message a frame).
-    core.relay(json!({"welcome": {"protocolVersion": 4, "relayVersion": "0.1.0"}}));
+    core.share_with_relay_of(5, 4);
     assert!(!core.host.batching);
     assert_eq!(core.status().state, "connected", "an older relay is still spoken to");
 }
