@@ -260,6 +260,16 @@ impl SimExtension {
         }
     }
 
+    /// What Chrome's events make the extension say: only on a link the
+    /// relay has welcomed, as the real extension's core does. Before that the
+    /// relay is in the handshake and takes nothing else (its hello lists the
+    /// tabs as they are).
+    fn send_when_linked(&self, message: &ExtensionMessage<'_>) {
+        if *self.0.welcomed.borrow() {
+            self.send(message);
+        }
+    }
+
     fn send(&self, message: &ExtensionMessage<'_>) {
         if let Some(tx) = &*self.0.relay.lock().unwrap() {
             let _ = tx.send(Message::Text(encode(message).into()));
@@ -329,7 +339,7 @@ impl SimExtension {
             }
             drop(tabs);
             let params = serde_json::value::to_raw_value(&params).expect("Value serialises");
-            self.send(&ExtensionMessage::DebuggerEvent(DebuggerEvent {
+            self.send_when_linked(&ExtensionMessage::DebuggerEvent(DebuggerEvent {
                 tab_id: tab,
                 session_id: child.map(Into::into),
                 method: method.into(),
@@ -360,7 +370,7 @@ impl SimExtension {
                 );
                 let tab = tabs.info(id).expect("just inserted");
                 drop(tabs);
-                self.send(&ExtensionMessage::TabCreated { tab });
+                self.send_when_linked(&ExtensionMessage::TabCreated { tab });
             }
             "Target.targetInfoChanged" if params["targetInfo"]["type"] == "page" => {
                 let info = &params["targetInfo"];
@@ -371,7 +381,7 @@ impl SimExtension {
                 tab.title = info["title"].as_str().unwrap_or_default().into();
                 let tab = tabs.info(id).expect("found");
                 drop(tabs);
-                self.send(&ExtensionMessage::TabUpdated { tab });
+                self.send_when_linked(&ExtensionMessage::TabUpdated { tab });
             }
             "Target.targetDestroyed" => {
                 let mut tabs = self.0.tabs.lock().unwrap();
@@ -380,9 +390,12 @@ impl SimExtension {
                 tabs.children.retain(|_, t| *t != id);
                 drop(tabs);
                 if tab.session.is_some() {
-                    self.send(&ExtensionMessage::DebuggerDetached { tab_id: id, reason: "target_closed".into() });
+                    self.send_when_linked(&ExtensionMessage::DebuggerDetached {
+                        tab_id: id,
+                        reason: "target_closed".into(),
+                    });
                 }
-                self.send(&ExtensionMessage::TabRemoved { tab_id: id });
+                self.send_when_linked(&ExtensionMessage::TabRemoved { tab_id: id });
             }
             "Target.detachedFromTarget" => {
                 // Chrome dropped our attachment (e.g. the tab crashed).
@@ -391,7 +404,10 @@ impl SimExtension {
                 let Some(id) = tabs.tab_of_session(session) else { return };
                 tabs.by_id.get_mut(&id).expect("found").session = None;
                 drop(tabs);
-                self.send(&ExtensionMessage::DebuggerDetached { tab_id: id, reason: "target_closed".into() });
+                self.send_when_linked(&ExtensionMessage::DebuggerDetached {
+                    tab_id: id,
+                    reason: "target_closed".into(),
+                });
             }
             _ => {}
         }
