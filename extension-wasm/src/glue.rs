@@ -100,20 +100,77 @@ fn tab_ids(ids: &[TabId]) -> JsValue {
     ids.iter().map(|t| JsValue::from_f64(*t as f64)).collect::<Array>().into()
 }
 
-/// `chrome.debugger.sendCommand`: Chrome's result as JSON text (`{}` when
-/// it has none), or Chrome's message.
-async fn send_command(
+/// `chrome.debugger.sendCommand` with `params` (JSON text) parsed for it:
+/// Chrome's promise, or why it could not be made.
+fn start_command(
     tab: TabId,
     session: Option<&str>,
     method: &str,
     params: Option<&str>,
-) -> Result<JsString, String> {
+) -> Result<js_sys::Promise, String> {
     let params = match params {
         Some(json) => JSON::parse(json).map_err(|e| error_message(&e))?,
         None => JsValue::UNDEFINED,
     };
-    let result = settle(debugger::send_command(&debuggee(tab, session), method, &params)).await?;
-    Ok(if result.is_undefined() { "{}".into() } else { json_text(&result) })
+    debugger::send_command(&debuggee(tab, session), method, &params).map_err(|e| error_message(&e))
+}
+
+/// Chrome's result as the JSON text the relay gets (`{}` when it has none).
+fn result_text(result: &JsValue) -> JsString {
+    if result.is_undefined() { "{}".into() } else { json_text(result) }
+}
+
+/// The two callbacks every forwarded command's promise settles into, with
+/// the command's op bound as their first argument; made once.
+struct AnswerCallbacks {
+    resolved: Closure<dyn FnMut(f64, JsValue)>,
+    rejected: Closure<dyn FnMut(f64, JsValue)>,
+}
+
+thread_local! {
+    static ANSWER_CALLBACKS: AnswerCallbacks = AnswerCallbacks {
+        resolved: Closure::new(|op: f64, result: JsValue| {
+            let answer = result_text(&result);
+            with_core(move |core| core.on_answer(op as OpId, Ok(answer)));
+        }),
+        rejected: Closure::new(|op: f64, error: JsValue| {
+            let message = error_message(&error);
+            with_core(move |core| core.on_answer(op as OpId, Err(message)));
+        }),
+    };
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// A promise seen as taking plain functions to settle into (js-sys's
+    /// `then2` takes closures: one made per command is what this avoids).
+    type Settling;
+    #[wasm_bindgen(method)]
+    fn then(this: &Settling, resolved: &Callback, rejected: &Callback);
+    /// One of [`ANSWER_CALLBACKS`], or one bound to a command's op.
+    type Callback;
+    /// `Function.prototype.bind`: the callback with `op` as its first argument.
+    #[wasm_bindgen(method, js_name = bind)]
+    fn bind_op(this: &Callback, this_arg: &JsValue, op: f64) -> Callback;
+}
+
+/// Forwards a client's command, the hot path: Chrome's promise settles
+/// straight into [`ANSWER_CALLBACKS`]. No Rust future, so no task to
+/// schedule and no pair of one-off closures per command for the garbage
+/// collector to finalize: a round trip's share of the worker's time and
+/// of its pauses (the extension-path benchmark profiles both workers).
+fn forward_command(op: OpId, tab: TabId, session: Option<&str>, method: &str, params: Option<&str>) {
+    let promise = match start_command(tab, session, method, params) {
+        Ok(promise) => promise,
+        // The core is busy (it made this call): `with_core` answers from a task.
+        Err(message) => return with_core(move |core| core.on_answer(op, Err(message))),
+    };
+    ANSWER_CALLBACKS.with(|callbacks| {
+        let bind = |callback: &Closure<dyn FnMut(f64, JsValue)>| {
+            callback.as_ref().unchecked_ref::<Callback>().bind_op(&JsValue::NULL, op as f64)
+        };
+        promise.unchecked_ref::<Settling>().then(&bind(&callbacks.resolved), &bind(&callbacks.rejected));
+    });
 }
 
 /// Runs one allow-listed call; its result as JSON, or Chrome's message.
@@ -123,8 +180,9 @@ async fn run(call: ChromeCall) -> Result<String, String> {
         ChromeCall::DebuggerAttach { tab } => settle(debugger::attach(&debuggee(tab, None), "1.3")).await?,
         ChromeCall::DebuggerDetach { tab } => settle(debugger::detach(&debuggee(tab, None))).await?,
         ChromeCall::DebuggerSendCommand { tab, session, method, params } => {
-            let answer = send_command(tab, session.as_deref(), &method, params.as_deref()).await?;
-            return Ok(rust_string(&answer).unwrap_or_else(|| "{}".into()));
+            let promise = start_command(tab, session.as_deref(), &method, params.as_deref())?;
+            let result = settle(Ok(promise)).await?;
+            return Ok(rust_string(&result_text(&result)).unwrap_or_else(|| "{}".into()));
         }
         ChromeCall::TabsGet { tab } => settle(tabs::get(tab_id(tab))).await?,
         ChromeCall::TabsCreate { url, active, opener } => {
@@ -306,15 +364,13 @@ impl Host for WasmHost {
     type Json = JsString;
 
     fn call(&mut self, op: OpId, call: ChromeCall) {
+        // A forwarded command's answer stays a JavaScript string.
+        if let ChromeCall::DebuggerSendCommand { tab, session, method, params } = call {
+            return forward_command(op, tab, session.as_deref(), &method, params.as_deref());
+        }
         spawn_local(async move {
-            // A forwarded command's answer stays a JavaScript string.
-            if let ChromeCall::DebuggerSendCommand { tab, session, method, params } = call {
-                let answer = send_command(tab, session.as_deref(), &method, params.as_deref()).await;
-                with_core(move |core| core.on_answer(op, answer));
-            } else {
-                let outcome = run(call).await;
-                with_core(move |core| core.on_op_done(op, outcome));
-            }
+            let outcome = run(call).await;
+            with_core(move |core| core.on_op_done(op, outcome));
         });
     }
 

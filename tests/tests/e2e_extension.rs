@@ -864,3 +864,31 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
     let replaced = env.worker_eval(stored).await.unwrap();
     assert_eq!((replaced["relayPort"].as_u64(), replaced["relayToken"].as_str()), (Some(19999), Some(other.as_str())));
 }
+
+/// A forwarded command fails in the worker in two ways, and each gets its
+/// answer on the same link: Chrome's binding refuses the call outright
+/// (params that are no object: `sendCommand` throws before it returns a
+/// promise), or Chrome rejects it later (a method it does not have). The
+/// commands around them are answered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_chrome_refuses_is_answered_with_chromes_reason_and_the_tab_goes_on() {
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let (client, mut events) = relay_client(&env).await;
+    let attached = next_event(&mut events, "Target.attachedToTarget").await;
+    let on_page = Some(attached.params["sessionId"].as_str().unwrap());
+    let evaluate = |expression: &str| client.call("Runtime.evaluate", json!({"expression": expression}), on_page);
+
+    let (before, thrown, rejected, after) = tokio::join!(
+        evaluate("40 + 1"),
+        client.call("Runtime.evaluate", json!(5), on_page),
+        client.call("Runtime.noSuchMethod", json!({}), on_page),
+        evaluate("40 + 2"),
+    );
+    assert_eq!(before.unwrap()["result"]["value"], 41);
+    let thrown = thrown.expect_err("params that are no object").to_string();
+    assert!(thrown.contains("sendCommand"), "Chrome's binding says which call it refused: {thrown}");
+    let rejected = rejected.expect_err("a method Chrome does not have").to_string();
+    assert!(rejected.contains("Runtime.noSuchMethod"), "Chrome's own reason: {rejected}");
+    assert_eq!(after.unwrap()["result"]["value"], 42);
+    assert_eq!(env.server().relay.stats().targets, 1, "the tab stays shared");
+}
