@@ -663,3 +663,51 @@ impl<'a> McpHost<'a> {
         assert!(status.unwrap().success());
     }
 }
+
+/// Requests at once to a farm that is down wait out one connection attempt
+/// between them, not one each in turn: agents' calls (which queue for the
+/// control engine's one connection) and CDP clients' `/profiles/<name>/`
+/// requests alike all take the failure of the attempt under way. The next
+/// request after it tries again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_at_once_to_a_farm_that_is_down_share_one_attempt() {
+    // Accepts every connection and never answers; counts them.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = silent.accept().await {
+            let _ = accepted_tx.send(stream); // held open, unanswered
+        }
+    });
+    let token = secret("token");
+    let config = format!(
+        "remoteCdpHandshakeTimeoutMs = 400\n\
+         [profiles.silent]\ndriver = \"managed\"\ncdpUrl = \"https://127.0.0.1:{port}/?token={token}\"\n"
+    );
+    let serve = Serve::start(&config, &[&token]).await;
+    let version = format!("http://127.0.0.1:{}/profiles/silent/json/version?token={}", serve.port, serve.token);
+
+    let agent = || serve.api("GET", "/tabs?profile=silent", None);
+    let client = || cdp_client::http::get(&version);
+    let (first, second, third, fourth) = tokio::join!(agent(), agent(), client(), client());
+    for (status, error) in [first, second] {
+        assert_eq!((status, error["error"]["code"].as_str()), (504, Some("unreachable")), "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains("within 400 ms"), "{error}");
+    }
+    for answer in [third, fourth] {
+        let (status, body) = answer.unwrap();
+        assert!(status == 504 && body.contains("within 400 ms"), "{status} {body}");
+        serve.assert_no_farm_secret("the relay's answer", &body);
+    }
+    let mut attempts = Vec::new();
+    while let Ok(stream) = accepted.try_recv() {
+        attempts.push(stream);
+    }
+    assert_eq!(attempts.len(), 1, "four requests at once made {} connection attempts", attempts.len());
+
+    let (status, _) = agent().await;
+    assert_eq!(status, 504);
+    assert!(accepted.recv().await.is_some(), "the next request tries again");
+    serve.assert_log_clean();
+}

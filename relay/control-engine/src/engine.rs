@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cdp_client::CdpClient;
-use managed_driver::Endpoint;
+use managed_driver::{Arrival, Endpoint};
 use managed_driver::{BrowserStatus, ManagedBrowsers, ManagedError};
 use settings::{Config, Driver, Profile};
 
@@ -171,12 +171,15 @@ impl Engine {
             .entry(profile.name.clone())
             .or_default()
             .clone();
+        // Noted before waiting: a remote profile's attempt that fails while
+        // this request waits is its answer too.
+        let arrived = self.0.browsers.arrival(&profile.name);
         let _connecting = gate.lock().await;
         // Another request may have connected while this one waited.
         if let Some(conn) = self.live_conn(&profile.name) {
             return Ok(conn);
         }
-        let client = match self.browser_endpoint(profile).await? {
+        let client = match self.browser_endpoint(profile, arrived).await? {
             BrowserEndpoint::Url(url) => CdpClient::connect(&url).await,
             BrowserEndpoint::Pipe(channels) => Ok(CdpClient::over(channels)),
         };
@@ -198,7 +201,7 @@ impl Engine {
     /// (extension), or a session on the launched browser's pipe or on the
     /// connection to the profile's `cdpUrl`/`cdpPort` (attach-only, remote),
     /// which the relay's `/profiles/<name>/` clients share.
-    async fn browser_endpoint(&self, profile: &Profile) -> Result<BrowserEndpoint, ControlError> {
+    async fn browser_endpoint(&self, profile: &Profile, arrived: Arrival) -> Result<BrowserEndpoint, ControlError> {
         match profile.driver {
             Driver::Extension => {
                 let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
@@ -210,7 +213,7 @@ impl Engine {
             // A session on the launched browser's pipe, or on the one
             // connection to a remote browser (opened, or opened again after
             // a drop, here).
-            Driver::Managed => match self.0.browsers.connect(profile, Endpoint::Browser).await {
+            Driver::Managed => match self.0.browsers.connect_as_of(profile, Endpoint::Browser, arrived).await {
                 Ok(channels) => Ok(BrowserEndpoint::Pipe(channels)),
                 Err(ManagedError::NotRunning(_)) => Err(ControlError::NotRunning(profile.name.clone())),
                 Err(other) => Err(other.into()),

@@ -101,6 +101,7 @@ use cdp_client::{CdpError, Channels};
 pub use discovery::{CHROME_ENV, DiscoveryError};
 pub use launch::launch_args;
 pub use pipe::{Endpoint, Pipe, PipeClient};
+pub use remote::Arrival;
 use running::record_in;
 pub use served::ServedError;
 use settings::{Config, ConfigError, Profile};
@@ -317,7 +318,18 @@ impl ManagedBrowsers {
     /// A new client of the profile's browser (its own session, as a
     /// WebSocket of its own would be): browser-level or one target.
     pub async fn connect(&self, profile: &Profile, endpoint: Endpoint) -> Result<Channels, ManagedError> {
-        let pipe = self.pipe_for(profile).await?;
+        self.connect_as_of(profile, endpoint, self.arrival(&profile.name)).await
+    }
+
+    /// [`Self::connect`] for a request that came at `arrived` and has
+    /// waited since (see [`Arrival`]).
+    pub async fn connect_as_of(
+        &self,
+        profile: &Profile,
+        endpoint: Endpoint,
+        arrived: Arrival,
+    ) -> Result<Channels, ManagedError> {
+        let pipe = self.pipe_as_of(profile, arrived).await?;
         pipe.connect(endpoint).await.map_err(|source| ManagedError::Cdp { profile: profile.name.clone(), source })
     }
 
@@ -325,9 +337,13 @@ impl ManagedBrowsers {
     /// pipe of a browser this process launched, or the connection to a
     /// remote one ([`Self::remote`], opened if need be).
     pub async fn pipe_for(&self, profile: &Profile) -> Result<Arc<Pipe>, ManagedError> {
+        self.pipe_as_of(profile, self.arrival(&profile.name)).await
+    }
+
+    async fn pipe_as_of(&self, profile: &Profile, arrived: Arrival) -> Result<Arc<Pipe>, ManagedError> {
         match profile.launches() {
             true => self.usable_pipe(&profile.name),
-            false => self.remote(profile).await,
+            false => self.remote_as_of(profile, arrived).await,
         }
     }
 

@@ -12,7 +12,9 @@
 //!
 //! **When.** It is opened on first use ([`ManagedBrowsers::remote`]: `start`,
 //! a control route, a `/profiles/<name>/` request), one attempt at a time
-//! per profile; after it dropped (the farm, the network), the next use opens
+//! per profile: the requests that came while it ran share its outcome, a
+//! failure too (a farm that is down costs them one deadline, not one
+//! each); after it dropped (the farm, the network), the next use opens
 //! a new one; when config.toml changes how to reach the browser (its URL,
 //! headers, CA file or deadlines), the next use replaces it. `stop` closes
 //! it (a farm may end its browser then; Browser Relay never closes a
@@ -23,6 +25,7 @@
 //! the headers are [`cdp_client::Secret`]s.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,7 +50,34 @@ struct Remote {
 pub(crate) struct Remotes {
     open: Mutex<HashMap<String, Remote>>,
     /// One connection attempt at a time per profile.
-    gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    gates: Mutex<HashMap<String, Arc<Gate>>>,
+}
+
+/// When a request came, counted in its profile's finished connection
+/// attempts ([`ManagedBrowsers::arrival`]). A request that came while an
+/// attempt ran, and waited for it, takes that attempt's failure instead of
+/// making one more: requests at once to a farm that is down wait out one
+/// deadline, not one each in turn. The control engine notes it before it
+/// waits for its own gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival(u64);
+
+/// One profile's connection attempts: one at a time, and the last one's
+/// failure for the requests that waited on it.
+#[derive(Default)]
+struct Gate {
+    /// Held while an attempt runs.
+    last: tokio::sync::Mutex<LastAttempt>,
+    /// Attempts finished so far: a request notes it when it comes, so it
+    /// knows whether an attempt ended while it waited.
+    finished: AtomicU64,
+}
+
+/// How the last attempt failed, and how it tried to reach the browser. No
+/// `Debug`: `reach` holds the farm's secrets.
+#[derive(Default)]
+struct LastAttempt {
+    failed: Option<((String, Dial), EndpointError)>,
 }
 
 impl std::fmt::Debug for Remotes {
@@ -66,19 +96,25 @@ impl ManagedBrowsers {
         (!remote.pipe.is_closed() && &remote.reach == reach).then(|| remote.pipe.clone())
     }
 
+    /// When a request for the profile `name` comes: see [`Arrival`].
+    pub fn arrival(&self, name: &str) -> Arrival {
+        Arrival(self.gate(name).finished.load(Ordering::Acquire))
+    }
+
     /// The connection to the browser of `profile` (one that Browser Relay
     /// does not launch): the open one, or a new one.
     pub async fn remote(&self, profile: &Profile) -> Result<Arc<Pipe>, ManagedError> {
+        self.remote_as_of(profile, self.arrival(&profile.name)).await
+    }
+
+    /// [`Self::remote`] for a request that came at `arrived`. One that
+    /// waited for another's attempt takes its outcome: the connection it
+    /// opened, or its failure (then the next request tries again).
+    pub(crate) async fn remote_as_of(&self, profile: &Profile, arrived: Arrival) -> Result<Arc<Pipe>, ManagedError> {
         let Some(url) = profile.remote_url() else {
             return Err(ManagedError::ExtensionProfile(profile.name.clone()));
         };
         let reach = (url, profile.dial());
-        if let Some(pipe) = self.open_remote(profile, &reach) {
-            return Ok(pipe);
-        }
-        let gate = self.gate(&profile.name);
-        let _connecting = gate.lock().await;
-        // Another request may have connected while this one waited.
         if let Some(pipe) = self.open_remote(profile, &reach) {
             return Ok(pipe);
         }
@@ -88,10 +124,32 @@ impl ManagedBrowsers {
             port_only: profile.cdp_url.is_none(),
             source,
         };
-        let (url, dial) = &reach;
-        let ws = cdp_client::endpoint::browser_ws_url_with(url, dial).await.map_err(unreachable)?;
-        let socket =
-            Channels::connect(&ws, &cdp_client::endpoint::dial_for(&ws, url, dial)).await.map_err(unreachable)?;
+        let gate = self.gate(&profile.name);
+        let mut last = gate.last.lock().await;
+        // Another request may have connected while this one waited.
+        if let Some(pipe) = self.open_remote(profile, &reach) {
+            return Ok(pipe);
+        }
+        if gate.finished.load(Ordering::Acquire) != arrived.0
+            && let Some((tried, error)) = &last.failed
+            && *tried == reach
+        {
+            return Err(unreachable(error.clone()));
+        }
+        let outcome = self.connect_remote(profile, &reach).await;
+        last.failed = outcome.as_ref().err().map(|error| (reach.clone(), error.clone()));
+        // Counted before the lock is let go: whoever takes it next and came
+        // while this attempt ran sees that it ended.
+        gate.finished.fetch_add(1, Ordering::AcqRel);
+        outcome.map_err(unreachable)
+    }
+
+    /// One attempt to reach the browser as `reach` says; registered as the
+    /// profile's open connection when it answers as a browser.
+    async fn connect_remote(&self, profile: &Profile, reach: &(String, Dial)) -> Result<Arc<Pipe>, EndpointError> {
+        let (url, dial) = reach;
+        let ws = cdp_client::endpoint::browser_ws_url_with(url, dial).await?;
+        let socket = Channels::connect(&ws, &cdp_client::endpoint::dial_for(&ws, url, dial)).await?;
         let pipe = Pipe::over(socket);
         // What answers is a browser, and its target's id (for
         // `/devtools/browser/<id>`).
@@ -108,7 +166,7 @@ impl ManagedBrowsers {
             Ok((_, browser_id)) => browser_id.unwrap_or_else(|| "remote".into()),
             Err(error) => {
                 pipe.close();
-                return Err(unreachable(first_answer(error)));
+                return Err(first_answer(error));
             }
         };
         tracing::info!(profile = %profile.name, endpoint = %shown, "connected to the remote browser");
@@ -121,8 +179,8 @@ impl ManagedBrowsers {
         Ok(pipe)
     }
 
-    /// The lock that lets one connection attempt at a time run for `name`.
-    fn gate(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+    /// What lets one connection attempt at a time run for `name`.
+    fn gate(&self, name: &str) -> Arc<Gate> {
         lock(&self.held.remotes.gates).entry(name.to_string()).or_default().clone()
     }
 
@@ -156,7 +214,7 @@ impl ManagedBrowsers {
     /// after `stop` returned, and a farm may bill it).
     pub(crate) async fn disconnect_remote(&self, name: &str) {
         let gate = self.gate(name);
-        let _connecting = gate.lock().await;
+        let _connecting = gate.last.lock().await;
         let remote = lock(&self.held.remotes.open).remove(name);
         if let Some(remote) = remote {
             remote.pipe.close();
