@@ -302,8 +302,10 @@ impl Ledger {
                 if !clients.contains(&client) {
                     clients.push(client);
                 }
-                // Chrome's enable is idempotent and may report state to
-                // the newcomer (Log entries, style sheets): always send it.
+                // Chrome's enable is idempotent: always send it, so that a
+                // domain that reports its state on every enable does so.
+                // (Log does not: it replays its entries on the first only,
+                // docs/limits.md.)
                 Decision::Forward
             }
             Effect::Disable(domain) => {
