@@ -104,6 +104,23 @@ async fn websocket(url: &str, dial: &Dial) -> Result<WebSocketStream<Stream>, En
     }
 }
 
+/// Runs `future` once with a waker that does nothing and, unless that
+/// finished it, awaits it with the task's own. tokio-tungstenite wakes the
+/// task that last wrote whenever the socket turns readable; a write that
+/// completes at once leaves the no-op waker there, so an answer wakes the
+/// reader alone, not the writer too (two tasks woken by one event, one of
+/// them handed to another worker thread). The relay engine's writer does
+/// the same (`relay-engine` `queue.rs`; the crates share no code).
+async fn at_once_or_waiting<F: Future + Unpin>(mut future: F) -> F::Output {
+    {
+        let mut quiet = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(output) = std::pin::Pin::new(&mut future).poll(&mut quiet) {
+            return output;
+        }
+    }
+    future.await
+}
+
 /// Writes what `rx` brings to `sink`, as `frame` makes it, until `frame`
 /// says stop (`None`), `rx` or a write ends, or `closed` fires; then closes
 /// the sink. The one writer loop of the CDP client's connections.
@@ -124,7 +141,7 @@ fn spawn_writer<S, M, T>(
                 message = rx.recv() => message,
             };
             let Some(item) = message.and_then(frame) else { break };
-            if sink.send(item).await.is_err() {
+            if at_once_or_waiting(sink.send(item)).await.is_err() {
                 break;
             }
         }

@@ -205,6 +205,27 @@ async fn unless_stopped<F: Future>(stop: &CancellationToken, future: F) -> Optio
     }
 }
 
+/// Runs `future` once with a waker that does nothing and, unless that
+/// finished it, awaits it with the task's own.
+///
+/// For the writes of [`write_loop`]. The WebSocket (tokio-tungstenite,
+/// under axum's) wakes the task that last wrote whenever the socket turns
+/// readable, since a read may need to write (a pong). Written with this
+/// task's waker, every frame the peer sends would wake the writer beside the
+/// reader: two tasks woken by one event, and tokio hands one of them,
+/// usually the reader, to another worker thread. A write that completes at
+/// once (nearly all of them) leaves the no-op waker there instead; one that
+/// must wait registers the task's own, as before.
+async fn at_once_or_waiting<F: Future + Unpin>(mut future: F) -> F::Output {
+    {
+        let mut quiet = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(output) = std::pin::Pin::new(&mut future).poll(&mut quiet) {
+            return output;
+        }
+    }
+    future.await
+}
+
 /// Writes queued frames to a socket, batching what is ready before flushing.
 /// Ends on a close frame, when the queue closes, or when `stop` fires, also
 /// while blocked on a peer that does not read. Then it drops whatever is
@@ -220,17 +241,17 @@ pub(crate) async fn write_loop(
     'outer: loop {
         let Some(Some(first)) = unless_stopped(&stop, rx.recv()).await else { break };
         closed = matches!(first.message, Message::Close(_));
-        if !matches!(unless_stopped(&stop, sink.feed(first.message)).await, Some(Ok(()))) {
+        if !matches!(unless_stopped(&stop, at_once_or_waiting(sink.feed(first.message))).await, Some(Ok(()))) {
             break;
         }
         while !closed {
             let Ok(next) = rx.try_recv() else { break };
             closed = matches!(next.message, Message::Close(_));
-            if !matches!(unless_stopped(&stop, sink.feed(next.message)).await, Some(Ok(()))) {
+            if !matches!(unless_stopped(&stop, at_once_or_waiting(sink.feed(next.message))).await, Some(Ok(()))) {
                 break 'outer;
             }
         }
-        if !matches!(unless_stopped(&stop, sink.flush()).await, Some(Ok(()))) || closed {
+        if !matches!(unless_stopped(&stop, at_once_or_waiting(sink.flush())).await, Some(Ok(()))) || closed {
             break;
         }
     }
@@ -310,6 +331,38 @@ mod tests {
         let _b1 = Meter::charge(&b, &total, 1).unwrap();
         assert!(matches!(frame.charge(&b), Err(OverBudget { shared: true, .. })), "total {}", total.used());
         assert!(frame.charge(&Meter::new(50)).is_ok(), "a connection with nothing queued gets it");
+    }
+
+    /// A future that is done after `pending` polls, and keeps the waker of
+    /// its last poll (where a socket keeps the writer's).
+    struct Write {
+        pending: usize,
+        waker: Option<std::task::Waker>,
+    }
+
+    impl Future for &mut Write {
+        type Output = ();
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+            self.waker = Some(cx.waker().clone());
+            if self.pending == 0 {
+                return std::task::Poll::Ready(());
+            }
+            self.pending -= 1;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_done_at_once_leaves_no_waker_of_the_writer_behind() {
+        let task = std::future::poll_fn(|cx| std::task::Poll::Ready(cx.waker().clone())).await;
+        let mut done = Write { pending: 0, waker: None };
+        at_once_or_waiting(&mut done).await;
+        assert!(!done.waker.unwrap().will_wake(&task), "a frame in from the peer must not wake the writer");
+
+        let mut waits = Write { pending: 1, waker: None };
+        at_once_or_waiting(&mut waits).await;
+        assert!(waits.waker.unwrap().will_wake(&task), "a write that waits is woken when it can go on");
     }
 
     #[test]
