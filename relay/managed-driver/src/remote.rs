@@ -96,9 +96,11 @@ impl ManagedBrowsers {
         (!remote.pipe.is_closed() && &remote.reach == reach).then(|| remote.pipe.clone())
     }
 
-    /// When a request for the profile `name` comes: see [`Arrival`].
+    /// When a request for the profile `name` comes: see [`Arrival`]. Adds
+    /// no gate (a profile never connected to has had no attempt: 0), so
+    /// the many profiles that are not remote leave nothing behind.
     pub fn arrival(&self, name: &str) -> Arrival {
-        Arrival(self.gate(name).finished.load(Ordering::Acquire))
+        Arrival(lock(&self.held.remotes.gates).get(name).map_or(0, |gate| gate.finished.load(Ordering::Acquire)))
     }
 
     /// The connection to the browser of `profile` (one that Browser Relay
