@@ -215,7 +215,8 @@ async fn unless_stopped<F: Future>(stop: &CancellationToken, future: F) -> Optio
 /// reader: two tasks woken by one event, and tokio hands one of them,
 /// usually the reader, to another worker thread. A write that completes at
 /// once (nearly all of them) leaves the no-op waker there instead; one that
-/// must wait registers the task's own, as before.
+/// must wait registers the task's own, as before. (`cdp-client`'s writer and
+/// the benchmarks' forwarder have their own copy: the crates share no code.)
 async fn at_once_or_waiting<F: Future + Unpin>(mut future: F) -> F::Output {
     {
         let mut quiet = std::task::Context::from_waker(std::task::Waker::noop());
