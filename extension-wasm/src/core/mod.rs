@@ -40,6 +40,9 @@
 //!   `never_attaches_to_browser_devtools_or_extension_pages`.
 //! - **Never close the last tab**: `tabs.remove` counts the tabs first:
 //!   `tabs_calls_convert_chrome_tabs_and_never_close_the_last_tab`.
+//! - **"Stop sharing" for every tab leaves none shared**, also when an
+//!   attach (the user's click, the relay's for a popup) ends after it:
+//!   `stopping_every_share_withdraws_the_attaches_under_way`.
 //! - **Only shared tabs** take `debugger.sendCommand`, and only their events
 //!   leave the browser: `cdp_errors_keep_their_code_and_unshared_tabs_are_refused`,
 //!   `events_are_forwarded_only_for_shared_tabs`.
@@ -92,7 +95,7 @@ mod tests;
 #[cfg(test)]
 mod tests_groups;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use shared_protocol::auth::{self, Prover};
@@ -106,6 +109,8 @@ pub use groups::{
 };
 pub use policy::Badge;
 
+/// The relay's answer to an attach the user withdrew ([`Core::withdrawn`]).
+const SHARING_STOPPED: &str = "the user stopped sharing every tab while this tab was being attached";
 const NOT_PAIRED: &str = "not paired with the relay: run `browser-relay pair` and open the link it prints (or paste the token in the options)";
 
 /// Tags one `chrome.*` call so its outcome finds its way back.
@@ -465,6 +470,10 @@ pub struct Core<H: Host> {
     groups: groups::TabGroups,
     /// Who holds each shared tab, as the relay last said (`clients`).
     clients: BTreeMap<TabId, Vec<ClientInfo>>,
+    /// Tabs whose attach was running (the user's click, the relay's for a
+    /// popup) when the user stopped sharing every tab: when it ends, it
+    /// detaches instead of sharing.
+    withdrawn: BTreeSet<TabId>,
 }
 
 impl<H: Host> Core<H> {
@@ -487,6 +496,7 @@ impl<H: Host> Core<H> {
             grace_running: false,
             groups: groups::TabGroups::default(),
             clients: BTreeMap::new(),
+            withdrawn: BTreeSet::new(),
         }
     }
 
@@ -656,11 +666,41 @@ impl<H: Host> Core<H> {
             self.unshare(tab, true);
         }
         if tab.is_none() {
-            // Also the tabs being attached again or joining: they must not
-            // become shared when their attach finishes.
+            // Also the tabs being attached again or joining, and those the
+            // user's click or the relay is attaching right now: they must
+            // not become shared when their attach finishes.
             self.drop_pending_shares();
+            self.withdraw_running_attaches();
             self.maybe_idle();
         }
+    }
+
+    /// The user's and the relay's attaches under way end in a detach
+    /// ([`Core::withdrawn`]).
+    fn withdraw_running_attaches(&mut self) {
+        let running: Vec<TabId> = self
+            .pending
+            .values()
+            .filter_map(|(purpose, _)| match purpose {
+                Purpose::UserAttach(tab) | Purpose::RelayAttach(_, tab) => Some(tab.tab_id),
+                Purpose::RelayAttachCheck(_, tab) => Some(*tab),
+                _ => None,
+            })
+            .collect();
+        for tab in running {
+            self.withdrawn.insert(tab);
+            self.badge(tab, &Badge::Off);
+        }
+    }
+
+    /// An attach of `tab` ended after the user stopped sharing every tab:
+    /// Chrome lets go of it again if it attached.
+    fn attach_withdrawn(&mut self, tab: TabId, attached: bool) {
+        if attached {
+            self.start_call(Purpose::Cleanup, ChromeCall::DebuggerDetach { tab });
+        }
+        self.badge(tab, &Badge::Off);
+        self.maybe_idle();
     }
 
     /// [`Core::drop_pending_share`] for every tab being (re)attached.
@@ -739,6 +779,12 @@ impl<H: Host> Core<H> {
         let Some((purpose, generation)) = self.pending.remove(&op) else { return };
         // Relay calls are answered only on the connection that made them.
         let current = generation == self.link_generation;
+        // An attach the user withdrew when they stopped sharing every tab.
+        let withdrawn = match &purpose {
+            Purpose::UserAttach(tab) | Purpose::RelayAttach(_, tab) => self.withdrawn.remove(&tab.tab_id),
+            Purpose::RelayAttachCheck(_, tab) => self.withdrawn.remove(tab),
+            _ => false,
+        };
         match purpose {
             Purpose::Relay(call) => self.reply(current, call, outcome),
             Purpose::RelayTab(call) => {
@@ -760,6 +806,7 @@ impl<H: Host> Core<H> {
             // The relay that asked is gone: act for it no further.
             // A tab put into our group meanwhile waited for this attach:
             // it attaches itself.
+            Purpose::RelayAttachCheck(call, _) if withdrawn => self.reply(current, call, Err(SHARING_STOPPED.into())),
             Purpose::RelayAttachCheck(_, tab) if !current => self.resume_joining(tab),
             Purpose::RelayRemoveCheck(..) if !current => {}
             Purpose::RelayAttachCheck(call, id) => match outcome.as_deref().map(tab_info_from_chrome) {
@@ -783,6 +830,10 @@ impl<H: Host> Core<H> {
                     self.reply(current, call, Err(e.clone()));
                 }
             },
+            Purpose::RelayAttach(call, tab) if withdrawn => {
+                self.attach_withdrawn(tab.tab_id, outcome.is_ok());
+                self.reply(current, call, Err(SHARING_STOPPED.into()));
+            }
             Purpose::RelayAttach(call, tab) => {
                 let id = tab.tab_id;
                 match outcome {
@@ -817,6 +868,9 @@ impl<H: Host> Core<H> {
                 }
             }
             Purpose::PairingCheck(tab) => self.on_pairing_read(tab, outcome),
+            Purpose::UserAttach(tab) if withdrawn => {
+                self.attach_withdrawn(tab.tab_id, outcome.is_ok());
+            }
             Purpose::UserAttach(tab) => match outcome {
                 Ok(_) => {
                     self.settle_joining(tab.tab_id, Ok(()));

@@ -446,6 +446,52 @@ fn relay_attach_of_a_popup_marks_it_shared() {
 }
 
 #[test]
+fn stopping_every_share_withdraws_the_attaches_under_way() {
+    let mut core = paired();
+    core.share(5);
+    let op_of = |core: &Core<FakeHost>, wanted: ChromeCall| {
+        core.host.calls.iter().rev().find(|(_, c)| *c == wanted).map(|(op, _)| *op).expect("the call was made")
+    };
+    // The user's click on tab 7, and the relay attaching popups 6 and 8
+    // (6 still being looked up, 8 being attached), all under way...
+    core.on_action_clicked(tab(7, "https://example.com/b"));
+    core.relay(json!({"debugger.attach": {"id": 40, "tabId": 6}}));
+    core.relay(json!({"debugger.attach": {"id": 41, "tabId": 8}}));
+    let lookup = op_of(&core, ChromeCall::TabsGet { tab: 8 });
+    core.on_op_done(lookup, Ok(chrome_tab(8, "https://example.com/popup-8")));
+    // ...when the user stops sharing every tab.
+    core.on_stop_sharing(None);
+    assert!(core.attached().is_empty());
+
+    let calls = core.host.calls.len();
+    // The relay's two end first: the user's click still holds the link.
+    core.on_op_done(op_of(&core, ChromeCall::TabsGet { tab: 6 }), Ok(chrome_tab(6, "https://example.com/popup-6")));
+    core.on_op_done(op_of(&core, ChromeCall::DebuggerAttach { tab: 8 }), Ok("null".into()));
+    let replies: Vec<Value> =
+        core.sent_json().into_iter().filter(|f| f["reply"]["id"] == 40 || f["reply"]["id"] == 41).collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    for reply in replies {
+        assert!(reply["reply"]["error"]["message"].as_str().unwrap().contains("stopped sharing"), "{reply}");
+    }
+    core.on_op_done(op_of(&core, ChromeCall::DebuggerAttach { tab: 7 }), Ok("null".into()));
+    let made: Vec<ChromeCall> = core.host.calls[calls..].iter().map(|(_, c)| c.clone()).collect();
+    assert_eq!(
+        made,
+        vec![ChromeCall::DebuggerDetach { tab: 8 }, ChromeCall::DebuggerDetach { tab: 7 }],
+        "what Chrome attached is let go, and popup 6 is never attached"
+    );
+    assert!(core.attached().is_empty(), "nothing is shared after a stop of every share");
+    for tab in [6, 7, 8] {
+        assert_eq!(core.host.badges[&tab], Badge::Off, "tab {tab}");
+    }
+    assert_eq!(core.link(), Link::Idle, "with nothing shared the worker lets the relay go");
+    // A later click shares as usual.
+    core.on_action_clicked(tab(7, "https://example.com/b"));
+    core.on_op_done(op_of(&core, ChromeCall::DebuggerAttach { tab: 7 }), Ok("null".into()));
+    assert_eq!(core.attached(), vec![7]);
+}
+
+#[test]
 fn events_are_forwarded_only_for_shared_tabs() {
     let mut core = paired();
     core.share(5);
