@@ -393,22 +393,9 @@ impl Relay {
             // A tab the user shared, or one Chrome opened into the group
             // (a popup, a link opened in a new tab: it may not have loaded
             // its first document yet).
-            ExtensionMessage::UserToggledAttach { tab, attached: true } => {
-                let relay = self.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = relay.register_when_committed(&tab).await {
-                        tracing::warn!(tab = tab.tab_id, "could not announce the tab the user attached: {e}");
-                    }
-                });
-            }
-            ExtensionMessage::DebuggerReattached { tab } => {
-                let relay = self.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = relay.register_tab(&tab).await {
-                        tracing::warn!(tab = tab.tab_id, "could not announce the tab the user attached: {e}");
-                    }
-                });
-            }
+            ExtensionMessage::UserToggledAttach { tab, attached: true } => self.announce_attached(tab, true),
+            // Attached again after it navigated or the worker restarted: loaded.
+            ExtensionMessage::DebuggerReattached { tab } => self.announce_attached(tab, false),
             ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
             ExtensionMessage::Ping { nonce } => {
                 // Best effort: a full queue means the extension is not reading.
@@ -680,6 +667,20 @@ impl Relay {
         let tab_id = tab.tab_id;
         self.call(|id| RelayMessage::DebuggerAttach { id, tab_id }).await?;
         self.register_tab(tab).await
+    }
+
+    /// Announces a tab the extension attached, from a task of its own:
+    /// once its first document committed when it was just attached
+    /// (`fresh`), at once when it was attached again.
+    fn announce_attached(&self, tab: TabInfo, fresh: bool) {
+        let relay = self.clone();
+        tokio::spawn(async move {
+            let announced =
+                if fresh { relay.register_when_committed(&tab).await } else { relay.register_tab(&tab).await };
+            if let Err(e) = announced {
+                tracing::warn!(tab = tab.tab_id, "could not announce the tab the extension attached: {e}");
+            }
+        });
     }
 
     /// A shared tab's popup that is not in the group (the extension left
