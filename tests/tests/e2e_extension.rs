@@ -82,6 +82,41 @@ async fn popups_of_a_shared_tab_are_attached() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn popups_of_a_shared_tab_in_the_background_are_shared() {
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let (client, mut events) = relay_client(&env).await;
+    let opener = next_event(&mut events, "Target.attachedToTarget").await;
+    let session = opener.params["sessionId"].as_str().unwrap().to_string();
+    // The user goes on working in a tab they did not share, so it is the
+    // active tab while the agent drives the shared one in the background.
+    // Chrome's tab strip names the active tab as a new tab's `openerTabId`,
+    // so the extension cannot tell a popup of the shared tab by it: such a
+    // popup is shared because Chrome puts it into its opener's group.
+    let elsewhere = format!("{}/index.html?elsewhere", env.fixtures.url());
+    let tab = env
+        .worker_eval(&format!("chrome.tabs.create({{url: {elsewhere:?}, active: true}}).then(t => t.id)"))
+        .await
+        .unwrap();
+    assert!(tab.as_i64().is_some(), "{tab}");
+    let in_a_tab = format!("{}/index.html?background-popup", env.fixtures.url());
+    let in_a_window = format!("{}/index.html?background-popup-window", env.fixtures.url());
+    for (url, features) in [(&in_a_tab, ""), (&in_a_window, "popup,width=400,height=300")] {
+        let expression = format!("window.open({url:?}, '_blank', {features:?}) && true");
+        client
+            .call("Runtime.evaluate", json!({"expression": expression, "userGesture": true}), Some(&session))
+            .await
+            .unwrap();
+        let popup = next_event(&mut events, "Target.attachedToTarget").await;
+        assert_eq!(popup.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"], "{popup:?}");
+        assert_eq!(popup.params["targetInfo"]["url"], url.as_str(), "{popup:?}");
+    }
+    env.wait_for_tabs(3, Duration::from_secs(10)).await.unwrap();
+    // The tab the user works in stays theirs.
+    assert_eq!(env.badge(&elsewhere).await.unwrap(), "", "the unshared tab is not shared");
+    assert_eq!(env.group_of(&elsewhere).await.unwrap(), json!(null), "nor put into the group");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_the_relay_brings_the_tab_back_without_a_new_click() {
     let (mut env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     env.stop_relay().await;
