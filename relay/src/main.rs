@@ -15,7 +15,9 @@ use settings::{Config, Driver};
 use state_dir::StateDir;
 
 mod agent;
+mod console;
 mod desktop;
+mod logging;
 mod mcp;
 
 use agent::AgentCommand;
@@ -140,6 +142,9 @@ enum Command {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // serve and mcp log; the other commands answer on stdout and stderr
+    // themselves. Dropped last: the log's queued lines are written.
+    let _log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);
     let json = match &cli.command {
         Command::Profiles { json } => *json,
         Command::Agent(agent) => agent.args().json,
@@ -329,23 +334,32 @@ fn server_options(
 /// Logs to stderr (stdout is the CLI's answer, or MCP's channel), at the
 /// level `BROWSER_RELAY_LOG` asks for, except tungstenite's trace events at
 /// any level: they quote whole WebSocket requests, and a remote profile's
-/// carry its token and headers (SECURITY.md R43).
-fn init_logging() {
+/// carry its token and headers (SECURITY.md R43). Lines are written from a
+/// thread of their own ([`logging`]): an unread stderr never stops the
+/// relay. Keep the returned [`logging::Flush`] until the process ends.
+fn init_logging() -> logging::Flush {
+    use std::io::IsTerminal as _;
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("BROWSER_RELAY_LOG").unwrap_or_else(|_| "info".into());
     let quotes_requests = tracing_subscriber::filter::filter_fn(|meta| {
         !(*meta.level() == tracing::Level::TRACE && meta.target().contains("tungstenite"))
     });
+    let colours = logging::colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+        console::shows_colours,
+    );
+    let (lines, flush) = logging::stderr_lines();
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(lines)
+                .with_ansi(colours)
                 .with_filter(filter)
                 .with_filter(quotes_requests),
         )
-        // Once per process: an `mcp` that takes over a server calls it again.
-        .try_init()
-        .ok();
+        .init();
+    flush
 }
 
 /// Stops the server, then the browsers this process launched: they speak
@@ -430,7 +444,6 @@ async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow:
     if browser_relay::is_taken(control) {
         return Ok(None);
     }
-    init_logging();
     let addr = SocketAddr::new(control.ip(), port);
     let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
     match RunningServer::start(options).await {
@@ -448,7 +461,6 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
             "--start needs the control API, which is off (--no-control, or --no-auth without --no-auth-control)"
         );
     }
-    init_logging();
     if no_auth {
         tracing::warn!(
             "--no-auth: ANY local process can read and drive every shared tab and managed browser through the relay \

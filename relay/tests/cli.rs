@@ -787,6 +787,7 @@ fn no_auth_leaves_the_control_api_closed_unless_asked_twice() {
     );
     assert!(log.contains("ANY local process can read and drive every shared tab"), "{log}");
     assert!(log.contains("control API is not started"), "the warning says what is open and what is not: {log}");
+    assert!(!log.contains('\x1b'), "a log file gets no colour escapes: {log:?}");
     drop(_running);
 
     let home = tempfile::tempdir().unwrap();
@@ -989,4 +990,57 @@ fn rotate_replaces_the_secret_only_while_serve_is_stopped() {
     assert!(stderr.contains("stop `browser-relay serve` first"), "{stderr}");
     assert_eq!(browser_relay(home.path(), &["token"]).1, new, "unchanged");
     drop(listening);
+}
+
+/// One raw HTTP/1.1 GET with `host` as its Host header: the status code,
+/// or why there was none within 5 s.
+fn status_of_get(port: u16, path: &str, host: &str) -> Result<u16, String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).map_err(|e| format!("no answer: {e}"))?;
+    String::from_utf8_lossy(&head[9..12]).parse().map_err(|e| format!("{e}"))
+}
+
+#[test]
+fn a_serve_whose_stderr_nobody_reads_keeps_answering_and_loses_no_line() {
+    let home = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // A parent that reads only stdout: serve's stderr is a pipe nobody
+    // reads, which takes 64 KiB and then no more.
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        .args(["serve", "--port", &port.to_string(), "--control-port", &free_port().to_string()])
+        .env("BROWSER_RELAY_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let stderr = serve.stderr.take().unwrap();
+    let _running = Running { serve, home: home.path().to_path_buf() };
+    within("serve listens", 10, || status_of_get(port, "/json/version", "127.0.0.1").is_ok());
+    // Each refused request logs a warning of about 300 bytes: 600 are more
+    // than the pipe takes. A relay writing its log in the task that logged
+    // stopped answering after about 200 of them.
+    for n in 0..600 {
+        let status = status_of_get(port, "/json/version", "rebinding.example");
+        assert_eq!(status, Ok(403), "request {n} while stderr is full");
+    }
+    assert!(status_of_get(port, "/json/version", "127.0.0.1").is_ok(), "and a good request after them");
+    // Read at last: every refusal is in the log (the queue held them), in
+    // plain text on a pipe.
+    let (refusal, refusals) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("refused: Host 'rebinding.example'") && refusal.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    for n in 0..600 {
+        let line = refusals.recv_timeout(std::time::Duration::from_secs(10)).unwrap_or_else(|_| panic!("refusal {n}"));
+        assert!(!line.contains('\x1b'), "plain text on a pipe: {line:?}");
+    }
 }
