@@ -171,27 +171,6 @@ impl ExtensionEnv {
         open_pairing_link(&self.chrome, &link, self.port, &self.token).await
     }
 
-    async fn attach(&self, target_id: &str) -> anyhow::Result<String> {
-        let attached =
-            self.browser.call("Target.attachToTarget", json!({"targetId": target_id, "flatten": true}), None).await?;
-        Ok(attached["sessionId"].as_str().context("sessionId")?.to_string())
-    }
-
-    async fn evaluate(&self, session: &str, expression: &str) -> anyhow::Result<Value> {
-        let result = self
-            .browser
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
-                Some(session),
-            )
-            .await?;
-        if let Some(exception) = result.get("exceptionDetails") {
-            bail!("evaluation failed: {exception}");
-        }
-        Ok(result["result"]["value"].clone())
-    }
-
     /// A real click on the toolbar button, on the tab showing `url` (brought
     /// to the front first, as a user's click always is).
     pub async fn click_toolbar(&self, url: &str) -> anyhow::Result<()> {
@@ -212,38 +191,20 @@ impl ExtensionEnv {
 
     /// The badge text on the tab showing `url`, read from the service worker.
     pub async fn badge(&self, url: &str) -> anyhow::Result<String> {
-        let worker = self.service_worker().await?;
-        let session = self.attach(&worker).await?;
-        let expression = format!(
-            "chrome.tabs.query({{}}).then(tabs => chrome.action.getBadgeText({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
-        );
-        let value = self.evaluate(&session, &expression).await?;
-        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
-        Ok(value.as_str().unwrap_or_default().to_string())
+        badge(&self.browser, &self.id, url).await
     }
 
     /// The toolbar button's title on the tab showing `url` (the badge's
     /// explanation, e.g. why it shows `!`).
     pub async fn badge_title(&self, url: &str) -> anyhow::Result<String> {
-        let worker = self.service_worker().await?;
-        let session = self.attach(&worker).await?;
-        let expression = format!(
-            "chrome.tabs.query({{}}).then(tabs => chrome.action.getTitle({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
-        );
-        let value = self.evaluate(&session, &expression).await?;
-        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
-        Ok(value.as_str().unwrap_or_default().to_string())
+        badge_title(&self.browser, &self.id, url).await
     }
 
     /// Evaluates `expression` (a promise is awaited) in the extension's
     /// service worker: the test's hands for `chrome.*` (`chrome.tabs.group`
     /// moves a tab as the user's drag does), never the path under test.
     pub async fn worker_eval(&self, expression: &str) -> anyhow::Result<Value> {
-        let worker = self.service_worker().await?;
-        let session = self.attach(&worker).await?;
-        let value = self.evaluate(&session, expression).await;
-        let _ = self.browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
-        value
+        worker_eval(&self.browser, &self.id, expression).await
     }
 
     /// The tab group of the tab showing `url` (`chrome.tabGroups.TabGroup`:
@@ -299,16 +260,7 @@ impl ExtensionEnv {
     }
 
     pub async fn service_worker(&self) -> anyhow::Result<String> {
-        let prefix = format!("chrome-extension://{}/", self.id);
-        let targets = self.browser.call("Target.getTargets", json!({}), None).await?;
-        targets["targetInfos"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["type"] == "service_worker" && t["url"].as_str().is_some_and(|u| u.starts_with(&prefix)))
-            .and_then(|t| t["targetId"].as_str())
-            .map(str::to_string)
-            .context("the extension's service worker is not running")
+        service_worker(&self.browser, &self.id).await
     }
 
     /// Stops the relay (as if the user quit it).
@@ -420,6 +372,59 @@ pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: 
         }
     }
     Ok(())
+}
+
+/// The target id of extension `id`'s service worker, through `browser`
+/// (a connection to Chrome's own port).
+pub async fn service_worker(browser: &CdpClient, id: &str) -> anyhow::Result<String> {
+    let prefix = format!("chrome-extension://{id}/");
+    let targets = browser.call("Target.getTargets", json!({}), None).await?;
+    targets["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["type"] == "service_worker" && t["url"].as_str().is_some_and(|u| u.starts_with(&prefix)))
+        .and_then(|t| t["targetId"].as_str())
+        .map(str::to_string)
+        .context("the extension's service worker is not running")
+}
+
+/// Evaluates `expression` (a promise is awaited) in extension `id`'s
+/// service worker, through `browser`: the test's hands for `chrome.*`.
+pub async fn worker_eval(browser: &CdpClient, id: &str, expression: &str) -> anyhow::Result<Value> {
+    let worker = service_worker(browser, id).await?;
+    let attached = browser.call("Target.attachToTarget", json!({"targetId": worker, "flatten": true}), None).await?;
+    let session = attached["sessionId"].as_str().context("sessionId")?.to_string();
+    let result = browser
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
+            Some(&session),
+        )
+        .await;
+    let _ = browser.call("Target.detachFromTarget", json!({"sessionId": session}), None).await;
+    let result = result?;
+    if let Some(exception) = result.get("exceptionDetails") {
+        bail!("evaluation failed: {exception}");
+    }
+    Ok(result["result"]["value"].clone())
+}
+
+/// The badge text on the tab showing `url`, read from extension `id`'s worker.
+pub async fn badge(browser: &CdpClient, id: &str, url: &str) -> anyhow::Result<String> {
+    let expression = format!(
+        "chrome.tabs.query({{}}).then(tabs => chrome.action.getBadgeText({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
+    );
+    Ok(worker_eval(browser, id, &expression).await?.as_str().unwrap_or_default().to_string())
+}
+
+/// The toolbar button's title on the tab showing `url` (the badge's
+/// explanation, e.g. why it shows `!`).
+pub async fn badge_title(browser: &CdpClient, id: &str, url: &str) -> anyhow::Result<String> {
+    let expression = format!(
+        "chrome.tabs.query({{}}).then(tabs => chrome.action.getTitle({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
+    );
+    Ok(worker_eval(browser, id, &expression).await?.as_str().unwrap_or_default().to_string())
 }
 
 /// A real click on the extension `id`'s toolbar button, on the tab showing

@@ -9,6 +9,8 @@ pub mod fake_extension;
 pub mod fixtures;
 pub mod forwarder;
 pub mod pairing;
+#[cfg(unix)]
+pub mod serve_process;
 pub mod sim_extension;
 
 use std::path::PathBuf;

@@ -11,28 +11,13 @@
 //! failure); without it, and not required, the test says so and passes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use e2e::extension_env::{click_toolbar, extension_dir, extension_id, open_pairing_link};
+use e2e::serve_process::{ServeProcess, free_port, pairing_link, wait_for_shared};
 use e2e::{Chromium, FixtureServer};
-use serde_json::Value;
-use state_dir::Token;
-
-/// `browser-relay.exe serve` under Wine; its process group is killed when
-/// the test ends, also on failure.
-struct WineServe {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl Drop for WineServe {
-    fn drop(&mut self) {
-        e2e::kill_group(self.child.id());
-        let _ = self.child.wait();
-    }
-}
 
 /// The exe's view of a Linux path: Wine's drive Z: is `/`.
 fn windows_path(path: &Path) -> String {
@@ -43,39 +28,6 @@ fn wine(exe: &Path, home: &Path) -> Command {
     let mut command = Command::new(e2e::tests_dir().join("../scripts/wine-run.sh"));
     command.arg(exe).env("BROWSER_RELAY_HOME", windows_path(home));
     command
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The relay's `/json/list`, with the token as a CDP client sends it.
-async fn targets(port: u16, token: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, body) = e2e::http_get(&format!("http://127.0.0.1:{port}/json/list?token={token}")).await?;
-    if status != 200 {
-        bail!("/json/list answered {status}: {body}");
-    }
-    Ok(serde_json::from_str::<Vec<Value>>(&body)?)
-}
-
-/// Waits until the relay lists exactly the page at `url`.
-async fn wait_for_shared(port: u16, token: &str, url: &str, within: Duration) -> anyhow::Result<()> {
-    let deadline = Instant::now() + within;
-    loop {
-        let listed = targets(port, token).await;
-        if let Ok(list) = &listed
-            && list.len() == 1
-            && list[0]["url"] == url
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("the relay did not list the shared tab {url} alone within {within:?}: {listed:?}");
-        }
-        // The relay learns of the share from the extension: nothing to
-        // await from here but its answer.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,11 +45,10 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     let (port, control) = (free_port(), free_port());
 
     // The pairing link, as the Windows user gets it.
-    let pair = wine(&exe, home.path()).args(["pair", "--port", &port.to_string()]).output()?;
-    let printed = String::from_utf8_lossy(&pair.stdout).to_string();
-    anyhow::ensure!(pair.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&pair.stderr));
-    let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
-    let token = Token::parse(link.rsplit_once("token=").context("a token in the link")?.1).context("a token")?;
+    let mut pair = wine(&exe, home.path());
+    pair.args(["pair", "--port", &port.to_string()]);
+    let (link, token) = pairing_link(pair)?;
+    let link = link.as_str();
     // The state directory the exe made is the user's alone (Wine shows a
     // Windows DACL as Unix mode bits).
     #[cfg(unix)]
@@ -108,28 +59,11 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     }
 
     // serve, under Wine, in a process group of its own.
-    let log = home.path().join("serve.log");
-    let child = {
-        use std::os::unix::process::CommandExt;
-        wine(&exe, home.path())
-            .args(["serve", "--port", &port.to_string(), "--control-port", &control.to_string()])
-            .env("BROWSER_RELAY_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .process_group(0)
-            .spawn()?
-    };
-    let mut serve = WineServe { child, log };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&serve.log)?.contains("relay listening on") {
-        if let Some(status) = serve.child.try_wait()? {
-            bail!("serve exited ({status}): {}", std::fs::read_to_string(&serve.log)?);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "serve did not listen within 60 s");
-        // Wine gives no event for its program's log line.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let mut command = wine(&exe, home.path());
+    command
+        .args(["serve", "--port", &port.to_string(), "--control-port", &control.to_string()])
+        .env("BROWSER_RELAY_LOG", "info");
+    let mut serve = ServeProcess::start(command, &home.path().join("serve.log"), Duration::from_secs(60)).await?;
 
     // The user's Chrome with the extension, paired by opening the link.
     let fixtures = FixtureServer::start().await?;

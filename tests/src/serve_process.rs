@@ -1,0 +1,117 @@
+//! `browser-relay serve` as a process of its own, as a user runs it (the
+//! native binary, or the Windows exe under Wine): started in a process
+//! group of its own, watched through its log, killed with its group when
+//! the test ends (also on failure), and asked what it lists over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
+use state_dir::Token;
+
+/// The native binary: `BROWSER_RELAY_EXE`, else the workspace's debug
+/// build (`cargo test --workspace` builds it before any test runs).
+pub fn native_exe() -> anyhow::Result<PathBuf> {
+    let exe = std::env::var_os("BROWSER_RELAY_EXE")
+        .map_or_else(|| crate::tests_dir().join("../target/debug/browser-relay"), PathBuf::from);
+    anyhow::ensure!(
+        exe.is_file(),
+        "{} is not built: run `cargo build -p browser-relay` (or set BROWSER_RELAY_EXE)",
+        exe.display()
+    );
+    Ok(exe)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// What `pair` printed: the pairing link and the token in it.
+pub fn pairing_link(mut pair: Command) -> anyhow::Result<(String, Token)> {
+    let out = pair.output()?;
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    anyhow::ensure!(out.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&out.stderr));
+    let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
+    let token = Token::parse(link.rsplit_once("token=").context("a token in the link")?.1).context("a token")?;
+    Ok((link.to_string(), token))
+}
+
+/// A running `serve`; its process group is killed on drop.
+#[derive(Debug)]
+pub struct ServeProcess {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl ServeProcess {
+    /// Runs `serve` (the command, its arguments set) with its log in `log`,
+    /// and waits up to `within` for it to listen.
+    pub async fn start(mut serve: Command, log: &Path, within: Duration) -> anyhow::Result<Self> {
+        use std::os::unix::process::CommandExt as _;
+        let child = serve
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .process_group(0)
+            .spawn()?;
+        let mut serve = Self { child, log: log.to_path_buf() };
+        let deadline = Instant::now() + within;
+        while !serve.log_text().contains("relay listening on") {
+            if let Some(status) = serve.child.try_wait()? {
+                bail!("serve exited ({status}): {}", serve.log_text());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "serve did not listen within {within:?}");
+            // A process's log line gives no event to await.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(serve)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `signal` to serve's whole process group.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let group = nix::unistd::Pid::from_raw(i32::try_from(self.child.id())?);
+        Ok(nix::sys::signal::killpg(group, signal)?)
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        crate::kill_group(self.child.id());
+        let _ = self.child.wait();
+    }
+}
+
+/// The relay's `/json/list`, with the token as a CDP client sends it.
+pub async fn listed_targets(port: u16, token: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, body) = crate::http_get(&format!("http://127.0.0.1:{port}/json/list?token={token}")).await?;
+    if status != 200 {
+        bail!("/json/list answered {status}: {body}");
+    }
+    Ok(serde_json::from_str::<Vec<Value>>(&body)?)
+}
+
+/// Waits until the relay lists exactly the page at `url`.
+pub async fn wait_for_shared(port: u16, token: &str, url: &str, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let listed = listed_targets(port, token).await;
+        if let Ok(list) = &listed
+            && list.len() == 1
+            && list[0]["url"] == url
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the relay did not list the shared tab {url} alone within {within:?}: {listed:?}");
+        }
+        // The relay learns of the share from the extension: nothing to
+        // await from here but its answer.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
