@@ -927,3 +927,70 @@ async fn a_command_chrome_refuses_is_answered_with_chromes_reason_and_the_tab_go
     assert_eq!(after.unwrap()["result"]["value"], 42);
     assert_eq!(env.server().relay.stats().targets, 1, "the tab stays shared");
 }
+
+/// `browser-relay serve` suspended (Ctrl-Z in its terminal, a stopped
+/// container): its port still accepts and its socket stays open, and
+/// nothing answers. The worker notices the silence, says so on the badge,
+/// and when serve resumes the tab is shared again without a new click.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
+    use e2e::serve_process::{ServeProcess, free_port, native_exe, pairing_link, wait_for_shared};
+    use nix::sys::signal::Signal;
+    let exe = native_exe().unwrap();
+    let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir().unwrap();
+    let (port, control) = (free_port().to_string(), free_port().to_string());
+    let command = |args: &[&str]| {
+        let mut command = std::process::Command::new(&exe);
+        command.args(args).env("BROWSER_RELAY_HOME", home.path());
+        command
+    };
+    let (link, token) = pairing_link(command(&["pair", "--port", &port])).unwrap();
+    let serve = ServeProcess::start(
+        command(&["serve", "--port", &port, "--control-port", &control]),
+        &home.path().join("serve.log"),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    let port: u16 = port.parse().unwrap();
+    let fixtures = e2e::FixtureServer::start().await.unwrap();
+    let index = format!("{}/index.html", fixtures.url());
+    let dir = e2e::extension_env::extension_dir().unwrap();
+    let chrome = e2e::Chromium::launch(
+        &[
+            format!("--load-extension={}", dir.display()),
+            format!("--disable-extensions-except={}", dir.display()),
+            "--enable-unsafe-extension-debugging".into(),
+        ],
+        &index,
+    )
+    .unwrap();
+    e2e::extension_env::open_pairing_link(&chrome, &link, port, &token).await.unwrap();
+    let hands = CdpClient::connect(&chrome.ws_url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let id = e2e::extension_env::extension_id().unwrap();
+    e2e::extension_env::click_toolbar(&hands, &id, &index).await.unwrap();
+    wait_for_shared(port, token.as_str(), &index, Duration::from_secs(30)).await.unwrap();
+
+    serve.signal(Signal::SIGSTOP).unwrap();
+    // The worker looks every 20 s; three silent looks: within a minute of
+    // serve's last ping. Nothing to await but the badge.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let title = loop {
+        let title = e2e::extension_env::badge_title(&hands, &id, &index).await.unwrap_or_default();
+        if title.contains("stopped answering") {
+            break title;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the worker never noticed: the button says {title:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(title.contains("suspended"), "the title says what to look at: {title}");
+    assert_eq!(e2e::extension_env::badge(&hands, &id, &index).await.unwrap(), "!", "{title}");
+
+    // `fg`: serve goes on, answers the worker's waiting connection, and
+    // the tab is shared again within the grace, with no new click.
+    serve.signal(Signal::SIGCONT).unwrap();
+    wait_for_shared(port, token.as_str(), &index, Duration::from_secs(45))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}\nserve's log:\n{}", serve.log_text()));
+    assert_eq!(e2e::extension_env::badge(&hands, &id, &index).await.unwrap(), "ON");
+}

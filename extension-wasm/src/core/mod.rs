@@ -58,6 +58,13 @@
 //!   ~30 s idle), and a 30 s `chrome.alarms` backstop:
 //!   `keepalive_pings_only_while_shared_and_connected`; e2e
 //!   `the_worker_idles_a_minute_while_shared_and_stays_connected`.
+//! - **A silent relay is left**: a relay that says nothing for three looks
+//!   in a row, 20 s apart (its socket open, or opening, and nothing coming:
+//!   a suspended `serve`), counts as gone, so the grace below runs and what
+//!   the worker sends stops piling up in Chrome:
+//!   `a_relay_that_stops_answering_is_left_and_the_tabs_follow_the_grace`,
+//!   `a_relay_that_accepts_but_never_answers_the_handshake_is_retried`; e2e
+//!   `a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again`.
 //! - **Reconnect after 1 s·2ⁿ (cap 5 s, jitter)**, and a **60 s grace**
 //!   before the tabs are released:
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
@@ -152,6 +159,9 @@ pub enum Timer {
     /// The end of a moment for a moved group's tabs to be back in it
     /// (`groups::TabGroups::moving`).
     GroupMove,
+    /// A look at whether the relay said anything since the last one
+    /// ([`policy::RELAY_WATCH_MS`]), while a socket is open or opening.
+    RelayWatch,
 }
 
 /// The allow-listed `chrome.*` calls, and nothing else. The last three
@@ -450,6 +460,11 @@ pub struct Core<H: Host> {
     /// Whether the current connection attempt ever opened (to tell "relay
     /// not running" from "the relay refused us").
     opened: bool,
+    /// Whether the relay said anything (or the socket opened) since the
+    /// last [`Timer::RelayWatch`]; a flag, so the hot path pays no timer.
+    heard: bool,
+    /// Watches in a row that found the relay silent.
+    silent_watches: u32,
     attempt: u32,
     last_error: Option<String>,
     attached: BTreeMap<TabId, TabInfo>,
@@ -484,6 +499,8 @@ impl<H: Host> Core<H> {
             env: Environment::default(),
             link: Link::Idle,
             opened: false,
+            heard: false,
+            silent_watches: 0,
             attempt: 0,
             last_error: None,
             attached: BTreeMap::new(),
@@ -1062,6 +1079,7 @@ impl<H: Host> Core<H> {
         }
         self.link = Link::Authenticating;
         self.opened = true;
+        self.heard = true;
         let Some(random) = self.host.random_bytes() else {
             self.host.disconnect();
             return self.on_socket_closed(close_code::BAD_MESSAGE, "no secure random source for the pairing proof");
@@ -1078,6 +1096,7 @@ impl<H: Host> Core<H> {
     }
 
     pub fn on_socket_message(&mut self, text: &str) {
+        self.heard = true;
         let message = match RelayMessage::parse(text) {
             Ok(message) => message,
             // A newer relay may send what we do not know; ignoring it keeps
@@ -1148,36 +1167,42 @@ impl<H: Host> Core<H> {
         if self.link == Link::Idle {
             return;
         }
-        let was_open = self.opened;
-        self.link = Link::Idle;
-        self.opened = false;
-        self.clients.clear();
-        self.host.cancel_timer(Timer::Keepalive);
         let port = self.settings.port;
         let error = match code {
-            close_code::PROTOCOL_MISMATCH => Some(format!("the relay refused this extension's protocol: {reason}")),
+            close_code::PROTOCOL_MISMATCH => format!("the relay refused this extension's protocol: {reason}"),
             close_code::HELLO_TIMEOUT | close_code::BAD_MESSAGE => {
-                Some(format!("the relay dropped the connection: {reason}"))
+                format!("the relay dropped the connection: {reason}")
             }
             // Our own verdict on the relay's proof, or the relay's on ours.
-            close_code::NOT_PAIRED if reason.starts_with("the program on") => Some(reason.to_string()),
-            close_code::NOT_PAIRED => Some(format!("the relay refused the pairing: {reason}")),
-            _ if !was_open => Some(format!(
+            close_code::NOT_PAIRED if reason.starts_with("the program on") => reason.to_string(),
+            close_code::NOT_PAIRED => format!("the relay refused the pairing: {reason}"),
+            _ if !self.opened => format!(
                 "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` (0.2 or newer) running?"
-            )),
-            _ => Some(format!("the relay on 127.0.0.1:{port} went away")),
+            ),
+            _ => format!("the relay on 127.0.0.1:{port} went away"),
         };
-        self.last_error = error;
-        if self.attached.is_empty() {
-            self.refresh_badges();
-            return;
-        }
         // A protocol refusal comes before any proof: any program on the
         // port can send it, so it never stops the retries (a squatter would
         // keep us away for good); it only makes them the slowest, as
         // retrying a relay that really is older helps only once it is
         // updated.
-        if code == close_code::PROTOCOL_MISMATCH {
+        self.link_lost(error, code == close_code::PROTOCOL_MISMATCH);
+    }
+
+    /// The link is gone, for `error`: retry after a backoff (the slowest
+    /// if `slowest`), and keep the tabs for the grace period.
+    fn link_lost(&mut self, error: String, slowest: bool) {
+        self.link = Link::Idle;
+        self.opened = false;
+        self.clients.clear();
+        self.host.cancel_timer(Timer::Keepalive);
+        self.host.cancel_timer(Timer::RelayWatch);
+        self.last_error = Some(error);
+        if self.attached.is_empty() {
+            self.refresh_badges();
+            return;
+        }
+        if slowest {
             self.attempt = self.attempt.max(policy::SLOWEST_ATTEMPT);
         }
         let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
@@ -1190,10 +1215,39 @@ impl<H: Host> Core<H> {
         self.refresh_badges();
     }
 
+    /// A relay that says nothing for [`policy::RELAY_SILENT_WATCHES`]
+    /// watches in a row is stuck, though its socket is open (a suspended
+    /// `serve` still accepts connections, and what the worker sends piles
+    /// up in Chrome): leave it as one that went away. A live relay pings
+    /// every 20 s and answers our pings, so each watch hears something.
+    fn on_relay_watch(&mut self) {
+        if self.link == Link::Idle {
+            return;
+        }
+        if std::mem::take(&mut self.heard) {
+            self.silent_watches = 0;
+        } else {
+            self.silent_watches += 1;
+            if self.silent_watches >= policy::RELAY_SILENT_WATCHES {
+                let port = self.settings.port;
+                let silent_s = policy::RELAY_WATCH_MS * u64::from(policy::RELAY_SILENT_WATCHES) / 1000;
+                self.host.disconnect();
+                return self.link_lost(
+                    format!(
+                        "the relay on 127.0.0.1:{port} stopped answering ({silent_s} s without a word: is `browser-relay serve` suspended?)"
+                    ),
+                    false,
+                );
+            }
+        }
+        self.host.set_timer(Timer::RelayWatch, policy::RELAY_WATCH_MS);
+    }
+
     pub fn on_timer(&mut self, timer: Timer) {
         match timer {
             Timer::Reconnect => self.ensure_connected(),
             Timer::GroupMove => self.on_group_move_done(),
+            Timer::RelayWatch => self.on_relay_watch(),
             Timer::Keepalive => {
                 if self.link == Link::Ready && !self.attached.is_empty() {
                     let nonce = self.next_nonce;
@@ -1341,8 +1395,11 @@ impl<H: Host> Core<H> {
         let protocols = [SUBPROTOCOL.to_string()];
         self.link = Link::Connecting;
         self.opened = false;
+        self.heard = false;
+        self.silent_watches = 0;
         self.link_generation += 1;
         self.host.connect(&url, &protocols);
+        self.host.set_timer(Timer::RelayWatch, policy::RELAY_WATCH_MS);
         self.refresh_badges();
     }
 
@@ -1354,7 +1411,7 @@ impl<H: Host> Core<H> {
         if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching {
             return;
         }
-        for timer in [Timer::Reconnect, Timer::Keepalive, Timer::DetachGrace] {
+        for timer in [Timer::Reconnect, Timer::Keepalive, Timer::DetachGrace, Timer::RelayWatch] {
             self.host.cancel_timer(timer);
         }
         self.grace_running = false;

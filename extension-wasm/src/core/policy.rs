@@ -31,6 +31,12 @@ pub(super) const REATTACH_TRIES: u32 = 3;
 /// While anything is attached, a message at least this often keeps the MV3
 /// service worker alive (it is stopped after ~30 s without events).
 pub(super) const KEEPALIVE_MS: u64 = 20_000;
+/// How often the worker looks whether the relay said anything since the
+/// last look (a live relay pings every 20 s and answers our pings).
+pub(super) const RELAY_WATCH_MS: u64 = 20_000;
+/// Silent looks in a row after which the relay counts as gone: 40 to 60 s
+/// without a word, what the relay allows the extension too.
+pub(super) const RELAY_SILENT_WATCHES: u32 = 3;
 /// How long tabs stay attached while the relay is gone before the extension
 /// detaches them (the "is being debugged" bar goes away).
 pub(super) const DETACH_GRACE_MS: u64 = 60_000;

@@ -655,6 +655,85 @@ fn keepalive_pings_only_while_shared_and_connected() {
 }
 
 #[test]
+fn a_relay_that_stops_answering_is_left_and_the_tabs_follow_the_grace() {
+    let mut core = paired();
+    core.share(5);
+    assert_eq!(core.host.timers.get(&Timer::RelayWatch), Some(&policy::RELAY_WATCH_MS), "watched from the connect");
+    // A live relay: its pings (or answers to ours) between two watches
+    // keep the link however long it lasts.
+    for nonce in 0..10 {
+        core.relay(json!({"ping": {"nonce": nonce}}));
+        core.on_timer(Timer::RelayWatch);
+        // Two silent watches are not yet enough.
+        core.on_timer(Timer::RelayWatch);
+        core.on_timer(Timer::RelayWatch);
+        core.relay(json!({"pong": {"nonce": nonce}}));
+    }
+    assert_eq!((core.link(), core.host.disconnects), (Link::Ready, 0));
+    // The window that heard the last pong; then the relay is suspended:
+    // its socket stays open, nothing comes.
+    core.on_timer(Timer::RelayWatch);
+    for _ in 1..policy::RELAY_SILENT_WATCHES {
+        core.on_timer(Timer::RelayWatch);
+    }
+    assert_eq!(core.host.disconnects, 0, "one silent watch short");
+    core.on_timer(Timer::RelayWatch);
+    assert_eq!(core.host.disconnects, 1, "the stuck socket is closed");
+    assert_eq!(core.link(), Link::Idle);
+    assert!(
+        matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("stopped answering")),
+        "{:?}",
+        core.host.badges
+    );
+    assert!(core.host.titles[&5].contains("suspended"), "{}", core.host.titles[&5]);
+    assert!(!core.host.timers.contains_key(&Timer::RelayWatch), "no watch without a socket");
+    assert!(!core.host.timers.contains_key(&Timer::Keepalive));
+    // As for a relay that went away: retried, tabs kept for the grace.
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&1000));
+    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
+    assert_eq!(core.attached(), vec![5]);
+    core.on_timer(Timer::DetachGrace);
+    assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 5 }, "the user gets the tab back");
+}
+
+#[test]
+fn a_relay_that_accepts_but_never_answers_the_handshake_is_retried() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    assert_eq!(core.host.connects.len(), 2);
+    // The port accepts (a suspended serve's backlog does), the socket
+    // opens, and the challenge never comes.
+    core.on_socket_open();
+    for _ in 0..policy::RELAY_SILENT_WATCHES + 1 {
+        core.on_timer(Timer::RelayWatch);
+    }
+    assert_eq!(core.host.disconnects, 1);
+    assert!(core.host.titles[&5].contains("stopped answering"), "{}", core.host.titles[&5]);
+    core.on_timer(Timer::Reconnect);
+    assert_eq!(core.host.connects.len(), 3, "tried again");
+    // The relay wakes up: everything as before, watched again.
+    core.on_socket_open();
+    core.relay_proves();
+    core.welcome();
+    assert_eq!((core.link(), &core.host.badges[&5]), (Link::Ready, &Badge::On));
+    assert_eq!(core.host.timers.get(&Timer::RelayWatch), Some(&policy::RELAY_WATCH_MS));
+    assert!(!core.host.timers.contains_key(&Timer::DetachGrace), "the grace ends with the welcome");
+}
+
+#[test]
+fn no_watch_is_left_once_nothing_is_shared() {
+    let mut core = paired();
+    core.share(5);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    assert_eq!(core.link(), Link::Idle, "the worker lets the link go");
+    assert!(!core.host.timers.contains_key(&Timer::RelayWatch), "and no watch wakes it");
+}
+
+#[test]
 fn a_protocol_refusal_only_slows_the_retries_as_any_program_can_send_it() {
     let mut core = paired();
     core.share(5);
