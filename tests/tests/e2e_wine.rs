@@ -1,7 +1,8 @@
 //! The Windows build, for real: `browser-relay.exe` (cross-built for
 //! x86_64-pc-windows-gnu) runs under Wine and serves the real extension in
 //! Linux Chromium and a real Playwright client over loopback, as it would
-//! on a Windows desktop. The pairing link comes from the exe's own `pair`;
+//! on a Windows desktop, its state in a user folder named with a space and
+//! a letter beyond ASCII. The pairing link comes from the exe's own `pair`;
 //! the user shares a tab with a toolbar click; Playwright connects,
 //! evaluates, takes a screenshot and leaves, twice in a row; the tab stays
 //! shared; Ctrl-C ends serve cleanly.
@@ -41,11 +42,16 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     };
     anyhow::ensure!(exe.is_file(), "{} is not a file", exe.display());
     e2e::init_logging();
-    let home = tempfile::Builder::new().prefix("browser-relay-wine-").tempdir()?;
+    let temp = tempfile::Builder::new().prefix("browser-relay-wine-").tempdir()?;
+    // A Windows user's folder: a space and a letter beyond ASCII in it
+    // (`C:\Users\José Smith`), for the state, the token and the log.
+    let user = temp.path().join("Jos\u{e9} Smith");
+    std::fs::create_dir(&user)?;
+    let home = user.join(".browser-relay");
     let (port, control) = (free_port(), free_port());
 
     // The pairing link, as the Windows user gets it.
-    let mut pair = wine(&exe, home.path());
+    let mut pair = wine(&exe, &home);
     pair.args(["pair", "--port", &port.to_string()]);
     let (link, token) = pairing_link(pair)?;
     let link = link.as_str();
@@ -54,16 +60,16 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(home.path().join("token"))?.permissions().mode();
+        let mode = std::fs::metadata(home.join("token"))?.permissions().mode();
         anyhow::ensure!(mode & 0o007 == 0, "the token file is open to others: {mode:o}");
     }
 
     // serve, under Wine, in a process group of its own.
-    let mut command = wine(&exe, home.path());
+    let mut command = wine(&exe, &home);
     command
         .args(["serve", "--port", &port.to_string(), "--control-port", &control.to_string()])
         .env("BROWSER_RELAY_LOG", "info");
-    let mut serve = ServeProcess::start(command, &home.path().join("serve.log"), Duration::from_secs(60)).await?;
+    let mut serve = ServeProcess::start(command, &home.join("serve.log"), Duration::from_secs(60)).await?;
 
     // The user's Chrome with the extension, paired by opening the link.
     let fixtures = FixtureServer::start().await?;

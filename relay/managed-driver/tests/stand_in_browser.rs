@@ -38,14 +38,25 @@ async fn helper_beats(dir: &std::path::Path, within: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
-    let state = tempfile::tempdir().unwrap();
+    // Where a desktop puts them: the browser under a folder with spaces
+    // (`C:\Program Files\Google\Chrome\Application`), the state in a home
+    // folder whose name has a space and a letter beyond ASCII. The launch
+    // must hand both to the browser intact (on Windows, one command line
+    // that the browser splits again).
+    let root = tempfile::tempdir().unwrap();
+    let installed = root.path().join("Program Files").join("Stand In");
+    std::fs::create_dir_all(&installed).unwrap();
+    let browser = installed.join(stand_in().file_name().unwrap());
+    std::fs::copy(stand_in(), &browser).unwrap();
+    let state = root.path().join("Jos\u{e9} Smith").join(".browser-relay");
+    std::fs::create_dir_all(&state).unwrap();
     let toml = format!(
         "[profiles.standin]\ndriver = \"managed\"\nheadless = true\nexecutablePath = {:?}\n",
-        stand_in().display().to_string()
+        browser.display().to_string()
     );
-    std::fs::write(state.path().join("config.toml"), toml).unwrap();
-    let profile = Config::load(state.path()).unwrap().profile(Some("standin")).unwrap().clone();
-    let browsers = ManagedBrowsers::new(state.path());
+    std::fs::write(state.join("config.toml"), toml).unwrap();
+    let profile = Config::load(&state).unwrap().profile(Some("standin")).unwrap().clone();
+    let browsers = ManagedBrowsers::new(&state);
 
     let status = browsers.start(&profile).await.expect("the stand-in becomes ready over the pipe");
     assert_eq!(status.state, State::Running, "{status:?}");
