@@ -90,7 +90,7 @@ pub struct RunningServer {
 impl RunningServer {
     pub async fn start(options: ServerOptions) -> Result<Self, BindError> {
         let listener = net::bind_loopback(options.addr).await?;
-        let addr = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
+        let addr = listener.local_addr().map_err(|error| BindError::Io { addr: options.addr, error })?;
         // Both listeners before anything serves: a port that is taken
         // leaves nothing running behind the error.
         let control_listener = match options.control_addr {
@@ -122,7 +122,7 @@ impl RunningServer {
 
         let mut control = None;
         if let (Some(listener), Some(browsers)) = (control_listener, &browsers) {
-            let bound = listener.local_addr().map_err(|source| BindError::Io { addr: options.addr, source })?;
+            let bound = listener.local_addr().map_err(|error| BindError::Io { addr: options.addr, error })?;
             let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
                 extension: std::sync::Arc::new(RelayTabs(relay.clone())),

@@ -48,8 +48,41 @@ impl Default for ServeLimits {
 pub enum BindError {
     #[error("refusing to listen on {0}: Browser Relay only listens on loopback addresses (127.0.0.1 or ::1)")]
     NotLoopback(SocketAddr),
-    #[error("cannot listen on {addr}: {source}")]
-    Io { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {addr}: {error}{}", hint_for(.addr, .error))]
+    Io { addr: SocketAddr, error: std::io::Error },
+}
+
+/// What to do about a port that cannot be had, as the CLI shows hints.
+fn hint_for(addr: &SocketAddr, error: &std::io::Error) -> String {
+    why_cannot_listen(error.kind(), error.raw_os_error(), cfg!(windows), addr.port())
+        .map(|hint| format!(" (hint: {hint})"))
+        .unwrap_or_default()
+}
+
+/// Windows' `WSAEACCES`: the port is held exclusively by another program,
+/// or reserved (Hyper-V, WSL and Docker reserve ranges of ports).
+const WSAEACCES: i32 = 10013;
+
+/// The next step for a failed bind, per system (`windows` given, so every
+/// system's rule is tested on every host).
+fn why_cannot_listen(kind: std::io::ErrorKind, os_code: Option<i32>, windows: bool, port: u16) -> Option<&'static str> {
+    use std::io::ErrorKind;
+    match kind {
+        ErrorKind::AddrInUse => Some(
+            "another program listens there, perhaps a `browser-relay serve` still running (`browser-relay status` asks it); \
+             or pick another port (--port for the relay, --control-port for the control API; after a new relay port, \
+             `browser-relay pair --port N` pairs the extension again)",
+        ),
+        _ if windows && os_code == Some(WSAEACCES) => Some(
+            "Windows refused the port: another program holds it, or Windows reserves it for Hyper-V, WSL or Docker \
+             (`netsh interface ipv4 show excludedportrange protocol=tcp` lists the reserved ranges); pick a port \
+             outside them (--port, --control-port)",
+        ),
+        ErrorKind::PermissionDenied if !windows && port < 1024 => {
+            Some("ports below 1024 need administrator rights: pick one above (--port, --control-port)")
+        }
+        _ => None,
+    }
 }
 
 /// Binds a loopback listener; any other address is refused.
@@ -57,7 +90,7 @@ pub(crate) async fn bind_loopback(addr: SocketAddr) -> Result<TcpListener, BindE
     if !addr.ip().is_loopback() {
         return Err(BindError::NotLoopback(addr));
     }
-    TcpListener::bind(addr).await.map_err(|source| BindError::Io { addr, source })
+    TcpListener::bind(addr).await.map_err(|error| BindError::Io { addr, error })
 }
 
 /// Whether something listens on `addr`, found by trying to bind it (and
@@ -153,5 +186,35 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, limits: ServeLi
             }
             drop(permit);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+
+    #[test]
+    fn a_port_that_cannot_be_had_says_what_to_do_on_each_system() {
+        let in_use = why_cannot_listen(ErrorKind::AddrInUse, Some(98), false, 18792).unwrap();
+        assert!(in_use.contains("browser-relay status") && in_use.contains("--port"), "{in_use}");
+        assert_eq!(why_cannot_listen(ErrorKind::AddrInUse, Some(10048), true, 18792), Some(in_use));
+        let reserved = why_cannot_listen(ErrorKind::PermissionDenied, Some(WSAEACCES), true, 18792).unwrap();
+        assert!(reserved.contains("excludedportrange") && reserved.contains("another program holds it"), "{reserved}");
+        let low = why_cannot_listen(ErrorKind::PermissionDenied, Some(13), false, 80).unwrap();
+        assert!(low.contains("below 1024"), "{low}");
+        assert_eq!(why_cannot_listen(ErrorKind::PermissionDenied, Some(13), false, 18792), None, "no guess");
+        assert_eq!(why_cannot_listen(ErrorKind::PermissionDenied, Some(13), true, 80), None, "not a Windows code");
+        assert_eq!(why_cannot_listen(ErrorKind::Other, None, false, 18792), None);
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_told_once_with_its_hint() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let error = bind_loopback(taken.local_addr().unwrap()).await.unwrap_err();
+        let text = format!("{:#}", anyhow::Error::from(error));
+        assert!(text.starts_with(&format!("cannot listen on {}: ", taken.local_addr().unwrap())), "{text}");
+        assert!(text.contains("(hint: another program listens there"), "{text}");
+        assert_eq!(text.matches("(os error").count(), 1, "the system's reason once, not twice: {text}");
     }
 }
