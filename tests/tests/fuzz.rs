@@ -1705,7 +1705,7 @@ fn config_errors_never_show_a_remote_profiles_secrets() {
     });
 }
 
-/// A URL with a secret in its password or its query.
+/// A URL with a secret in its password, its query or fragment, or its path.
 fn url_with_secret() -> impl Strategy<Value = (String, String)> {
     // RFC 3986: userinfo has no '/', '?', '#' or '@'; the secret is alphanumeric
     // so it cannot be made of the `***` and separators redaction adds.
@@ -1716,7 +1716,7 @@ fn url_with_secret() -> impl Strategy<Value = (String, String)> {
         "[a-zA-Z0-9]{8,16}",
         "[a-z0-9.:\\[\\]-]{0,16}",
         "(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,10}){0,3}",
-        0..4usize,
+        0..5usize,
     )
         .prop_map(|(scheme, user, secret, host, path, place)| {
             let scheme = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
@@ -1724,14 +1724,19 @@ fn url_with_secret() -> impl Strategy<Value = (String, String)> {
                 0 => format!("{scheme}{user}:{secret}@{host}{path}"),
                 1 => format!("{scheme}{host}{path}?token={secret}"),
                 2 => format!("{scheme}{user}@{host}{path}?a=1&apiKey={secret}#x"),
-                _ => format!("{scheme}{host}{path}#access_token={secret}"),
+                3 => format!("{scheme}{host}{path}#access_token={secret}"),
+                // A key in the path (as long as keys are, letters and digits).
+                _ => {
+                    let key = format!("key{secret}{secret}00");
+                    return (format!("{scheme}{host}/session/{key}{path}"), key);
+                }
             };
             (url, secret)
         })
 }
 
 #[test]
-fn redacted_urls_never_show_a_password_or_a_query_or_fragment_secret() {
+fn redacted_urls_never_show_a_password_a_query_or_fragment_secret_or_a_key_in_the_path() {
     let _shared = shared();
     let input = prop_oneof![
         3 => url_with_secret(),

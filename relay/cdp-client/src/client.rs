@@ -443,9 +443,10 @@ fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
 }
 
 /// A URL as it may be shown (errors, status, logs): the credentials of its
-/// authority (`user:pass@`) and its query and fragment (farms put their keys
-/// there: `?token=`, `?apiKey=`) replaced by `***`. The one redaction of
-/// the project.
+/// authority (`user:pass@`), its query and fragment (farms put their keys
+/// there: `?token=`, `?apiKey=`), and path segments that look like keys
+/// ([`looks_like_a_key`]: a farm's session id or key in its path) replaced
+/// by `***`. The one redaction of the project.
 pub fn redact(url: &str) -> String {
     // Only a scheme ends at `://`: in `user:pass@host/a://b` it is the path's.
     let (scheme, rest) = match url.split_once("://") {
@@ -463,7 +464,19 @@ pub fn redact(url: &str) -> String {
     };
     let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
     let slash = if path.is_empty() && !authority_and_path.ends_with('/') { "" } else { "/" };
-    format!("{prefix}{host}{slash}{path}{}", if query { "?***" } else { "" })
+    let path: Vec<&str> =
+        path.split('/').map(|segment| if looks_like_a_key(segment) { "***" } else { segment }).collect();
+    format!("{prefix}{host}{slash}{}{}", path.join("/"), if query { "?***" } else { "" })
+}
+
+/// A path segment that may be a secret: 20 characters or more, mixing
+/// letters and digits (an API key, a session or browser id that lets its
+/// holder connect). Words (`devtools`, `browser`, `chromium`) and short
+/// versions (`v1`, `playwright-1.55`) stay readable.
+fn looks_like_a_key(segment: &str) -> bool {
+    segment.len() >= 20
+        && segment.bytes().any(|b| b.is_ascii_digit())
+        && segment.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// RFC 3986: a letter, then letters, digits, `+`, `-` and `.`.
@@ -493,6 +506,21 @@ mod tests {
         assert_eq!(redact("ws://h/p@x#access_token=abc"), "ws://h/p@x?***");
         assert_eq!(redact("http://farm.example/?apiKey=k#frag"), "http://farm.example/?***");
         assert_eq!(redact("http://10.0.0.5:9333"), "http://10.0.0.5:9333");
+    }
+
+    #[test]
+    fn redact_drops_path_segments_that_look_like_keys() {
+        assert_eq!(
+            redact("wss://farm.example/v1/session/sk_live_4eC39HqLyjWDarjtT1zdp7dc/devtools"),
+            "wss://farm.example/v1/session/***/devtools"
+        );
+        assert_eq!(
+            redact("ws://10.0.0.5:9222/devtools/browser/6f1e5d2a-8b3c-4d7e-9f10-112233445566"),
+            "ws://10.0.0.5:9222/devtools/browser/***"
+        );
+        // Words and versions stay, however long.
+        let readable = "wss://farm.example/chromium/playwright-1.55/remote-debugging-endpoint";
+        assert_eq!(redact(readable), readable);
     }
 
     #[tokio::test]
