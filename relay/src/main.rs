@@ -143,14 +143,17 @@ enum Command {
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // serve and mcp log; the other commands answer on stdout and stderr
-    // themselves. Dropped last: the log's queued lines are written.
-    let _log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);
+    // themselves.
+    let log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);
     let json = match &cli.command {
         Command::Profiles { json } => *json,
         Command::Agent(agent) => agent.args().json,
         _ => false,
     };
-    match run(cli).await {
+    let outcome = run(cli).await;
+    // The log's queued lines first, so that the error below comes last.
+    drop(log);
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             if json {

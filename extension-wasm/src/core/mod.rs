@@ -1230,11 +1230,10 @@ impl<H: Host> Core<H> {
             self.silent_watches += 1;
             if self.silent_watches >= policy::RELAY_SILENT_WATCHES {
                 let port = self.settings.port;
-                let silent_s = policy::RELAY_WATCH_MS * u64::from(policy::RELAY_SILENT_WATCHES) / 1000;
                 self.host.disconnect();
                 return self.link_lost(
                     format!(
-                        "the relay on 127.0.0.1:{port} stopped answering ({silent_s} s without a word: is `browser-relay serve` suspended?)"
+                        "the relay on 127.0.0.1:{port} stopped answering (nothing for about a minute: is `browser-relay serve` suspended?)"
                     ),
                     false,
                 );
