@@ -156,10 +156,10 @@ mod tests {
     use super::*;
     use std::sync::{Condvar, Mutex};
 
-    /// A stderr that takes nothing until opened, then keeps what it takes.
     /// Whether it is open, and what it took.
     type Taken = Mutex<(bool, Vec<u8>)>;
 
+    /// A stderr that takes nothing until opened, then keeps what it takes.
     #[derive(Clone, Default)]
     struct HeldStderr {
         state: Arc<(Taken, Condvar)>,

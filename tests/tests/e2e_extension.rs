@@ -89,9 +89,10 @@ async fn popups_of_a_shared_tab_in_the_background_are_shared() {
     let session = opener.params["sessionId"].as_str().unwrap().to_string();
     // The user goes on working in a tab they did not share, so it is the
     // active tab while the agent drives the shared one in the background.
-    // Chrome's tab strip names the active tab as a new tab's `openerTabId`,
-    // so the extension cannot tell a popup of the shared tab by it: such a
-    // popup is shared because Chrome puts it into its opener's group.
+    // Chrome's tab strip then names that active tab as a new tab's
+    // `openerTabId`, so the extension cannot tell a popup tab of the shared
+    // tab by it: it is shared because Chrome puts it into its opener's
+    // group. A popup window's `openerTabId` names its real opener.
     let elsewhere = format!("{}/index.html?elsewhere", env.fixtures.url());
     let tab = env
         .worker_eval(&format!("chrome.tabs.create({{url: {elsewhere:?}, active: true}}).then(t => t.id)"))
