@@ -32,7 +32,12 @@ pub fn launch_args(profile: &Profile, user_data_dir: &Path, headless: bool, no_s
         "--disable-features=Translate,MediaRouter".into(),
         "--disable-session-crashed-bubble".into(),
         "--hide-crash-restore-bubble".into(),
+        // The isolated profile keeps its own secrets, never the system's
+        // keyring: on Linux no desktop keyring prompt, on macOS no Keychain
+        // prompt to use "Chromium Safe Storage" (what Playwright and
+        // Puppeteer pass too). The state folder is the user's alone.
         "--password-store=basic".into(),
+        "--use-mock-keychain".into(),
     ];
     if headless {
         args.push("--headless=new".into());
@@ -359,6 +364,7 @@ mod tests {
             "--disable-session-crashed-bubble",
             "--hide-crash-restore-bubble",
             "--password-store=basic",
+            "--use-mock-keychain",
             "--headless=new",
             "--no-sandbox",
             "--disable-dev-shm-usage",

@@ -75,7 +75,8 @@
 //! `--disable-background-networking`, `--disable-component-update`,
 //! `--disable-features=Translate,MediaRouter`,
 //! `--disable-session-crashed-bubble`, `--hide-crash-restore-bubble`,
-//! `--password-store=basic`; `--headless=new` when headless (by default
+//! `--password-store=basic`, `--use-mock-keychain` (no system keyring or
+//! Keychain prompt); `--headless=new` when headless (by default
 //! when Linux has no display); `--no-sandbox --disable-dev-shm-usage` when
 //! asked or when running as root (Chrome refuses otherwise); the profile's
 //! `args`; `about:blank`.
