@@ -141,7 +141,15 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let own_window = console::window_of_its_own();
+    let typed: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if typed.len() == 1 && own_window {
+        eprintln!(
+            "Browser Relay runs in this window: closing it (or Ctrl-C) stops it. \
+             `browser-relay pair`, in a terminal, prints the link that pairs the extension.\n"
+        );
+    }
+    let cli = Cli::parse_from(arguments_for(typed, own_window));
     // serve and mcp log; the other commands answer on stdout and stderr
     // themselves.
     let log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);
@@ -162,9 +170,26 @@ async fn main() -> std::process::ExitCode {
             } else {
                 eprintln!("browser-relay: {error:#}");
             }
+            // The window closes with the process: keep the error readable
+            // (not for a host that gave us pipes, an MCP host's window).
+            if own_window && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                eprintln!("\nPress Enter to close this window.");
+                let _ = std::io::stdin().read_line(&mut String::new());
+            }
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The arguments a launch runs with. Double-clicked in Explorer (no
+/// arguments, a console window of its own), `browser-relay.exe` starts the
+/// relay, as its user means, rather than printing its help into a window
+/// that closes at once.
+fn arguments_for(mut args: Vec<std::ffi::OsString>, window_of_its_own: bool) -> Vec<std::ffi::OsString> {
+    if args.len() == 1 && window_of_its_own {
+        args.push("serve".into());
+    }
+    args
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -508,4 +533,21 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
     tracing::info!("shutting down ({why})");
     stop_server(state, server).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arguments_for;
+
+    #[test]
+    fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
+        let args = |list: &[&str]| list.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(arguments_for(args(&["browser-relay.exe"]), true), args(&["browser-relay.exe", "serve"]));
+        assert_eq!(arguments_for(args(&["browser-relay"]), false), args(&["browser-relay"]), "a terminal: the help");
+        assert_eq!(
+            arguments_for(args(&["browser-relay.exe", "tabs"]), true),
+            args(&["browser-relay.exe", "tabs"]),
+            "arguments are never replaced"
+        );
+    }
 }
