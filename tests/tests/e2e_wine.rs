@@ -50,6 +50,30 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     let home = user.join(".browser-relay");
     let (port, control) = (free_port(), free_port());
 
+    // Without arguments, and with no console window of its own (as in a
+    // terminal), the exe prints its help: only a double-click, which gives
+    // it a window of its own, runs serve.
+    let printed = home.with_extension("help.txt");
+    let mut bare = wine(&exe, &home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&printed)?)
+        .stderr(std::fs::File::create(&printed)?)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = bare.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            e2e::kill_group(bare.id());
+            bail!("with no arguments the exe did not end within 60 s (did it run serve?)");
+        }
+        // A process of Wine's gives no event to await.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let help = std::fs::read_to_string(&printed)?;
+    anyhow::ensure!(status.code() == Some(2) && help.contains("Usage:"), "no arguments: {status:?} {help}");
+
     // The pairing link, as the Windows user gets it.
     let mut pair = wine(&exe, &home);
     pair.args(["pair", "--port", &port.to_string()]);
