@@ -840,7 +840,8 @@ async fn the_extension_hears_who_holds_each_tab_and_an_unshared_tab_leaves_every
     let (mut page, _) = tokio_tungstenite::connect_async(request).await.unwrap();
 
     let agent = json!({"id": 1, "name": cdp_client::USER_AGENT});
-    let both = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(|t| t.len() == 2)).await;
+    // Told as each one attaches: the notice that has them both.
+    let both = clients_notice(&mut ext, |tabs| tabs[1]["clients"].as_array().is_some_and(|c| c.len() == 2)).await;
     assert_eq!(
         both,
         json!([
@@ -869,4 +870,16 @@ async fn the_extension_hears_who_holds_each_tab_and_an_unshared_tab_leaves_every
     drop(client);
     let none = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(Vec::is_empty)).await;
     assert_eq!(none, json!([]), "nobody left");
+
+    // A session attached by hand, then detached: told each time.
+    let (client, _events) = setup.client().await;
+    let attached = client
+        .call("Target.attachToTarget", json!({"targetId": fake_target_id(7), "flatten": true}), None)
+        .await
+        .unwrap();
+    let holder = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(|t| t.len() == 1)).await;
+    assert_eq!(holder[0]["tabId"], 7, "{holder}");
+    client.call("Target.detachFromTarget", json!({"sessionId": attached["sessionId"]}), None).await.unwrap();
+    let none = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(Vec::is_empty)).await;
+    assert_eq!(none, json!([]), "the detach is told while the client stays");
 }

@@ -196,6 +196,7 @@ impl Relay {
                         Some(session.into()),
                     );
                     client.send(attached_event(&page_session, info, Some(session)));
+                    self.holders_changed();
                 }
                 reply.ok(&json!({}));
             }
@@ -507,6 +508,7 @@ impl Relay {
         for target in registry.iter_mut() {
             client.auto_attach_root(target, self.context_id());
         }
+        self.holders_changed();
         reply.ok(&json!({}));
     }
 
@@ -566,6 +568,7 @@ impl Relay {
         let new_session = new_id();
         client.subscribe(&mut client.state(), target, kind, new_session.clone(), session.map(Arc::from));
         client.send(attached_event(&new_session, info, session));
+        self.holders_changed();
         reply.ok(&json!({"sessionId": &*new_session}));
     }
 
@@ -611,6 +614,7 @@ impl Relay {
                         client.send(cdp::event("Target.detachedFromTarget", &params, sub.parent.as_deref()));
                     }
                 }
+                self.holders_changed();
                 reply.ok(&json!({}));
             }
             None => match self.0.children.get(detach.as_str()).map(|e| *e.value()) {

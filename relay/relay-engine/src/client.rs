@@ -284,6 +284,7 @@ impl Relay {
                     });
                 })
             };
+            self.holders_changed();
             if subscribed.is_none() {
                 client.close(1011, "no such target: it was detached or closed");
                 let _ = writer.await;
@@ -459,6 +460,7 @@ impl Relay {
         // tab it is creating right now sees it gone (`own_created_tab`).
         self.0.clients.remove(&client.id);
         drop(registry);
+        self.holders_changed();
         self.close_orphans(orphans);
         self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
         client.state().sessions.clear();

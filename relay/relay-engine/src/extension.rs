@@ -195,7 +195,7 @@ impl Relay {
         let mut ping = tokio::time::interval(config.ping_interval);
         ping.tick().await;
         // Who holds which tab, for the extension's options page: sent when
-        // it changes (nothing while nobody is connected).
+        // it changes (`holders_changed`; the interval is a backstop).
         let mut report = tokio::time::interval(config.clients_report);
         let mut reported = Vec::new();
         let mut last_seen = Instant::now();
@@ -216,13 +216,8 @@ impl Relay {
                         break;
                     }
                 },
-                _ = report.tick() => {
-                    let now = self.tab_clients();
-                    if now != reported {
-                        link.send(encode(&RelayMessage::Clients { tabs: now.clone() })).await;
-                        reported = now;
-                    }
-                }
+                () = self.0.holders.notified() => self.report_holders(&link, &mut reported).await,
+                _ = report.tick() => self.report_holders(&link, &mut reported).await,
                 _ = ping.tick() => {
                     if last_seen.elapsed() > config.extension_silence {
                         tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);
@@ -254,6 +249,16 @@ impl Relay {
         self.0.children.clear();
         drop(claim);
         tracing::info!("extension disconnected");
+    }
+
+    /// Tells the extension who holds each tab, if that changed since
+    /// `reported` (what it was told last).
+    async fn report_holders(&self, link: &ExtensionLink, reported: &mut Vec<shared_protocol::TabClients>) {
+        let now = self.tab_clients();
+        if now != *reported {
+            link.send(encode(&RelayMessage::Clients { tabs: now.clone() })).await;
+            *reported = now;
+        }
     }
 
     /// Both sides prove the pairing (shared-protocol's PROTOCOL.md): the
@@ -813,6 +818,7 @@ impl Relay {
     /// sessions above them, as Chrome does) and `targetDestroyed` to
     /// discovering clients.
     fn announce_gone(&self, mut target: Target) {
+        self.holders_changed();
         target.subs.sort_by_key(|s| s.kind == SubKind::Tab);
         for sub in &target.subs {
             sub.client.forget_session(&sub.session);
@@ -850,6 +856,7 @@ impl Relay {
             }
             client.auto_attach_root(target, &context_id);
         }
+        self.holders_changed();
     }
 
     fn announce_info_changed(&self, target: &Target) {

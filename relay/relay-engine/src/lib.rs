@@ -106,8 +106,9 @@ pub struct RelayConfig {
     pub capture_check: Duration,
     /// And is answered with an error after this long, in any case.
     pub capture_timeout: Duration,
-    /// How often the relay looks whether the clients holding each tab
-    /// changed, to tell the extension (`clients`, for its options page).
+    /// The extension is told who holds each tab (`clients`, for its options
+    /// page) as soon as that changes; this is how often the relay looks
+    /// anyway, a backstop.
     pub clients_report: Duration,
     /// Whether clients may wipe the user's whole cookie jar or cache
     /// (`allowWipingBrowserData` in config.toml; see `browser_domain::WIPES`).
@@ -134,7 +135,7 @@ impl Default for RelayConfig {
             extension_max_message: 256 << 20,
             capture_check: Duration::from_secs(1),
             capture_timeout: Duration::from_secs(30),
-            clients_report: Duration::from_millis(500),
+            clients_report: Duration::from_secs(30),
             wipes_allowed: false,
         }
     }
@@ -303,6 +304,10 @@ pub(crate) struct Inner {
     /// summed in nanoseconds: the stage between the relay and Chrome.
     answered: AtomicU64,
     answered_ns: AtomicU64,
+    /// Who holds a shared tab may have changed (a session on it attached or
+    /// detached, a client gone, a tab come or gone): the extension's link
+    /// tells it (`clients`) at once, not on a timer.
+    holders: tokio::sync::Notify,
 }
 
 /// `/extension` connections proving the pairing at once: the extension
@@ -347,6 +352,7 @@ impl Relay {
             client_bytes: queue::Meter::new(config.total_client_queue_bytes),
             answered: AtomicU64::new(0),
             answered_ns: AtomicU64::new(0),
+            holders: tokio::sync::Notify::new(),
             config,
         }))
     }
@@ -390,6 +396,12 @@ impl Relay {
         // A panic while holding the lock cannot leave the registry in a state
         // worse than losing one update; keep serving.
         self.0.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Who holds a shared tab may have changed: the extension's link looks
+    /// ([`Self::tab_clients`]) and tells it if so.
+    pub(crate) fn holders_changed(&self) {
+        self.0.holders.notify_one();
     }
 
     /// The clients holding a session on each attached tab (tabs without
