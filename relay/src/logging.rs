@@ -33,7 +33,6 @@ enum Queued {
 }
 
 /// Where the log's formatter writes: each event becomes one queued line.
-#[derive(Clone)]
 pub(crate) struct LogLines {
     queue: SyncSender<Queued>,
     dropped: Arc<AtomicU64>,

@@ -142,14 +142,15 @@ enum Command {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let own_window = console::window_of_its_own();
-    let typed: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if typed.len() == 1 && own_window {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if double_clicked(&args, own_window) {
         eprintln!(
             "Browser Relay runs in this window: closing it (or Ctrl-C) stops it. \
              `browser-relay pair`, in a terminal, prints the link that pairs the extension.\n"
         );
+        args.push("serve".into());
     }
-    let cli = Cli::parse_from(arguments_for(typed, own_window));
+    let cli = Cli::parse_from(args);
     // serve and mcp log; the other commands answer on stdout and stderr
     // themselves.
     let log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);
@@ -181,15 +182,12 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-/// The arguments a launch runs with. Double-clicked in Explorer (no
-/// arguments, a console window of its own), `browser-relay.exe` starts the
-/// relay, as its user means, rather than printing its help into a window
-/// that closes at once.
-fn arguments_for(mut args: Vec<std::ffi::OsString>, window_of_its_own: bool) -> Vec<std::ffi::OsString> {
-    if args.len() == 1 && window_of_its_own {
-        args.push("serve".into());
-    }
-    args
+/// Whether this launch is a double-click in Explorer: no arguments, and a
+/// console window of its own. Then `browser-relay.exe` starts the relay,
+/// as its user means, rather than printing its help into a window that
+/// closes at once.
+fn double_clicked(args: &[std::ffi::OsString], window_of_its_own: bool) -> bool {
+    args.len() == 1 && window_of_its_own
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -537,17 +535,13 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
 
 #[cfg(test)]
 mod tests {
-    use super::arguments_for;
+    use super::double_clicked;
 
     #[test]
     fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
         let args = |list: &[&str]| list.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        assert_eq!(arguments_for(args(&["browser-relay.exe"]), true), args(&["browser-relay.exe", "serve"]));
-        assert_eq!(arguments_for(args(&["browser-relay"]), false), args(&["browser-relay"]), "a terminal: the help");
-        assert_eq!(
-            arguments_for(args(&["browser-relay.exe", "tabs"]), true),
-            args(&["browser-relay.exe", "tabs"]),
-            "arguments are never replaced"
-        );
+        assert!(double_clicked(&args(&["browser-relay.exe"]), true), "no arguments, a window of its own: serve");
+        assert!(!double_clicked(&args(&["browser-relay"]), false), "a terminal: the help");
+        assert!(!double_clicked(&args(&["browser-relay.exe", "tabs"]), true), "arguments are never replaced");
     }
 }

@@ -103,14 +103,8 @@ impl ExtensionEnv {
         let server = RunningServer::start(options).await?;
         let control = crate::control_env::ControlClient::of(&server, &token);
         let port = server.addr.port();
-        let dirs: Vec<String> =
-            std::iter::once(dir).chain(others.iter().map(PathBuf::as_path)).map(|d| d.display().to_string()).collect();
-        let load = format!("--load-extension={}", dirs.join(","));
-        let only = format!("--disable-extensions-except={}", dirs.join(","));
-        let chrome = Chromium::launch(
-            &[load, only, "--enable-unsafe-extension-debugging".into()],
-            &format!("{}/index.html", fixtures.url()),
-        )?;
+        let dirs: Vec<&std::path::Path> = std::iter::once(dir).chain(others.iter().map(PathBuf::as_path)).collect();
+        let chrome = chromium_with_extensions(&dirs, &format!("{}/index.html", fixtures.url()))?;
         let browser = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
         // A user's (headed) Chrome saves downloads; headless denies them
         // unless told otherwise. Model the user's browser.
@@ -374,6 +368,15 @@ pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: 
     Ok(())
 }
 
+/// A real Chromium with the unpacked extensions in `dirs` loaded (and no
+/// other), its first tab at `url`.
+pub fn chromium_with_extensions(dirs: &[&std::path::Path], url: &str) -> anyhow::Result<Chromium> {
+    let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    let load = format!("--load-extension={}", dirs.join(","));
+    let only = format!("--disable-extensions-except={}", dirs.join(","));
+    Chromium::launch(&[load, only, "--enable-unsafe-extension-debugging".into()], url)
+}
+
 /// The target id of extension `id`'s service worker, through `browser`
 /// (a connection to Chrome's own port).
 pub async fn service_worker(browser: &CdpClient, id: &str) -> anyhow::Result<String> {
@@ -412,17 +415,19 @@ pub async fn worker_eval(browser: &CdpClient, id: &str, expression: &str) -> any
 
 /// The badge text on the tab showing `url`, read from extension `id`'s worker.
 pub async fn badge(browser: &CdpClient, id: &str, url: &str) -> anyhow::Result<String> {
-    let expression = format!(
-        "chrome.tabs.query({{}}).then(tabs => chrome.action.getBadgeText({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
-    );
-    Ok(worker_eval(browser, id, &expression).await?.as_str().unwrap_or_default().to_string())
+    toolbar_button(browser, id, url, "getBadgeText").await
 }
 
 /// The toolbar button's title on the tab showing `url` (the badge's
 /// explanation, e.g. why it shows `!`).
 pub async fn badge_title(browser: &CdpClient, id: &str, url: &str) -> anyhow::Result<String> {
+    toolbar_button(browser, id, url, "getTitle").await
+}
+
+/// `chrome.action.<getter>` for the tab showing `url`.
+async fn toolbar_button(browser: &CdpClient, id: &str, url: &str, getter: &str) -> anyhow::Result<String> {
     let expression = format!(
-        "chrome.tabs.query({{}}).then(tabs => chrome.action.getTitle({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
+        "chrome.tabs.query({{}}).then(tabs => chrome.action.{getter}({{tabId: tabs.find(t => t.url === {url:?}).id}}))"
     );
     Ok(worker_eval(browser, id, &expression).await?.as_str().unwrap_or_default().to_string())
 }

@@ -8,8 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use cdp_client::CdpClient;
 use serde_json::Value;
 use state_dir::Token;
+
+use crate::{Chromium, extension_env};
 
 /// The native binary: `BROWSER_RELAY_EXE`, else the workspace's debug
 /// build (`cargo test --workspace` builds it before any test runs).
@@ -85,6 +88,19 @@ impl Drop for ServeProcess {
         crate::kill_group(self.child.id());
         let _ = self.child.wait();
     }
+}
+
+/// The user's Chrome beside a serve process: the real extension loaded,
+/// paired by opening `link` (serve's `pair`), and the tab showing `url`
+/// shared with a real click, once the relay on `port` lists it. Returns the
+/// browser and a connection to its own port (the test's hands).
+pub async fn chrome_sharing(link: &str, port: u16, token: &Token, url: &str) -> anyhow::Result<(Chromium, CdpClient)> {
+    let chrome = extension_env::chromium_with_extensions(&[&extension_env::extension_dir()?], url)?;
+    extension_env::open_pairing_link(&chrome, link, port, token).await?;
+    let hands = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+    extension_env::click_toolbar(&hands, &extension_env::extension_id()?, url).await?;
+    wait_for_shared(port, token.as_str(), url, Duration::from_secs(30)).await?;
+    Ok((chrome, hands))
 }
 
 /// The relay's `/json/list`, with the token as a CDP client sends it.

@@ -935,7 +935,7 @@ async fn a_command_chrome_refuses_is_answered_with_chromes_reason_and_the_tab_go
 /// and when serve resumes the tab is shared again without a new click.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
-    use e2e::serve_process::{ServeProcess, free_port, native_exe, pairing_link, wait_for_shared};
+    use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, native_exe, pairing_link, wait_for_shared};
     use nix::sys::signal::Signal;
     let exe = native_exe().unwrap();
     let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir().unwrap();
@@ -956,21 +956,8 @@ async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
     let port: u16 = port.parse().unwrap();
     let fixtures = e2e::FixtureServer::start().await.unwrap();
     let index = format!("{}/index.html", fixtures.url());
-    let dir = e2e::extension_env::extension_dir().unwrap();
-    let chrome = e2e::Chromium::launch(
-        &[
-            format!("--load-extension={}", dir.display()),
-            format!("--disable-extensions-except={}", dir.display()),
-            "--enable-unsafe-extension-debugging".into(),
-        ],
-        &index,
-    )
-    .unwrap();
-    e2e::extension_env::open_pairing_link(&chrome, &link, port, &token).await.unwrap();
-    let hands = CdpClient::connect(&chrome.ws_url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let (_chrome, hands) = chrome_sharing(&link, port, &token, &index).await.unwrap();
     let id = e2e::extension_env::extension_id().unwrap();
-    e2e::extension_env::click_toolbar(&hands, &id, &index).await.unwrap();
-    wait_for_shared(port, token.as_str(), &index, Duration::from_secs(30)).await.unwrap();
 
     serve.signal(Signal::SIGSTOP).unwrap();
     // The worker looks every 20 s; three silent looks: within a minute of

@@ -16,9 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use e2e::extension_env::{click_toolbar, extension_dir, extension_id, open_pairing_link};
-use e2e::serve_process::{ServeProcess, free_port, pairing_link, wait_for_shared};
-use e2e::{Chromium, FixtureServer};
+use e2e::FixtureServer;
+use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, pairing_link, wait_for_shared};
 
 /// The exe's view of a Linux path: Wine's drive Z: is `/`.
 fn windows_path(path: &Path) -> String {
@@ -95,22 +94,11 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
         .env("BROWSER_RELAY_LOG", "info");
     let mut serve = ServeProcess::start(command, &home.join("serve.log"), Duration::from_secs(60)).await?;
 
-    // The user's Chrome with the extension, paired by opening the link.
+    // The user's Chrome with the extension, paired by opening the link,
+    // shares a tab with a click.
     let fixtures = FixtureServer::start().await?;
     let index = format!("{}/index.html", fixtures.url());
-    let dir = extension_dir()?;
-    let chrome = Chromium::launch(
-        &[
-            format!("--load-extension={}", dir.display()),
-            format!("--disable-extensions-except={}", dir.display()),
-            "--enable-unsafe-extension-debugging".into(),
-        ],
-        &index,
-    )?;
-    open_pairing_link(&chrome, link, port, &token).await?;
-    let hands = cdp_client::CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
-    click_toolbar(&hands, &extension_id()?, &index).await?;
-    wait_for_shared(port, token.as_str(), &index, Duration::from_secs(30)).await?;
+    let (chrome, _hands) = chrome_sharing(link, port, &token, &index).await?;
 
     // Playwright, twice: each run connects, works and leaves, and the tab
     // stays shared with nothing of the client left behind.
