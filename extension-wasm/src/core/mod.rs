@@ -814,8 +814,11 @@ impl<H: Host> Core<H> {
             Purpose::RelayTabs(call) => {
                 let outcome = outcome.and_then(|json| {
                     let tabs: Vec<serde_json::Value> = serde_json::from_str(&json).map_err(|e| e.to_string())?;
-                    let infos: Vec<TabInfo> =
-                        tabs.iter().filter_map(|t| tab_info_from_chrome(&t.to_string())).collect();
+                    let infos: Vec<TabInfo> = tabs
+                        .iter()
+                        .filter_map(|t| tab_info_from_chrome(&t.to_string()))
+                        .map(|tab| self.as_the_relay_may_see(tab))
+                        .collect();
                     Ok(serde_json::to_string(&infos).expect("TabInfo serialises"))
                 });
                 self.reply(current, call, outcome);
@@ -1368,6 +1371,17 @@ impl<H: Host> Core<H> {
     }
 
     // ---- helpers ---------------------------------------------------------------
+
+    /// `tab` as an answer to the relay may show it: a tab the user did not
+    /// share keeps its ids and state (the relay asks which tab is in front
+    /// of a window), never its URL or title (R22).
+    fn as_the_relay_may_see(&self, mut tab: TabInfo) -> TabInfo {
+        if !self.attached.contains_key(&tab.tab_id) {
+            tab.url.clear();
+            tab.title.clear();
+        }
+        tab
+    }
 
     fn start_call(&mut self, purpose: Purpose, call: ChromeCall) {
         let op = self.next_op;

@@ -446,6 +446,24 @@ fn relay_attach_of_a_popup_marks_it_shared() {
 }
 
 #[test]
+fn a_tabs_query_answer_names_only_shared_tabs() {
+    let mut core = paired();
+    core.share(5);
+    core.relay(json!({"tabs.query": {"id": 9, "query": {"active": true}}}));
+    let (op, call) = core.last_call();
+    assert!(matches!(call, ChromeCall::TabsQuery { .. }));
+    let front_tabs =
+        format!("[{}, {}]", chrome_tab(5, "https://shared.example/"), chrome_tab(7, "https://private.example/"));
+    core.on_op_done(op, Ok(front_tabs));
+    let answer = core.last_sent();
+    let tabs = answer["reply"]["result"].as_array().expect("the tabs");
+    assert_eq!(tabs.len(), 2, "{answer}");
+    assert_eq!((tabs[0]["tabId"].clone(), tabs[0]["url"].clone()), (json!(5), json!("https://shared.example/")));
+    assert_eq!(tabs[1]["tabId"], 7, "the relay learns which tab is in front");
+    assert!(!answer.to_string().contains("private.example"), "and nothing of a tab the user did not share: {answer}");
+}
+
+#[test]
 fn stopping_every_share_withdraws_the_attaches_under_way() {
     let mut core = paired();
     core.share(5);

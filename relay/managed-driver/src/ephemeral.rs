@@ -50,10 +50,10 @@ impl ManagedBrowsers {
                 continue;
             }
             let record = record_in(&dir);
-            if record.as_ref().is_some_and(|r| !self.launched(r) && children.is_alive(r.owner)) {
+            if record.as_ref().is_some_and(|r| !self.launched(r) && children.owner_lives(r)) {
                 continue;
             }
-            if let Some(record) = record.filter(|r| children.is_browser_on(&dir, r.pid)) {
+            if let Some(record) = record.filter(|r| children.is_browser_on(&dir, r)) {
                 children.end_tree(record.pid, Ending::Kill);
             }
             if remove_locked_folder(&dir, lock).is_ok() {

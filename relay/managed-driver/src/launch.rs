@@ -185,7 +185,9 @@ impl ManagedBrowsers {
             Ok((browser_id, browser_version)) => {
                 let record = RunRecord {
                     pid: spawned.pid,
+                    pid_started: process::started(spawned.pid),
                     owner: std::process::id(),
+                    owner_started: process::started(std::process::id()),
                     serve: self.held.id,
                     browser_id,
                     executable: spawned.executable,
@@ -217,7 +219,7 @@ impl ManagedBrowsers {
     /// killed before it could delete the folder, left is removed.
     async fn prepare_folder(&self, profile: &Profile, dir: &Path) -> Result<(), ManagedError> {
         let children = &self.held.children;
-        if let Some(record) = record_in(dir).filter(|r| children.is_browser_on(dir, r.pid)) {
+        if let Some(record) = record_in(dir).filter(|r| children.is_browser_on(dir, r)) {
             children.end_tree(record.pid, Ending::Kill);
             children.wait_exit(record.pid, Duration::from_secs(2)).await;
         }
@@ -290,7 +292,7 @@ impl ManagedBrowsers {
         let pipe = lock(&self.held.pipes).remove(dir);
         let Some(record) = record_in(dir) else { return };
         let children = &self.held.children;
-        if !children.is_browser_on(dir, record.pid) {
+        if !children.is_browser_on(dir, &record) {
             // Crashed, or the pid now belongs to another process: signal
             // nothing, forget the record. A crashed browser's helpers can
             // still be writing into the folder for a moment: let them go

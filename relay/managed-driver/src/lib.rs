@@ -149,8 +149,17 @@ pub enum ManagedError {
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub pid: u32,
+    /// When `pid` started, as the system counts (`process::started`): a pid
+    /// is handed out again once its process ends, so after a reboot, or
+    /// within minutes on Windows, the pid alone may name anything. `None`
+    /// in a record written before it was kept.
+    #[serde(default)]
+    pub pid_started: Option<u64>,
     /// The process that launched it and holds its pipe.
     pub owner: u32,
+    /// When `owner` started, likewise.
+    #[serde(default)]
+    pub owner_started: Option<u64>,
     /// Which serve of that process (its [`ManagedBrowsers`]): in one
     /// process, another serve's browser is not this one's either.
     #[serde(default)]
@@ -312,8 +321,8 @@ impl ManagedBrowsers {
     /// (another process's).
     fn is_running_in(&self, dir: &Path, record: &RunRecord) -> bool {
         let children = &self.held.children;
-        let piped = if self.launched(record) { self.pipe_in(dir).is_some() } else { children.is_alive(record.owner) };
-        piped && children.is_browser_on(dir, record.pid)
+        let piped = if self.launched(record) { self.pipe_in(dir).is_some() } else { children.owner_lives(record) };
+        piped && children.is_browser_on(dir, record)
     }
 
     /// A new client of the profile's browser (its own session, as a
@@ -458,6 +467,26 @@ mod tests {
         assert_eq!(browsers.profile_dir("tmp"), state.path().join("profiles/tmp"));
     }
 
+    /// A record of `pid` launched by `owner`, another serve's, with the
+    /// starts given (`None`: a record from before starts were kept).
+    fn record_of(pid: u32, pid_started: Option<u64>, owner: u32, owner_started: Option<u64>) -> RunRecord {
+        RunRecord {
+            pid,
+            pid_started,
+            owner,
+            owner_started,
+            serve: 0,
+            browser_id: "x".into(),
+            executable: "/usr/bin/chromium".into(),
+            browser_version: "Chrome/1".into(),
+            started_at: 0,
+        }
+    }
+
+    fn put_record(dir: &Path, record: &RunRecord) {
+        std::fs::write(dir.join(running::RUN_RECORD), serde_json::to_vec(record).unwrap()).unwrap();
+    }
+
     #[test]
     fn only_ephemeral_folders_whose_process_is_gone_are_deleted_at_serve_start() {
         let state = tempfile::tempdir().unwrap();
@@ -465,34 +494,65 @@ mod tests {
         let mut exited = process::tests::exit_at_once();
         exited.wait().unwrap();
         let mut alive = process::tests::run_for_a_while();
-        let folder = |name: &str, owner: Option<u32>| {
+        let alive_started = process::started(alive.0.id());
+        let folder = |name: &str, record: Option<RunRecord>| {
             let dir = state.path().join("ephemeral").join(name);
             std::fs::create_dir_all(dir.join("user-data")).unwrap();
-            if let Some(owner) = owner {
-                let record = RunRecord {
-                    pid: owner,
-                    owner,
-                    serve: 0,
-                    browser_id: "x".into(),
-                    executable: "/usr/bin/chromium".into(),
-                    browser_version: "Chrome/1".into(),
-                    started_at: 0,
-                };
-                std::fs::write(dir.join(running::RUN_RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
+            if let Some(record) = record {
+                put_record(&dir, &record);
             }
             dir
         };
-        let killed = folder("killed", Some(exited.id()));
+        let killed = folder("killed", Some(record_of(exited.id(), None, exited.id(), None)));
         let never_ran = folder("never-ran", None);
-        let elsewhere = folder("elsewhere", Some(alive.id()));
+        let alive_pid = alive.0.id();
+        let elsewhere = folder("elsewhere", Some(record_of(alive_pid, alive_started, alive_pid, alive_started)));
+        let from_before_starts = folder("from-before-starts", Some(record_of(alive_pid, None, alive_pid, None)));
+        // The pid of a serve killed long ago, handed out again to another
+        // process (here `alive`).
+        let wrong = alive_started.map(|s| s + 1);
+        let reused = folder("reused", Some(record_of(alive_pid, wrong, alive_pid, wrong)));
         let configured = state.path().join("profiles/managed/user-data");
         std::fs::create_dir_all(&configured).unwrap();
-        assert_eq!(browsers.remove_abandoned_ephemeral(), 2);
+        assert_eq!(browsers.remove_abandoned_ephemeral(), 3);
         assert!(!killed.exists() && !never_ran.exists());
         assert!(elsewhere.exists(), "a live process's ephemeral profile is its own");
+        assert!(from_before_starts.exists(), "a record without starts takes a live pid as its own");
+        assert!(!reused.exists(), "a pid that started at another time is another process: its folder is abandoned");
+        assert!(matches!(alive.0.try_wait(), Ok(None)), "and the process now on that pid was not signalled");
         assert!(configured.exists(), "config profiles are never touched");
-        alive.kill().unwrap();
-        alive.wait().unwrap();
+    }
+
+    #[test]
+    fn a_recorded_pid_now_held_by_another_process_is_never_signalled() {
+        let state = tempfile::tempdir().unwrap();
+        let browsers = ManagedBrowsers::new(state.path());
+        let profile = settings::Config::defaults().profile(Some("managed")).unwrap().clone();
+        let dir = browsers.profile_dir("managed");
+        std::fs::create_dir_all(&dir).unwrap();
+        // A process on the browser's pid, with (where the system shows it)
+        // the browser's command line: only its start can tell it apart.
+        let stand_in =
+            process::tests::run_for_a_while_with(&format!("--user-data-dir={}", dir.join("user-data").display()));
+        let (pid, me) = (stand_in.0.id(), std::process::id());
+        let (pid_started, my_start) = (process::started(pid), process::started(me));
+        let later = |start: Option<u64>| start.map(|s| s + 1);
+
+        put_record(&dir, &record_of(pid, pid_started, me, my_start));
+        assert_eq!(browsers.status(&profile).state, State::Running, "the process the record saw start");
+        assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::OwnedElsewhere { .. })));
+
+        put_record(&dir, &record_of(pid, pid_started, me, later(my_start)));
+        assert_eq!(browsers.status(&profile).state, State::Crashed, "its owner's pid started at another time: gone");
+        assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::NotRunning(_))));
+
+        put_record(&dir, &record_of(pid, later(pid_started), me, my_start));
+        assert_eq!(browsers.status(&profile).state, State::Crashed, "its pid started at another time: not our browser");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(browsers.stop(&profile)).unwrap();
+        let mut stand_in = stand_in;
+        assert!(matches!(stand_in.0.try_wait(), Ok(None)), "stop signalled nothing");
+        assert!(running::record_in(&dir).is_none(), "and forgot the record");
     }
 
     #[cfg(target_os = "linux")]
@@ -503,17 +563,9 @@ mod tests {
         let profile = settings::Config::defaults().profile(Some("managed")).unwrap().clone();
         std::fs::create_dir_all(browsers.profile_dir("managed")).unwrap();
         // This test process is alive, but it is no browser on this profile.
-        let record = RunRecord {
-            pid: std::process::id(),
-            owner: std::process::id(),
-            serve: browsers.held.id,
-            browser_id: "x".into(),
-            executable: "/usr/bin/true".into(),
-            browser_version: "Chrome/1".into(),
-            started_at: 0,
-        };
-        std::fs::write(browsers.profile_dir("managed").join(running::RUN_RECORD), serde_json::to_vec(&record).unwrap())
-            .unwrap();
+        let me = std::process::id();
+        let record = RunRecord { serve: browsers.held.id, ..record_of(me, process::started(me), me, None) };
+        put_record(&browsers.profile_dir("managed"), &record);
         assert_eq!(browsers.status(&profile).state, State::Crashed, "a reused pid is not our browser");
         assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::NotRunning(_))));
     }

@@ -98,15 +98,28 @@ impl Children {
         true
     }
 
-    /// Whether `pid` is a browser on the profile folder `dir` (where the
-    /// system shows a process's command line, Linux; elsewhere a live pid
-    /// is taken as one). After a reboot a recorded pid may belong to
-    /// anything: it must never be signalled.
-    pub(crate) fn is_browser_on(&self, dir: &Path, pid: u32) -> bool {
-        if !self.is_alive(pid) {
+    /// Whether `pid` is still the process that started at `started` (a
+    /// record without a start takes any live pid, as records did before
+    /// they kept one).
+    fn is_process(&self, pid: u32, started: Option<u64>) -> bool {
+        self.is_alive(pid) && started.is_none_or(|started| process::started(pid) == Some(started))
+    }
+
+    /// Whether the process that launched `record`'s browser still runs.
+    pub(crate) fn owner_lives(&self, record: &RunRecord) -> bool {
+        self.is_process(record.owner, record.owner_started)
+    }
+
+    /// Whether `record`'s browser still runs on the profile folder `dir`:
+    /// its pid alive, started when the record says and, where the system
+    /// shows a process's command line (Linux), started on this folder.
+    /// After a reboot, or on Windows within minutes, a recorded pid may
+    /// belong to anything: it must never be signalled.
+    pub(crate) fn is_browser_on(&self, dir: &Path, record: &RunRecord) -> bool {
+        if !self.is_process(record.pid, record.pid_started) {
             return false;
         }
         let marker = format!("--user-data-dir={}", dir.join("user-data").display());
-        process::has_argument(pid, &marker).unwrap_or(true)
+        process::has_argument(record.pid, &marker).unwrap_or(true)
     }
 }

@@ -9,6 +9,7 @@
 //! | asking it to end | `SIGTERM` to the group | none (Chrome has no console to signal): ending is killing |
 //! | killing it | `SIGKILL` to the group | `TerminateJobObject` |
 //! | a process of another serve | its group, by pid | the process, by pid (its job died with that serve) |
+//! | a recorded pid still that process | its start: `/proc/<pid>/stat` (Linux), `proc_pidinfo` (macOS) | its creation time (`GetProcessTimes`) |
 //!
 //! The rules that are data (which switch names the pipes, which ending
 //! does what) are plain functions tested on every host; what needs the
@@ -16,6 +17,8 @@
 
 use std::path::Path;
 
+#[cfg(target_os = "macos")]
+mod macos;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
@@ -90,6 +93,16 @@ pub(crate) fn tree_alive(pid: u32, ours: Option<&Tree>) -> bool {
     os::tree_alive(pid, ours)
 }
 
+/// When the process `pid` started, as the system keeps it for the
+/// process's whole life: Linux's clock ticks after boot, macOS's
+/// microseconds and Windows' 100 ns since their epochs. `None` when it is
+/// gone or not ours to look at. A pid names a process only while it runs
+/// (Windows hands it out again within minutes, any system after a reboot);
+/// a pid and its start name one process.
+pub(crate) fn started(pid: u32) -> Option<u64> {
+    os::started(pid)
+}
+
 /// Whether the process `pid` was started with the argument `arg`, where
 /// the system lets us read a process's command line (Linux); `None`
 /// elsewhere.
@@ -145,6 +158,32 @@ pub(crate) mod tests {
         assert!(is_alive(std::process::id()), "this test runs");
     }
 
+    #[test]
+    fn a_process_keeps_its_start_and_another_has_its_own() {
+        let me = std::process::id();
+        let mine = started(me).expect("this process's own start is readable");
+        assert_eq!(started(me), Some(mine), "a process keeps its start");
+        let child = run_for_a_while();
+        let pid = child.0.id();
+        let theirs = started(pid).expect("a child's start is readable");
+        assert_ne!(theirs, mine, "a process started later has a start of its own");
+        assert_eq!(started(pid), Some(theirs));
+        // An ended process may stay readable while a handle on it is open
+        // (Windows): whether it runs is asked of `is_alive`, first.
+        drop(child);
+    }
+
+    /// A process a test started: killed and reaped when the test lets go
+    /// of it, also when the test fails.
+    pub(crate) struct Running(pub(crate) std::process::Child);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     /// A process that exits at once.
     pub(crate) fn exit_at_once() -> std::process::Child {
         let (program, args): (&str, &[&str]) = if cfg!(windows) { ("cmd", &["/c", "exit"]) } else { ("true", &[]) };
@@ -152,9 +191,25 @@ pub(crate) mod tests {
     }
 
     /// A process that runs for 30 s unless killed.
-    pub(crate) fn run_for_a_while() -> std::process::Child {
+    pub(crate) fn run_for_a_while() -> Running {
         let (program, args): (&str, &[&str]) =
             if cfg!(windows) { ("cmd", &["/c", "ping -n 30 127.0.0.1 >NUL"]) } else { ("sleep", &["30"]) };
-        std::process::Command::new(program).args(args).spawn().unwrap()
+        Running(std::process::Command::new(program).args(args).spawn().unwrap())
+    }
+
+    /// [`run_for_a_while`] with `arg` on its command line, where the system
+    /// shows one (Unix: as its `argv[0]`, which `sleep` ignores; Windows has
+    /// no reader of it).
+    pub(crate) fn run_for_a_while_with(arg: &str) -> Running {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            Running(std::process::Command::new("sleep").arg0(arg).arg("30").spawn().unwrap())
+        }
+        #[cfg(windows)]
+        {
+            let _ = arg;
+            run_for_a_while()
+        }
     }
 }

@@ -70,8 +70,7 @@ pub(super) fn tree_alive(pgid: u32, _ours: Option<&Tree>) -> bool {
         let Ok(entries) = std::fs::read_dir("/proc") else { return true };
         entries.filter_map(Result::ok).any(|entry| {
             let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-            // "pid (comm) state ppid pgrp …": comm may hold spaces.
-            let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+            let fields = stat_fields(&stat);
             matches!((fields.first(), fields.get(2)), (Some(state), Some(pgrp)) if *state != "Z" && pgrp.parse::<u32>() == Ok(pgid))
         })
     }
@@ -81,6 +80,34 @@ pub(super) fn tree_alive(pgid: u32, _ours: Option<&Tree>) -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         true
+    }
+}
+
+/// A `/proc/<pid>/stat` line's fields after the command name, the
+/// process's state first ("pid (comm) state ppid pgrp …": comm may hold
+/// spaces and parentheses).
+#[cfg(target_os = "linux")]
+fn stat_fields(stat: &str) -> Vec<&str> {
+    stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default()
+}
+
+/// Linux: `starttime`, the stat line's 22nd field (clock ticks after
+/// boot). macOS: `proc_pidinfo`'s start time, in the seam of its own that
+/// may call the system.
+pub(super) fn started(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat_fields(&stat).get(19)?.parse().ok()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        super::macos::started(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = pid;
+        None
     }
 }
 

@@ -2,10 +2,11 @@
 //! per browser (killed with every helper when it closes, so a serve that
 //! dies takes its browsers along), termination.
 //!
-//! This file and `state-dir`'s Windows privacy are the only places with
-//! `unsafe`: each block is one Win32 call through `windows-sys` (no safe
-//! maintained wrapper covers handle inheritance and job accounting
-//! together), on handles this module owns.
+//! `unsafe` lives only here, in `macos.rs` beside it, in serve's console
+//! and in `state-dir`'s Windows privacy (`tidy.rs` holds that list). Here
+//! each block is one Win32 call through `windows-sys` (no safe maintained
+//! wrapper covers handle inheritance and job accounting together), on
+//! handles this module owns.
 #![allow(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -14,7 +15,7 @@ use std::os::windows::process::CommandExt;
 use std::sync::Mutex;
 
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, GetLastError, HANDLE, HANDLE_FLAG_INHERIT, STILL_ACTIVE, SetHandleInformation,
+    ERROR_ACCESS_DENIED, FILETIME, GetLastError, HANDLE, HANDLE_FLAG_INHERIT, STILL_ACTIVE, SetHandleInformation,
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -22,8 +23,8 @@ use windows_sys::Win32::System::JobObjects::{
     JobObjectExtendedLimitInformation, QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
-    CREATE_NEW_PROCESS_GROUP, GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
-    TerminateProcess,
+    CREATE_NEW_PROCESS_GROUP, GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    PROCESS_TERMINATE, TerminateProcess,
 };
 
 use super::{Ending, Launched, io_pipes_switch};
@@ -218,6 +219,18 @@ pub(super) fn is_alive(pid: u32) -> bool {
         // It exists, and is not ours to look at.
         Err(error) => error == ERROR_ACCESS_DENIED,
     }
+}
+
+/// The process's creation time (100 ns since 1601).
+pub(super) fn started(pid: u32) -> Option<u64> {
+    let process = open_process(pid, PROCESS_QUERY_LIMITED_INFORMATION).ok()?;
+    let zero = FILETIME { dwLowDateTime: 0, dwHighDateTime: 0 };
+    let [mut created, mut exited, mut kernel, mut user] = [zero; 4];
+    // SAFETY: the handle is open; the four structs are written by the call.
+    let ok = unsafe {
+        GetProcessTimes(process.as_raw_handle(), &raw mut created, &raw mut exited, &raw mut kernel, &raw mut user)
+    };
+    (ok != 0).then(|| (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime))
 }
 
 pub(super) fn end_tree(pid: u32, ours: Option<&Tree>, _ending: Ending) {
