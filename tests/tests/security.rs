@@ -213,6 +213,27 @@ async fn websocket_upgrades_check_host_origin_and_token() {
         ("CDP client, our extension's Origin", cdp.clone(), vec![("Origin", &ext_origin)], 403),
         ("CDP client, rebinding Host", cdp.clone(), vec![("Host", "evil.example")], 403),
         ("page endpoint, unknown target", format!("/devtools/page/NOPE?token={token}"), vec![], 404),
+        // A managed profile's sockets are behind the same guard; this relay
+        // serves no profiles, so what passes the guard is told so (404).
+        (
+            "managed profile socket with token",
+            format!("/profiles/managed/devtools/browser/X?token={token}"),
+            vec![],
+            404,
+        ),
+        ("managed profile socket without token", "/profiles/managed/devtools/page/X".into(), vec![], 401),
+        (
+            "managed profile socket, web Origin",
+            format!("/profiles/managed/devtools/browser/X?token={token}"),
+            vec![("Origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "managed profile socket, rebinding Host",
+            format!("/profiles/managed/devtools/page/X?token={token}"),
+            vec![("Host", "evil.example")],
+            403,
+        ),
         ("extension without Origin", "/extension".into(), vec![("Sec-WebSocket-Protocol", &ext_protocols)], 403),
         (
             "extension with a web Origin",
