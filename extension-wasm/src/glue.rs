@@ -464,6 +464,10 @@ impl Host for WasmHost {
         self.retire_socket();
     }
 
+    fn unsent_bytes(&self) -> u64 {
+        self.socket.as_ref().map_or(0, |socket| u64::from(socket.ws.buffered_amount()))
+    }
+
     fn set_timer(&mut self, timer: Timer, after_ms: u64) {
         self.cancel_timer(timer);
         // A one-shot closure frees itself after it runs, so re-arming the

@@ -33,7 +33,7 @@ pub(crate) enum AgentCommand {
         #[command(flatten)]
         args: ProfileArgs,
     },
-    /// Stop a profile's browser: Browser.close, then SIGTERM, then SIGKILL.
+    /// Stop a profile's browser: Browser.close, then, if it lingers, its processes are ended (SIGTERM, then SIGKILL; on Windows at once).
     Stop(ProfileArgs),
     /// Show a profile (every profile without --profile): running, tabs, CDP endpoint.
     Status(ProfileArgs),

@@ -65,6 +65,8 @@
 //!   `a_relay_that_stops_answering_is_left_and_the_tabs_follow_the_grace`,
 //!   `a_relay_that_accepts_but_never_answers_the_handshake_is_retried`; e2e
 //!   `a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again`.
+//!   A busy tab's relay is left sooner, once 512 MiB it was sent are not
+//!   taken: `a_relay_that_takes_nothing_is_left_before_the_browser_holds_more_than_the_bound`.
 //! - **Reconnect after 1 s·2ⁿ (cap 5 s, jitter)**, and a **60 s grace**
 //!   before the tabs are released:
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
@@ -297,6 +299,9 @@ pub trait Host {
     fn set_batching(&mut self, on: bool);
     /// Closes the relay WebSocket; no `on_socket_closed` follows.
     fn disconnect(&mut self);
+    /// Bytes sent to the relay WebSocket that the relay has not taken yet
+    /// (`WebSocket.bufferedAmount`); 0 without a socket.
+    fn unsent_bytes(&self) -> u64;
     fn set_timer(&mut self, timer: Timer, after_ms: u64);
     fn cancel_timer(&mut self, timer: Timer);
     /// A number in [0, 1), for jitter.
@@ -784,6 +789,7 @@ impl<H: Host> Core<H> {
         match outcome {
             Ok(answer) if current && self.link == Link::Ready => {
                 self.host.send_framed(layout::reply_head(call), answer);
+                self.unless_backed_up();
             }
             Ok(_) => {}
             Err(message) => self.reply(current, call, Err(message)),
@@ -967,6 +973,7 @@ impl<H: Host> Core<H> {
                 Some(params) => self.host.send_event(layout::event_head(tab, session, method), params),
                 None => self.host.send(layout::encode_event(tab, session, method, None)),
             }
+            self.unless_backed_up();
         }
     }
 
@@ -1243,6 +1250,26 @@ impl<H: Host> Core<H> {
             }
         }
         self.host.set_timer(Timer::RelayWatch, policy::RELAY_WATCH_MS);
+    }
+
+    /// After an answer or an event (what a busy tab sends most): a relay
+    /// that has not taken [`policy::UNSENT_LIMIT`] bytes is not reading. It
+    /// is left as one that went away, at once rather than when the watch
+    /// notices, so the browser holds no more for it.
+    fn unless_backed_up(&mut self) {
+        let unsent = self.host.unsent_bytes();
+        if unsent <= policy::UNSENT_LIMIT {
+            return;
+        }
+        let port = self.settings.port;
+        self.host.disconnect();
+        self.link_lost(
+            format!(
+                "the relay on 127.0.0.1:{port} is not taking what this browser sends ({} MiB waiting): is `browser-relay serve` suspended or overloaded?",
+                unsent >> 20
+            ),
+            false,
+        );
     }
 
     pub fn on_timer(&mut self, timer: Timer) {

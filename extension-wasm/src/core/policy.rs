@@ -37,6 +37,13 @@ pub(super) const RELAY_WATCH_MS: u64 = 20_000;
 /// Silent looks in a row after which the relay counts as gone: 40 to 60 s
 /// without a word, what the relay allows the extension too.
 pub(super) const RELAY_SILENT_WATCHES: u32 = 3;
+/// Bytes the browser may hold for the relay, sent but not yet taken,
+/// before the worker leaves it: a relay that does not read (suspended, or
+/// stuck) would otherwise pile up a busy tab's answers and events in the
+/// browser's memory until the watch notices, up to a minute later. Twice
+/// the largest frame the relay takes (256 MiB): a relay that reads takes
+/// that at loopback speed, so a backlog this large means it is not reading.
+pub(super) const UNSENT_LIMIT: u64 = 512 << 20;
 /// How long tabs stay attached while the relay is gone before the extension
 /// detaches them (the "is being debugged" bar goes away).
 pub(super) const DETACH_GRACE_MS: u64 = 60_000;

@@ -20,6 +20,8 @@ pub(super) struct FakeHost {
     pub(super) connects: Vec<(String, Vec<String>)>,
     pub(super) sent: Vec<String>,
     pub(super) disconnects: usize,
+    /// What `unsent_bytes` says: what the relay has not taken yet.
+    pub(super) unsent: u64,
     /// What the last `set_batching` said.
     pub(super) batching: bool,
     pub(super) timers: BTreeMap<Timer, u64>,
@@ -56,6 +58,9 @@ impl Host for FakeHost {
     }
     fn disconnect(&mut self) {
         self.disconnects += 1;
+    }
+    fn unsent_bytes(&self) -> u64 {
+        self.unsent
     }
     fn set_timer(&mut self, timer: Timer, after_ms: u64) {
         self.timers.insert(timer, after_ms);
@@ -712,6 +717,43 @@ fn a_relay_that_stops_answering_is_left_and_the_tabs_follow_the_grace() {
     assert_eq!(core.attached(), vec![5]);
     core.on_timer(Timer::DetachGrace);
     assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 5 }, "the user gets the tab back");
+}
+
+#[test]
+fn a_relay_that_takes_nothing_is_left_before_the_browser_holds_more_than_the_bound() {
+    let mut core = paired();
+    core.share(5);
+    // The relay stops reading; what the tab sends piles up in the browser
+    // up to the bound, and the link holds.
+    core.host.unsent = policy::UNSENT_LIMIT;
+    core.on_debugger_event(5, None, "Network.dataReceived", Some("{}".into()));
+    core.relay(json!({"debugger.sendCommand": {"id": 3, "tabId": 5, "method": "Runtime.evaluate"}}));
+    let (op, _) = core.last_call();
+    core.on_answer(op, Ok(r#"{"result":{}}"#.into()));
+    assert_eq!((core.link(), core.host.disconnects), (Link::Ready, 0), "at the bound");
+    // One answer more, and the socket is left at once (the watch would
+    // take up to a minute).
+    core.host.unsent = policy::UNSENT_LIMIT + 1;
+    core.relay(json!({"debugger.sendCommand": {"id": 4, "tabId": 5, "method": "Runtime.evaluate"}}));
+    let (op, _) = core.last_call();
+    core.on_answer(op, Ok(r#"{"result":{}}"#.into()));
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1), "past the bound");
+    assert!(
+        core.host.titles[&5].contains("not taking what this browser sends (512 MiB waiting)"),
+        "{}",
+        core.host.titles[&5]
+    );
+    // As for a relay that went away: retried, tabs kept for the grace.
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&1000));
+    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
+    assert_eq!(core.attached(), vec![5]);
+
+    // The same for events alone (a flood with no command running).
+    let mut core = paired();
+    core.share(5);
+    core.host.unsent = policy::UNSENT_LIMIT + 1;
+    core.on_debugger_event(5, None, "Runtime.consoleAPICalled", Some("{}".into()));
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1));
 }
 
 #[test]
