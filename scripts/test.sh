@@ -20,7 +20,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy on the extension's WASM glue (wasm32)"
 cargo clippy -p extension-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 # The crates that make the binary (the e2e crate is Linux's test bench).
-product=(-p shared-protocol -p state-dir -p cdp-client -p relay-engine -p settings -p managed-driver -p control-engine -p browser-relay)
+product=(-p shared-protocol -p state-dir -p cdp-client -p relay-engine -p settings -p activity -p managed-driver -p control-engine -p browser-relay)
 # Cross builds: their own target folder (kept between runs), line tables only.
 cross() { CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo "$1" --target-dir "$cross_target_dir" --locked "${@:2}"; }
 step "clippy for Windows (x86_64-pc-windows-gnu; warnings are errors)"

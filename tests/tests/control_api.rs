@@ -217,7 +217,9 @@ async fn evaluate_can_be_switched_off_in_config() {
     let env = ControlEnv::start_with(Some("defaultProfile = \"managed\"\nallowEvaluate = false\n")).await.unwrap();
     for body in [json!({"kind": "evaluate", "fn": "() => 1"}), json!({"kind": "wait", "fn": "() => true"})] {
         let (status, error) = env.api.call("POST", "/act", Some(body)).await;
-        assert_eq!((status, error["error"]["code"].as_str()), (409, Some("evaluate_disabled")), "{error}");
+        assert_eq!((status, error["error"]["code"].as_str()), (403, Some("not_allowed")), "{error}");
+        let hint = error["error"]["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("`allowEvaluate = true` in config.toml"), "the line to write: {error}");
     }
     // Other kinds are not refused for it (here: the browser is not running).
     let (status, error) = env.api.call("POST", "/act", Some(json!({"kind": "press", "key": "Enter"}))).await;

@@ -184,8 +184,6 @@ pub enum ControlError {
     /// of it, or its window is minimized or covered.
     #[error("the tab is not in front ({why}): Chrome paints no hidden tab, so it has nothing to capture")]
     NotInFront { target_id: String, why: String },
-    #[error("evaluate is switched off in config.toml (allowEvaluate = false)")]
-    EvaluateDisabled,
     /// What the user's config does not allow, and the key that would.
     #[error("{what}: not allowed by config.toml ({key})")]
     NotAllowed { what: String, key: &'static str },
@@ -217,7 +215,6 @@ impl ControlError {
             Self::Covered { .. }
             | Self::Disabled(_)
             | Self::DialogOpen { .. }
-            | Self::EvaluateDisabled
             | Self::NoHistory(_)
             | Self::NoResponseBody { .. }
             | Self::NotInFront { .. }
@@ -278,7 +275,6 @@ impl ControlError {
             Self::Covered { .. } => "covered",
             Self::Disabled(_) => "disabled",
             Self::DialogOpen { .. } => "dialog_open",
-            Self::EvaluateDisabled => "evaluate_disabled",
             Self::NotAllowed { .. } => "not_allowed",
             Self::Action(_) => "bad_action",
             Self::Pdf(_) => "pdf_unavailable",

@@ -52,7 +52,12 @@ impl Handle<Act> for Engine {
             _ => false,
         };
         if evaluates && !self.allow_evaluate()? {
-            return Err(ControlError::EvaluateDisabled);
+            // One shape for every "config.toml does not allow it": 403
+            // not_allowed, naming the line to write.
+            return Err(ControlError::NotAllowed {
+                what: "running the agent's JavaScript in the page (evaluate, wait with fn)".into(),
+                key: "allowEvaluate = true",
+            });
         }
         // A dialog open before the action stops it here (page_target).
         let page = self.page_target(&request.tab).await?;
