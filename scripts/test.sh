@@ -27,7 +27,7 @@ step "clippy for Windows (x86_64-pc-windows-gnu; warnings are errors)"
 cross clippy --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins --tests -- -D warnings
 for target in aarch64-apple-darwin x86_64-apple-darwin; do
   step "clippy for macOS ($target, through zig; warnings are errors)"
-  CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo-zigbuild clippy --target "$target" --target-dir "$cross_target_dir" --locked "${product[@]}" --lib --bins -- -D warnings
+  CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo-zigbuild clippy --target "$target" --target-dir "$cross_target_dir" --locked "${product[@]}" --lib --bins --tests -- -D warnings
 done
 step "Windows: unit tests of every product crate, under Wine"
 cross test --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins

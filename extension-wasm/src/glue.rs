@@ -465,6 +465,8 @@ impl Host for WasmHost {
     }
 
     fn unsent_bytes(&self) -> u64 {
+        // web-sys reads `bufferedAmount` as a u32: it would wrap at 4 GiB,
+        // far past the bound the core checks after every send.
         self.socket.as_ref().map_or(0, |socket| u64::from(socket.ws.buffered_amount()))
     }
 

@@ -181,7 +181,7 @@ fn state_is_owned_and_passed_never_global() {
 fn product_crates() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    let members = manifest.split_once("members = [").expect("the workspace's members").1;
+    let members = manifest.split_once("\nmembers = [").expect("the workspace's members").1;
     let members = members.split_once(']').expect("a closed list").0;
     let crates: Vec<String> = members
         .split(',')

@@ -789,7 +789,7 @@ impl<H: Host> Core<H> {
         match outcome {
             Ok(answer) if current && self.link == Link::Ready => {
                 self.host.send_framed(layout::reply_head(call), answer);
-                self.unless_backed_up();
+                self.leave_if_backed_up();
             }
             Ok(_) => {}
             Err(message) => self.reply(current, call, Err(message)),
@@ -973,7 +973,7 @@ impl<H: Host> Core<H> {
                 Some(params) => self.host.send_event(layout::event_head(tab, session, method), params),
                 None => self.host.send(layout::encode_event(tab, session, method, None)),
             }
-            self.unless_backed_up();
+            self.leave_if_backed_up();
         }
     }
 
@@ -1239,13 +1239,8 @@ impl<H: Host> Core<H> {
         } else {
             self.silent_watches += 1;
             if self.silent_watches >= policy::RELAY_SILENT_WATCHES {
-                let port = self.settings.port;
-                self.host.disconnect();
-                return self.link_lost(
-                    format!(
-                        "the relay on 127.0.0.1:{port} stopped answering (nothing for about a minute: is `browser-relay serve` suspended?)"
-                    ),
-                    false,
+                return self.leave_relay(
+                    "stopped answering (nothing for about a minute: is `browser-relay serve` suspended?)",
                 );
             }
         }
@@ -1256,20 +1251,23 @@ impl<H: Host> Core<H> {
     /// that has not taken [`policy::UNSENT_LIMIT`] bytes is not reading. It
     /// is left as one that went away, at once rather than when the watch
     /// notices, so the browser holds no more for it.
-    fn unless_backed_up(&mut self) {
+    fn leave_if_backed_up(&mut self) {
         let unsent = self.host.unsent_bytes();
-        if unsent <= policy::UNSENT_LIMIT {
-            return;
+        if unsent > policy::UNSENT_LIMIT {
+            self.leave_relay(&format!(
+                "is not taking what this browser sends ({} MiB waiting): is `browser-relay serve` suspended or overloaded?",
+                unsent >> 20
+            ));
         }
+    }
+
+    /// Closes a socket whose relay is stuck (it stays open) and goes on as
+    /// for a relay that went away: retries, the grace, and `why` (after
+    /// "the relay on 127.0.0.1:PORT") on the button.
+    fn leave_relay(&mut self, why: &str) {
         let port = self.settings.port;
         self.host.disconnect();
-        self.link_lost(
-            format!(
-                "the relay on 127.0.0.1:{port} is not taking what this browser sends ({} MiB waiting): is `browser-relay serve` suspended or overloaded?",
-                unsent >> 20
-            ),
-            false,
-        );
+        self.link_lost(format!("the relay on 127.0.0.1:{port} {why}"), false);
     }
 
     pub fn on_timer(&mut self, timer: Timer) {

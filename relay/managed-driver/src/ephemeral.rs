@@ -53,8 +53,8 @@ impl ManagedBrowsers {
             if record.as_ref().is_some_and(|r| !self.launched(r) && children.owner_lives(r)) {
                 continue;
             }
-            if let Some(record) = record.filter(|r| children.is_browser_on(&dir, r)) {
-                children.end_tree(record.pid, Ending::Kill);
+            if let Some(record) = record {
+                children.end_browser(&dir, &record, false, Ending::Kill);
             }
             if remove_locked_folder(&dir, lock).is_ok() {
                 tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");

@@ -86,6 +86,9 @@ impl Drop for LaunchSlot {
 /// A browser spawned and not yet ready.
 struct Spawned {
     pid: u32,
+    /// When it started (`process::started`), read at once: the start of
+    /// the very process spawned.
+    started: Option<u64>,
     pipe: Arc<Pipe>,
     executable: PathBuf,
     stderr_log: PathBuf,
@@ -185,7 +188,7 @@ impl ManagedBrowsers {
             Ok((browser_id, browser_version)) => {
                 let record = RunRecord {
                     pid: spawned.pid,
-                    pid_started: process::started(spawned.pid),
+                    pid_started: spawned.started,
                     owner: std::process::id(),
                     owner_started: process::started(std::process::id()),
                     serve: self.held.id,
@@ -220,7 +223,7 @@ impl ManagedBrowsers {
     async fn prepare_folder(&self, profile: &Profile, dir: &Path) -> Result<(), ManagedError> {
         let children = &self.held.children;
         if let Some(record) = record_in(dir).filter(|r| children.is_browser_on(dir, r)) {
-            children.end_tree(record.pid, Ending::Kill);
+            children.end_browser(dir, &record, children.holds(record.pid), Ending::Kill);
             children.wait_exit(record.pid, Duration::from_secs(2)).await;
         }
         if profile.ephemeral {
@@ -250,9 +253,10 @@ impl ManagedBrowsers {
         let (launched, to_browser, from_browser) =
             process::spawn_with_pipe(&executable, &args, stderr).map_err(spawn_error)?;
         let pid = launched.child.id();
+        let started = process::started(pid);
         self.held.children.insert(pid, launched);
         tracing::info!(profile = %profile.name, pid, executable = %executable.display(), "launched the managed browser");
-        Ok(Spawned { pid, pipe: Pipe::start(to_browser, from_browser), executable, stderr_log })
+        Ok(Spawned { pid, started, pipe: Pipe::start(to_browser, from_browser), executable, stderr_log })
     }
 
     /// Readiness: the pipe's probe answers within [`READY_WITHIN`]. The
@@ -292,13 +296,18 @@ impl ManagedBrowsers {
         let pipe = lock(&self.held.pipes).remove(dir);
         let Some(record) = record_in(dir) else { return };
         let children = &self.held.children;
+        let ours = children.holds(record.pid);
         if !children.is_browser_on(dir, &record) {
             // Crashed, or the pid now belongs to another process: signal
             // nothing, forget the record. A crashed browser's helpers can
             // still be writing into the folder for a moment: let them go
             // first, so that deleting an ephemeral folder does not race
-            // them (it did: the folder was left behind).
-            children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
+            // them (it did: the folder was left behind). A pid in use again
+            // names another process's group, not theirs (no pid is handed
+            // out while a group of that id remains): nothing to wait for.
+            if !children.is_alive(record.pid) {
+                children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
+            }
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -306,15 +315,16 @@ impl ManagedBrowsers {
             let _ = pipe.send(&browser::Close {}, Duration::from_secs(2)).await;
         }
         if !children.wait_exit(record.pid, Duration::from_secs(3)).await {
-            children.end_tree(record.pid, Ending::Ask);
+            children.end_browser(dir, &record, ours, Ending::Ask);
             if !children.wait_exit(record.pid, Duration::from_millis(2500)).await {
-                children.end_tree(record.pid, Ending::Kill);
+                children.end_browser(dir, &record, ours, Ending::Kill);
                 children.wait_exit(record.pid, Duration::from_secs(2)).await;
             }
         }
         // Helpers that outlived the browser: none may be left when stop
-        // returns (no orphans).
-        children.end_tree(record.pid, Ending::Kill);
+        // returns (no orphans). Another serve's browser that quit took its
+        // helpers along (its pid may now be another process's).
+        children.end_browser(dir, &record, ours, Ending::Kill);
         children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");

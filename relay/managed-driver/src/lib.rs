@@ -524,6 +524,14 @@ mod tests {
     }
 
     #[test]
+    fn a_record_from_before_starts_were_kept_still_reads() {
+        let written_before = r#"{"pid": 4242, "owner": 4241, "serve": 7, "browserId": "b", "executable": "/usr/bin/chromium",
+            "browserVersion": "Chrome/1", "startedAt": 1}"#;
+        let record: RunRecord = serde_json::from_str(written_before).unwrap();
+        assert_eq!((record.pid, record.pid_started, record.owner, record.owner_started), (4242, None, 4241, None));
+    }
+
+    #[test]
     fn a_recorded_pid_now_held_by_another_process_is_never_signalled() {
         let state = tempfile::tempdir().unwrap();
         let browsers = ManagedBrowsers::new(state.path());
@@ -533,7 +541,7 @@ mod tests {
         // A process on the browser's pid, with (where the system shows it)
         // the browser's command line: only its start can tell it apart.
         let stand_in =
-            process::tests::run_for_a_while_with(&format!("--user-data-dir={}", dir.join("user-data").display()));
+            process::tests::run_for_a_while_with(Some(&format!("--user-data-dir={}", dir.join("user-data").display())));
         let (pid, me) = (stand_in.0.id(), std::process::id());
         let (pid_started, my_start) = (process::started(pid), process::started(me));
         let later = |start: Option<u64>| start.map(|s| s + 1);
@@ -562,9 +570,11 @@ mod tests {
         let browsers = ManagedBrowsers::new(state.path());
         let profile = settings::Config::defaults().profile(Some("managed")).unwrap().clone();
         std::fs::create_dir_all(browsers.profile_dir("managed")).unwrap();
-        // This test process is alive, but it is no browser on this profile.
+        // This test process is alive, started when the record says, and
+        // launched by a serve that lives (another of this process): only
+        // its command line, no browser's on this profile, tells.
         let me = std::process::id();
-        let record = RunRecord { serve: browsers.held.id, ..record_of(me, process::started(me), me, None) };
+        let record = record_of(me, process::started(me), me, process::started(me));
         put_record(&browsers.profile_dir("managed"), &record);
         assert_eq!(browsers.status(&profile).state, State::Crashed, "a reused pid is not our browser");
         assert!(matches!(browsers.usable_pipe("managed"), Err(ManagedError::NotRunning(_))));

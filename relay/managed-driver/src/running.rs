@@ -64,6 +64,24 @@ impl Children {
         process::is_alive(pid)
     }
 
+    /// Whether this serve launched the browser `pid` and has not reaped it
+    /// (so the pid is still its: a zombie, or a Windows handle, holds it).
+    pub(crate) fn holds(&self, pid: u32) -> bool {
+        self.held().contains_key(&pid)
+    }
+
+    /// Ends the browser `record` names and every helper it started, unless
+    /// its pid is no longer that browser's: one this serve launched
+    /// (`ours`, as [`Self::holds`] said before any wait) through its tree,
+    /// any other only while [`Self::is_browser_on`] still holds, asked
+    /// again at each ending (the pid may be handed out again while `stop`
+    /// waits for the browser to quit).
+    pub(crate) fn end_browser(&self, dir: &Path, record: &RunRecord, ours: bool, ending: Ending) {
+        if ours || self.is_browser_on(dir, record) {
+            self.end_tree(record.pid, ending);
+        }
+    }
+
     /// Ends the browser `pid` and every helper it started.
     pub(crate) fn end_tree(&self, pid: u32, ending: Ending) {
         let children = self.held();
@@ -100,14 +118,18 @@ impl Children {
 
     /// Whether `pid` is still the process that started at `started` (a
     /// record without a start takes any live pid, as records did before
-    /// they kept one).
-    fn is_process(&self, pid: u32, started: Option<u64>) -> bool {
-        self.is_alive(pid) && started.is_none_or(|started| process::started(pid) == Some(started))
+    /// they kept one). A live process whose start cannot be read (another
+    /// user's) counts as `unreadable`.
+    fn is_process(&self, pid: u32, started: Option<u64>, unreadable: bool) -> bool {
+        self.is_alive(pid)
+            && started.is_none_or(|started| process::started(pid).map_or(unreadable, |now| now == started))
     }
 
     /// Whether the process that launched `record`'s browser still runs.
+    /// One whose start cannot be read is taken to: what depends on this
+    /// leaves the browser and its folder alone.
     pub(crate) fn owner_lives(&self, record: &RunRecord) -> bool {
-        self.is_process(record.owner, record.owner_started)
+        self.is_process(record.owner, record.owner_started, true)
     }
 
     /// Whether `record`'s browser still runs on the profile folder `dir`:
@@ -116,7 +138,8 @@ impl Children {
     /// After a reboot, or on Windows within minutes, a recorded pid may
     /// belong to anything: it must never be signalled.
     pub(crate) fn is_browser_on(&self, dir: &Path, record: &RunRecord) -> bool {
-        if !self.is_process(record.pid, record.pid_started) {
+        // One whose start cannot be read is not ours to signal.
+        if !self.is_process(record.pid, record.pid_started, false) {
             return false;
         }
         let marker = format!("--user-data-dir={}", dir.join("user-data").display());

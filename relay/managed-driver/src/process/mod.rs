@@ -98,7 +98,8 @@ pub(crate) fn tree_alive(pid: u32, ours: Option<&Tree>) -> bool {
 /// microseconds and Windows' 100 ns since their epochs. `None` when it is
 /// gone or not ours to look at. A pid names a process only while it runs
 /// (Windows hands it out again within minutes, any system after a reboot);
-/// a pid and its start name one process.
+/// a pid and its start name one process (on Linux within one boot, which
+/// counts from zero again: the caller's command-line check covers that).
 pub(crate) fn started(pid: u32) -> Option<u64> {
     os::started(pid)
 }
@@ -166,10 +167,10 @@ pub(crate) mod tests {
         let child = run_for_a_while();
         let pid = child.0.id();
         let theirs = started(pid).expect("a child's start is readable");
-        assert_ne!(theirs, mine, "a process started later has a start of its own");
+        // Linux counts in 10 ms ticks: a child started at once may share
+        // this process's tick.
+        assert!(theirs >= mine, "a process started later has a later start");
         assert_eq!(started(pid), Some(theirs));
-        // An ended process may stay readable while a handle on it is open
-        // (Windows): whether it runs is asked of `is_alive`, first.
         drop(child);
     }
 
@@ -190,26 +191,41 @@ pub(crate) mod tests {
         std::process::Command::new(program).args(args).spawn().unwrap()
     }
 
-    /// A process that runs for 30 s unless killed.
+    /// A process that runs for 30 s unless killed: on Unix the leader of a
+    /// process group of its own, as a browser is, so that ending a browser
+    /// by its pid would reach it.
     pub(crate) fn run_for_a_while() -> Running {
-        let (program, args): (&str, &[&str]) =
-            if cfg!(windows) { ("cmd", &["/c", "ping -n 30 127.0.0.1 >NUL"]) } else { ("sleep", &["30"]) };
-        Running(std::process::Command::new(program).args(args).spawn().unwrap())
+        run_for_a_while_with(None)
     }
 
     /// [`run_for_a_while`] with `arg` on its command line, where the system
     /// shows one (Unix: as its `argv[0]`, which `sleep` ignores; Windows has
     /// no reader of it).
-    pub(crate) fn run_for_a_while_with(arg: &str) -> Running {
+    pub(crate) fn run_for_a_while_with(arg: Option<&str>) -> Running {
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt;
-            Running(std::process::Command::new("sleep").arg0(arg).arg("30").spawn().unwrap())
+            let mut command = std::process::Command::new("sleep");
+            command.arg("30").process_group(0);
+            if let Some(arg) = arg {
+                command.arg0(arg);
+            }
+            let running = Running(command.spawn().unwrap());
+            // The command line is written a moment after `spawn` returns
+            // (exec sets it up after waking the parent); nothing announces it.
+            #[cfg(target_os = "linux")]
+            if let Some(arg) = arg {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while has_argument(running.0.id(), arg) != Some(true) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            running
         }
         #[cfg(windows)]
         {
             let _ = arg;
-            run_for_a_while()
+            Running(std::process::Command::new("ping").args(["-n", "30", "127.0.0.1"]).spawn().unwrap())
         }
     }
 }
