@@ -5,7 +5,9 @@
 //! a letter beyond ASCII. The pairing link comes from the exe's own `pair`;
 //! the user shares a tab with a toolbar click; Playwright connects,
 //! evaluates, takes a screenshot and leaves, twice in a row; the tab stays
-//! shared; Ctrl-C ends serve cleanly.
+//! shared; an agent's CLI and an MCP host's `browser-relay.exe mcp`, each
+//! a Windows process of its own, snapshot the tab through serve's control
+//! API; Ctrl-C ends serve cleanly.
 //!
 //! Needs `BROWSER_RELAY_WINDOWS_EXE` (scripts/test.sh builds the exe and
 //! sets it, with `BROWSER_RELAY_REQUIRE_WINE=1`, which makes its absence a
@@ -18,10 +20,63 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use e2e::FixtureServer;
 use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, pairing_link, wait_for_shared};
+use serde_json::{Value, json};
 
 /// The exe's view of a Linux path: Wine's drive Z: is `/`.
 fn windows_path(path: &Path) -> String {
     format!("Z:{}", path.display().to_string().replace('/', "\\"))
+}
+
+/// Runs `mcp` (the exe under Wine) as an MCP host does: `requests`, one
+/// JSON-RPC message a line, on its stdin; stdin closed once each request
+/// (a message with an `id`) is answered; the answers. The process must end
+/// then, as a host expects; it is killed (its group) if it does not, or if
+/// an answer does not come within 60 s.
+fn mcp_session(mut mcp: Command, requests: &[Value]) -> anyhow::Result<Vec<Value>> {
+    use std::io::{BufRead as _, Write as _};
+    use std::os::unix::process::CommandExt as _;
+    use std::process::Stdio;
+    let mut child = mcp.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).process_group(0).spawn()?;
+    struct Group(u32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            e2e::kill_group(self.0);
+        }
+    }
+    let _group = Group(child.id());
+    let (mut stdin, stdout) = (child.stdin.take().context("stdin")?, child.stdout.take().context("stdout")?);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answers = Vec::new();
+    for request in requests {
+        writeln!(stdin, "{request}")?;
+        stdin.flush()?;
+        let Some(id) = request.get("id") else { continue };
+        loop {
+            let line =
+                lines.recv_timeout(Duration::from_secs(60)).with_context(|| format!("no answer to {request}"))?;
+            let answer: Value = serde_json::from_str(&line).with_context(|| line.clone())?;
+            let answered = answer["id"] == *id;
+            answers.push(answer);
+            if answered {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait()?.is_none() {
+        anyhow::ensure!(Instant::now() < deadline, "mcp did not end within 30 s of its stdin closing");
+        // A process of Wine's gives no event to await.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(answers)
 }
 
 fn wine(exe: &Path, home: &Path) -> Command {
@@ -114,6 +169,42 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
         }
         wait_for_shared(port, token.as_str(), &index, Duration::from_secs(10)).await?;
     }
+
+    // An agent on Windows: the exe's CLI, then the exe as an MCP host runs
+    // it (JSON-RPC over its stdin and stdout, Windows pipes), each proving
+    // itself to serve's control API, snapshot the shared tab.
+    let control_port = control.to_string();
+    let mut snapshot = wine(&exe, &home);
+    snapshot.args(["snapshot", "--control-port", &control_port]);
+    let printed = tokio::task::spawn_blocking(move || snapshot.output()).await??;
+    let text = String::from_utf8_lossy(&printed.stdout);
+    anyhow::ensure!(
+        printed.status.success() && text.contains("Fixture Index") && text.contains("[ref=e"),
+        "the CLI's snapshot ({}): {text}{}",
+        printed.status,
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let mut mcp = wine(&exe, &home);
+    mcp.args(["mcp", "--control-port", &control_port]);
+    let answers = tokio::task::spawn_blocking(move || {
+        mcp_session(
+            mcp,
+            &[
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wine", "version": "1"}}}),
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "browser_snapshot", "arguments": {}}}),
+            ],
+        )
+    })
+    .await??;
+    let snapshot = answers.iter().find(|a| a["id"] == 2).context("no answer to the snapshot")?;
+    let text = snapshot["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    anyhow::ensure!(
+        snapshot["result"]["isError"] != true && text.contains("Fixture Index") && text.contains("[ref=e"),
+        "the MCP snapshot: {snapshot}"
+    );
+    anyhow::ensure!(answers.iter().all(|a| !a.to_string().contains(token.as_str())), "an MCP answer shows the token");
 
     // The token never went to a log.
     let logged = std::fs::read_to_string(&serve.log)?;
