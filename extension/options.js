@@ -1,7 +1,8 @@
 // Options page: relay port + pairing token in chrome.storage.local (the WASM
 // service worker reads `relayPort` / `relayToken` and reconnects when they change),
-// one-step pairing from a `#port=…&token=…` link, a live status line, and the
-// shared tabs (with the clients the relay says hold each) with "stop sharing".
+// one-step pairing from a `#port=…&code=…` link (a one-time code the worker
+// redeems with the relay for the token), a live status line, and the shared
+// tabs (with the clients the relay says hold each) with "stop sharing".
 'use strict';
 
 const DEFAULT_PORT = 18792;
@@ -17,13 +18,19 @@ function say(text, kind) {
   message.className = kind || '';
 }
 
-// Returns {port, token} or throws an Error whose message is shown to the user.
-function validate(portText, tokenText) {
+// The port, or throws an Error whose message is shown to the user.
+function validPort(portText) {
   const portStr = String(portText).trim();
   const port = Number(portStr);
   if (!/^\d+$/.test(portStr) || !Number.isInteger(port) || port < 1 || port > 65535) {
     throw new Error(`Relay port must be a whole number from 1 to 65535 (got "${portStr}").`);
   }
+  return port;
+}
+
+// Returns {port, token} or throws an Error whose message is shown to the user.
+function validate(portText, tokenText) {
+  const port = validPort(portText);
   const token = String(tokenText).trim();
   if (token.length === 0) {
     throw new Error('Pairing token is missing: run `browser-relay token` and paste the 64-character value.');
@@ -52,9 +59,54 @@ async function load() {
 }
 
 /** Which relay a pairing is: its port and the end of its token (what
- * `browser-relay pair` prints too), never the whole secret. */
+ * `browser-relay pair` prints too), never the whole secret; a link's code
+ * names no token until it is redeemed. */
 function describe({ port, token }) {
-  return `the relay on port ${port} (token …${token.slice(-6)})`;
+  return token ? `the relay on port ${port} (token …${token.slice(-6)})` : `the relay on port ${port} that printed this link`;
+}
+
+/** Resolves with the token the worker stored once it redeemed the code
+ * (`null`: it could not), or `undefined` after `ms`. */
+function redeemed(ms) {
+  return new Promise((resolve) => {
+    const done = (value) => {
+      chrome.storage.onChanged.removeListener(listen);
+      clearTimeout(timer);
+      resolve(value);
+    };
+    const listen = (changes, area) => {
+      const code = changes.pairingCode;
+      if (area === 'local' && code && !code.newValue) done(changes.relayToken ? changes.relayToken.newValue : null);
+    };
+    const timer = setTimeout(() => done(undefined), ms);
+    chrome.storage.onChanged.addListener(listen);
+  });
+}
+
+// A link's one-time code: stored for the worker, which redeems it with the
+// relay at once (the proof is made with the code; the token comes sealed for
+// it); the page reports the outcome.
+async function pairWithCode(portText, codeText, current) {
+  const port = validPort(portText);
+  const code = String(codeText).trim().toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(code)) throw new Error('the code in the link is not 64 hexadecimal characters: copy the whole link');
+  if (current && !(await askToReplace(current, { port }))) {
+    say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
+    return;
+  }
+  const outcome = redeemed(15000);
+  await chrome.storage.local.set({ relayPort: port, pairingCode: code });
+  portInput.value = String(port);
+  say(`Pairing with the relay on port ${port}…`, 'ok');
+  const token = await outcome;
+  if (token) {
+    tokenInput.value = token;
+    say(`Paired with ${describe({ port, token })}.`, 'ok');
+  } else {
+    const status = await extensionStatus();
+    say(`Not paired: ${status.detail || 'the relay did not answer'}. Run \`browser-relay pair\` again and open its new link.`, 'error');
+  }
+  return port;
 }
 
 /** Asks whether `offered` may replace `current`: resolves true or false. */
@@ -81,9 +133,21 @@ function askToReplace(current, offered) {
 // a link of its own).
 async function pairFromHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ''));
-  if (!params.has('port') && !params.has('token')) return;
-  // The token must not linger in the address bar or in history.
+  if (!params.has('port') && !params.has('token') && !params.has('code')) return;
+  // Neither the token nor the code lingers in the address bar or in the
+  // page's history entry (Chrome's own history keeps the address as it was
+  // opened: what `browser-relay pair` puts there is a one-time code).
   history.replaceState(null, '', location.pathname + location.search);
+  if (params.has('code')) {
+    const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
+    const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
+    try {
+      return await pairWithCode(params.get('port') ?? String(DEFAULT_PORT), params.get('code'), current);
+    } catch (e) {
+      say(`Pairing link not used: ${e.message}`, 'error');
+      return;
+    }
+  }
   let offered;
   try {
     offered = validate(params.get('port') ?? String(DEFAULT_PORT), params.get('token') ?? '');

@@ -103,6 +103,9 @@ pub(crate) mod storage {
     extern "C" {
         #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "local"], js_name = get)]
         pub fn local_get(keys: &JsValue) -> Result<Promise, JsValue>;
+        /// Only the pairing a link's code brought (`Host::save_pairing`).
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "local"], js_name = set)]
+        pub fn local_set(items: &JsValue) -> Result<Promise, JsValue>;
         #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "session"], js_name = get)]
         pub fn session_get(keys: &JsValue) -> Result<Promise, JsValue>;
         #[wasm_bindgen(catch, js_namespace = ["chrome", "storage", "session"], js_name = set)]

@@ -464,6 +464,20 @@ impl Host for WasmHost {
         self.retire_socket();
     }
 
+    fn save_pairing(&mut self, token: Option<&str>) {
+        // One write, so that storage's change reports both at once.
+        let mut pairs = vec![("pairingCode", JsValue::NULL)];
+        if let Some(token) = token {
+            pairs.push(("relayToken", JsValue::from_str(token)));
+        }
+        let items = object(&pairs);
+        spawn_local(async move {
+            if let Err(e) = settle(storage::local_set(&items)).await {
+                web_sys::console::warn_1(&format!("Browser Relay: cannot save the pairing: {e}").into());
+            }
+        });
+    }
+
     fn unsent_bytes(&self) -> u64 {
         // web-sys reads `bufferedAmount` as a u32: it would wrap at 4 GiB,
         // far past the bound the core checks after every send.
@@ -498,18 +512,18 @@ impl Host for WasmHost {
 }
 
 async fn read_settings() -> Settings {
-    let keys: Array = ["relayPort", "relayToken"].iter().map(|k| JsValue::from_str(k)).collect();
+    let keys: Array = ["relayPort", "relayToken", "pairingCode"].iter().map(|k| JsValue::from_str(k)).collect();
     let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
-    settings_from(&get(&stored, "relayPort"), &get(&stored, "relayToken"))
+    settings_from(&get(&stored, "relayPort"), &get(&stored, "relayToken"), &get(&stored, "pairingCode"))
 }
 
-/// Stored `relayPort` (1–65535, else the default) and `relayToken`
-/// (non-empty) as [`Settings`].
-fn settings_from(port: &JsValue, token: &JsValue) -> Settings {
+/// Stored `relayPort` (1–65535, else the default), `relayToken` and
+/// `pairingCode` (non-empty; `null` is none) as [`Settings`].
+fn settings_from(port: &JsValue, token: &JsValue, code: &JsValue) -> Settings {
     let port =
         port.as_f64().filter(|p| (1.0..=65535.0).contains(p)).map_or(shared_protocol::DEFAULT_RELAY_PORT, |p| p as u16);
-    let token = token.as_string().filter(|t| !t.is_empty());
-    Settings { port, token }
+    let text = |value: &JsValue| value.as_string().filter(|t| !t.is_empty());
+    Settings { port, token: text(token), pairing_code: text(code) }
 }
 
 /// `navigator.userAgent`, and the full browser version (`Chrome/156.0.8078.73`)
@@ -703,7 +717,8 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 };
                 let port = value("relayPort", JsValue::from_f64(f64::from(current.port)));
                 let token = value("relayToken", current.token.map_or(JsValue::UNDEFINED, JsValue::from));
-                core.on_settings(settings_from(&port, &token));
+                let code = value("pairingCode", current.pairing_code.map_or(JsValue::UNDEFINED, JsValue::from));
+                core.on_settings(settings_from(&port, &token, &code));
             });
         }
         // runtime.onStartup/onInstalled: `start` already ran.

@@ -294,19 +294,24 @@ fn print_pairing(
             ids
         }
     };
+    // A one-time code, never the secret: Chrome keeps every address it
+    // opens in its history, fragment and all.
+    let code = state.pairing_codes().issue()?;
     let links: Vec<String> = ids
         .iter()
-        .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&token={}", token.as_str()))
+        .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&code={}", code.as_str()))
         .collect();
     let which = match links.len() {
         1 => "",
         _ => " (one per extension id: the one of the extension you installed opens)",
     };
     let tail = &token.as_str()[token.as_str().len() - 6..];
+    let minutes = state_dir::CODE_LIFETIME.as_secs() / 60;
     println_stdout(&format!(
         "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
-         The extension names this relay \"the relay on port {port} (token …{tail})\"; if it asks before \
-         replacing another pairing, check that it is this one.\n",
+         It holds a one-time code, good for {minutes} minutes, not the secret: `browser-relay serve` must be \
+         running when you open it. Once paired, the extension names this relay \"the relay on port {port} \
+         (token …{tail})\"; if it asks before replacing another pairing, check the port.\n",
         links.join("\n")
     ));
     Ok(())

@@ -97,7 +97,8 @@ impl RunningServer {
             Some(control_addr) if options.state_root.is_some() => Some(net::bind_loopback(control_addr).await?),
             _ => None,
         };
-        let relay = Relay::new(options.relay, options.pairing.clone());
+        let pairing_codes = options.state_root.as_ref().map(|root| state_dir::StateDir::at(root).pairing_codes());
+        let relay = Relay::new(options.relay, options.pairing.clone(), pairing_codes);
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         // What clients and agents do is recorded under the state directory

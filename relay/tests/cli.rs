@@ -65,11 +65,12 @@ fn profiles_and_pairing_and_endpoints() {
     assert!(control.trim() != token && control.trim() != cdp_key.as_str());
     let (_, pair, _) = browser_relay(home.path(), &["pair"]);
     assert!(
-        pair.contains(&format!(
-            "chrome-extension://jmiiinhebnhaoabpngnocjfmolckbbea/options.html#port=18792&token={token}"
-        )),
+        pair.contains("chrome-extension://jmiiinhebnhaoabpngnocjfmolckbbea/options.html#port=18792&code="),
         "{pair}"
     );
+    assert!(!pair.contains(token), "the link holds a one-time code, never the secret: {pair}");
+    let codes = std::fs::read_dir(home.path().join("pairing")).unwrap().count();
+    assert_eq!(codes, 1, "the code waits in the state directory for serve");
 }
 
 /// `browser-relay serve` and the managed browser, stopped when the test ends
@@ -921,9 +922,8 @@ fn a_store_extension_id_from_config_is_paired_and_let_in_and_no_other() {
     let store = "abcdefghijklmnopabcdefghijklmnop";
     std::fs::write(home.path().join("config.toml"), format!("extensionIds = [{store:?}]\n")).unwrap();
     let (_, pair, _) = browser_relay(home.path(), &["pair", "--port", "18000"]);
-    let token = token_of(home.path());
     for id in ["jmiiinhebnhaoabpngnocjfmolckbbea", store] {
-        assert!(pair.contains(&format!("chrome-extension://{id}/options.html#port=18000&token={token}")), "{pair}");
+        assert!(pair.contains(&format!("chrome-extension://{id}/options.html#port=18000&code=")), "{pair}");
     }
 
     let port = free_port();
@@ -979,8 +979,8 @@ fn rotate_replaces_the_secret_only_while_serve_is_stopped() {
     assert_eq!(code, 0, "{stderr}");
     let (_, new, _) = browser_relay(home.path(), &["token"]);
     assert_ne!(old.trim(), new.trim(), "a new secret");
-    assert!(said.contains("paired again") && said.contains(&format!("#port={port}&token={}", new.trim())), "{said}");
-    assert!(!said.contains(old.trim()), "{said}");
+    assert!(said.contains("paired again") && said.contains(&format!("#port={port}&code=")), "{said}");
+    assert!(!said.contains(old.trim()) && !said.contains(new.trim()), "{said}");
     let (_, new_cdp, _) = browser_relay(home.path(), &["cdp-url", "--port", &port]);
     assert_ne!(old_cdp, new_cdp, "the CDP key follows the secret");
     // A serve (here: anything) on the port: refused, the secret kept.

@@ -158,6 +158,43 @@ fn answer(
     mac
 }
 
+/// How a pairing code (what `browser-relay pair`'s link carries instead
+/// of the secret, good once and for minutes) is named on the wire: an HMAC
+/// of it, so that naming it tells nothing of it.
+pub fn pairing_code_id(code: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(code.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"browser-relay/2 pairing code id");
+    hex(&mac.finalize().into_bytes()[..8])
+}
+
+/// The install's `secret` (64 hex characters) sealed for the extension
+/// that holds the pairing `code`, on the connection whose nonces these are:
+/// XORed with an HMAC keyed by the code, so only a holder of the code can
+/// open it, and only on this connection. `None` for a secret of another
+/// shape.
+pub fn seal(code: &str, first_nonce: &str, second_nonce: &str, secret: &str) -> Option<String> {
+    let plain = unhex(secret).filter(|bytes| bytes.len() == 32)?;
+    let pad = sealing_pad(code, first_nonce, second_nonce);
+    Some(hex(&plain.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect::<Vec<u8>>()))
+}
+
+/// The secret [`seal`] sealed, opened with the `code`; `None` for what is
+/// not a sealed secret.
+pub fn unseal(code: &str, first_nonce: &str, second_nonce: &str, sealed: &str) -> Option<String> {
+    let bytes = unhex(sealed).filter(|bytes| bytes.len() == 32)?;
+    let pad = sealing_pad(code, first_nonce, second_nonce);
+    Some(hex(&bytes.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect::<Vec<u8>>()))
+}
+
+fn sealing_pad(code: &str, first_nonce: &str, second_nonce: &str) -> [u8; 32] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(code.as_bytes()).expect("HMAC takes a key of any length");
+    for part in [&b"browser-relay/2 sealed secret"[..], first_nonce.as_bytes(), second_nonce.as_bytes()] {
+        mac.update(part);
+        mac.update(b"\n");
+    }
+    mac.finalize().into_bytes().into()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -193,6 +230,23 @@ mod tests {
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, &relay[..62]), "cut");
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, "zz"), "not hex");
         assert!(!verify(KEY, Prover::Relay, &ours, &theirs, ""), "empty");
+    }
+
+    #[test]
+    fn a_sealed_secret_opens_only_with_its_code_on_its_connection() {
+        let (ours, theirs) = (nonce(1), nonce(2));
+        let code = nonce(9);
+        let sealed = seal(&code, &ours, &theirs, KEY).expect("a secret's shape");
+        assert_ne!(sealed, KEY, "sealed, not sent");
+        assert_eq!(unseal(&code, &ours, &theirs, &sealed).as_deref(), Some(KEY));
+        assert_ne!(unseal(&nonce(8), &ours, &theirs, &sealed).as_deref(), Some(KEY), "another code");
+        assert_ne!(unseal(&code, &nonce(3), &theirs, &sealed).as_deref(), Some(KEY), "another connection");
+        assert_eq!(unseal(&code, &ours, &theirs, "zz"), None);
+        assert_eq!(seal(&code, &ours, &theirs, "short"), None);
+        let id = pairing_code_id(&code);
+        assert_eq!(id.len(), 16);
+        assert!(!code.contains(&id), "the id tells nothing of the code");
+        assert_ne!(pairing_code_id(&nonce(8)), id);
     }
 
     #[test]

@@ -192,9 +192,16 @@ pub struct TabClients {
 #[serde(rename_all_fields = "camelCase")]
 pub enum RelayMessage<'a> {
     /// Answer to `auth`: the relay's nonce and its proof of the pairing
-    /// over both nonces ([`auth::Prover::Relay`]).
+    /// over both nonces ([`auth::Prover::Relay`]). For an `auth` that named
+    /// a pairing code, the proof is made with the code, and `sealed` holds
+    /// the install's secret sealed for the code ([`auth::seal`]).
     #[serde(rename = "challenge")]
-    Challenge { nonce: String, proof: String },
+    Challenge {
+        nonce: String,
+        proof: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sealed: Option<String>,
+    },
     /// Answer to the hello: the relay accepted the extension.
     #[serde(rename = "welcome")]
     Welcome { protocol_version: u32, relay_version: String },
@@ -330,9 +337,17 @@ pub struct DebuggerEvent<'a> {
 #[serde(rename_all_fields = "camelCase")]
 pub enum ExtensionMessage<'a> {
     /// The extension's first message: its protocol and its nonce, nothing
-    /// more until the relay has proved itself.
+    /// more until the relay has proved itself. `pairingCode` names
+    /// ([`auth::pairing_code_id`]) the one-time code of a pairing link the
+    /// extension has not redeemed yet: the proofs are then made with the
+    /// code, and the relay sends the secret sealed for it.
     #[serde(rename = "auth")]
-    Auth { protocol_version: u32, nonce: String },
+    Auth {
+        protocol_version: u32,
+        nonce: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pairing_code: Option<String>,
+    },
     /// The extension's second message, once the relay proved itself:
     /// [`auth::proof`] by [`auth::Prover::Extension`] over the `auth` and
     /// `challenge` nonces. Alone, so that it is checked before anything

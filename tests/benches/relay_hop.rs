@@ -72,7 +72,7 @@ async fn echo_extension(relay: SocketAddr, token: &str, result: String) {
         while let Some(Ok(Message::Text(text))) = ws.next().await {
             let message = RelayMessage::parse(&text).unwrap();
             let reply = match &message {
-                RelayMessage::Challenge { nonce, proof: relay_proof } => {
+                RelayMessage::Challenge { nonce, proof: relay_proof, .. } => {
                     let hello = e2e::fake_extension::hello(vec![e2e::fake_extension::fake_tab(1)]);
                     let [prove, hello] =
                         proof.answer_frames(nonce, relay_proof, hello).expect("the relay proves the pairing");

@@ -103,6 +103,22 @@ impl Chromium {
     pub fn profile_dir(&self) -> PathBuf {
         self.profile.path().to_path_buf()
     }
+
+    /// Quits the browser as a user would (`Browser.close`: Chrome writes
+    /// what it keeps, its history among it, as it quits) and waits until it
+    /// has exited.
+    pub async fn quit(&mut self) -> anyhow::Result<()> {
+        let client = cdp_client::CdpClient::connect(&self.ws_url).await?.with_timeout(Duration::from_secs(5));
+        // The browser may close the socket before it answers.
+        let _ = client.call("Browser.close", serde_json::json!({}), None).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Our child's exit has no event to await from async code here.
+        while self.child.try_wait()?.is_none() {
+            anyhow::ensure!(Instant::now() < deadline, "Chromium did not quit within 20 s of Browser.close");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
 }
 
 fn tail(text: &str, max: usize) -> &str {

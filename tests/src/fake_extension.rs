@@ -142,7 +142,8 @@ impl FakeExtension {
                     Ok(Message::Text(text)) => {
                         let text = text.to_string();
                         let Ok(message) = RelayMessage::parse(&text) else { continue };
-                        if let (RelayMessage::Challenge { nonce, proof: relay_proof }, Some(hello)) = (&message, &hello)
+                        if let (RelayMessage::Challenge { nonce, proof: relay_proof, .. }, Some(hello)) =
+                            (&message, &hello)
                         {
                             match proof.answer_frames(nonce, relay_proof, hello.clone()) {
                                 Ok(frames) => {

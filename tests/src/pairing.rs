@@ -11,6 +11,8 @@ use shared_protocol::{ExtensionMessage, Hello, encode};
 pub struct ExtensionProof {
     nonce: String,
     key: Option<String>,
+    /// A pairing link's code is the key: its id goes in `auth`.
+    code_id: Option<String>,
     /// The relay's port, which the proofs are bound to (`auth::on_port`).
     port: u16,
 }
@@ -19,12 +21,27 @@ impl ExtensionProof {
     pub fn new(key: Option<&str>, port: u16) -> Self {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).expect("random");
-        Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string), port }
+        Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string), code_id: None, port }
+    }
+
+    /// As the extension that holds a pairing link's `code` and nothing else.
+    pub fn with_code(code: &str, port: u16) -> Self {
+        Self { code_id: Some(auth::pairing_code_id(code)), ..Self::new(Some(code), port) }
+    }
+
+    /// The secret the relay sealed for our code in its `challenge`.
+    pub fn unseal(&self, relay_nonce: &str, sealed: &str) -> Option<String> {
+        let code = self.key.as_deref()?;
+        auth::unseal(code, &self.nonce, &auth::on_port(relay_nonce, self.port), sealed)
     }
 
     /// The first frame: `auth` with our nonce.
     pub fn auth_frame(&self, protocol_version: u32) -> String {
-        encode(&ExtensionMessage::Auth { protocol_version, nonce: self.nonce.clone() })
+        encode(&ExtensionMessage::Auth {
+            protocol_version,
+            nonce: self.nonce.clone(),
+            pairing_code: self.code_id.clone(),
+        })
     }
 
     /// What answers the relay's `challenge`: our `prove` (an empty proof

@@ -31,13 +31,16 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// What `pair` printed: the pairing link and the token in it.
-pub fn pairing_link(mut pair: Command) -> anyhow::Result<(String, Token)> {
+/// What `pair` printed, the pairing link, and the token it pairs with (the
+/// state directory `home`'s): the link holds a one-time code, never the
+/// token (Chrome keeps the addresses it opens in its history).
+pub fn pairing_link(mut pair: Command, home: &Path) -> anyhow::Result<(String, Token)> {
     let out = pair.output()?;
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
     anyhow::ensure!(out.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&out.stderr));
     let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
-    let token = Token::parse(link.rsplit_once("token=").context("a token in the link")?.1).context("a token")?;
+    let token = Token::parse(std::fs::read_to_string(home.join("token"))?.trim()).context("the token file")?;
+    anyhow::ensure!(link.contains("&code=") && !printed.contains(token.as_str()), "pair showed the secret: {printed}");
     Ok((link.to_string(), token))
 }
 

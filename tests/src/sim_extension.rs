@@ -459,7 +459,7 @@ impl SimExtension {
             Err(e) => panic!("the relay sent a frame the extension cannot parse: {e}: {text}"),
         };
         match message {
-            RelayMessage::Challenge { nonce, proof } => {
+            RelayMessage::Challenge { nonce, proof, .. } => {
                 let hello = Hello {
                     protocol_version: PROTOCOL_VERSION,
                     extension_version: "0.0.0-sim".into(),

@@ -929,6 +929,46 @@ async fn a_command_chrome_refuses_is_answered_with_chromes_reason_and_the_tab_go
     assert_eq!(env.server().relay.stats().targets, 1, "the tab stays shared");
 }
 
+/// `browser-relay pair`'s link, opened as a user opens it: Chrome keeps
+/// the address in its history (its History database, which the address
+/// bar suggests from and history sync sends away), fragment and all. So the
+/// link holds a one-time code: the worker redeems it with serve at once,
+/// and the secret never appears in what Chrome keeps, while the spent code
+/// does (so the check looks where Chrome records the link).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
+    use e2e::serve_process::{ServeProcess, free_port, native_exe, pairing_link};
+    let exe = native_exe().unwrap();
+    let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir().unwrap();
+    let (port, control) = (free_port().to_string(), free_port().to_string());
+    let command = |args: &[&str]| {
+        let mut command = std::process::Command::new(&exe);
+        command.args(args).env("BROWSER_RELAY_HOME", home.path());
+        command
+    };
+    let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path()).unwrap();
+    let code = link.rsplit_once("code=").unwrap().1.to_string();
+    let _serve = ServeProcess::start(
+        command(&["serve", "--port", &port, "--control-port", &control]),
+        &home.path().join("serve.log"),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    let mut chrome =
+        e2e::extension_env::chromium_with_extensions(&[&e2e::extension_env::extension_dir().unwrap()], "about:blank")
+            .unwrap();
+    // Waits until the worker holds the token: redeemed with serve.
+    e2e::extension_env::open_pairing_link(&chrome, &link, port.parse().unwrap(), &token).await.unwrap();
+    assert_eq!(std::fs::read_dir(home.path().join("pairing")).unwrap().count(), 0, "the code is spent");
+
+    chrome.quit().await.unwrap();
+    let kept = std::fs::read(chrome.profile_dir().join("Default").join("History")).unwrap();
+    let holds = |text: &str| kept.windows(text.len()).any(|window| window == text.as_bytes());
+    assert!(holds(&code), "Chrome's history records the link as opened (else this test looks in the wrong place)");
+    assert!(!holds(token.as_str()), "Chrome's history holds the secret");
+}
+
 /// `browser-relay serve` suspended (Ctrl-Z in its terminal, a stopped
 /// container): its port still accepts and its socket stays open, and
 /// nothing answers. The worker notices the silence, says so on the badge,
@@ -945,7 +985,7 @@ async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
         command.args(args).env("BROWSER_RELAY_HOME", home.path());
         command
     };
-    let (link, token) = pairing_link(command(&["pair", "--port", &port])).unwrap();
+    let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path()).unwrap();
     let serve = ServeProcess::start(
         command(&["serve", "--port", &port, "--control-port", &control]),
         &home.path().join("serve.log"),

@@ -131,7 +131,7 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     // The pairing link, as the Windows user gets it.
     let mut pair = wine(&exe, &home);
     pair.args(["pair", "--port", &port.to_string()]);
-    let (link, token) = pairing_link(pair)?;
+    let (link, token) = pairing_link(pair, &home)?;
     let link = link.as_str();
     // The state directory the exe made is the user's alone (Wine shows a
     // Windows DACL as Unix mode bits).

@@ -451,7 +451,9 @@ fn relay_message<'a>(call: &'a Call, params: Option<&'a RawValue>) -> RelayMessa
             id: *id,
             query: TabQuery { active: *active, last_focused_window: *last_focused_window, window_id: *window_id },
         },
-        Call::Challenge { nonce, proof } => RelayMessage::Challenge { nonce: nonce.clone(), proof: proof.clone() },
+        Call::Challenge { nonce, proof } => {
+            RelayMessage::Challenge { nonce: nonce.clone(), proof: proof.clone(), sealed: None }
+        }
         Call::Ping(nonce) => RelayMessage::Ping { nonce: *nonce },
     }
 }

@@ -698,7 +698,7 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
         let proof = e2e::pairing::ExtensionProof::new(Some(token.as_str()), port);
         socket.send(Message::Text(proof.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
         let Some(Ok(Message::Text(text))) = socket.next().await else { panic!("no challenge") };
-        let RelayMessage::Challenge { nonce, proof: relay_proof } = RelayMessage::parse(&text).unwrap() else {
+        let RelayMessage::Challenge { nonce, proof: relay_proof, .. } = RelayMessage::parse(&text).unwrap() else {
             panic!("not a challenge: {text}")
         };
         let hello = proof.answer_frames(&nonce, &relay_proof, hello(vec![]));
@@ -709,6 +709,82 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
             socket = extension_socket(server.addr).await;
         }
     }
+}
+
+/// A pairing link carries a one-time code, never the secret: the relay
+/// proves the code and sends the secret sealed for it, to the connection
+/// that proves the code too, once. An unknown code is refused before
+/// anything is sent, and a connection that names the code without proving
+/// it does not spend it.
+#[tokio::test]
+async fn a_pairing_links_code_brings_the_secret_sealed_once() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use shared_protocol::{RelayMessage, close_code};
+    use tokio_tungstenite::tungstenite::Message;
+    e2e::init_logging();
+    let token = Token::generate();
+    let state = tempfile::tempdir().unwrap();
+    let mut options = e2e::test_options(Some(token.clone()));
+    options.state_root = Some(state.path().to_path_buf());
+    let server = RunningServer::start(options).await.unwrap();
+    let code = state_dir::StateDir::at(state.path()).pairing_codes().issue().unwrap();
+    let port = server.addr.port();
+    // The first frame after ours: the challenge, or why the relay closed.
+    async fn answer(
+        socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
+    ) -> Result<String, (u16, String)> {
+        match socket.next().await {
+            Some(Ok(Message::Text(text))) => Ok(text.to_string()),
+            Some(Ok(Message::Close(Some(frame)))) => Err((frame.code.into(), frame.reason.to_string())),
+            other => panic!("neither a frame nor a close: {other:?}"),
+        }
+    }
+
+    // A code nobody issued: refused before any challenge.
+    let mut socket = extension_socket(server.addr).await;
+    let unknown = e2e::pairing::ExtensionProof::with_code(&"ab".repeat(32), port);
+    socket.send(Message::Text(unknown.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
+    let (code_sent, reason) = answer(&mut socket).await.expect_err("refused");
+    assert_eq!(code_sent, close_code::NOT_PAIRED);
+    assert!(reason.contains("code is unknown, spent or expired"), "{reason}");
+
+    for attempt in ["names the code, proves nothing", "proves the code"] {
+        let mut socket = extension_socket(server.addr).await;
+        let proof = e2e::pairing::ExtensionProof::with_code(code.as_str(), port);
+        socket.send(Message::Text(proof.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
+        let text = answer(&mut socket).await.expect("a challenge");
+        assert!(!text.contains(token.as_str()), "the secret itself went out: {text}");
+        let RelayMessage::Challenge { nonce, proof: relay_proof, sealed } = RelayMessage::parse(&text).unwrap() else {
+            panic!("not a challenge: {text}")
+        };
+        assert_eq!(proof.unseal(&nonce, sealed.as_deref().expect("sealed")).as_deref(), Some(token.as_str()));
+        let [prove, hello_frame] =
+            proof.answer_frames(&nonce, &relay_proof, hello(vec![])).expect("the relay proved the code");
+        if attempt == "names the code, proves nothing" {
+            let forged = shared_protocol::encode(&shared_protocol::ExtensionMessage::Prove { proof: "00".repeat(32) });
+            socket.send(Message::Text(forged.into())).await.unwrap();
+            let (code_sent, _) = answer(&mut socket).await.expect_err("refused");
+            assert_eq!(code_sent, close_code::NOT_PAIRED, "{attempt}");
+            continue;
+        }
+        socket.send(Message::Text(prove.into())).await.unwrap();
+        socket.send(Message::Text(hello_frame.into())).await.unwrap();
+        let welcome = answer(&mut socket).await.expect("welcomed");
+        assert!(welcome.contains("welcome"), "{welcome}");
+        assert!(server.relay.stats().extension_connected, "the code paired");
+        let _ = socket.close(None).await;
+    }
+    e2e::control_env::eventually("the extension to go", Duration::from_secs(5), || async {
+        (!server.relay.stats().extension_connected).then_some(())
+    })
+    .await;
+
+    // Spent: the same code again is refused.
+    let mut socket = extension_socket(server.addr).await;
+    let again = e2e::pairing::ExtensionProof::with_code(code.as_str(), port);
+    socket.send(Message::Text(again.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
+    let (code_sent, reason) = answer(&mut socket).await.expect_err("spent");
+    assert_eq!((code_sent, reason.contains("spent")), (close_code::NOT_PAIRED, true), "{reason}");
 }
 
 /// Before its proof checks out an extension connection may send a few KiB,

@@ -131,11 +131,22 @@ pub struct Settings {
     pub port: u16,
     /// The pairing token (`browser-relay token`); `None` until paired.
     pub token: Option<String>,
+    /// A pairing link's one-time code, not yet redeemed: the next
+    /// connection proves it and gets the token, sealed for it.
+    #[serde(default)]
+    pub pairing_code: Option<String>,
+}
+
+impl Settings {
+    /// A token, or a code that brings one.
+    fn is_paired(&self) -> bool {
+        self.token.is_some() || self.pairing_code.is_some()
+    }
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { port: shared_protocol::DEFAULT_RELAY_PORT, token: None }
+        Self { port: shared_protocol::DEFAULT_RELAY_PORT, token: None, pairing_code: None }
     }
 }
 
@@ -299,6 +310,9 @@ pub trait Host {
     fn set_batching(&mut self, on: bool);
     /// Closes the relay WebSocket; no `on_socket_closed` follows.
     fn disconnect(&mut self);
+    /// Saves a pairing link's outcome (`chrome.storage.local`, in one
+    /// write): the token it brought, if any, and the code gone.
+    fn save_pairing(&mut self, token: Option<&str>);
     /// Bytes sent to the relay WebSocket that the relay has not taken yet
     /// (`WebSocket.bufferedAmount`); 0 without a socket.
     fn unsent_bytes(&self) -> u64;
@@ -562,7 +576,7 @@ impl<H: Host> Core<H> {
             detail: self.last_error.clone().filter(|_| self.link != Link::Ready).unwrap_or(default),
             attached_tabs: self.attached.len(),
             port: self.settings.port,
-            paired: self.settings.token.is_some(),
+            paired: self.settings.is_paired(),
             tabs,
             tab_groups: self.groups.status(),
         }
@@ -625,7 +639,10 @@ impl<H: Host> Core<H> {
             self.link = Link::Idle;
         }
         self.attempt = 0;
-        if !self.attached.is_empty() {
+        // A pairing link's code is redeemed at once (it is good for
+        // minutes), also with nothing shared: the link is closed again
+        // after the welcome.
+        if !self.attached.is_empty() || self.settings.pairing_code.is_some() {
             self.ensure_connected();
         }
         self.refresh_badges();
@@ -639,7 +656,7 @@ impl<H: Host> Core<H> {
         }
         if self.attached.contains_key(&tab.tab_id) {
             self.unshare(tab.tab_id, true);
-        } else if self.settings.token.is_none() {
+        } else if !self.settings.is_paired() {
             // Storage is the truth, and `storage.onChanged` can reach the
             // worker after a click that follows the pairing at once (or
             // not at all, around the worker's start): read it, then decide.
@@ -659,7 +676,7 @@ impl<H: Host> Core<H> {
             // Shared meanwhile (the group): the click asked for that.
             return;
         }
-        if self.settings.token.is_none() {
+        if !self.settings.is_paired() {
             // Attaching would show the "being debugged" bar for nobody.
             self.badge(tab.tab_id, &Badge::Error(NOT_PAIRED.into()));
         } else {
@@ -1095,7 +1112,11 @@ impl<H: Host> Core<H> {
             return self.on_socket_closed(close_code::BAD_MESSAGE, "no secure random source for the pairing proof");
         };
         self.auth_nonce = auth::nonce_hex(&random);
-        let auth = ExtensionMessage::Auth { protocol_version: PROTOCOL_VERSION, nonce: self.auth_nonce.clone() };
+        let auth = ExtensionMessage::Auth {
+            protocol_version: PROTOCOL_VERSION,
+            nonce: self.auth_nonce.clone(),
+            pairing_code: self.settings.pairing_code.as_deref().map(auth::pairing_code_id),
+        };
         self.send(&auth);
     }
 
@@ -1114,7 +1135,9 @@ impl<H: Host> Core<H> {
             Err(_) => return,
         };
         match (self.link, message) {
-            (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
+            (Link::Authenticating, RelayMessage::Challenge { nonce, proof, sealed }) => {
+                self.on_challenge(&nonce, &proof, sealed.as_deref())
+            }
             (Link::Open, RelayMessage::Welcome { protocol_version, .. }) => {
                 self.host.set_batching(protocol_version >= shared_protocol::BATCHES_SINCE);
                 self.link = Link::Ready;
@@ -1125,6 +1148,9 @@ impl<H: Host> Core<H> {
                 self.host.cancel_timer(Timer::Reconnect);
                 self.host.set_timer(Timer::Keepalive, policy::KEEPALIVE_MS);
                 self.refresh_badges();
+                // A connection made only to redeem a pairing link's code
+                // has done its work.
+                self.maybe_idle();
             }
             (Link::Ready, RelayMessage::Ping { nonce }) => self.send(&ExtensionMessage::Pong { nonce }),
             (Link::Ready, RelayMessage::Pong { .. }) => {}
@@ -1141,13 +1167,19 @@ impl<H: Host> Core<H> {
 
     /// The relay's proof: right, and we prove ours, then say hello; wrong, and
     /// the other end is not our relay: close and say so.
-    fn on_challenge(&mut self, relay_nonce: &str, proof: &str) {
-        let Some(token) = self.settings.token.clone() else { return };
+    fn on_challenge(&mut self, relay_nonce: &str, proof: &str, sealed: Option<&str>) {
+        // A pairing link's code, while it is not redeemed, is what both
+        // sides prove; the token comes sealed for it.
+        let code = self.settings.pairing_code.clone();
+        let Some(key) = code.clone().or_else(|| self.settings.token.clone()) else { return };
         // Bound to the port we connected to (shared-protocol's `auth::on_port`).
         let bound = auth::on_port(relay_nonce, self.settings.port);
-        let proved =
-            auth::is_nonce(relay_nonce) && auth::verify(&token, Prover::Relay, &self.auth_nonce, &bound, proof);
-        if !proved {
+        let proved = auth::is_nonce(relay_nonce) && auth::verify(&key, Prover::Relay, &self.auth_nonce, &bound, proof);
+        let brought = match &code {
+            Some(code) => sealed.and_then(|sealed| auth::unseal(code, &self.auth_nonce, &bound, sealed)),
+            None => None,
+        };
+        if !proved || (code.is_some() && brought.is_none()) {
             let port = self.settings.port;
             self.host.disconnect();
             self.on_socket_closed(
@@ -1161,7 +1193,14 @@ impl<H: Host> Core<H> {
         self.link = Link::Open;
         // Our proof alone first: the relay reads only a few KiB before it
         // checks out, and the hello may be larger.
-        self.send(&ExtensionMessage::Prove { proof: auth::proof(&token, Prover::Extension, &self.auth_nonce, &bound) });
+        self.send(&ExtensionMessage::Prove { proof: auth::proof(&key, Prover::Extension, &self.auth_nonce, &bound) });
+        if let Some(token) = brought {
+            // Kept from now on; the code is spent (storage's change that
+            // follows matches these settings, and changes nothing).
+            self.host.save_pairing(Some(&token));
+            self.settings.token = Some(token);
+            self.settings.pairing_code = None;
+        }
         let hello = ExtensionMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
             extension_version: self.env.extension_version.clone(),
@@ -1185,7 +1224,15 @@ impl<H: Host> Core<H> {
             }
             // Our own verdict on the relay's proof, or the relay's on ours.
             close_code::NOT_PAIRED if reason.starts_with("the program on") => reason.to_string(),
-            close_code::NOT_PAIRED => format!("the relay refused the pairing: {reason}"),
+            close_code::NOT_PAIRED => {
+                // A code the relay does not know (spent, expired, another
+                // relay's) never will: forget it, and the token kept from
+                // before, if any, pairs again.
+                if self.settings.pairing_code.take().is_some() {
+                    self.host.save_pairing(None);
+                }
+                format!("the relay refused the pairing: {reason}")
+            }
             _ if !self.opened => format!(
                 "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` (0.2 or newer) running?"
             ),
@@ -1423,7 +1470,7 @@ impl<H: Host> Core<H> {
         if self.link != Link::Idle {
             return;
         }
-        if self.settings.token.is_none() {
+        if !self.settings.is_paired() {
             self.last_error = Some(NOT_PAIRED.into());
             self.refresh_badges();
             return;

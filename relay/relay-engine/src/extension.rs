@@ -132,6 +132,9 @@ async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
     let _ = socket.send(Message::Close(Some(queue::close_frame(code, reason)))).await;
 }
 
+/// Why a pairing link's code is refused.
+const UNKNOWN_CODE: &str = "this pairing link's code is unknown, spent or expired (a code is good once, for 10 minutes): run `browser-relay pair` again and open its new link";
+
 impl Relay {
     /// Runs one extension connection to its end. `legacy`: the extension
     /// offered only protocol 1's subprotocol: it is told to update.
@@ -270,11 +273,11 @@ impl Relay {
         let within = self.config().hello_timeout;
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
         let text = next_text(socket, within, "auth").await?;
-        let extension_nonce = match ExtensionMessage::parse(&text).map_err(bad)? {
-            ExtensionMessage::Auth { protocol_version, nonce }
+        let (extension_nonce, code_id) = match ExtensionMessage::parse(&text).map_err(bad)? {
+            ExtensionMessage::Auth { protocol_version, nonce, pairing_code }
                 if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol_version) =>
             {
-                nonce
+                (nonce, pairing_code)
             }
             ExtensionMessage::Auth { protocol_version, .. }
             | ExtensionMessage::Hello(Hello { protocol_version, .. }) => {
@@ -290,9 +293,20 @@ impl Relay {
         if !auth::is_nonce(&extension_nonce) {
             return Err((close_code::BAD_MESSAGE, "the auth nonce is not 32 bytes of hex".into()));
         }
-        let Some(key) = &self.0.pairing else {
+        let Some(token) = &self.0.pairing else {
             return Err((close_code::NOT_PAIRED, "this relay has no pairing token".into()));
         };
+        // A pairing link's code: the proofs are made with it, and the token
+        // goes sealed for it. An unknown or spent code is refused before
+        // anything is sent.
+        let code = match &code_id {
+            None => None,
+            Some(id) => match self.0.pairing_codes.as_ref().and_then(|codes| codes.find(id)) {
+                Some(code) => Some(code),
+                None => return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into())),
+            },
+        };
+        let key = code.as_ref().unwrap_or(token);
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
         let relay_nonce = auth::nonce_hex(&random);
@@ -300,7 +314,8 @@ impl Relay {
         let port = self.public_base().map_or(0, |base| base.addr.port());
         let bound = auth::on_port(&relay_nonce, port);
         let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &bound);
-        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
+        let sealed = code.as_ref().and_then(|code| auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str()));
+        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof, sealed });
         socket
             .send(Message::Text(challenge.into()))
             .await
@@ -317,6 +332,13 @@ impl Relay {
                 close_code::NOT_PAIRED,
                 "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
             ));
+        }
+        // The code is spent by the extension that proved it, once: of two
+        // redemptions at once, the second is refused.
+        if let Some(id) = &code_id
+            && !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(id))
+        {
+            return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into()));
         }
         // Proved: the connection may now send what it shares.
         proved();

@@ -268,6 +268,9 @@ pub(crate) struct Inner {
     /// The pairing token, which the extension and the relay prove to each
     /// other ([`shared_protocol::auth`]); `None`: no extension can pair.
     pairing: Option<state_dir::Token>,
+    /// `browser-relay pair`'s one-time codes, which an extension redeems
+    /// for the pairing token (sealed for its code) in its handshake.
+    pairing_codes: Option<state_dir::PairingCodes>,
     /// Set once the extension's hello is accepted.
     link: watch::Sender<Option<Arc<ExtensionLink>>>,
     /// Taken once an extension proved the pairing, until its socket is
@@ -327,13 +330,19 @@ impl Drop for ClientSlot {
 
 impl Relay {
     /// `pairing`: the token the extension was paired with (kept even when
-    /// CDP clients need none, `--no-auth`).
-    pub fn new(config: RelayConfig, pairing: Option<state_dir::Token>) -> Self {
+    /// CDP clients need none, `--no-auth`); `pairing_codes`: where the
+    /// pairing links' one-time codes are (`None`: no link pairs).
+    pub fn new(
+        config: RelayConfig,
+        pairing: Option<state_dir::Token>,
+        pairing_codes: Option<state_dir::PairingCodes>,
+    ) -> Self {
         Self(Arc::new(Inner {
             browser_id: targets::new_id(),
             context_id: targets::new_id(),
             base: OnceLock::new(),
             pairing,
+            pairing_codes,
             link: watch::Sender::new(None),
             extension_claimed: AtomicBool::new(false),
             handshakes: AtomicUsize::new(0),

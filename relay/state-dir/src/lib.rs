@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 
 mod activity;
 mod media;
+mod pairing;
 mod private;
 pub use activity::{ActivityDir, Appended, civil_from_days};
 pub use media::{MediaDir, Retention};
+pub use pairing::{CODE_LIFETIME, PairingCodes};
 
 /// Name of the environment variable that overrides the state directory.
 pub const HOME_ENV: &str = "BROWSER_RELAY_HOME";
@@ -103,6 +105,11 @@ impl StateDir {
         Ok(path)
     }
 
+    /// `browser-relay pair`'s one-time codes (`pairing.rs`).
+    pub fn pairing_codes(&self) -> PairingCodes {
+        PairingCodes::new(self.root.join("pairing"))
+    }
+
     /// Where screenshots and PDFs go.
     pub fn media(&self) -> MediaDir {
         MediaDir::new(self.root.join("media"))
@@ -150,6 +157,7 @@ impl StateDir {
             let _ = fs::remove_file(&next);
             return Err(StateDirError::WriteToken { path, source });
         }
+        self.pairing_codes().forget_all();
         Ok(token)
     }
 }
