@@ -1020,5 +1020,14 @@ async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
     wait_for_shared(port, token.as_str(), &index, Duration::from_secs(45))
         .await
         .unwrap_or_else(|e| panic!("{e:#}\nserve's log:\n{}", serve.log_text()));
-    assert_eq!(e2e::extension_env::badge(&hands, &id, &index).await.unwrap(), "ON");
+    // The button follows the welcome, a moment after the relay lists the tab.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let badge = e2e::extension_env::badge(&hands, &id, &index).await.unwrap();
+        if badge == "ON" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "shared again, and the button still says {badge:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
