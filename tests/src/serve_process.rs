@@ -31,6 +31,39 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The native binary's `pair`, then its `serve`, in a state directory of
+/// their own, as a user starts them: the pairing link `pair` printed, the
+/// token it pairs with, and the running serve (killed when this drops).
+#[derive(Debug)]
+pub struct PairedServe {
+    pub link: String,
+    pub token: Token,
+    pub port: u16,
+    pub serve: ServeProcess,
+    pub home: tempfile::TempDir,
+}
+
+impl PairedServe {
+    pub async fn start() -> anyhow::Result<Self> {
+        let exe = native_exe()?;
+        let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
+        let (port, control) = (free_port().to_string(), free_port().to_string());
+        let command = |args: &[&str]| {
+            let mut command = Command::new(&exe);
+            command.args(args).env("BROWSER_RELAY_HOME", home.path());
+            command
+        };
+        let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path())?;
+        let serve = ServeProcess::start(
+            command(&["serve", "--port", &port, "--control-port", &control]),
+            &home.path().join("serve.log"),
+            Duration::from_secs(20),
+        )
+        .await?;
+        Ok(Self { link, token, port: port.parse()?, serve, home })
+    }
+}
+
 /// What `pair` printed, the pairing link, and the token it pairs with (the
 /// state directory `home`'s): the link holds a one-time code, never the
 /// token (Chrome keeps the addresses it opens in its history).

@@ -937,30 +937,15 @@ async fn a_command_chrome_refuses_is_answered_with_chromes_reason_and_the_tab_go
 /// does (so the check looks where Chrome records the link).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
-    use e2e::serve_process::{ServeProcess, free_port, native_exe, pairing_link};
-    let exe = native_exe().unwrap();
-    let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir().unwrap();
-    let (port, control) = (free_port().to_string(), free_port().to_string());
-    let command = |args: &[&str]| {
-        let mut command = std::process::Command::new(&exe);
-        command.args(args).env("BROWSER_RELAY_HOME", home.path());
-        command
-    };
-    let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path()).unwrap();
+    let paired = e2e::serve_process::PairedServe::start().await.unwrap();
+    let (link, token, port) = (&paired.link, &paired.token, paired.port);
     let code = link.rsplit_once("code=").unwrap().1.to_string();
-    let _serve = ServeProcess::start(
-        command(&["serve", "--port", &port, "--control-port", &control]),
-        &home.path().join("serve.log"),
-        Duration::from_secs(20),
-    )
-    .await
-    .unwrap();
     let mut chrome =
         e2e::extension_env::chromium_with_extensions(&[&e2e::extension_env::extension_dir().unwrap()], "about:blank")
             .unwrap();
     // Waits until the worker holds the token: redeemed with serve.
-    e2e::extension_env::open_pairing_link(&chrome, &link, port.parse().unwrap(), &token).await.unwrap();
-    assert_eq!(std::fs::read_dir(home.path().join("pairing")).unwrap().count(), 0, "the code is spent");
+    e2e::extension_env::open_pairing_link(&chrome, link, port, token).await.unwrap();
+    assert_eq!(std::fs::read_dir(paired.home.path().join("pairing")).unwrap().count(), 0, "the code is spent");
 
     chrome.quit().await.unwrap();
     let kept = std::fs::read(chrome.profile_dir().join("Default").join("History")).unwrap();
@@ -975,25 +960,9 @@ async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
 /// and when serve resumes the tab is shared again without a new click.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_serve_is_noticed_and_its_resume_shares_the_tab_again() {
-    use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, native_exe, pairing_link, wait_for_shared};
+    use e2e::serve_process::{PairedServe, chrome_sharing, wait_for_shared};
     use nix::sys::signal::Signal;
-    let exe = native_exe().unwrap();
-    let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir().unwrap();
-    let (port, control) = (free_port().to_string(), free_port().to_string());
-    let command = |args: &[&str]| {
-        let mut command = std::process::Command::new(&exe);
-        command.args(args).env("BROWSER_RELAY_HOME", home.path());
-        command
-    };
-    let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path()).unwrap();
-    let serve = ServeProcess::start(
-        command(&["serve", "--port", &port, "--control-port", &control]),
-        &home.path().join("serve.log"),
-        Duration::from_secs(20),
-    )
-    .await
-    .unwrap();
-    let port: u16 = port.parse().unwrap();
+    let PairedServe { link, token, port, serve, home: _home } = PairedServe::start().await.unwrap();
     let fixtures = e2e::FixtureServer::start().await.unwrap();
     let index = format!("{}/index.html", fixtures.url());
     let (_chrome, hands) = chrome_sharing(&link, port, &token, &index).await.unwrap();
