@@ -61,8 +61,9 @@ async function load() {
 /** Which relay a pairing is: its port and the end of its token (what
  * `browser-relay pair` prints too), never the whole secret; a link's code
  * names no token until it is redeemed. */
-function describe({ port, token }) {
-  return token ? `the relay on port ${port} (token …${token.slice(-6)})` : `the relay on port ${port} that printed this link`;
+function describe({ port, token, code }) {
+  if (token) return `the relay on port ${port} (token …${token.slice(-6)})`;
+  return `the relay on port ${port} that printed this link (code …${code.slice(-6)})`;
 }
 
 /** Resolves with the token the worker stored once it redeemed the code
@@ -90,16 +91,18 @@ async function pairWithCode(portText, codeText, current) {
   const port = validPort(portText);
   const code = String(codeText).trim().toLowerCase();
   if (!/^[0-9a-f]{64}$/.test(code)) throw new Error('the code in the link is not 64 hexadecimal characters: copy the whole link');
-  if (current && !(await askToReplace(current, { port }))) {
+  if (current && !(await askToReplace(current, { port, code }))) {
     say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
     return;
   }
   const outcome = redeemed(15000);
-  await chrome.storage.local.set({ relayPort: port, pairingCode: code });
-  portInput.value = String(port);
+  // The relay's port and token change only once the code is redeemed: a
+  // code refused leaves the pairing from before as it was.
+  await chrome.storage.local.set({ pairingPort: port, pairingCode: code });
   say(`Pairing with the relay on port ${port}…`, 'ok');
   const token = await outcome;
   if (token) {
+    portInput.value = String(port);
     tokenInput.value = token;
     say(`Paired with ${describe({ port, token })}.`, 'ok');
   } else {

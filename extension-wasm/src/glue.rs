@@ -464,11 +464,12 @@ impl Host for WasmHost {
         self.retire_socket();
     }
 
-    fn save_pairing(&mut self, token: Option<&str>) {
-        // One write, so that storage's change reports both at once.
-        let mut pairs = vec![("pairingCode", JsValue::NULL)];
-        if let Some(token) = token {
+    fn save_pairing(&mut self, paired: Option<(&str, u16)>) {
+        // One write, so that storage's change reports all at once.
+        let mut pairs = vec![("pairingCode", JsValue::NULL), ("pairingPort", JsValue::NULL)];
+        if let Some((token, port)) = paired {
             pairs.push(("relayToken", JsValue::from_str(token)));
+            pairs.push(("relayPort", JsValue::from_f64(f64::from(port))));
         }
         let items = object(&pairs);
         spawn_local(async move {
@@ -512,18 +513,26 @@ impl Host for WasmHost {
 }
 
 async fn read_settings() -> Settings {
-    let keys: Array = ["relayPort", "relayToken", "pairingCode"].iter().map(|k| JsValue::from_str(k)).collect();
+    let keys: Array =
+        ["relayPort", "relayToken", "pairingCode", "pairingPort"].iter().map(|k| JsValue::from_str(k)).collect();
     let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
-    settings_from(&get(&stored, "relayPort"), &get(&stored, "relayToken"), &get(&stored, "pairingCode"))
+    let [port, token, code, code_port] =
+        ["relayPort", "relayToken", "pairingCode", "pairingPort"].map(|k| get(&stored, k));
+    settings_from(&port, &token, &code, &code_port)
 }
 
-/// Stored `relayPort` (1–65535, else the default), `relayToken` and
-/// `pairingCode` (non-empty; `null` is none) as [`Settings`].
-fn settings_from(port: &JsValue, token: &JsValue, code: &JsValue) -> Settings {
-    let port =
-        port.as_f64().filter(|p| (1.0..=65535.0).contains(p)).map_or(shared_protocol::DEFAULT_RELAY_PORT, |p| p as u16);
+/// Stored `relayPort` (1–65535, else the default), `relayToken`,
+/// `pairingCode` (non-empty; `null` is none) and `pairingPort` as
+/// [`Settings`].
+fn settings_from(port: &JsValue, token: &JsValue, code: &JsValue, code_port: &JsValue) -> Settings {
+    let valid_port = |value: &JsValue| value.as_f64().filter(|p| (1.0..=65535.0).contains(p)).map(|p| p as u16);
     let text = |value: &JsValue| value.as_string().filter(|t| !t.is_empty());
-    Settings { port, token: text(token), pairing_code: text(code) }
+    Settings {
+        port: valid_port(port).unwrap_or(shared_protocol::DEFAULT_RELAY_PORT),
+        token: text(token),
+        pairing_code: text(code),
+        pairing_port: valid_port(code_port),
+    }
 }
 
 /// `navigator.userAgent`, and the full browser version (`Chrome/156.0.8078.73`)
@@ -718,7 +727,11 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 let port = value("relayPort", JsValue::from_f64(f64::from(current.port)));
                 let token = value("relayToken", current.token.map_or(JsValue::UNDEFINED, JsValue::from));
                 let code = value("pairingCode", current.pairing_code.map_or(JsValue::UNDEFINED, JsValue::from));
-                core.on_settings(settings_from(&port, &token, &code));
+                let code_port = value(
+                    "pairingPort",
+                    current.pairing_port.map_or(JsValue::UNDEFINED, |p| JsValue::from_f64(f64::from(p))),
+                );
+                core.on_settings(settings_from(&port, &token, &code, &code_port));
             });
         }
         // runtime.onStartup/onInstalled: `start` already ran.

@@ -296,7 +296,7 @@ fn print_pairing(
     };
     // A one-time code, never the secret: Chrome keeps every address it
     // opens in its history, fragment and all.
-    let code = state.pairing_codes().issue()?;
+    let code = state.pairing_codes().issue(token)?;
     let links: Vec<String> = ids
         .iter()
         .map(|id| format!("  chrome-extension://{id}/options.html#port={port}&code={}", code.as_str()))
@@ -305,13 +305,15 @@ fn print_pairing(
         1 => "",
         _ => " (one per extension id: the one of the extension you installed opens)",
     };
-    let tail = &token.as_str()[token.as_str().len() - 6..];
+    let tail = |text: &str| text[text.len() - 6..].to_string();
+    let (token_tail, code_tail) = (tail(token.as_str()), tail(code.as_str()));
     let minutes = state_dir::CODE_LIFETIME.as_secs() / 60;
     println_stdout(&format!(
         "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
          It holds a one-time code, good for {minutes} minutes, not the secret: `browser-relay serve` must be \
-         running when you open it. Once paired, the extension names this relay \"the relay on port {port} \
-         (token …{tail})\"; if it asks before replacing another pairing, check the port.\n",
+         running when you open it. If the extension asks before replacing another pairing, check that it names \
+         \"the relay on port {port} that printed this link (code …{code_tail})\". Once paired, it names this \
+         relay \"the relay on port {port} (token …{token_tail})\".\n",
         links.join("\n")
     ));
     Ok(())

@@ -169,30 +169,38 @@ pub fn pairing_code_id(code: &str) -> String {
 
 /// The install's `secret` (64 hex characters) sealed for the extension
 /// that holds the pairing `code`, on the connection whose nonces these are:
-/// XORed with an HMAC keyed by the code, so only a holder of the code can
-/// open it, and only on this connection. `None` for a secret of another
-/// shape.
+/// XORed with an HMAC keyed by the code (a pad used once: each connection
+/// has its own nonces), then tagged with another, so only a holder of the
+/// code can open it, only on this connection, and nobody can alter it
+/// unseen. `None` for a secret of another shape.
 pub fn seal(code: &str, first_nonce: &str, second_nonce: &str, secret: &str) -> Option<String> {
     let plain = unhex(secret).filter(|bytes| bytes.len() == 32)?;
-    let pad = sealing_pad(code, first_nonce, second_nonce);
-    Some(hex(&plain.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect::<Vec<u8>>()))
+    let pad = sealing_mac(code, b"browser-relay/2 sealed secret", first_nonce, second_nonce).finalize().into_bytes();
+    let sealed: Vec<u8> = plain.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect();
+    let mut tag = sealing_mac(code, b"browser-relay/2 sealed tag", first_nonce, second_nonce);
+    tag.update(&sealed);
+    Some(hex(&sealed) + &hex(&tag.finalize().into_bytes()))
 }
 
 /// The secret [`seal`] sealed, opened with the `code`; `None` for what is
-/// not a sealed secret.
+/// not a sealed secret of this code and connection, or was altered.
 pub fn unseal(code: &str, first_nonce: &str, second_nonce: &str, sealed: &str) -> Option<String> {
-    let bytes = unhex(sealed).filter(|bytes| bytes.len() == 32)?;
-    let pad = sealing_pad(code, first_nonce, second_nonce);
-    Some(hex(&bytes.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect::<Vec<u8>>()))
+    let bytes = unhex(sealed).filter(|bytes| bytes.len() == 64)?;
+    let (sealed, presented) = bytes.split_at(32);
+    let mut tag = sealing_mac(code, b"browser-relay/2 sealed tag", first_nonce, second_nonce);
+    tag.update(sealed);
+    tag.verify_slice(presented).ok()?;
+    let pad = sealing_mac(code, b"browser-relay/2 sealed secret", first_nonce, second_nonce).finalize().into_bytes();
+    Some(hex(&sealed.iter().zip(pad.iter()).map(|(a, b)| a ^ b).collect::<Vec<u8>>()))
 }
 
-fn sealing_pad(code: &str, first_nonce: &str, second_nonce: &str) -> [u8; 32] {
+fn sealing_mac(code: &str, label: &[u8], first_nonce: &str, second_nonce: &str) -> Hmac<Sha256> {
     let mut mac = Hmac::<Sha256>::new_from_slice(code.as_bytes()).expect("HMAC takes a key of any length");
-    for part in [&b"browser-relay/2 sealed secret"[..], first_nonce.as_bytes(), second_nonce.as_bytes()] {
+    for part in [label, first_nonce.as_bytes(), second_nonce.as_bytes()] {
         mac.update(part);
         mac.update(b"\n");
     }
-    mac.finalize().into_bytes().into()
+    mac
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -239,8 +247,11 @@ mod tests {
         let sealed = seal(&code, &ours, &theirs, KEY).expect("a secret's shape");
         assert_ne!(sealed, KEY, "sealed, not sent");
         assert_eq!(unseal(&code, &ours, &theirs, &sealed).as_deref(), Some(KEY));
-        assert_ne!(unseal(&nonce(8), &ours, &theirs, &sealed).as_deref(), Some(KEY), "another code");
-        assert_ne!(unseal(&code, &nonce(3), &theirs, &sealed).as_deref(), Some(KEY), "another connection");
+        assert_eq!(unseal(&nonce(8), &ours, &theirs, &sealed), None, "another code");
+        assert_eq!(unseal(&code, &nonce(3), &theirs, &sealed), None, "another connection");
+        assert_eq!(unseal(&code, &ours, &on_port(&theirs, 1), &sealed), None, "another port");
+        let flipped = format!("{}{}", if sealed.starts_with('0') { '1' } else { '0' }, &sealed[1..]);
+        assert_eq!(unseal(&code, &ours, &theirs, &flipped), None, "altered");
         assert_eq!(unseal(&code, &ours, &theirs, "zz"), None);
         assert_eq!(seal(&code, &ours, &theirs, "short"), None);
         let id = pairing_code_id(&code);

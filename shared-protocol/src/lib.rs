@@ -192,19 +192,20 @@ pub struct TabClients {
 #[serde(rename_all_fields = "camelCase")]
 pub enum RelayMessage<'a> {
     /// Answer to `auth`: the relay's nonce and its proof of the pairing
-    /// over both nonces ([`auth::Prover::Relay`]). For an `auth` that named
-    /// a pairing code, the proof is made with the code, and `sealed` holds
-    /// the install's secret sealed for the code ([`auth::seal`]).
+    /// over both nonces ([`auth::Prover::Relay`]); for an `auth` that named
+    /// a pairing code, made with the code.
     #[serde(rename = "challenge")]
-    Challenge {
-        nonce: String,
-        proof: String,
+    Challenge { nonce: String, proof: String },
+    /// Answer to the hello: the relay accepted the extension. After a
+    /// pairing code (proved by the extension, and spent), `sealed` holds
+    /// the install's secret sealed for the code ([`auth::seal`]).
+    #[serde(rename = "welcome")]
+    Welcome {
+        protocol_version: u32,
+        relay_version: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sealed: Option<String>,
     },
-    /// Answer to the hello: the relay accepted the extension.
-    #[serde(rename = "welcome")]
-    Welcome { protocol_version: u32, relay_version: String },
     #[serde(rename = "debugger.attach")]
     DebuggerAttach { id: CallId, tab_id: TabId },
     #[serde(rename = "debugger.detach")]

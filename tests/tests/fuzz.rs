@@ -451,9 +451,7 @@ fn relay_message<'a>(call: &'a Call, params: Option<&'a RawValue>) -> RelayMessa
             id: *id,
             query: TabQuery { active: *active, last_focused_window: *last_focused_window, window_id: *window_id },
         },
-        Call::Challenge { nonce, proof } => {
-            RelayMessage::Challenge { nonce: nonce.clone(), proof: proof.clone(), sealed: None }
-        }
+        Call::Challenge { nonce, proof } => RelayMessage::Challenge { nonce: nonce.clone(), proof: proof.clone() },
         Call::Ping(nonce) => RelayMessage::Ping { nonce: *nonce },
     }
 }

@@ -712,10 +712,10 @@ async fn a_relays_proof_passed_on_from_another_port_proves_nothing() {
 }
 
 /// A pairing link carries a one-time code, never the secret: the relay
-/// proves the code and sends the secret sealed for it, to the connection
-/// that proves the code too, once. An unknown code is refused before
-/// anything is sent, and a connection that names the code without proving
-/// it does not spend it.
+/// proves the code, and only once the extension has proved it too does the
+/// relay spend it and send the secret, sealed for it, in its welcome. An
+/// unknown code is refused before anything is sent; whoever names the code
+/// without proving it learns nothing and spends nothing.
 #[tokio::test]
 async fn a_pairing_links_code_brings_the_secret_sealed_once() {
     use futures_util::{SinkExt as _, StreamExt as _};
@@ -727,9 +727,9 @@ async fn a_pairing_links_code_brings_the_secret_sealed_once() {
     let mut options = e2e::test_options(Some(token.clone()));
     options.state_root = Some(state.path().to_path_buf());
     let server = RunningServer::start(options).await.unwrap();
-    let code = state_dir::StateDir::at(state.path()).pairing_codes().issue().unwrap();
+    let code = state_dir::StateDir::at(state.path()).pairing_codes().issue(&token).unwrap();
     let port = server.addr.port();
-    // The first frame after ours: the challenge, or why the relay closed.
+    // The next frame: a message, or why the relay closed.
     async fn answer(
         socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
     ) -> Result<String, (u16, String)> {
@@ -753,11 +753,9 @@ async fn a_pairing_links_code_brings_the_secret_sealed_once() {
         let proof = e2e::pairing::ExtensionProof::with_code(code.as_str(), port);
         socket.send(Message::Text(proof.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();
         let text = answer(&mut socket).await.expect("a challenge");
-        assert!(!text.contains(token.as_str()), "the secret itself went out: {text}");
-        let RelayMessage::Challenge { nonce, proof: relay_proof, sealed } = RelayMessage::parse(&text).unwrap() else {
+        let RelayMessage::Challenge { nonce, proof: relay_proof } = RelayMessage::parse(&text).unwrap() else {
             panic!("not a challenge: {text}")
         };
-        assert_eq!(proof.unseal(&nonce, sealed.as_deref().expect("sealed")).as_deref(), Some(token.as_str()));
         let [prove, hello_frame] =
             proof.answer_frames(&nonce, &relay_proof, hello(vec![])).expect("the relay proved the code");
         if attempt == "names the code, proves nothing" {
@@ -770,7 +768,12 @@ async fn a_pairing_links_code_brings_the_secret_sealed_once() {
         socket.send(Message::Text(prove.into())).await.unwrap();
         socket.send(Message::Text(hello_frame.into())).await.unwrap();
         let welcome = answer(&mut socket).await.expect("welcomed");
-        assert!(welcome.contains("welcome"), "{welcome}");
+        assert!(!welcome.contains(token.as_str()), "the secret itself went out: {welcome}");
+        let RelayMessage::Welcome { sealed, .. } = RelayMessage::parse(&welcome).unwrap() else {
+            panic!("not a welcome: {welcome}")
+        };
+        let opened = proof.unseal(&nonce, sealed.as_deref().expect("the secret, sealed"));
+        assert_eq!(opened.as_deref(), Some(token.as_str()), "the code that was not proved before was still good");
         assert!(server.relay.stats().extension_connected, "the code paired");
         let _ = socket.close(None).await;
     }
@@ -779,7 +782,7 @@ async fn a_pairing_links_code_brings_the_secret_sealed_once() {
     })
     .await;
 
-    // Spent: the same code again is refused.
+    // Spent: the same code again is refused, before any challenge.
     let mut socket = extension_socket(server.addr).await;
     let again = e2e::pairing::ExtensionProof::with_code(code.as_str(), port);
     socket.send(Message::Text(again.auth_frame(shared_protocol::PROTOCOL_VERSION).into())).await.unwrap();

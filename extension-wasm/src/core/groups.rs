@@ -336,7 +336,7 @@ impl<H: Host> Core<H> {
     /// The user put `tab` into our group `group`: share it, if it may be.
     pub(super) fn join_from_group(&mut self, tab: TabInfo, group: GroupId) {
         let id = tab.tab_id;
-        let refusal = if !self.settings.is_paired() {
+        let refusal = if self.settings.token.is_none() {
             Some(NOT_PAIRED.to_string())
         } else if policy::is_restricted(&tab.url) {
             Some(policy::restricted_reason(&tab.url))

@@ -131,22 +131,34 @@ pub struct Settings {
     pub port: u16,
     /// The pairing token (`browser-relay token`); `None` until paired.
     pub token: Option<String>,
-    /// A pairing link's one-time code, not yet redeemed: the next
-    /// connection proves it and gets the token, sealed for it.
+    /// A pairing link's one-time code, not yet redeemed, and the port of
+    /// the relay that printed it: the next connection goes there, proves
+    /// the code and gets the token, sealed for it; `port` and `token`
+    /// change only then (a code refused leaves the old pairing as it was).
     #[serde(default)]
     pub pairing_code: Option<String>,
+    #[serde(default)]
+    pub pairing_port: Option<u16>,
 }
 
 impl Settings {
-    /// A token, or a code that brings one.
+    /// A token, or a code that brings one: reason to connect.
     fn is_paired(&self) -> bool {
         self.token.is_some() || self.pairing_code.is_some()
+    }
+
+    /// The port to connect to: the pairing link's while its code waits.
+    pub fn dial_port(&self) -> u16 {
+        match &self.pairing_code {
+            Some(_) => self.pairing_port.unwrap_or(self.port),
+            None => self.port,
+        }
     }
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { port: shared_protocol::DEFAULT_RELAY_PORT, token: None, pairing_code: None }
+        Self { port: shared_protocol::DEFAULT_RELAY_PORT, token: None, pairing_code: None, pairing_port: None }
     }
 }
 
@@ -311,8 +323,9 @@ pub trait Host {
     /// Closes the relay WebSocket; no `on_socket_closed` follows.
     fn disconnect(&mut self);
     /// Saves a pairing link's outcome (`chrome.storage.local`, in one
-    /// write): the token it brought, if any, and the code gone.
-    fn save_pairing(&mut self, token: Option<&str>);
+    /// write): the token it brought and its relay's port, if any, and the
+    /// code gone.
+    fn save_pairing(&mut self, paired: Option<(&str, u16)>);
     /// Bytes sent to the relay WebSocket that the relay has not taken yet
     /// (`WebSocket.bufferedAmount`); 0 without a socket.
     fn unsent_bytes(&self) -> u64;
@@ -498,6 +511,9 @@ pub struct Core<H: Host> {
     link_generation: u64,
     /// Our nonce of the current connection's pairing proof.
     auth_nonce: String,
+    /// This connection proves a pairing link's code: the relay's bound
+    /// nonce, to open the token it seals into its welcome.
+    redeeming: Option<String>,
     next_nonce: u64,
     grace_running: bool,
     /// The "Browser Relay" tab groups (see `groups.rs`).
@@ -528,6 +544,7 @@ impl<H: Host> Core<H> {
             next_op: 1,
             link_generation: 0,
             auth_nonce: String::new(),
+            redeeming: None,
             next_nonce: 1,
             grace_running: false,
             groups: groups::TabGroups::default(),
@@ -550,9 +567,9 @@ impl<H: Host> Core<H> {
 
     pub fn status(&self) -> Status {
         let (state, default) = match self.link {
-            Link::Ready => ("connected", format!("connected to the relay on 127.0.0.1:{}", self.settings.port)),
+            Link::Ready => ("connected", format!("connected to the relay on 127.0.0.1:{}", self.settings.dial_port())),
             Link::Connecting | Link::Authenticating | Link::Open => {
-                ("connecting", format!("connecting to 127.0.0.1:{}…", self.settings.port))
+                ("connecting", format!("connecting to 127.0.0.1:{}…", self.settings.dial_port()))
             }
             Link::Idle if self.attached.is_empty() => {
                 ("idle", "no tab is shared: click the toolbar icon on a tab".into())
@@ -576,7 +593,7 @@ impl<H: Host> Core<H> {
             detail: self.last_error.clone().filter(|_| self.link != Link::Ready).unwrap_or(default),
             attached_tabs: self.attached.len(),
             port: self.settings.port,
-            paired: self.settings.is_paired(),
+            paired: self.settings.token.is_some(),
             tabs,
             tab_groups: self.groups.status(),
         }
@@ -656,7 +673,7 @@ impl<H: Host> Core<H> {
         }
         if self.attached.contains_key(&tab.tab_id) {
             self.unshare(tab.tab_id, true);
-        } else if !self.settings.is_paired() {
+        } else if self.settings.token.is_none() {
             // Storage is the truth, and `storage.onChanged` can reach the
             // worker after a click that follows the pairing at once (or
             // not at all, around the worker's start): read it, then decide.
@@ -676,8 +693,9 @@ impl<H: Host> Core<H> {
             // Shared meanwhile (the group): the click asked for that.
             return;
         }
-        if !self.settings.is_paired() {
-            // Attaching would show the "being debugged" bar for nobody.
+        if self.settings.token.is_none() {
+            // Attaching would show the "being debugged" bar for nobody
+            // (a pairing link's code is redeemed on its own, at once).
             self.badge(tab.tab_id, &Badge::Error(NOT_PAIRED.into()));
         } else {
             self.share_clicked(tab);
@@ -1112,6 +1130,7 @@ impl<H: Host> Core<H> {
             return self.on_socket_closed(close_code::BAD_MESSAGE, "no secure random source for the pairing proof");
         };
         self.auth_nonce = auth::nonce_hex(&random);
+        self.redeeming = None;
         let auth = ExtensionMessage::Auth {
             protocol_version: PROTOCOL_VERSION,
             nonce: self.auth_nonce.clone(),
@@ -1135,10 +1154,13 @@ impl<H: Host> Core<H> {
             Err(_) => return,
         };
         match (self.link, message) {
-            (Link::Authenticating, RelayMessage::Challenge { nonce, proof, sealed }) => {
-                self.on_challenge(&nonce, &proof, sealed.as_deref())
-            }
-            (Link::Open, RelayMessage::Welcome { protocol_version, .. }) => {
+            (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
+            (Link::Open, RelayMessage::Welcome { protocol_version, sealed, .. }) => {
+                if let Some(bound) = self.redeeming.take()
+                    && !self.keep_sealed_pairing(&bound, sealed.as_deref())
+                {
+                    return;
+                }
                 self.host.set_batching(protocol_version >= shared_protocol::BATCHES_SINCE);
                 self.link = Link::Ready;
                 self.attempt = 0;
@@ -1167,40 +1189,47 @@ impl<H: Host> Core<H> {
 
     /// The relay's proof: right, and we prove ours, then say hello; wrong, and
     /// the other end is not our relay: close and say so.
-    fn on_challenge(&mut self, relay_nonce: &str, proof: &str, sealed: Option<&str>) {
-        // A pairing link's code, while it is not redeemed, is what both
-        // sides prove; the token comes sealed for it.
-        let code = self.settings.pairing_code.clone();
-        let Some(key) = code.clone().or_else(|| self.settings.token.clone()) else { return };
+    fn on_challenge(&mut self, relay_nonce: &str, proof: &str) {
         // Bound to the port we connected to (shared-protocol's `auth::on_port`).
-        let bound = auth::on_port(relay_nonce, self.settings.port);
-        let proved = auth::is_nonce(relay_nonce) && auth::verify(&key, Prover::Relay, &self.auth_nonce, &bound, proof);
-        let brought = match &code {
-            Some(code) => sealed.and_then(|sealed| auth::unseal(code, &self.auth_nonce, &bound, sealed)),
-            None => None,
+        let bound = auth::on_port(relay_nonce, self.settings.dial_port());
+        let proves = |key: &str| {
+            auth::is_nonce(relay_nonce) && auth::verify(key, Prover::Relay, &self.auth_nonce, &bound, proof)
         };
-        if !proved || (code.is_some() && brought.is_none()) {
-            let port = self.settings.port;
-            self.host.disconnect();
-            self.on_socket_closed(
-                close_code::NOT_PAIRED,
-                &format!(
-                    "the program on 127.0.0.1:{port} is not your paired relay: it could not prove the pairing (another program on the port, or the relay's token changed: run `browser-relay pair` again)"
-                ),
-            );
-            return;
-        }
+        let code = self.settings.pairing_code.clone();
+        let token = self.settings.token.clone();
+        let (by_code, by_token) = (code.as_deref().is_some_and(proves), token.as_deref().is_some_and(proves));
+        // A pairing link's code, while it waits, is what both sides prove;
+        // the token comes sealed for it in the welcome. A relay on our
+        // pairing's port that proves the token we hold instead did not
+        // take the code (it is older than pairing codes): the code is
+        // forgotten and the link goes on with the token.
+        let same_relay = self.settings.dial_port() == self.settings.port;
+        let key = match (code, token) {
+            (Some(code), _) if by_code => {
+                self.redeeming = Some(bound.clone());
+                code
+            }
+            (Some(_), Some(token)) if by_token && same_relay => {
+                self.forget_pairing_code();
+                token
+            }
+            (None, Some(token)) if by_token => token,
+            _ => {
+                let port = self.settings.dial_port();
+                self.host.disconnect();
+                self.on_socket_closed(
+                    close_code::NOT_PAIRED,
+                    &format!(
+                        "the program on 127.0.0.1:{port} is not your paired relay: it could not prove the pairing (another program on the port, or the relay's token changed: run `browser-relay pair` again)"
+                    ),
+                );
+                return;
+            }
+        };
         self.link = Link::Open;
         // Our proof alone first: the relay reads only a few KiB before it
         // checks out, and the hello may be larger.
         self.send(&ExtensionMessage::Prove { proof: auth::proof(&key, Prover::Extension, &self.auth_nonce, &bound) });
-        if let Some(token) = brought {
-            // Kept from now on; the code is spent (storage's change that
-            // follows matches these settings, and changes nothing).
-            self.host.save_pairing(Some(&token));
-            self.settings.token = Some(token);
-            self.settings.pairing_code = None;
-        }
         let hello = ExtensionMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
             extension_version: self.env.extension_version.clone(),
@@ -1216,7 +1245,7 @@ impl<H: Host> Core<H> {
         if self.link == Link::Idle {
             return;
         }
-        let port = self.settings.port;
+        let port = self.settings.dial_port();
         let error = match code {
             close_code::PROTOCOL_MISMATCH => format!("the relay refused this extension's protocol: {reason}"),
             close_code::HELLO_TIMEOUT | close_code::BAD_MESSAGE => {
@@ -1228,9 +1257,7 @@ impl<H: Host> Core<H> {
                 // A code the relay does not know (spent, expired, another
                 // relay's) never will: forget it, and the token kept from
                 // before, if any, pairs again.
-                if self.settings.pairing_code.take().is_some() {
-                    self.host.save_pairing(None);
-                }
+                self.forget_pairing_code();
                 format!("the relay refused the pairing: {reason}")
             }
             _ if !self.opened => format!(
@@ -1294,6 +1321,33 @@ impl<H: Host> Core<H> {
         self.host.set_timer(Timer::RelayWatch, policy::RELAY_WATCH_MS);
     }
 
+    /// The token the relay sealed for our pairing link's code (it proved the
+    /// code, and spent it on our proof), kept with the link's port, in one
+    /// write; storage's change that follows matches these settings, and
+    /// changes nothing. Without a good seal the relay did not pair us: the
+    /// code is forgotten and the relay left. Whether the link goes on.
+    fn keep_sealed_pairing(&mut self, bound: &str, sealed: Option<&str>) -> bool {
+        let code = self.settings.pairing_code.clone().unwrap_or_default();
+        let Some(token) = sealed.and_then(|sealed| auth::unseal(&code, &self.auth_nonce, bound, sealed)) else {
+            self.forget_pairing_code();
+            self.leave_relay("took the pairing link's code and sent no pairing: run `browser-relay pair` again");
+            return false;
+        };
+        let port = self.settings.dial_port();
+        self.host.save_pairing(Some((&token, port)));
+        self.settings = Settings { port, token: Some(token), pairing_code: None, pairing_port: None };
+        true
+    }
+
+    /// A pairing link's code that will never pair: gone from storage too,
+    /// and the pairing from before it (if any) is the one used.
+    fn forget_pairing_code(&mut self) {
+        if self.settings.pairing_code.take().is_some() {
+            self.settings.pairing_port = None;
+            self.host.save_pairing(None);
+        }
+    }
+
     /// After an answer or an event (what a busy tab sends most): a relay
     /// that has not taken [`policy::UNSENT_LIMIT`] bytes is not reading. It
     /// is left as one that went away, at once rather than when the watch
@@ -1312,7 +1366,7 @@ impl<H: Host> Core<H> {
     /// for a relay that went away: retries, the grace, and `why` (after
     /// "the relay on 127.0.0.1:PORT") on the button.
     fn leave_relay(&mut self, why: &str) {
-        let port = self.settings.port;
+        let port = self.settings.dial_port();
         self.host.disconnect();
         self.link_lost(format!("the relay on 127.0.0.1:{port} {why}"), false);
     }
@@ -1475,7 +1529,7 @@ impl<H: Host> Core<H> {
             self.refresh_badges();
             return;
         }
-        let url = format!("ws://127.0.0.1:{}/extension", self.settings.port);
+        let url = format!("ws://127.0.0.1:{}/extension", self.settings.dial_port());
         // The token is proved inside the socket, never sent.
         let protocols = [SUBPROTOCOL.to_string()];
         self.link = Link::Connecting;

@@ -24,7 +24,7 @@ pub(super) struct FakeHost {
     pub(super) unsent: u64,
     /// Each `save_pairing`: the token a code brought (`None`: the code
     /// forgotten).
-    pub(super) saved_pairings: Vec<Option<String>>,
+    pub(super) saved_pairings: Vec<Option<(String, u16)>>,
     /// What the last `set_batching` said.
     pub(super) batching: bool,
     pub(super) timers: BTreeMap<Timer, u64>,
@@ -65,8 +65,8 @@ impl Host for FakeHost {
     fn unsent_bytes(&self) -> u64 {
         self.unsent
     }
-    fn save_pairing(&mut self, token: Option<&str>) {
-        self.saved_pairings.push(token.map(str::to_string));
+    fn save_pairing(&mut self, paired: Option<(&str, u16)>) {
+        self.saved_pairings.push(paired.map(|(token, port)| (token.to_string(), port)));
     }
     fn set_timer(&mut self, timer: Timer, after_ms: u64) {
         self.timers.insert(timer, after_ms);
@@ -114,7 +114,7 @@ pub(super) fn environment() -> Environment {
 fn paired() -> Core<FakeHost> {
     let mut core = Core::new(FakeHost::default());
     core.start(
-        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None },
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
         environment(),
         StartFacts::default(),
     );
@@ -310,7 +310,7 @@ fn unpaired_extension_says_how_to_pair_instead_of_attaching() {
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
     assert!(!core.status().paired);
     // Paired, the next click shares the tab.
-    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None });
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
     core.share(5);
     assert_eq!(core.host.connects.len(), 1);
     assert_eq!(core.host.badges[&5], Badge::On);
@@ -337,7 +337,7 @@ fn a_click_that_overtakes_the_pairings_storage_change_still_shares() {
     core.welcome();
     assert_eq!(core.host.badges[&5], Badge::On);
     // The late storage change itself changes nothing.
-    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None });
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
     assert_eq!((core.host.connects.len(), core.host.disconnects), (1, 0));
     // Unreadable storage refuses as before, with how to pair.
     let mut core = Core::new(FakeHost::default());
@@ -355,7 +355,7 @@ fn tabs_restored_after_a_restart_without_a_token_wait_for_pairing() {
     core.start(Settings::default(), Environment::default(), still_attached(vec![tab(5, "https://example.com/")]));
     assert!(core.host.connects.is_empty());
     assert!(matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("browser-relay pair")));
-    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None });
+    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
     assert_eq!(core.host.connects.len(), 1, "pairing connects at once");
 }
 
@@ -614,7 +614,7 @@ fn closed_tabs_are_reported_and_forgotten() {
 fn restart_rehydrates_reconnects_and_reannounces() {
     let mut core = Core::new(FakeHost::default());
     core.start(
-        Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None },
+        Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
         Environment::default(),
         still_attached(vec![tab(5, "https://example.com/"), tab(8, "https://example.org/")]),
     );
@@ -766,81 +766,143 @@ fn a_relay_that_takes_nothing_is_left_before_the_browser_holds_more_than_the_bou
     assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1));
 }
 
+/// A relay's answers to the `auth` the core just sent, proving `key`: its
+/// challenge, and the welcome that would carry `sealed` (made from the
+/// connection's nonces by `seal`).
+fn challenge_and_welcome(
+    core: &mut Core<FakeHost>,
+    port: u16,
+    key: &str,
+    seal: impl FnOnce(&str, &str) -> Option<String>,
+) -> (Value, Value) {
+    let extension_nonce = core.last_sent()["auth"]["nonce"].as_str().expect("auth was sent").to_string();
+    let relay_nonce = auth::nonce_hex(&[0xee; 32]);
+    let bound = auth::on_port(&relay_nonce, port);
+    let proof = auth::proof(key, Prover::Relay, &extension_nonce, &bound);
+    let sealed = seal(&extension_nonce, &bound);
+    (
+        json!({"challenge": {"nonce": relay_nonce, "proof": proof}}),
+        json!({"welcome": {"protocolVersion": PROTOCOL_VERSION, "relayVersion": "0.2.0", "sealed": sealed}}),
+    )
+}
+
 #[test]
 fn a_pairing_links_code_is_redeemed_at_once_for_the_token_sealed_to_it() {
     let code = "c0de".repeat(16);
     let mut core = Core::new(FakeHost::default());
     core.start(Settings::default(), environment(), StartFacts::default());
-    // The options page stored the link's code: the worker connects with
-    // nothing shared, to redeem it while it is good.
-    core.on_settings(Settings { port: 18792, token: None, pairing_code: Some(code.clone()) });
+    // The options page stored the link's code and port: the worker
+    // connects there with nothing shared, to redeem it while it is good.
+    core.on_settings(Settings { port: 18792, token: None, pairing_code: Some(code.clone()), pairing_port: Some(4000) });
     assert_eq!(core.link(), Link::Connecting, "connects at once");
+    assert_eq!(core.host.connects.last().unwrap().0, "ws://127.0.0.1:4000/extension", "to the link's relay");
     core.on_socket_open();
     let auth_sent = core.last_sent();
     assert_eq!(auth_sent["auth"]["pairingCode"], auth::pairing_code_id(&code), "names the code, never shows it");
     assert!(!auth_sent.to_string().contains(&code));
-    let extension_nonce = auth_sent["auth"]["nonce"].as_str().unwrap().to_string();
-    let relay_nonce = auth::nonce_hex(&[0xee; 32]);
-    let bound = auth::on_port(&relay_nonce, 18792);
-    let challenge = |proof_key: &str, sealed: Option<String>| json!({"challenge": {"nonce": relay_nonce, "proof": auth::proof(proof_key, Prover::Relay, &extension_nonce, &bound), "sealed": sealed}});
-
-    // The relay proves the code and sends the token sealed for it.
-    core.relay(challenge(&code, auth::seal(&code, &extension_nonce, &bound, TOKEN)));
+    let (challenge, welcome) =
+        challenge_and_welcome(&mut core, 4000, &code, |ours, bound| auth::seal(&code, ours, bound, TOKEN));
+    core.relay(challenge);
     let mut sent = core.sent_json();
     assert!(sent.pop().unwrap()["hello"].is_object());
-    let prove = sent.pop().unwrap();
-    let presented = prove["prove"]["proof"].as_str().unwrap();
-    assert!(auth::verify(&code, Prover::Extension, &extension_nonce, &bound, presented), "proves the code");
-    assert_eq!(core.host.saved_pairings, vec![Some(TOKEN.to_string())], "the token kept, the code gone, in one write");
-    assert_eq!(core.settings().token.as_deref(), Some(TOKEN));
-    assert_eq!(core.settings().pairing_code, None);
-    // Storage's change that follows matches: nothing reconnects.
-    let disconnects = core.host.disconnects;
-    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None });
-    assert_eq!(core.host.disconnects, disconnects);
-    // Welcomed with nothing shared: the link had done its work.
-    core.welcome();
+    let presented = sent.pop().unwrap()["prove"]["proof"].as_str().unwrap().to_string();
+    let extension_nonce = sent.pop().unwrap()["auth"]["nonce"].as_str().unwrap().to_string();
+    let bound = auth::on_port(&auth::nonce_hex(&[0xee; 32]), 4000);
+    assert!(auth::verify(&code, Prover::Extension, &extension_nonce, &bound, &presented), "proves the code");
+    assert!(core.host.saved_pairings.is_empty(), "nothing kept before the relay spent the code");
+    // The welcome brings the token, sealed for the code.
+    core.relay(welcome);
+    assert_eq!(
+        core.host.saved_pairings,
+        vec![Some((TOKEN.to_string(), 4000))],
+        "token and port kept, code gone, at once"
+    );
+    assert_eq!(
+        core.settings(),
+        &Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None }
+    );
+    // Welcomed with nothing shared: the link had done its work, and
+    // storage's change that follows matches (nothing reconnects).
     assert_eq!(core.link(), Link::Idle, "closed again");
-    assert_eq!(core.host.disconnects, disconnects + 1);
+    let connects = core.host.connects.len();
+    core.on_settings(Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
+    assert_eq!(core.host.connects.len(), connects);
 }
 
 #[test]
-fn a_pairing_code_is_used_only_with_a_relay_that_proves_it_and_forgotten_once_refused() {
+fn a_pairing_code_pairs_only_with_a_relay_that_proves_it_and_seals_the_token() {
     let code = "c0de".repeat(16);
-    let mut core = Core::new(FakeHost::default());
-    core.start(
-        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None },
-        environment(),
-        StartFacts::default(),
-    );
-    core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: Some(code.clone()) });
-    core.on_socket_open();
-    let relay_nonce = auth::nonce_hex(&[0xee; 32]);
-    let bound = auth::on_port(&relay_nonce, 18792);
-    // A program that knows the old token but not the code, or proves the
-    // code and sends nothing sealed, is not the relay that made the link.
-    for (key, sealed) in [(TOKEN.to_string(), true), (code.clone(), false)] {
-        let extension_nonce = core.last_sent()["auth"]["nonce"].as_str().unwrap().to_string();
-        let sealed = sealed.then(|| auth::seal(&key, &extension_nonce, &bound, TOKEN));
-        let sent = core.host.sent.len();
-        core.relay(json!({"challenge": {"nonce": relay_nonce, "proof": auth::proof(&key, Prover::Relay, &extension_nonce, &bound), "sealed": sealed}}));
-        assert_eq!(core.host.sent.len(), sent, "no proof, no hello");
-        assert_eq!(core.link(), Link::Idle);
-        assert!(core.status().detail.contains("not your paired relay"), "{}", core.status().detail);
-        assert!(core.host.saved_pairings.is_empty());
-        // The link opened again (its code stored anew), as the user would.
-        core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None });
-        core.on_settings(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: Some(code.clone()) });
+    let with_code =
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: Some(code.clone()), pairing_port: Some(4000) };
+    let without_code = Settings { pairing_code: None, pairing_port: None, ..with_code.clone() };
+    let other_token = "ab".repeat(32);
+    // What the relay proves; with which key its welcome seals which secret.
+    type Sealed<'a> = Option<(&'a str, &'a str)>;
+    // (what the relay proves, what its welcome seals, what is expected)
+    let cases: [(&str, Sealed, &str); 4] = [
+        // A program that knows a token but not the code.
+        (&other_token, Some((&other_token, &other_token)), "not your paired relay"),
+        // The code proved, the welcome without the token.
+        (&code, None, "sent no pairing"),
+        // The code proved, a token sealed with another code.
+        (&code, Some((&other_token, TOKEN)), "sent no pairing"),
+        // The code proved, the token sealed for it: paired.
+        (&code, Some((&code, TOKEN)), ""),
+    ];
+    for (proved, sealed, expected) in cases {
+        let mut core = paired();
+        core.on_settings(with_code.clone());
         core.on_socket_open();
+        let (challenge, welcome) = challenge_and_welcome(&mut core, 4000, proved, |ours, bound| {
+            sealed.and_then(|(key, secret)| auth::seal(key, ours, bound, secret))
+        });
+        core.relay(challenge);
+        if core.link() == Link::Open {
+            core.relay(welcome);
+        }
+        if expected.is_empty() {
+            assert_eq!(core.host.saved_pairings, vec![Some((TOKEN.to_string(), 4000))]);
+            continue;
+        }
+        assert_eq!(core.link(), Link::Idle, "{expected}");
+        assert!(core.status().detail.contains(expected), "{}", core.status().detail);
+        assert!(!core.host.saved_pairings.iter().any(Option::is_some), "no token kept: {expected}");
+        if expected == "sent no pairing" {
+            assert_eq!(core.settings(), &without_code, "the code forgotten, the old pairing (port too) unchanged");
+        }
     }
+
     // The relay refuses the code (spent, expired): it is forgotten, and the
-    // token kept from before pairs again.
+    // old pairing, on its own port, works on.
+    let mut core = paired();
+    core.on_settings(with_code.clone());
+    core.on_socket_open();
     core.on_socket_closed(close_code::NOT_PAIRED, "this pairing link's code is unknown, spent or expired");
     assert_eq!(core.host.saved_pairings, vec![None]);
-    assert_eq!(core.settings().pairing_code, None);
+    assert_eq!(core.settings(), &without_code);
     assert!(core.status().detail.contains("code is unknown"), "{}", core.status().detail);
     core.share(5);
     assert_eq!(core.attached(), vec![5], "the old pairing still works");
+}
+
+#[test]
+fn a_relay_older_than_pairing_codes_keeps_the_pairing_it_has() {
+    // It ignores the code and proves the token we hold, on our port.
+    let code = "c0de".repeat(16);
+    let mut core = paired();
+    core.on_settings(Settings {
+        port: 18792,
+        token: Some(TOKEN.into()),
+        pairing_code: Some(code),
+        pairing_port: Some(18792),
+    });
+    core.on_socket_open();
+    let (challenge, welcome) = challenge_and_welcome(&mut core, 18792, TOKEN, |_, _| None);
+    core.relay(challenge);
+    core.relay(welcome);
+    assert_eq!(core.host.saved_pairings, vec![None], "the code forgotten");
+    assert_eq!(core.settings().pairing_code, None);
+    assert_eq!(core.settings().token.as_deref(), Some(TOKEN));
 }
 
 #[test]
@@ -927,7 +989,7 @@ fn answers_never_reach_a_later_relay_connection() {
 fn settings_changes_reconnect_with_the_new_port() {
     let mut core = paired();
     core.share(5);
-    core.on_settings(Settings { port: 19000, token: Some(TOKEN.into()), pairing_code: None });
+    core.on_settings(Settings { port: 19000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
     assert_eq!(core.host.disconnects, 1);
     assert_eq!(core.host.connects.last().unwrap().0, "ws://127.0.0.1:19000/extension");
 }

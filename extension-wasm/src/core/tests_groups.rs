@@ -13,7 +13,11 @@ const G: GroupId = 77;
 fn paired_with_groups() -> Core<FakeHost> {
     let mut core = Core::new(FakeHost::default());
     let facts = StartFacts { groups: Ok(vec![]), ..StartFacts::default() };
-    core.start(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None }, environment(), facts);
+    core.start(
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
+        environment(),
+        facts,
+    );
     core
 }
 
@@ -208,7 +212,7 @@ fn restricted_pages_and_an_unpaired_extension_never_join_the_group() {
     // Unpaired (the token was removed while a tab was shared).
     let mut core = paired_with_groups();
     core.sharing_in_group(5);
-    core.on_settings(Settings { port: 18792, token: None, pairing_code: None });
+    core.on_settings(Settings { port: 18792, token: None, pairing_code: None, pairing_port: None });
     core.on_tab_group_changed(tab(9, "https://example.org/"), G);
     assert_eq!(core.last_call().1, ChromeCall::TabsUngroup { tabs: vec![9] });
     assert!(matches!(&core.host.badges[&9], Badge::Error(why) if why.contains("browser-relay pair")));
@@ -347,7 +351,11 @@ fn a_worker_restart_takes_the_group_as_the_truth() {
         ]),
     };
     let mut core = Core::new(FakeHost::default());
-    core.start(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None }, environment(), facts);
+    core.start(
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
+        environment(),
+        facts,
+    );
     assert_eq!(core.attached(), vec![5, 6, 7]);
     for released in [8, 11] {
         assert!(core.made(&ChromeCall::DebuggerDetach { tab: released }), "{released}");
@@ -380,7 +388,11 @@ fn after_a_browser_restart_a_restored_group_is_dissolved_not_shared() {
         ..StartFacts::default()
     };
     let mut core = Core::new(FakeHost::default());
-    core.start(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None }, environment(), facts);
+    core.start(
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
+        environment(),
+        facts,
+    );
     assert_eq!(
         core.host.calls.iter().map(|(_, c)| c.clone()).collect::<Vec<_>>(),
         vec![ChromeCall::TabsUngroup { tabs: vec![5] }]
@@ -394,7 +406,11 @@ fn without_tab_groups_sharing_works_with_the_badge_alone_and_says_so() {
     let mut core = Core::new(FakeHost::default());
     let why = "chrome.tabGroups.query failed: Tab groups are disabled";
     let facts = StartFacts { groups: Err(why.into()), ..still_attached(vec![tab(5, "https://example.com/")]) };
-    core.start(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None }, environment(), facts);
+    core.start(
+        Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
+        environment(),
+        facts,
+    );
     assert_eq!(core.attached(), vec![5], "the saved list is the truth");
     core.share(6);
     assert!(!core.host.calls.iter().any(|(_, c)| matches!(c, ChromeCall::TabsGroup { .. })));
@@ -666,7 +682,11 @@ fn the_debugging_bar_cancelled_while_the_worker_was_stopped_is_not_undone_by_the
             ..StartFacts::default()
         };
         let mut core = Core::new(FakeHost::default());
-        core.start(Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None }, environment(), facts);
+        core.start(
+            Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None },
+            environment(),
+            facts,
+        );
         let attach = core.op_of(&ChromeCall::DebuggerAttach { tab: 5 });
         // ...then the queued onDetach says the user cancelled the bar.
         core.on_debugger_detach(5, reason);

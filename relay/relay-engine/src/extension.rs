@@ -151,8 +151,8 @@ impl Relay {
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-        let hello = match self.handshake(&mut socket, proved).await {
-            Ok(hello) => hello,
+        let (hello, sealed) = match self.handshake(&mut socket, proved).await {
+            Ok(handshake) => handshake,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
         };
         drop(proving);
@@ -174,6 +174,7 @@ impl Relay {
         link.send(encode(&RelayMessage::Welcome {
             protocol_version: hello.protocol_version.clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION),
             relay_version: env!("CARGO_PKG_VERSION").into(),
+            sealed,
         }))
         .await;
         self.0.link.send_replace(Some(link.clone()));
@@ -268,7 +269,13 @@ impl Relay {
     /// extension's `auth`, our `challenge` with our proof, its `prove`, then
     /// its `hello`. Nothing it says is trusted, and no more than a few KiB
     /// of it read, before its proof checks out: `proved` lifts that limit.
-    async fn handshake(&self, socket: &mut WebSocket, proved: ProofHook) -> Result<Hello, (u16, String)> {
+    /// With the hello, the secret sealed for a pairing link's code the
+    /// extension proved (and we spent), for the welcome.
+    async fn handshake(
+        &self,
+        socket: &mut WebSocket,
+        proved: ProofHook,
+    ) -> Result<(Hello, Option<String>), (u16, String)> {
         use shared_protocol::auth::{self, Prover};
         let within = self.config().hello_timeout;
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
@@ -301,7 +308,7 @@ impl Relay {
         // anything is sent.
         let code = match &code_id {
             None => None,
-            Some(id) => match self.0.pairing_codes.as_ref().and_then(|codes| codes.find(id)) {
+            Some(id) => match self.0.pairing_codes.as_ref().and_then(|codes| codes.find(id, token)) {
                 Some(code) => Some(code),
                 None => return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into())),
             },
@@ -314,8 +321,7 @@ impl Relay {
         let port = self.public_base().map_or(0, |base| base.addr.port());
         let bound = auth::on_port(&relay_nonce, port);
         let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &bound);
-        let sealed = code.as_ref().and_then(|code| auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str()));
-        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof, sealed });
+        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
         socket
             .send(Message::Text(challenge.into()))
             .await
@@ -333,13 +339,19 @@ impl Relay {
                 "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
             ));
         }
-        // The code is spent by the extension that proved it, once: of two
-        // redemptions at once, the second is refused.
-        if let Some(id) = &code_id
-            && !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(id))
-        {
-            return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into()));
-        }
+        // The code is spent by the extension that proved it, once (of two
+        // redemptions at once, the second is refused), and only then does
+        // the secret go, sealed for the code, in the welcome: whoever knows
+        // the code and does not prove it gets nothing, and spends nothing.
+        let sealed = match (&code_id, &code) {
+            (Some(id), Some(code)) => {
+                if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(id, token)) {
+                    return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into()));
+                }
+                auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str())
+            }
+            _ => None,
+        };
         // Proved: the connection may now send what it shares.
         proved();
         let text = next_text(socket, within, "hello").await?;
@@ -349,7 +361,7 @@ impl Relay {
                 return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
             }
         };
-        Ok(hello)
+        Ok((hello, sealed))
     }
 
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {

@@ -9,13 +9,19 @@
 //!
 //! Each code is a file of its own, `<state>/pairing/<id>` (owner-only, the
 //! id being `shared_protocol::auth::pairing_code_id`), so that `pair` needs
-//! no running serve, and spending a code is removing its file: of two
-//! redemptions at once, exactly one removes it.
+//! no running serve, and spending a code is renaming its file away: of two
+//! redemptions at once, exactly one renames it. A file holds the code and
+//! a MAC of it keyed by the install's secret: a state directory the user
+//! shares with others (its permissions are kept) may hold files planted by
+//! them, and a code the secret did not sign is no code.
 
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
+
+use hmac::{Hmac, KeyInit as _, Mac as _};
+use sha2::Sha256;
 
 use crate::{StateDirError, Token, private};
 
@@ -33,41 +39,66 @@ impl PairingCodes {
         Self { dir }
     }
 
-    /// A new code, written owner-only; codes that expired go.
-    pub fn issue(&self) -> Result<Token, StateDirError> {
-        let write = |path: &PathBuf, code: &Token| -> io::Result<()> {
-            if !self.dir.is_dir() {
-                private::create_private_dir(&self.dir)?;
-            }
-            private::create_new_private(path)?.write_all(code.as_str().as_bytes())
-        };
-        self.forget_expired();
+    /// A new code for the install whose secret is `secret`, written
+    /// owner-only (the folder made so if it was not); codes that expired go.
+    pub fn issue(&self, secret: &Token) -> Result<Token, StateDirError> {
         let code = Token::generate();
         let path = self.dir.join(shared_protocol::auth::pairing_code_id(code.as_str()));
-        write(&path, &code).map_err(|source| StateDirError::Write { path, source })?;
+        let write = || -> io::Result<()> {
+            if self.dir.is_dir() {
+                private::tighten_dir(&self.dir)?;
+            } else {
+                private::create_private_dir(&self.dir)?;
+            }
+            self.forget_expired();
+            let signed = format!("{} {}", code.as_str(), signature(secret, &code));
+            private::create_new_private(&path)?.write_all(signed.as_bytes())
+        };
+        write().map_err(|source| StateDirError::Write { path, source })?;
         Ok(code)
     }
 
-    /// The code named `id`, if it was issued less than [`CODE_LIFETIME`]
-    /// ago and not spent. `id` comes from a peer not yet proved: anything
-    /// but 16 hex digits names no file.
-    pub fn find(&self, id: &str) -> Option<Token> {
+    /// The code named `id`, if the install's `secret` signed it, it was
+    /// issued less than [`CODE_LIFETIME`] ago and it was not spent. `id`
+    /// comes from a peer not yet proved: anything but 16 hex digits names
+    /// no file.
+    pub fn find(&self, id: &str, secret: &Token) -> Option<Token> {
         let valid = id.len() == 16 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !valid {
             return None;
         }
         let path = self.dir.join(id);
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
         if Self::expired(&path) {
             let _ = fs::remove_file(&path);
             return None;
         }
-        Token::parse(fs::read_to_string(&path).ok()?.trim())
+        let text = fs::read_to_string(&path).ok()?;
+        let (code, signed) = text.trim().split_once(' ')?;
+        let code = Token::parse(code)?;
+        let genuine = shared_protocol::auth::pairing_code_id(code.as_str()) == id;
+        let expected = signature(secret, &code);
+        // Compared in constant time, as the token is.
+        let signed_by_us = Token::parse(signed).is_some_and(|signed| signed.matches(&expected));
+        (genuine && signed_by_us).then_some(code)
     }
 
     /// Spends the code named `id`: whether this call did (a code is spent
-    /// once, by whoever removes its file first).
-    pub fn spend(&self, id: &str) -> bool {
-        self.find(id).is_some() && fs::remove_file(self.dir.join(id)).is_ok()
+    /// once, by whoever renames its file away first; the renamed file is
+    /// removed, or found by no id if it cannot be, say while Windows holds
+    /// it open).
+    pub fn spend(&self, id: &str, secret: &Token) -> bool {
+        if self.find(id, secret).is_none() {
+            return false;
+        }
+        let (path, spent) = (self.dir.join(id), self.dir.join(format!("{id}.spent")));
+        if fs::rename(&path, &spent).is_err() {
+            return false;
+        }
+        let _ = fs::remove_file(&spent);
+        true
     }
 
     /// Spends every code (a new secret: a code from before, which may
@@ -79,9 +110,11 @@ impl PairingCodes {
         }
     }
 
+    /// Issued more than [`CODE_LIFETIME`] ago, or at a time to come (a
+    /// clock set back, or a planted file): never good for longer.
     fn expired(path: &std::path::Path) -> bool {
         let issued = fs::metadata(path).and_then(|m| m.modified());
-        issued.map_or(true, |at| SystemTime::now().duration_since(at).unwrap_or_default() > CODE_LIFETIME)
+        issued.map_or(true, |at| SystemTime::now().duration_since(at).map_or(true, |age| age > CODE_LIFETIME))
     }
 
     fn forget_expired(&self) {
@@ -94,6 +127,14 @@ impl PairingCodes {
     }
 }
 
+/// The install's signature on a code: HMAC-SHA256 keyed by the secret.
+fn signature(secret: &Token, code: &Token) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_str().as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"browser-relay/2 pairing code\n");
+    mac.update(code.as_str().as_bytes());
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,41 +143,68 @@ mod tests {
     #[test]
     fn a_code_is_found_by_its_id_once_and_only_while_fresh() {
         let state = tempfile::tempdir().unwrap();
+        let secret = Token::generate();
         let codes = crate::StateDir::at(state.path()).pairing_codes();
-        let code = codes.issue().unwrap();
+        let code = codes.issue(&secret).unwrap();
         let id = pairing_code_id(code.as_str());
-        assert_eq!(codes.find(&id), Some(code.clone()));
-        assert!(codes.spend(&id), "spent by the first redemption");
-        assert!(!codes.spend(&id) && codes.find(&id).is_none(), "and by no other");
+        assert_eq!(codes.find(&id, &secret), Some(code.clone()));
+        assert_eq!(codes.find(&id, &Token::generate()), None, "another install's secret signed nothing here");
+        assert!(codes.spend(&id, &secret), "spent by the first redemption");
+        assert!(!codes.spend(&id, &secret) && codes.find(&id, &secret).is_none(), "and by no other");
+        assert_eq!(fs::read_dir(state.path().join("pairing")).unwrap().count(), 0, "nothing left");
 
-        let other = codes.issue().unwrap();
-        let other_id = pairing_code_id(other.as_str());
-        let file = state.path().join("pairing").join(&other_id);
-        let issued_long_ago = SystemTime::now() - CODE_LIFETIME - Duration::from_secs(1);
-        fs::File::options().write(true).open(&file).unwrap().set_modified(issued_long_ago).unwrap();
-        assert_eq!(codes.find(&other_id), None, "expired");
-        assert!(!file.exists(), "and gone");
+        for (when, what) in [
+            (SystemTime::now() - CODE_LIFETIME - Duration::from_secs(1), "long ago"),
+            (SystemTime::now() + Duration::from_secs(3600), "to come"),
+        ] {
+            let other = codes.issue(&secret).unwrap();
+            let other_id = pairing_code_id(other.as_str());
+            let file = state.path().join("pairing").join(&other_id);
+            fs::File::options().write(true).open(&file).unwrap().set_modified(when).unwrap();
+            assert_eq!(codes.find(&other_id, &secret), None, "issued {what}: expired");
+            assert!(!file.exists(), "and gone");
+        }
+    }
+
+    #[test]
+    fn a_code_file_the_secret_did_not_sign_is_no_code() {
+        // Another user of a shared state directory plants a code of theirs.
+        let state = tempfile::tempdir().unwrap();
+        let secret = Token::generate();
+        let codes = crate::StateDir::at(state.path()).pairing_codes();
+        codes.issue(&secret).unwrap();
+        let planted = Token::generate();
+        let id = pairing_code_id(planted.as_str());
+        let forged = format!("{} {}", planted.as_str(), signature(&Token::generate(), &planted));
+        fs::write(state.path().join("pairing").join(&id), forged).unwrap();
+        assert_eq!(codes.find(&id, &secret), None);
+        fs::write(state.path().join("pairing").join(&id), planted.as_str()).unwrap();
+        assert_eq!(codes.find(&id, &secret), None, "unsigned");
+        assert!(!codes.spend(&id, &secret));
     }
 
     #[test]
     fn a_new_secret_spends_every_code_issued_before() {
         let state = tempfile::tempdir().unwrap();
         let dir = crate::StateDir::at(state.path());
-        dir.load_or_create_token().unwrap();
-        let code = dir.pairing_codes().issue().unwrap();
-        dir.rotate_token().unwrap();
-        assert_eq!(dir.pairing_codes().find(&pairing_code_id(code.as_str())), None);
+        let old = dir.load_or_create_token().unwrap();
+        let code = dir.pairing_codes().issue(&old).unwrap();
+        let new = dir.rotate_token().unwrap();
+        let id = pairing_code_id(code.as_str());
+        assert_eq!(dir.pairing_codes().find(&id, &new), None);
+        assert_eq!(dir.pairing_codes().find(&id, &old), None, "gone, not only unsigned");
     }
 
     #[test]
     fn an_id_that_is_not_a_code_id_names_no_file() {
         let state = tempfile::tempdir().unwrap();
         fs::write(state.path().join("token"), "x").unwrap();
+        let secret = Token::generate();
         let codes = crate::StateDir::at(state.path()).pairing_codes();
-        codes.issue().unwrap();
+        codes.issue(&secret).unwrap();
         for id in ["../token", "..", "", "0123456789ABCDEF", "0123456789abcde/", "0123456789abcdef0"] {
-            assert_eq!(codes.find(id), None, "{id}");
-            assert!(!codes.spend(id), "{id}");
+            assert_eq!(codes.find(id, &secret), None, "{id}");
+            assert!(!codes.spend(id, &secret), "{id}");
         }
         assert!(state.path().join("token").exists());
     }
@@ -146,7 +214,7 @@ mod tests {
     fn codes_are_the_owners_alone() {
         use std::os::unix::fs::PermissionsExt;
         let state = tempfile::tempdir().unwrap();
-        let code = crate::StateDir::at(state.path()).pairing_codes().issue().unwrap();
+        let code = crate::StateDir::at(state.path()).pairing_codes().issue(&Token::generate()).unwrap();
         let file = state.path().join("pairing").join(pairing_code_id(code.as_str()));
         assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o077, 0);
         assert_eq!(fs::metadata(file.parent().unwrap()).unwrap().permissions().mode() & 0o077, 0);
