@@ -302,10 +302,12 @@ impl ManagedBrowsers {
             // nothing, forget the record. A crashed browser's helpers can
             // still be writing into the folder for a moment: let them go
             // first, so that deleting an ephemeral folder does not race
-            // them (it did: the folder was left behind). A pid in use again
-            // names another process's group, not theirs (no pid is handed
-            // out while a group of that id remains): nothing to wait for.
-            if !children.is_alive(record.pid) {
+            // them (it did: the folder was left behind). Also a browser
+            // still dying, whose command line is gone already. Only a pid
+            // in use by another process (another start) names another
+            // group, not theirs (no pid is handed out while a group of
+            // that id remains): nothing to wait for then.
+            if !children.is_reused(&record) {
                 children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             }
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));

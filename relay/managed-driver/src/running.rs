@@ -125,6 +125,13 @@ impl Children {
             && started.is_none_or(|started| process::started(pid).map_or(unreadable, |now| now == started))
     }
 
+    /// Whether `record`'s pid now belongs to another process: alive, with
+    /// another start than the record's.
+    pub(crate) fn is_reused(&self, record: &RunRecord) -> bool {
+        self.is_alive(record.pid)
+            && record.pid_started.is_some_and(|started| process::started(record.pid).is_some_and(|now| now != started))
+    }
+
     /// Whether the process that launched `record`'s browser still runs.
     /// One whose start cannot be read is taken to: what depends on this
     /// leaves the browser and its folder alone.
