@@ -46,7 +46,8 @@ function validate(portText, tokenText) {
 
 async function save(portText, tokenText) {
   const { port, token } = validate(portText, tokenText);
-  await chrome.storage.local.set({ relayPort: port, relayToken: token });
+  // A pairing link's code still waiting is replaced by what the user typed.
+  await chrome.storage.local.set({ relayPort: port, relayToken: token, pairingCode: null, pairingPort: null });
   portInput.value = String(port);
   tokenInput.value = token;
   return port;
@@ -66,20 +67,25 @@ function describe({ port, token, code }) {
   return `the relay on port ${port} that printed this link (code …${code.slice(-6)})`;
 }
 
-/** Resolves with the token the worker stored once it redeemed the code
- * (`null`: it could not), or `undefined` after `ms`. */
+/** Resolves once the worker is done with the code (it clears it): with
+ * the token it keeps if the code paired (the same one as before, when the
+ * link was the same relay's: storage then reports no change of it), else
+ * `null`; `null` also after `ms`. */
 function redeemed(ms) {
   return new Promise((resolve) => {
-    const done = (value) => {
+    const done = async (cleared) => {
       chrome.storage.onChanged.removeListener(listen);
       clearTimeout(timer);
-      resolve(value);
+      if (!cleared) return resolve(null);
+      // The worker says what went wrong last, until a relay welcomed it.
+      const [{ relayToken }, status] = await Promise.all([chrome.storage.local.get(['relayToken']), extensionStatus()]);
+      resolve(status.error ? null : relayToken || null);
     };
     const listen = (changes, area) => {
       const code = changes.pairingCode;
-      if (area === 'local' && code && !code.newValue) done(changes.relayToken ? changes.relayToken.newValue : null);
+      if (area === 'local' && code && !code.newValue) done(true);
     };
-    const timer = setTimeout(() => done(undefined), ms);
+    const timer = setTimeout(() => done(false), ms);
     chrome.storage.onChanged.addListener(listen);
   });
 }
@@ -106,8 +112,13 @@ async function pairWithCode(portText, codeText, current) {
     tokenInput.value = token;
     say(`Paired with ${describe({ port, token })}.`, 'ok');
   } else {
+    // Not left waiting: until it is cleared, every connection would go to
+    // the link's port.
+    const { pairingCode } = await chrome.storage.local.get(['pairingCode']);
+    if (pairingCode === code) await chrome.storage.local.set({ pairingCode: null, pairingPort: null });
     const status = await extensionStatus();
-    say(`Not paired: ${status.detail || 'the relay did not answer'}. Run \`browser-relay pair\` again and open its new link.`, 'error');
+    const why = status.error || status.detail || 'the relay did not answer';
+    say(`Not paired: ${why}. Run \`browser-relay pair\` again and open its new link.`, 'error');
   }
   return port;
 }

@@ -947,6 +947,38 @@ async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
     e2e::extension_env::open_pairing_link(&chrome, link, port, token).await.unwrap();
     assert_eq!(std::fs::read_dir(paired.home.path().join("pairing")).unwrap().count(), 0, "the code is spent");
 
+    // A second link of the same relay, opened while paired: the page asks,
+    // naming the code's end that `pair` printed, and once answered says it
+    // paired (the token is the same one: storage reports no change of it).
+    let mut again = std::process::Command::new(e2e::serve_process::native_exe().unwrap());
+    again.args(["pair", "--port", &port.to_string()]).env("BROWSER_RELAY_HOME", paired.home.path());
+    let printed = String::from_utf8(again.output().unwrap().stdout).unwrap();
+    let second = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).unwrap();
+    let tail = &second[second.len() - 6..];
+    assert!(printed.contains(&format!("(code …{tail})")), "{printed}");
+    let page = e2e::extension_env::open_loaded_page(&chrome.ws_url, second).await.unwrap();
+    let answer_and_read = "new Promise((done) => { const t = Date.now(); let asked = null; (function look() { \
+        const panel = document.getElementById('replace'); \
+        if (!asked && panel && !panel.hidden) { asked = document.getElementById('replace-what').textContent; \
+          document.getElementById('replace-yes').click(); } \
+        const said = document.getElementById('message').textContent; \
+        if (said.startsWith('Paired') || said.startsWith('Not paired') || Date.now() - t > 20000) done([asked, said]); \
+        else setTimeout(look, 50); })(); })";
+    let result = page
+        .client
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": answer_and_read, "awaitPromise": true, "returnByValue": true}),
+            Some(&page.session),
+        )
+        .await
+        .unwrap();
+    let (asked, said) = (&result["result"]["value"][0], &result["result"]["value"][1]);
+    assert!(asked.as_str().unwrap_or_default().contains(&format!("(code …{tail})")), "{result}");
+    let token_tail = &token.as_str()[58..];
+    assert_eq!(said, &json!(format!("Paired with the relay on port {port} (token …{token_tail}).")), "{result}");
+    page.client.call("Target.closeTarget", json!({"targetId": page.target}), None).await.unwrap();
+
     chrome.quit().await.unwrap();
     let kept = std::fs::read(chrome.profile_dir().join("Default").join("History")).unwrap();
     let holds = |text: &str| kept.windows(text.len()).any(|window| window == text.as_bytes());

@@ -363,6 +363,9 @@ pub struct Status {
     pub attached_tabs: usize,
     pub port: u16,
     pub paired: bool,
+    /// What went wrong last, until a relay welcomed us again (the options
+    /// page tells a pairing link's outcome by it).
+    pub error: Option<String>,
     /// The shared tabs, in tab id order.
     pub tabs: Vec<SharedTab>,
     pub tab_groups: TabGroupsStatus,
@@ -594,6 +597,7 @@ impl<H: Host> Core<H> {
             attached_tabs: self.attached.len(),
             port: self.settings.port,
             paired: self.settings.token.is_some(),
+            error: self.last_error.clone(),
             tabs,
             tab_groups: self.groups.status(),
         }
@@ -1260,9 +1264,16 @@ impl<H: Host> Core<H> {
                 self.forget_pairing_code();
                 format!("the relay refused the pairing: {reason}")
             }
-            _ if !self.opened => format!(
-                "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` (0.2 or newer) running?"
-            ),
+            _ if !self.opened => {
+                // A pairing link's relay that is not there: the link is not
+                // waited on (its code is good for minutes, and meanwhile
+                // every connection would go to its port); the pairing from
+                // before goes on.
+                self.forget_pairing_code();
+                format!(
+                    "cannot connect to the relay on 127.0.0.1:{port}: is `browser-relay serve` (0.2 or newer) running?"
+                )
+            }
             _ => format!("the relay on 127.0.0.1:{port} went away"),
         };
         // A protocol refusal comes before any proof: any program on the
@@ -1329,8 +1340,14 @@ impl<H: Host> Core<H> {
     fn keep_sealed_pairing(&mut self, bound: &str, sealed: Option<&str>) -> bool {
         let code = self.settings.pairing_code.clone().unwrap_or_default();
         let Some(token) = sealed.and_then(|sealed| auth::unseal(&code, &self.auth_nonce, bound, sealed)) else {
+            // Named by the port it has (the link's), before the code goes.
+            let why = format!(
+                "the relay on 127.0.0.1:{} took the pairing link's code and sent no pairing: run `browser-relay pair` again",
+                self.settings.dial_port()
+            );
             self.forget_pairing_code();
-            self.leave_relay("took the pairing link's code and sent no pairing: run `browser-relay pair` again");
+            self.host.disconnect();
+            self.link_lost(why, false);
             return false;
         };
         let port = self.settings.dial_port();

@@ -886,6 +886,26 @@ fn a_pairing_code_pairs_only_with_a_relay_that_proves_it_and_seals_the_token() {
 }
 
 #[test]
+fn a_pairing_links_relay_that_is_not_there_leaves_the_old_pairing() {
+    let mut core = paired();
+    let with_code = Settings {
+        port: 18792,
+        token: Some(TOKEN.into()),
+        pairing_code: Some("c0de".repeat(16)),
+        pairing_port: Some(4000),
+    };
+    core.on_settings(with_code.clone());
+    assert_eq!(core.host.connects.last().unwrap().0, "ws://127.0.0.1:4000/extension");
+    core.on_socket_closed(1006, "");
+    assert_eq!(core.host.saved_pairings, vec![None], "the code forgotten");
+    assert_eq!(core.settings(), &Settings { pairing_code: None, pairing_port: None, ..with_code });
+    assert!(core.status().error.unwrap().contains("cannot connect to the relay on 127.0.0.1:4000"));
+    core.share(5);
+    assert_eq!(core.host.connects.last().unwrap().0, "ws://127.0.0.1:18792/extension", "the old pairing's relay");
+    assert_eq!(core.status().error, None, "welcomed: nothing wrong any more");
+}
+
+#[test]
 fn a_relay_older_than_pairing_codes_keeps_the_pairing_it_has() {
     // It ignores the code and proves the token we hold, on our port.
     let code = "c0de".repeat(16);

@@ -77,7 +77,20 @@ impl Children {
     /// again at each ending (the pid may be handed out again while `stop`
     /// waits for the browser to quit).
     pub(crate) fn end_browser(&self, dir: &Path, record: &RunRecord, ours: bool, ending: Ending) {
-        if ours || self.is_browser_on(dir, record) {
+        if self.holds(record.pid) {
+            return self.end_tree(record.pid, ending);
+        }
+        if ours {
+            // Ours, exited and reaped: its pid is free for anyone. On
+            // Windows its Job Object went with it, and its helpers too; on
+            // Unix its group lives on while a helper does (no pid is handed
+            // out while a group of that id remains).
+            if cfg!(unix) && self.tree_alive(record.pid) {
+                self.end_tree(record.pid, ending);
+            }
+            return;
+        }
+        if self.is_browser_on(dir, record) {
             self.end_tree(record.pid, ending);
         }
     }

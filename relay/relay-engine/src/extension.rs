@@ -132,6 +132,16 @@ async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
     let _ = socket.send(Message::Close(Some(queue::close_frame(code, reason)))).await;
 }
 
+/// A pairing link's code the extension proved in its handshake: spent, and
+/// the secret sealed for it, only once the connection holds the
+/// extension's place (else the code stays good for the next try).
+struct Redemption {
+    id: String,
+    code: state_dir::Token,
+    extension_nonce: String,
+    bound: String,
+}
+
 /// Why a pairing link's code is refused.
 const UNKNOWN_CODE: &str = "this pairing link's code is unknown, spent or expired (a code is good once, for 10 minutes): run `browser-relay pair` again and open its new link";
 
@@ -151,7 +161,7 @@ impl Relay {
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-        let (hello, sealed) = match self.handshake(&mut socket, proved).await {
+        let (hello, redemption) = match self.handshake(&mut socket, proved).await {
             Ok(handshake) => handshake,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
         };
@@ -160,6 +170,20 @@ impl Relay {
         // never keeps the real extension out.
         let Some(claim) = self.claim_extension() else {
             return close_with(socket, POLICY_VIOLATION, "another Browser Relay extension is already connected").await;
+        };
+        // A pairing link's code, proved: spent now (of two redemptions at
+        // once, the second is refused), and only now does the secret go,
+        // sealed for the code, in the welcome. Whoever knows the code and
+        // does not prove it gets nothing, and spends nothing.
+        let sealed = match redemption {
+            None => None,
+            Some(Redemption { id, code, extension_nonce, bound }) => {
+                let token = self.0.pairing.as_ref().expect("a redemption is proved with the pairing token");
+                if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
+                    return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
+                }
+                shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str())
+            }
         };
         let config = self.config().clone();
         let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -269,13 +293,13 @@ impl Relay {
     /// extension's `auth`, our `challenge` with our proof, its `prove`, then
     /// its `hello`. Nothing it says is trusted, and no more than a few KiB
     /// of it read, before its proof checks out: `proved` lifts that limit.
-    /// With the hello, the secret sealed for a pairing link's code the
-    /// extension proved (and we spent), for the welcome.
+    /// With the hello, the pairing link's code the extension proved, if
+    /// it named one.
     async fn handshake(
         &self,
         socket: &mut WebSocket,
         proved: ProofHook,
-    ) -> Result<(Hello, Option<String>), (u16, String)> {
+    ) -> Result<(Hello, Option<Redemption>), (u16, String)> {
         use shared_protocol::auth::{self, Prover};
         let within = self.config().hello_timeout;
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
@@ -339,17 +363,8 @@ impl Relay {
                 "the extension could not prove the pairing token: pair it again (`browser-relay pair`)".into(),
             ));
         }
-        // The code is spent by the extension that proved it, once (of two
-        // redemptions at once, the second is refused), and only then does
-        // the secret go, sealed for the code, in the welcome: whoever knows
-        // the code and does not prove it gets nothing, and spends nothing.
-        let sealed = match (&code_id, &code) {
-            (Some(id), Some(code)) => {
-                if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(id, token)) {
-                    return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into()));
-                }
-                auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str())
-            }
+        let redemption = match (code_id, code) {
+            (Some(id), Some(code)) => Some(Redemption { id, code, extension_nonce, bound }),
             _ => None,
         };
         // Proved: the connection may now send what it shares.
@@ -361,7 +376,7 @@ impl Relay {
                 return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
             }
         };
-        Ok((hello, sealed))
+        Ok((hello, redemption))
     }
 
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
