@@ -67,19 +67,14 @@ function describe({ port, token, code }) {
   return `the relay on port ${port} that printed this link (code …${code.slice(-6)})`;
 }
 
-/** Resolves once the worker is done with the code (it clears it): with
- * the token it keeps if the code paired (the same one as before, when the
- * link was the same relay's: storage then reports no change of it), else
- * `null`; `null` also after `ms`. */
-function redeemed(ms) {
+/** Resolves true once the worker is done with the code (it clears it),
+ * false after `ms`. */
+function codeCleared(ms) {
   return new Promise((resolve) => {
-    const done = async (cleared) => {
+    const done = (cleared) => {
       chrome.storage.onChanged.removeListener(listen);
       clearTimeout(timer);
-      if (!cleared) return resolve(null);
-      // The worker says what went wrong last, until a relay welcomed it.
-      const [{ relayToken }, status] = await Promise.all([chrome.storage.local.get(['relayToken']), extensionStatus()]);
-      resolve(status.error ? null : relayToken || null);
+      resolve(cleared);
     };
     const listen = (changes, area) => {
       const code = changes.pairingCode;
@@ -97,30 +92,40 @@ async function pairWithCode(portText, codeText, current) {
   const port = validPort(portText);
   const code = String(codeText).trim().toLowerCase();
   if (!/^[0-9a-f]{64}$/.test(code)) throw new Error('the code in the link is not 64 hexadecimal characters: copy the whole link');
-  if (current && !(await askToReplace(current, { port, code }))) {
-    say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
-    return;
-  }
-  const outcome = redeemed(15000);
+  if (await keepsCurrent(current, { port, code })) return;
+  const outcome = codeCleared(15000);
   // The relay's port and token change only once the code is redeemed: a
   // code refused leaves the pairing from before as it was.
   await chrome.storage.local.set({ pairingPort: port, pairingCode: code });
   say(`Pairing with the relay on port ${port}…`, 'ok');
-  const token = await outcome;
-  if (token) {
+  const cleared = await outcome;
+  // The worker says what went wrong last, until a relay welcomed it. A
+  // token the same as before (the link was the same relay's) is in no
+  // change storage reported: it is read back.
+  const [{ relayToken, pairingCode }, status] = await Promise.all([
+    chrome.storage.local.get(['relayToken', 'pairingCode']),
+    extensionStatus(),
+  ]);
+  if (cleared && !status.error && relayToken) {
     portInput.value = String(port);
-    tokenInput.value = token;
-    say(`Paired with ${describe({ port, token })}.`, 'ok');
+    tokenInput.value = relayToken;
+    say(`Paired with ${describe({ port, token: relayToken })}.`, 'ok');
   } else {
     // Not left waiting: until it is cleared, every connection would go to
     // the link's port.
-    const { pairingCode } = await chrome.storage.local.get(['pairingCode']);
     if (pairingCode === code) await chrome.storage.local.set({ pairingCode: null, pairingPort: null });
-    const status = await extensionStatus();
     const why = status.error || status.detail || 'the relay did not answer';
     say(`Not paired: ${why}. Run \`browser-relay pair\` again and open its new link.`, 'error');
   }
   return port;
+}
+
+/** Whether the user keeps `current` rather than let `offered` replace it
+ * (asked only when there is a pairing); says so when they do. */
+async function keepsCurrent(current, offered) {
+  if (!current || (await askToReplace(current, offered))) return false;
+  say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
+  return true;
 }
 
 /** Asks whether `offered` may replace `current`: resolves true or false. */
@@ -141,7 +146,8 @@ function askToReplace(current, offered) {
   });
 }
 
-// One-step pairing: `options.html#port=18792&token=<64 hex>` (printed by `browser-relay pair`).
+// One-step pairing: `options.html#port=18792&code=<64 hex>` (printed by
+// `browser-relay pair`; `token=<64 hex>` from links printed before codes).
 // A first pairing is saved at once; one that would replace another pairing
 // is asked about first (any program on the computer can open this page with
 // a link of its own).
@@ -152,30 +158,19 @@ async function pairFromHash() {
   // page's history entry (Chrome's own history keeps the address as it was
   // opened: what `browser-relay pair` puts there is a one-time code).
   history.replaceState(null, '', location.pathname + location.search);
-  if (params.has('code')) {
-    const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
-    const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
-    try {
-      return await pairWithCode(params.get('port') ?? String(DEFAULT_PORT), params.get('code'), current);
-    } catch (e) {
-      say(`Pairing link not used: ${e.message}`, 'error');
-      return;
-    }
-  }
+  const portText = params.get('port') ?? String(DEFAULT_PORT);
+  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
+  const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
   let offered;
   try {
-    offered = validate(params.get('port') ?? String(DEFAULT_PORT), params.get('token') ?? '');
+    if (params.has('code')) return await pairWithCode(portText, params.get('code'), current);
+    offered = validate(portText, params.get('token') ?? '');
   } catch (e) {
     say(`Pairing link not used: ${e.message}`, 'error');
     return;
   }
-  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
-  const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
   const same = current && current.token === offered.token && current.port === offered.port;
-  if (current && !same && !(await askToReplace(current, offered))) {
-    say(`Pairing link not used: the extension stays paired with ${describe(current)}.`, 'ok');
-    return;
-  }
+  if (!same && (await keepsCurrent(current, offered))) return;
   const port = await save(String(offered.port), offered.token);
   say(`Paired with ${describe(offered)}.`, 'ok');
   return port;

@@ -513,11 +513,10 @@ impl Host for WasmHost {
 }
 
 async fn read_settings() -> Settings {
-    let keys: Array =
-        ["relayPort", "relayToken", "pairingCode", "pairingPort"].iter().map(|k| JsValue::from_str(k)).collect();
+    const KEYS: [&str; 4] = ["relayPort", "relayToken", "pairingCode", "pairingPort"];
+    let keys: Array = KEYS.iter().map(|k| JsValue::from_str(k)).collect();
     let stored = settle(storage::local_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
-    let [port, token, code, code_port] =
-        ["relayPort", "relayToken", "pairingCode", "pairingPort"].map(|k| get(&stored, k));
+    let [port, token, code, code_port] = KEYS.map(|k| get(&stored, k));
     settings_from(&port, &token, &code, &code_port)
 }
 

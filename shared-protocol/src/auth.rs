@@ -167,6 +167,27 @@ pub fn pairing_code_id(code: &str) -> String {
     hex(&mac.finalize().into_bytes()[..8])
 }
 
+/// The install's signature on a pairing `code` it issued: an HMAC keyed by
+/// the `secret`, kept beside the code, so a code file someone else put in
+/// a shared state directory is no code ([`verify_pairing_code_signature`]).
+pub fn pairing_code_signature(secret: &str, code: &str) -> String {
+    hex(&code_signature(secret, code).finalize().into_bytes())
+}
+
+/// Whether `presented` is [`pairing_code_signature`] of `code`, in
+/// constant time.
+pub fn verify_pairing_code_signature(secret: &str, code: &str, presented: &str) -> bool {
+    let Some(bytes) = unhex(presented) else { return false };
+    code_signature(secret, code).verify_slice(&bytes).is_ok()
+}
+
+fn code_signature(secret: &str, code: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"browser-relay/2 pairing code\n");
+    mac.update(code.as_bytes());
+    mac
+}
+
 /// The install's `secret` (64 hex characters) sealed for the extension
 /// that holds the pairing `code`, on the connection whose nonces these are:
 /// XORed with an HMAC keyed by the code (a pad used once: each connection

@@ -1340,14 +1340,9 @@ impl<H: Host> Core<H> {
     fn keep_sealed_pairing(&mut self, bound: &str, sealed: Option<&str>) -> bool {
         let code = self.settings.pairing_code.clone().unwrap_or_default();
         let Some(token) = sealed.and_then(|sealed| auth::unseal(&code, &self.auth_nonce, bound, sealed)) else {
-            // Named by the port it has (the link's), before the code goes.
-            let why = format!(
-                "the relay on 127.0.0.1:{} took the pairing link's code and sent no pairing: run `browser-relay pair` again",
-                self.settings.dial_port()
-            );
+            // Left while it is named by its port (the link's), then the code goes.
+            self.leave_relay("took the pairing link's code and sent no pairing: run `browser-relay pair` again");
             self.forget_pairing_code();
-            self.host.disconnect();
-            self.link_lost(why, false);
             return false;
         };
         let port = self.settings.dial_port();

@@ -167,10 +167,10 @@ impl Core<FakeHost> {
     /// the pairing token. Returns the hello the extension answers with.
     pub(super) fn relay_proves(&mut self) -> Value {
         let extension_nonce = self.last_sent()["auth"]["nonce"].as_str().expect("auth was sent").to_string();
-        let relay_nonce = auth::nonce_hex(&[0xee; 32]);
-        let bound = auth::on_port(&relay_nonce, self.status().port);
-        let proof = auth::proof(TOKEN, Prover::Relay, &extension_nonce, &bound);
-        self.relay(json!({"challenge": {"nonce": relay_nonce, "proof": proof}}));
+        let port = self.status().port;
+        let (challenge, _) = challenge_and_welcome(self, port, TOKEN, |_, _| None);
+        let bound = auth::on_port(challenge["challenge"]["nonce"].as_str().unwrap(), port);
+        self.relay(challenge);
         let mut sent = self.sent_json();
         let hello = sent.pop().expect("a hello");
         assert!(hello["hello"].is_object(), "the hello last: {hello}");

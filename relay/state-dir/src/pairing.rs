@@ -20,8 +20,7 @@ use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use hmac::{Hmac, KeyInit as _, Mac as _};
-use sha2::Sha256;
+use shared_protocol::auth;
 
 use crate::{StateDirError, Token, private};
 
@@ -43,15 +42,15 @@ impl PairingCodes {
     /// owner-only (the folder made so if it was not); codes that expired go.
     pub fn issue(&self, secret: &Token) -> Result<Token, StateDirError> {
         let code = Token::generate();
-        let path = self.dir.join(shared_protocol::auth::pairing_code_id(code.as_str()));
+        let path = self.dir.join(auth::pairing_code_id(code.as_str()));
         let write = || -> io::Result<()> {
             if self.dir.is_dir() {
                 private::tighten_dir(&self.dir)?;
             } else {
                 private::create_private_dir(&self.dir)?;
             }
-            self.forget_expired();
-            let signed = format!("{} {}", code.as_str(), signature(secret, &code));
+            self.forget(Self::expired);
+            let signed = format!("{} {}", code.as_str(), auth::pairing_code_signature(secret.as_str(), code.as_str()));
             private::create_new_private(&path)?.write_all(signed.as_bytes())
         };
         write().map_err(|source| StateDirError::Write { path, source })?;
@@ -78,10 +77,8 @@ impl PairingCodes {
         let text = fs::read_to_string(&path).ok()?;
         let (code, signed) = text.trim().split_once(' ')?;
         let code = Token::parse(code)?;
-        let genuine = shared_protocol::auth::pairing_code_id(code.as_str()) == id;
-        let expected = signature(secret, &code);
-        // Compared in constant time, as the token is.
-        let signed_by_us = Token::parse(signed).is_some_and(|signed| signed.matches(&expected));
+        let genuine = auth::pairing_code_id(code.as_str()) == id;
+        let signed_by_us = auth::verify_pairing_code_signature(secret.as_str(), code.as_str(), signed);
         (genuine && signed_by_us).then_some(code)
     }
 
@@ -104,9 +101,16 @@ impl PairingCodes {
     /// Spends every code (a new secret: a code from before, which may
     /// have leaked with it, must not bring the new one).
     pub(crate) fn forget_all(&self) {
+        self.forget(|_| true);
+    }
+
+    /// Removes the files `which` picks.
+    fn forget(&self, which: impl Fn(&std::path::Path) -> bool) {
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         for entry in entries.filter_map(Result::ok) {
-            let _ = fs::remove_file(entry.path());
+            if which(&entry.path()) {
+                let _ = fs::remove_file(entry.path());
+            }
         }
     }
 
@@ -116,23 +120,6 @@ impl PairingCodes {
         let issued = fs::metadata(path).and_then(|m| m.modified());
         issued.map_or(true, |at| SystemTime::now().duration_since(at).map_or(true, |age| age > CODE_LIFETIME))
     }
-
-    fn forget_expired(&self) {
-        let Ok(entries) = fs::read_dir(&self.dir) else { return };
-        for entry in entries.filter_map(Result::ok) {
-            if Self::expired(&entry.path()) {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
-    }
-}
-
-/// The install's signature on a code: HMAC-SHA256 keyed by the secret.
-fn signature(secret: &Token, code: &Token) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_str().as_bytes()).expect("HMAC takes a key of any length");
-    mac.update(b"browser-relay/2 pairing code\n");
-    mac.update(code.as_str().as_bytes());
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -175,7 +162,11 @@ mod tests {
         codes.issue(&secret).unwrap();
         let planted = Token::generate();
         let id = pairing_code_id(planted.as_str());
-        let forged = format!("{} {}", planted.as_str(), signature(&Token::generate(), &planted));
+        let forged = format!(
+            "{} {}",
+            planted.as_str(),
+            auth::pairing_code_signature(Token::generate().as_str(), planted.as_str())
+        );
         fs::write(state.path().join("pairing").join(&id), forged).unwrap();
         assert_eq!(codes.find(&id, &secret), None);
         fs::write(state.path().join("pairing").join(&id), planted.as_str()).unwrap();
