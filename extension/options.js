@@ -147,33 +147,36 @@ function askToReplace(current, offered) {
 }
 
 // One-step pairing: `options.html#port=18792&code=<64 hex>` (printed by
-// `browser-relay pair`; `token=<64 hex>` from links printed before codes).
-// A first pairing is saved at once; one that would replace another pairing
-// is asked about first (any program on the computer can open this page with
-// a link of its own).
+// `browser-relay pair`). A first pairing is saved at once; one that would
+// replace another pairing is asked about first (any program on the computer
+// can open this page with a link of its own).
 async function pairFromHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ''));
   if (!params.has('port') && !params.has('token') && !params.has('code')) return;
-  // Neither the token nor the code lingers in the address bar or in the
-  // page's history entry (Chrome's own history keeps the address as it was
-  // opened: what `browser-relay pair` puts there is a one-time code).
+  // The code does not linger in the address bar or in the page's history
+  // entry (Chrome's own history keeps the address as it was opened: what
+  // `browser-relay pair` puts there is a one-time code).
   history.replaceState(null, '', location.pathname + location.search);
-  const portText = params.get('port') ?? String(DEFAULT_PORT);
-  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
-  const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
-  let offered;
-  try {
-    if (params.has('code')) return await pairWithCode(portText, params.get('code'), current);
-    offered = validate(portText, params.get('token') ?? '');
-  } catch (e) {
-    say(`Pairing link not used: ${e.message}`, 'error');
+  if (params.has('token') && !params.has('code')) {
+    // A link from before pairing codes held the secret itself, and Chrome
+    // has just put it in its history (which the address bar suggests from
+    // and history sync sends away): pairing with it would keep a secret
+    // that is no longer one.
+    say(
+      'Pairing link not used: it holds the relay\'s secret itself, and Chrome has now kept it in its history. ' +
+        'Stop `browser-relay serve`, run `browser-relay rotate` to replace that secret, start serve again, ' +
+        'and open the link `browser-relay pair` prints (it holds a one-time code instead).',
+      'error',
+    );
     return;
   }
-  const same = current && current.token === offered.token && current.port === offered.port;
-  if (!same && (await keepsCurrent(current, offered))) return;
-  const port = await save(String(offered.port), offered.token);
-  say(`Paired with ${describe(offered)}.`, 'ok');
-  return port;
+  const { relayPort, relayToken } = await chrome.storage.local.get(['relayPort', 'relayToken']);
+  const current = relayToken ? { port: relayPort || DEFAULT_PORT, token: relayToken } : null;
+  try {
+    return await pairWithCode(params.get('port') ?? String(DEFAULT_PORT), params.get('code') ?? '', current);
+  } catch (e) {
+    say(`Pairing link not used: ${e.message}`, 'error');
+  }
 }
 
 form.addEventListener('submit', async (event) => {

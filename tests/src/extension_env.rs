@@ -158,11 +158,17 @@ impl ExtensionEnv {
         self.server.as_ref().expect("relay running")
     }
 
-    /// Opens the pairing link and waits for the options page to confirm.
+    /// Opens a pairing link with a one-time code, as `browser-relay pair`
+    /// prints it, and waits until the worker has redeemed it.
     async fn pair(&self) -> anyhow::Result<()> {
-        let link =
-            format!("chrome-extension://{}/options.html#port={}&token={}", self.id, self.port, self.token.as_str());
-        open_pairing_link(&self.chrome, &link, self.port, &self.token).await
+        open_pairing_link(&self.chrome, &self.pairing_link()?, self.port, &self.token).await
+    }
+
+    /// A pairing link for this relay, its one-time code issued as
+    /// `browser-relay pair` issues one.
+    pub fn pairing_link(&self) -> anyhow::Result<String> {
+        let code = state_dir::StateDir::at(self.state.path()).pairing_codes().issue(&self.token)?;
+        Ok(format!("chrome-extension://{}/options.html#port={}&code={}", self.id, self.port, code.as_str()))
     }
 
     /// A real click on the toolbar button, on the tab showing `url` (brought
@@ -294,10 +300,6 @@ impl Drop for ExtensionEnv {
     }
 }
 
-/// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&token=…`,
-/// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
-/// pastes it, waits until the options page has stored `port` and `token`,
-/// and closes the tab again.
 /// A page opened in a new tab of Chrome through its own port, loaded: the
 /// connection it was opened on (whose events are `events`), its target and
 /// its session.
@@ -334,6 +336,10 @@ pub async fn open_loaded_page(chrome_ws: &str, url: &str) -> anyhow::Result<Load
     Ok(LoadedPage { client, events, target, session })
 }
 
+/// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&code=…`,
+/// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
+/// pastes it, waits until the worker has redeemed it (storage holds `port`
+/// and `token`), and closes the tab again.
 pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
     let LoadedPage { client: pairing, mut events, target, session } = open_loaded_page(&chrome.ws_url, link).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);

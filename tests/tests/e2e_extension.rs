@@ -835,16 +835,25 @@ async fn the_persons_cookies_survive_a_wipe_and_withheld_domains_say_so() {
 
 /// Any program on the computer can open the options page with a pairing
 /// link of its own: a link that would replace the pairing is asked about
-/// (naming both relays) and used only when the user says so.
+/// (naming both relays) and used only when the user says so. A link that
+/// holds the secret itself (as links did before one-time codes) is not used:
+/// Chrome has already put it in its history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
     let env = ExtensionEnv::start().await.expect("environment (paired)");
-    let other = "ab".repeat(32);
-    let link = format!("chrome-extension://{}/options.html#port=19999&token={other}", env.id);
+    // A second relay on the same computer, with a secret and state of its own.
+    let (other_token, other_state) = (state_dir::Token::generate(), tempfile::tempdir().unwrap());
+    let mut options = e2e::test_options(Some(other_token.clone()));
+    options.state_root = Some(other_state.path().to_path_buf());
+    let other = browser_relay::RunningServer::start(options).await.unwrap();
+    let other_port = other.addr.port();
+    let code = state_dir::StateDir::at(other_state.path()).pairing_codes().issue(&other_token).unwrap();
+    let link = format!("chrome-extension://{}/options.html#port={other_port}&code={}", env.id, code.as_str());
+    let codes_left = || std::fs::read_dir(other_state.path().join("pairing")).unwrap().count();
     let stored = "chrome.storage.local.get(['relayPort', 'relayToken'])";
-    // Opens the link in a tab; answers the question with `button` (if it is asked).
-    let open = |button: &'static str| {
-        let link = link.clone();
+    // Opens `link` in a tab; answers the question with `button` (if it is
+    // asked); what was asked and what the page said then.
+    let open = |link: String, button: &'static str| {
         let ws = env.chrome.ws_url.clone();
         async move {
             let page = e2e::extension_env::open_loaded_page(&ws, &link).await.unwrap();
@@ -852,9 +861,10 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
             let asked = format!(
                 "new Promise((done) => {{ const t = Date.now(); (function look() {{ \
                    const panel = document.getElementById('replace'); \
+                   const said = document.getElementById('message').textContent; \
                    if (panel && !panel.hidden) {{ const what = document.getElementById('replace-what').textContent; \
                      document.getElementById('{button}').click(); done(what); }} \
-                   else if (Date.now() - t > 10000) done(null); else setTimeout(look, 50); }})(); }})"
+                   else if (said || Date.now() - t > 10000) done(null); else setTimeout(look, 50); }})(); }})"
             );
             let question = browser
                 .call(
@@ -867,38 +877,77 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
             let said = browser
                 .call(
                     "Runtime.evaluate",
-                    // What the page says once the answer is saved (or not): awaited, bounded.
+                    // What the page says once the answer is acted on: its
+                    // last word (not "Pairing with …"), awaited, bounded.
                     json!({"expression": "new Promise((done) => { const t = Date.now(); (function look() { \
                         const said = document.getElementById('message').textContent; \
-                        if (said || Date.now() - t > 10000) done(said); else setTimeout(look, 50); })(); })",
+                        if ((said && !said.startsWith('Pairing with')) || Date.now() - t > 20000) done(said); \
+                        else setTimeout(look, 50); })(); })",
                         "awaitPromise": true, "returnByValue": true}),
                     Some(&session),
                 )
                 .await
                 .unwrap();
+            let address = browser
+                .call("Runtime.evaluate", json!({"expression": "location.href", "returnByValue": true}), Some(&session))
+                .await
+                .unwrap();
             browser.call("Target.closeTarget", json!({"targetId": target}), None).await.unwrap();
-            (
-                question["result"]["value"].as_str().map(str::to_string),
-                said["result"]["value"].as_str().unwrap_or_default().to_string(),
-            )
+            let text = |value: &serde_json::Value| value["result"]["value"].as_str().map(str::to_string);
+            (text(&question), text(&said).unwrap_or_default(), text(&address).unwrap_or_default())
         }
     };
-    let (question, said) = open("replace-no").await;
-    let question = question.expect("the page asks before replacing the pairing");
     let (port, tail) = (env.port, &env.token.as_str()[58..]);
+    let ours = (Some(u64::from(port)), Some(env.token.as_str().to_string()));
+    let pairing = || async {
+        let kept = env.worker_eval(stored).await.unwrap();
+        (kept["relayPort"].as_u64(), kept["relayToken"].as_str().map(str::to_string))
+    };
+
+    // A link with the other relay's secret in it: not used, not asked
+    // about, and the page says what to do.
+    let old_style =
+        format!("chrome-extension://{}/options.html#port={other_port}&token={}", env.id, other_token.as_str());
+    let (question, said, address) = open(old_style, "replace-yes").await;
+    assert_eq!(question, None, "nothing to answer: {said}");
+    assert!(said.contains("holds the relay's secret itself") && said.contains("browser-relay rotate"), "{said}");
+    assert!(!address.contains(other_token.as_str()), "not left in the address bar: {address}");
+    assert_eq!(pairing().await, ours, "the pairing is unchanged");
+
+    // The other relay's code: asked about, naming both; declined, nothing
+    // changes and the code is not spent.
+    let (question, said, _) = open(link.clone(), "replace-no").await;
+    let question = question.expect("the page asks before replacing the pairing");
     assert!(
-        question.contains("the relay on port 19999 (token …ababab)")
-            && question.contains(&format!("the relay on port {port} (token …{tail})")),
+        question.contains(&format!(
+            "the relay on port {other_port} that printed this link (code …{})",
+            &code.as_str()[58..]
+        )) && question.contains(&format!("the relay on port {port} (token …{tail})")),
         "{question}"
     );
     assert!(said.contains("stays paired"), "{said}");
-    let kept = env.worker_eval(stored).await.unwrap();
-    assert_eq!(kept["relayToken"], env.token.as_str(), "declined: the pairing is unchanged");
+    assert_eq!(pairing().await, ours, "declined: the pairing is unchanged");
+    assert_eq!(codes_left(), 1, "declined: the code is not spent");
 
-    let (question, said) = open("replace-yes").await;
-    assert!(question.is_some() && said.contains("Paired with the relay on port 19999"), "{said}");
-    let replaced = env.worker_eval(stored).await.unwrap();
-    assert_eq!((replaced["relayPort"].as_u64(), replaced["relayToken"].as_str()), (Some(19999), Some(other.as_str())));
+    // Accepted: the worker redeems the code with the other relay, which
+    // now holds the extension.
+    let (question, said, _) = open(link, "replace-yes").await;
+    let other_tail = &other_token.as_str()[58..];
+    assert!(
+        question.is_some()
+            && said.contains(&format!("Paired with the relay on port {other_port} (token …{other_tail})")),
+        "{said}"
+    );
+    assert_eq!(pairing().await, (Some(u64::from(other_port)), Some(other_token.as_str().to_string())));
+    assert_eq!(codes_left(), 0, "the code is spent");
+    // A click shares the tab through the relay it is now paired with.
+    env.click_toolbar(&env.index_url()).await.unwrap();
+    let shared = |s: &relay_engine::RelayStats| s.targets == 1 && s.extension_connected;
+    e2e::wait_for_stats(&other.relay, "the tab shared with the other relay", Duration::from_secs(20), shared)
+        .await
+        .unwrap();
+    assert_eq!(env.server().relay.stats().targets, 0, "nothing is shared with the first relay");
+    other.stop().await;
 }
 
 /// A forwarded command fails in the worker in two ways, and each gets its
