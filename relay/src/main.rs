@@ -75,6 +75,10 @@ enum Command {
         /// Launch this profile's browser once serving (repeatable), e.g. --start managed.
         #[arg(long = "start", value_name = "PROFILE")]
         start: Vec<String>,
+        /// Once listening, print a link that pairs the extension with this
+        /// relay (as `browser-relay pair` does, for the port serve got).
+        #[arg(long)]
+        pair: bool,
     },
     /// Print this install's secret (created on first use, mode 0600): what
     /// the extension's options page pairs with. CDP clients get a key of
@@ -144,11 +148,8 @@ async fn main() -> std::process::ExitCode {
     let own_window = console::window_of_its_own();
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if double_clicked(&args, own_window) {
-        eprintln!(
-            "Browser Relay runs in this window: closing it (or Ctrl-C) stops it. \
-             `browser-relay pair`, in a terminal, prints the link that pairs the extension.\n"
-        );
-        args.push("serve".into());
+        eprintln!("Browser Relay runs in this window: closing it (or Ctrl-C) stops it.\n");
+        args.extend(DOUBLE_CLICK_ARGS.iter().map(std::ffi::OsString::from));
     }
     let cli = Cli::parse_from(args);
     // serve and mcp log; the other commands answer on stdout and stderr
@@ -190,6 +191,10 @@ fn double_clicked(args: &[std::ffi::OsString], window_of_its_own: bool) -> bool 
     args.len() == 1 && window_of_its_own
 }
 
+/// What a double-click runs: `serve`, with the pairing link in its window
+/// (a user who double-clicks has no terminal to run `pair` in).
+const DOUBLE_CLICK_ARGS: [&str; 2] = ["serve", "--pair"];
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     match cli.command {
@@ -221,11 +226,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(agent) => agent::agent_command(&state, agent).await,
-        Command::Serve { port, host, control_port, no_control, extension_ids, no_auth, no_auth_control, start } => {
+        Command::Serve {
+            port,
+            host,
+            control_port,
+            no_control,
+            extension_ids,
+            no_auth,
+            no_auth_control,
+            start,
+            pair,
+        } => {
             // Without the token the control API is open to every local user:
             // only when asked for twice.
             let control = (!no_control && (!no_auth || no_auth_control)).then(|| SocketAddr::new(host, control_port));
-            let options = Serve { addr: SocketAddr::new(host, port), control, extension_ids, no_auth, start };
+            let options = Serve { addr: SocketAddr::new(host, port), control, extension_ids, no_auth, start, pair };
             serve(&state, options).await
         }
         Command::Mcp { control_port, port } => mcp(&state, port, control_port).await,
@@ -252,11 +267,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                  (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
                  extension asks to be paired again.\n",
             );
-            print_pairing(&state, &token, port, extension_id)
+            print_pairing(&state, &token, port, &pairing_ids(&state, extension_id)?)
         }
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
-            print_pairing(&state, &token, port, extension_id)
+            print_pairing(&state, &token, port, &pairing_ids(&state, extension_id)?)
         }
         Command::CdpUrl { port, profile } => {
             let config = Config::load(state.root())?;
@@ -278,22 +293,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The link(s) that pair the extension with this relay, as `pair` prints
-/// them.
-fn print_pairing(
-    state: &StateDir,
-    token: &state_dir::Token,
-    port: u16,
-    extension_id: Option<String>,
-) -> anyhow::Result<()> {
-    let ids = match extension_id {
+/// The extensions `pair` and `rotate` print links for: the one asked for,
+/// else the pinned development id and config.toml's `extensionIds`.
+fn pairing_ids(state: &StateDir, extension_id: Option<String>) -> anyhow::Result<Vec<String>> {
+    Ok(match extension_id {
         Some(id) => vec![id],
         None => {
             let mut ids = vec![DEFAULT_EXTENSION_ID.to_string()];
             ids.extend(Config::load(state.root())?.extension_ids);
             ids
         }
-    };
+    })
+}
+
+/// The link(s) that pair the extension with this relay, one per extension
+/// id in `ids`, as `pair` prints them.
+fn print_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String]) -> anyhow::Result<()> {
     // A one-time code, never the secret: Chrome keeps every address it
     // opens in its history, fragment and all.
     let code = state.pairing_codes().issue(token)?;
@@ -333,6 +348,8 @@ struct Serve {
     no_auth: bool,
     /// Profiles to launch once serving.
     start: Vec<String>,
+    /// Print a pairing link once listening.
+    pair: bool,
 }
 
 /// The relay (and the control API, at `control`) as `serve` and a
@@ -488,7 +505,10 @@ async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow:
     }
 }
 
-async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, start }: Serve) -> anyhow::Result<()> {
+async fn serve(
+    state: &StateDir,
+    Serve { addr, control, extension_ids, no_auth, start, pair }: Serve,
+) -> anyhow::Result<()> {
     if control.is_none() && !start.is_empty() {
         anyhow::bail!(
             "--start needs the control API, which is off (--no-control, or --no-auth without --no-auth-control)"
@@ -509,6 +529,7 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         }
     }
     let options = server_options(state, addr, control, extension_ids, no_auth)?;
+    let pairing = pair.then(|| (options.pairing.clone(), options.extension_ids.clone()));
     // From here on Ctrl-C and the system's stop requests end serve cleanly
     // (also while `--start` is launching browsers).
     let mut signals = browser_relay::ShutdownSignals::listen().context("listening for Ctrl-C")?;
@@ -524,6 +545,11 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
         state.root().display(),
         server.addr.port()
     );
+    if let Some((Some(token), ids)) = pairing {
+        // For the port serve got (`--port 0` included); the log's queued
+        // lines may come after it, on the other stream.
+        print_pairing(state, &token, server.addr.port(), &ids)?;
+    }
     if let Some((_, engine)) = &server.control {
         for profile in &start {
             use control_engine::api::{Handle as _, Selected, StartBrowser, TabSelector};
@@ -542,7 +568,7 @@ async fn serve(state: &StateDir, Serve { addr, control, extension_ids, no_auth, 
 
 #[cfg(test)]
 mod tests {
-    use super::double_clicked;
+    use super::{Cli, Command, DOUBLE_CLICK_ARGS, double_clicked};
 
     #[test]
     fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
@@ -550,5 +576,13 @@ mod tests {
         assert!(double_clicked(&args(&["browser-relay.exe"]), true), "no arguments, a window of its own: serve");
         assert!(!double_clicked(&args(&["browser-relay"]), false), "a terminal: the help");
         assert!(!double_clicked(&args(&["browser-relay.exe", "tabs"]), true), "arguments are never replaced");
+    }
+
+    #[test]
+    fn a_double_click_serves_and_shows_the_pairing_link() {
+        use clap::Parser as _;
+        let launched = std::iter::once("browser-relay.exe").chain(DOUBLE_CLICK_ARGS);
+        let cli = Cli::try_parse_from(launched).expect("the parser takes what a double-click runs");
+        assert!(matches!(cli.command, Command::Serve { pair: true, .. }), "{:?}", cli.command);
     }
 }

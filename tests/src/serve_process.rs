@@ -31,9 +31,10 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// The native binary's `pair`, then its `serve`, in a state directory of
-/// their own, as a user starts them: the pairing link `pair` printed, the
-/// token it pairs with, and the running serve (killed when this drops).
+/// The native binary's `serve --pair` in a state directory of its own, on
+/// a port the system picks, as a user starts it: the pairing link serve
+/// printed (for the port it got), the token it pairs with, and the running
+/// serve (killed when this drops).
 #[derive(Debug)]
 pub struct PairedServe {
     pub link: String,
@@ -45,22 +46,32 @@ pub struct PairedServe {
 
 impl PairedServe {
     pub async fn start() -> anyhow::Result<Self> {
-        let exe = native_exe()?;
         let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
-        let (port, control) = (free_port().to_string(), free_port().to_string());
-        let command = |args: &[&str]| {
-            let mut command = Command::new(&exe);
-            command.args(args).env("BROWSER_RELAY_HOME", home.path());
-            command
+        let mut command = Command::new(native_exe()?);
+        command
+            .args(["serve", "--pair", "--port", "0", "--control-port", &free_port().to_string()])
+            .env("BROWSER_RELAY_HOME", home.path());
+        let serve = ServeProcess::start(command, &home.path().join("serve.log"), Duration::from_secs(20)).await?;
+        // The link comes once serve listens, on stdout.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let printed = loop {
+            let printed = serve.stdout_text();
+            if printed.contains("\n\nIt holds a one-time code") {
+                break printed;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "serve --pair printed no link: {printed:?} {}",
+                serve.log_text()
+            );
+            // A process's output gives no event to await.
+            tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let (link, token) = pairing_link(command(&["pair", "--port", &port]), home.path())?;
-        let serve = ServeProcess::start(
-            command(&["serve", "--port", &port, "--control-port", &control]),
-            &home.path().join("serve.log"),
-            Duration::from_secs(20),
-        )
-        .await?;
-        Ok(Self { link, token, port: port.parse()?, serve, home })
+        let (link, token) = printed_link(&printed, home.path())?;
+        let port = link.split_once("#port=").and_then(|(_, rest)| rest.split('&').next()).context("the link's port")?;
+        let listening = format!("relay listening on http://127.0.0.1:{port} ");
+        anyhow::ensure!(serve.log_text().contains(&listening), "the link names the port serve got: {printed}");
+        Ok(Self { port: port.parse()?, link, token, serve, home })
     }
 }
 
@@ -71,6 +82,12 @@ pub fn pairing_link(mut pair: Command, home: &Path) -> anyhow::Result<(String, T
     let out = pair.output()?;
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
     anyhow::ensure!(out.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&out.stderr));
+    printed_link(&printed, home)
+}
+
+/// The pairing link in what `pair` (or `serve --pair`) printed, and the
+/// token of the state directory `home`, which the printed text must not hold.
+fn printed_link(printed: &str, home: &Path) -> anyhow::Result<(String, Token)> {
     let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
     let token = Token::parse(std::fs::read_to_string(home.join("token"))?.trim()).context("the token file")?;
     anyhow::ensure!(link.contains("&code=") && !printed.contains(token.as_str()), "pair showed the secret: {printed}");
@@ -82,6 +99,8 @@ pub fn pairing_link(mut pair: Command, home: &Path) -> anyhow::Result<(String, T
 pub struct ServeProcess {
     pub child: Child,
     pub log: PathBuf,
+    /// What serve printed on stdout (beside its log).
+    pub stdout: PathBuf,
 }
 
 impl ServeProcess {
@@ -89,13 +108,14 @@ impl ServeProcess {
     /// and waits up to `within` for it to listen.
     pub async fn start(mut serve: Command, log: &Path, within: Duration) -> anyhow::Result<Self> {
         use std::os::unix::process::CommandExt as _;
+        let stdout = log.with_extension("out");
         let child = serve
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(&stdout)?)
             .stderr(std::fs::File::create(log)?)
             .process_group(0)
             .spawn()?;
-        let mut serve = Self { child, log: log.to_path_buf() };
+        let mut serve = Self { child, log: log.to_path_buf(), stdout };
         let deadline = Instant::now() + within;
         while !serve.log_text().contains("relay listening on") {
             if let Some(status) = serve.child.try_wait()? {
@@ -110,6 +130,10 @@ impl ServeProcess {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn stdout_text(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
     /// Sends `signal` to serve's whole process group.
