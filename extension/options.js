@@ -115,7 +115,11 @@ async function pairWithCode(portText, codeText, current) {
     // the link's port.
     if (pairingCode === code) await chrome.storage.local.set({ pairingCode: null, pairingPort: null });
     const why = status.error || status.detail || 'the relay did not answer';
-    say(`Not paired: ${why}. Run \`browser-relay pair\` again and open its new link.`, 'error');
+    say(
+      `Not paired: ${why}. Run \`browser-relay pair\` again (or, if a double-click started serve, close its ` +
+        'window and double-click again) and open the new link.',
+      'error',
+    );
   }
   return port;
 }
@@ -157,15 +161,15 @@ async function pairFromHash() {
   // entry (Chrome's own history keeps the address as it was opened: what
   // `browser-relay pair` puts there is a one-time code).
   history.replaceState(null, '', location.pathname + location.search);
-  if (params.has('token') && !params.has('code')) {
-    // A link from before pairing codes held the secret itself, and Chrome
-    // has just put it in its history (which the address bar suggests from
-    // and history sync sends away): pairing with it would keep a secret
-    // that is no longer one.
+  if (params.has('token')) {
+    // A link that holds the secret itself (as links did before pairing
+    // codes): Chrome has just put it in its history, which the address bar
+    // suggests from and history sync sends away. Pairing with it would keep
+    // a secret that is no longer one.
     say(
       'Pairing link not used: it holds the relay\'s secret itself, and Chrome has now kept it in its history. ' +
-        'Stop `browser-relay serve`, run `browser-relay rotate` to replace that secret, start serve again, ' +
-        'and open the link `browser-relay pair` prints (it holds a one-time code instead).',
+        'Stop `browser-relay serve`, run `browser-relay rotate` (a new secret: it prints a new pairing link ' +
+        'with a one-time code), start serve again and open that link.',
       'error',
     );
     return;

@@ -267,11 +267,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                  (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
                  extension asks to be paired again.\n",
             );
-            print_pairing(&state, &token, port, &pairing_ids(&state, extension_id)?)
+            println_stdout(&pairing_text(&state, &token, port, &pairing_ids(&state, extension_id)?)?);
+            Ok(())
         }
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
-            print_pairing(&state, &token, port, &pairing_ids(&state, extension_id)?)
+            println_stdout(&pairing_text(&state, &token, port, &pairing_ids(&state, extension_id)?)?);
+            Ok(())
         }
         Command::CdpUrl { port, profile } => {
             let config = Config::load(state.root())?;
@@ -298,17 +300,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 fn pairing_ids(state: &StateDir, extension_id: Option<String>) -> anyhow::Result<Vec<String>> {
     Ok(match extension_id {
         Some(id) => vec![id],
-        None => {
-            let mut ids = vec![DEFAULT_EXTENSION_ID.to_string()];
-            ids.extend(Config::load(state.root())?.extension_ids);
-            ids
-        }
+        None => with_published_ids(vec![DEFAULT_EXTENSION_ID.to_string()], &Config::load(state.root())?),
     })
 }
 
-/// The link(s) that pair the extension with this relay, one per extension
-/// id in `ids`, as `pair` prints them.
-fn print_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String]) -> anyhow::Result<()> {
+/// `ids`, then config.toml's `extensionIds` (the published extension's)
+/// not among them.
+fn with_published_ids(mut ids: Vec<String>, config: &Config) -> Vec<String> {
+    for id in &config.extension_ids {
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    ids
+}
+
+/// What `pair` prints: the link(s) that pair the extension with this
+/// relay, one per extension id in `ids`, with a one-time code issued for
+/// them.
+fn pairing_text(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String]) -> anyhow::Result<String> {
     // A one-time code, never the secret: Chrome keeps every address it
     // opens in its history, fragment and all.
     let code = state.pairing_codes().issue(token)?;
@@ -323,15 +333,35 @@ fn print_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[S
     let tail = |text: &str| text[text.len() - 6..].to_string();
     let (token_tail, code_tail) = (tail(token.as_str()), tail(code.as_str()));
     let minutes = state_dir::CODE_LIFETIME.as_secs() / 60;
-    println_stdout(&format!(
+    Ok(format!(
         "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\
          It holds a one-time code, good for {minutes} minutes, not the secret: `browser-relay serve` must be \
          running when you open it. If the extension asks before replacing another pairing, check that it names \
          \"the relay on port {port} that printed this link (code …{code_tail})\". Once paired, it names this \
          relay \"the relay on port {port} (token …{token_tail})\".\n",
         links.join("\n")
-    ));
-    Ok(())
+    ))
+}
+
+/// `serve --pair`'s link, for the port serve got (`--port 0` included).
+/// Serving does not depend on it: a code that cannot be issued, or a
+/// stdout that takes nothing (closed, full, a console window whose text is
+/// being selected), is a warning, and the write has a thread of its own.
+fn print_serves_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String]) {
+    let text = match pairing_text(state, token, port, ids) {
+        Ok(text) => text,
+        Err(error) => {
+            tracing::warn!("no pairing link: {error:#} (`browser-relay pair` prints one)");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(error) = writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+            tracing::warn!("the pairing link could not be printed ({error}): `browser-relay pair` prints one");
+        }
+    });
 }
 
 #[allow(clippy::print_stdout)]
@@ -368,12 +398,7 @@ fn server_options(
     // The published extension's id (config.toml's extensionIds) next to
     // the ones asked for.
     let config = Config::load(state.root()).context("reading config.toml")?;
-    options.extension_ids = extension_ids;
-    for id in config.extension_ids {
-        if !options.extension_ids.contains(&id) {
-            options.extension_ids.push(id);
-        }
-    }
+    options.extension_ids = with_published_ids(extension_ids, &config);
     options.relay.wipes_allowed = config.allow_wiping_browser_data;
     options.record_activity = config.record_activity;
     options.state_root = Some(state.root().to_path_buf());
@@ -546,9 +571,7 @@ async fn serve(
         server.addr.port()
     );
     if let Some((Some(token), ids)) = pairing {
-        // For the port serve got (`--port 0` included); the log's queued
-        // lines may come after it, on the other stream.
-        print_pairing(state, &token, server.addr.port(), &ids)?;
+        print_serves_pairing(state, &token, server.addr.port(), &ids);
     }
     if let Some((_, engine)) = &server.control {
         for profile in &start {
@@ -568,7 +591,7 @@ async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::{Cli, Command, DOUBLE_CLICK_ARGS, double_clicked};
+    use super::{Cli, Command, Config, DEFAULT_EXTENSION_ID, DOUBLE_CLICK_ARGS, double_clicked, with_published_ids};
 
     #[test]
     fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
@@ -576,6 +599,15 @@ mod tests {
         assert!(double_clicked(&args(&["browser-relay.exe"]), true), "no arguments, a window of its own: serve");
         assert!(!double_clicked(&args(&["browser-relay"]), false), "a terminal: the help");
         assert!(!double_clicked(&args(&["browser-relay.exe", "tabs"]), true), "arguments are never replaced");
+    }
+
+    #[test]
+    fn the_published_extensions_id_joins_the_ones_asked_for_once() {
+        let store = "abcdefghijklmnopabcdefghijklmnop";
+        let text = format!("extensionIds = [{store:?}, {DEFAULT_EXTENSION_ID:?}]\n");
+        let config = Config::parse(&text, std::path::Path::new("config.toml")).unwrap();
+        let ids = with_published_ids(vec![DEFAULT_EXTENSION_ID.to_string()], &config);
+        assert_eq!(ids, [DEFAULT_EXTENSION_ID, store], "one link, one allowed origin, per extension");
     }
 
     #[test]

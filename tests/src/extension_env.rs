@@ -167,8 +167,7 @@ impl ExtensionEnv {
     /// A pairing link for this relay, its one-time code issued as
     /// `browser-relay pair` issues one.
     pub fn pairing_link(&self) -> anyhow::Result<String> {
-        let code = state_dir::StateDir::at(self.state.path()).pairing_codes().issue(&self.token)?;
-        Ok(format!("chrome-extension://{}/options.html#port={}&code={}", self.id, self.port, code.as_str()))
+        Ok(pairing_link(&self.id, self.port, self.state.path(), &self.token)?.0)
     }
 
     /// A real click on the toolbar button, on the tab showing `url` (brought
@@ -336,6 +335,14 @@ pub async fn open_loaded_page(chrome_ws: &str, url: &str) -> anyhow::Result<Load
     Ok(LoadedPage { client, events, target, session })
 }
 
+/// A pairing link for the extension `id` with the relay on `port` whose
+/// state directory is `state` and secret `token`, its one-time code issued
+/// there as `browser-relay pair` issues one; and the code.
+pub fn pairing_link(id: &str, port: u16, state: &std::path::Path, token: &Token) -> anyhow::Result<(String, Token)> {
+    let code = state_dir::StateDir::at(state).pairing_codes().issue(token)?;
+    Ok((format!("chrome-extension://{id}/options.html#port={port}&code={}", code.as_str()), code))
+}
+
 /// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&code=…`,
 /// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
 /// pastes it, waits until the worker has redeemed it (storage holds `port`
@@ -343,7 +350,7 @@ pub async fn open_loaded_page(chrome_ws: &str, url: &str) -> anyhow::Result<Load
 pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
     let LoadedPage { client: pairing, mut events, target, session } = open_loaded_page(&chrome.ws_url, link).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    // options.js saves the pairing from the link on load; wait for it.
+    // The worker stores the pairing once it has redeemed the link's code.
     let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
         chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \
         Date.now() - t > 10000 ? fail(new Error('options page did not save the pairing')) : setTimeout(check, 50)); })(); })";

@@ -48,41 +48,14 @@ impl PairedServe {
     pub async fn start() -> anyhow::Result<Self> {
         let home = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
         let mut command = Command::new(native_exe()?);
-        command
-            .args(["serve", "--pair", "--port", "0", "--control-port", &free_port().to_string()])
-            .env("BROWSER_RELAY_HOME", home.path());
+        command.args(["serve", "--pair", "--port", "0", "--control-port", "0"]).env("BROWSER_RELAY_HOME", home.path());
         let serve = ServeProcess::start(command, &home.path().join("serve.log"), Duration::from_secs(20)).await?;
-        // The link comes once serve listens, on stdout.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let printed = loop {
-            let printed = serve.stdout_text();
-            if printed.contains("\n\nIt holds a one-time code") {
-                break printed;
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "serve --pair printed no link: {printed:?} {}",
-                serve.log_text()
-            );
-            // A process's output gives no event to await.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let (link, token) = printed_link(&printed, home.path())?;
+        let (link, token) = serve.printed_pairing_link(home.path(), Duration::from_secs(10)).await?;
         let port = link.split_once("#port=").and_then(|(_, rest)| rest.split('&').next()).context("the link's port")?;
         let listening = format!("relay listening on http://127.0.0.1:{port} ");
-        anyhow::ensure!(serve.log_text().contains(&listening), "the link names the port serve got: {printed}");
+        anyhow::ensure!(serve.log_text().contains(&listening), "the link names the port serve got: {link}");
         Ok(Self { port: port.parse()?, link, token, serve, home })
     }
-}
-
-/// What `pair` printed, the pairing link, and the token it pairs with (the
-/// state directory `home`'s): the link holds a one-time code, never the
-/// token (Chrome keeps the addresses it opens in its history).
-pub fn pairing_link(mut pair: Command, home: &Path) -> anyhow::Result<(String, Token)> {
-    let out = pair.output()?;
-    let printed = String::from_utf8_lossy(&out.stdout).to_string();
-    anyhow::ensure!(out.status.success(), "pair failed: {printed} {}", String::from_utf8_lossy(&out.stderr));
-    printed_link(&printed, home)
 }
 
 /// The pairing link in what `pair` (or `serve --pair`) printed, and the
@@ -136,6 +109,21 @@ impl ServeProcess {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
+    /// The pairing link `serve --pair` printed once listening, and the
+    /// token of its state directory `home`, which it must not have printed.
+    pub async fn printed_pairing_link(&self, home: &Path, within: Duration) -> anyhow::Result<(String, Token)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let printed = self.stdout_text();
+            if printed.contains("\n\nIt holds a one-time code") {
+                return printed_link(&printed, home);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "serve --pair printed no link: {printed:?} {}", self.log_text());
+            // A process's output gives no event to await.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Sends `signal` to serve's whole process group.
     pub fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
         let group = nix::unistd::Pid::from_raw(i32::try_from(self.child.id())?);
@@ -151,7 +139,7 @@ impl Drop for ServeProcess {
 }
 
 /// The user's Chrome beside a serve process: the real extension loaded,
-/// paired by opening `link` (serve's `pair`), and the tab showing `url`
+/// paired by opening `link` (what `serve --pair` or `pair` printed), and the tab showing `url`
 /// shared with a real click, once the relay on `port` lists it. Returns the
 /// browser and a connection to its own port (the test's hands).
 pub async fn chrome_sharing(link: &str, port: u16, token: &Token, url: &str) -> anyhow::Result<(Chromium, CdpClient)> {

@@ -847,8 +847,7 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
     options.state_root = Some(other_state.path().to_path_buf());
     let other = browser_relay::RunningServer::start(options).await.unwrap();
     let other_port = other.addr.port();
-    let code = state_dir::StateDir::at(other_state.path()).pairing_codes().issue(&other_token).unwrap();
-    let link = format!("chrome-extension://{}/options.html#port={other_port}&code={}", env.id, code.as_str());
+    let (link, code) = e2e::extension_env::pairing_link(&env.id, other_port, other_state.path(), &other_token).unwrap();
     let codes_left = || std::fs::read_dir(other_state.path().join("pairing")).unwrap().count();
     let stored = "chrome.storage.local.get(['relayPort', 'relayToken'])";
     // Opens `link` in a tab; answers the question with `button` (if it is

@@ -2,7 +2,7 @@
 //! x86_64-pc-windows-gnu) runs under Wine and serves the real extension in
 //! Linux Chromium and a real Playwright client over loopback, as it would
 //! on a Windows desktop, its state in a user folder named with a space and
-//! a letter beyond ASCII. The pairing link comes from the exe's own `pair`;
+//! a letter beyond ASCII. The pairing link comes from the exe's own `serve --pair`;
 //! the user shares a tab with a toolbar click; Playwright connects,
 //! evaluates, takes a screenshot and leaves, twice in a row; the tab stays
 //! shared; an agent's CLI and an MCP host's `browser-relay.exe mcp`, each
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use e2e::FixtureServer;
-use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, pairing_link, wait_for_shared};
+use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, wait_for_shared};
 use serde_json::{Value, json};
 
 /// The exe's view of a Linux path: Wine's drive Z: is `/`.
@@ -128,11 +128,16 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     let help = std::fs::read_to_string(&printed)?;
     anyhow::ensure!(status.code() == Some(2) && help.contains("Usage:"), "no arguments: {status:?} {help}");
 
-    // The pairing link, as the Windows user gets it.
-    let mut pair = wine(&exe, &home);
-    pair.args(["pair", "--port", &port.to_string()]);
-    let (link, token) = pairing_link(pair, &home)?;
+    // serve, under Wine, in a process group of its own, with the pairing
+    // link as a double-click shows it (`serve --pair`).
+    let mut command = wine(&exe, &home);
+    command
+        .args(["serve", "--pair", "--port", &port.to_string(), "--control-port", &control.to_string()])
+        .env("BROWSER_RELAY_LOG", "info");
+    let mut serve = ServeProcess::start(command, &user.join("serve.log"), Duration::from_secs(60)).await?;
+    let (link, token) = serve.printed_pairing_link(&home, Duration::from_secs(30)).await?;
     let link = link.as_str();
+    anyhow::ensure!(link.contains(&format!("#port={port}&")), "the link names serve's port: {link}");
     // The state directory the exe made is the user's alone (Wine shows a
     // Windows DACL as Unix mode bits).
     #[cfg(unix)]
@@ -141,13 +146,6 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
         let mode = std::fs::metadata(home.join("token"))?.permissions().mode();
         anyhow::ensure!(mode & 0o007 == 0, "the token file is open to others: {mode:o}");
     }
-
-    // serve, under Wine, in a process group of its own.
-    let mut command = wine(&exe, &home);
-    command
-        .args(["serve", "--port", &port.to_string(), "--control-port", &control.to_string()])
-        .env("BROWSER_RELAY_LOG", "info");
-    let mut serve = ServeProcess::start(command, &home.join("serve.log"), Duration::from_secs(60)).await?;
 
     // The user's Chrome with the extension, paired by opening the link,
     // shares a tab with a click.
