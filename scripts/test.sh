@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/cross-env.sh
 source scripts/cross-env.sh
 
-step() { printf '==> %s\n' "$*"; }
+# Each step says how long the run has taken so far (set-up included).
+step() { printf '==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
@@ -43,3 +44,4 @@ step "build the extension (Rust → WASM → extension/pkg)"
 ./scripts/build-extension.sh
 step "cargo test (unit, in-process, real Chromium, real clients)"
 cargo test --workspace --locked
+step "every check passed"
