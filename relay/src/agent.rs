@@ -504,7 +504,7 @@ fn open_login_link(state: &StateDir, url: &str) {
     match opened {
         Ok(true) => {}
         Ok(false) => eprintln!("no desktop here: open the link above in a browser on this machine"),
-        Err(e) => eprintln!("{e:#}: open the link above yourself"),
+        Err(e) => eprintln!("{}: open the link above yourself", crate::error_text(&e)),
     }
 }
 

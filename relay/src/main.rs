@@ -167,10 +167,10 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             if json {
-                let envelope = serde_json::json!({"ok": false, "error": {"message": format!("{error:#}")}});
+                let envelope = serde_json::json!({"ok": false, "error": {"message": error_text(&error)}});
                 println_stdout(&envelope.to_string());
             } else {
-                eprintln!("browser-relay: {error:#}");
+                eprintln!("browser-relay: {}", error_text(&error));
             }
             // The window closes with the process: keep the error readable
             // (not for a host that gave us pipes, an MCP host's window).
@@ -181,6 +181,23 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, each said once. A library's message often
+/// holds its cause already ("cannot read config.toml: <why>"), and
+/// anyhow's `{:#}` would say the cause again after it.
+pub(crate) fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
 }
 
 /// Whether this launch is a double-click in Explorer: no arguments, and a
@@ -351,7 +368,7 @@ fn print_serves_pairing(state: &StateDir, token: &state_dir::Token, port: u16, i
     let text = match pairing_text(state, token, port, ids) {
         Ok(text) => text,
         Err(error) => {
-            tracing::warn!("no pairing link: {error:#} (`browser-relay pair` prints one)");
+            tracing::warn!("no pairing link: {} (`browser-relay pair` prints one)", error_text(&error));
             return;
         }
     };
@@ -500,7 +517,9 @@ async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<(
                     }
                     // Another process took the port first: use it.
                     Ok(None) => Ok(()),
-                    Err(error) => Err(format!("it went away, and this MCP server cannot run its own: {error:#}")),
+                    Err(error) => {
+                        Err(format!("it went away, and this MCP server cannot run its own: {}", error_text(&error)))
+                    }
                 }
             })
         })
@@ -591,7 +610,9 @@ async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::{Cli, Command, Config, DEFAULT_EXTENSION_ID, DOUBLE_CLICK_ARGS, double_clicked, with_published_ids};
+    use super::{
+        Cli, Command, Config, DEFAULT_EXTENSION_ID, DOUBLE_CLICK_ARGS, double_clicked, error_text, with_published_ids,
+    };
 
     #[test]
     fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
@@ -599,6 +620,21 @@ mod tests {
         assert!(double_clicked(&args(&["browser-relay.exe"]), true), "no arguments, a window of its own: serve");
         assert!(!double_clicked(&args(&["browser-relay"]), false), "a terminal: the help");
         assert!(!double_clicked(&args(&["browser-relay.exe", "tabs"]), true), "arguments are never replaced");
+    }
+
+    #[test]
+    fn an_errors_cause_is_said_once() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "The system cannot find the file specified.");
+        let read = settings::ConfigError::Read { path: "C:\\config.toml".into(), source: missing };
+        // A library error whose message holds its cause, in a context.
+        let error = anyhow::Error::from(read).context("reading config.toml");
+        assert_eq!(
+            error_text(&error),
+            "reading config.toml: cannot read C:\\config.toml: The system cannot find the file specified."
+        );
+        // A cause that is not in the message yet is still said.
+        let plain = anyhow::anyhow!("os error 5").context("cannot write run.json");
+        assert_eq!(error_text(&plain), "cannot write run.json: os error 5");
     }
 
     #[test]

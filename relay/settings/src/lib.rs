@@ -325,8 +325,12 @@ impl Config {
     /// Reads `<state>/config.toml`; a missing file gives the defaults.
     pub fn load(state_root: &Path) -> Result<Self, ConfigError> {
         let path = state_root.join(CONFIG_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Self::parse(&text, &path),
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text =
+                    config_text(&bytes).map_err(|message| ConfigError::Invalid { path: path.clone(), message })?;
+                Self::parse(&text, &path)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::defaults()),
             Err(source) => Err(ConfigError::Read { path, source }),
         }
@@ -621,6 +625,33 @@ fn check_headers(headers: &BTreeMap<String, Secret>) -> Result<CdpHeaders, Strin
     Ok(CdpHeaders(checked))
 }
 
+/// config.toml's text: UTF-8, with or without a byte-order mark, or UTF-16
+/// with one (what Windows PowerShell 5's `>` and `Out-File` write, and
+/// Notepad's "UTF-16" choices). Anything else is an error that says how to
+/// save the file.
+fn config_text(bytes: &[u8]) -> Result<String, String> {
+    let utf16 = |rest: &[u8], unit: fn([u8; 2]) -> u16| {
+        if !rest.len().is_multiple_of(2) {
+            return Err("is UTF-16 text with a byte missing at its end: save it again, as UTF-8".to_string());
+        }
+        let units: Vec<u16> = rest.chunks_exact(2).map(|pair| unit([pair[0], pair[1]])).collect();
+        String::from_utf16(&units).map_err(|_| "is not valid UTF-16 text: save it again, as UTF-8".to_string())
+    };
+    match bytes {
+        [0xEF, 0xBB, 0xBF, rest @ ..] => std::str::from_utf8(rest).map(str::to_string).map_err(|e| not_utf8(&e)),
+        [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
+        [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
+        _ => std::str::from_utf8(bytes).map(str::to_string).map_err(|e| not_utf8(&e)),
+    }
+}
+
+fn not_utf8(error: &std::str::Utf8Error) -> String {
+    format!(
+        "is not UTF-8 text (byte {} is not): save it as UTF-8 (Notepad: Save as, Encoding UTF-8)",
+        error.valid_up_to() + 1
+    )
+}
+
 /// toml's error without the line it quotes: a line may hold a secret (a
 /// `cdpUrl`'s token, a header's value), and config errors reach agents.
 /// The position, the key of ours on that line, and toml's message with
@@ -717,6 +748,42 @@ fn is_reserved_switch(arg: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_toml_is_read_as_windows_editors_and_powershell_save_it() {
+        let text =
+            "allowEvaluate = false\r\n[profiles.work]\r\ndriver = \"managed\"\r\nargs = [\"--window-name=José\"]\r\n";
+        let utf16 = |to_bytes: fn(u16) -> [u8; 2], mark: [u8; 2]| {
+            mark.into_iter().chain(text.encode_utf16().flat_map(to_bytes)).collect::<Vec<u8>>()
+        };
+        let with_bom = [&[0xEF, 0xBB, 0xBF][..], text.as_bytes()].concat();
+        for (what, bytes) in [
+            ("UTF-8", text.as_bytes().to_vec()),
+            ("UTF-8 with a byte-order mark", with_bom),
+            ("UTF-16LE (PowerShell 5's Out-File)", utf16(u16::to_le_bytes, [0xFF, 0xFE])),
+            ("UTF-16BE", utf16(u16::to_be_bytes, [0xFE, 0xFF])),
+        ] {
+            let read = config_text(&bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let config = Config::parse(&read, Path::new("config.toml")).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let args = &config.profile(Some("work")).unwrap().args;
+            assert!(!config.allow_evaluate && args == &["--window-name=José"], "{what}: {args:?}");
+        }
+        let latin1 = b"allowEvaluate = false # Jos\xe9\n";
+        let error = config_text(latin1).unwrap_err();
+        assert!(error.contains("not UTF-8 text (byte 28 is not)") && error.contains("save it as UTF-8"), "{error}");
+        let odd = config_text(&[0xFF, 0xFE, b'a', 0, b'b']).unwrap_err();
+        assert!(odd.contains("a byte missing"), "{odd}");
+    }
+
+    #[test]
+    fn a_config_file_in_another_encoding_is_refused_with_how_to_save_it() {
+        let state = std::env::temp_dir().join(format!("settings-encoding-{}", std::process::id()));
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join(CONFIG_FILE), b"allowEvaluate = \xff\n").unwrap();
+        let error = Config::load(&state).unwrap_err().to_string();
+        std::fs::remove_dir_all(&state).unwrap();
+        assert!(error.contains("config.toml: is not UTF-8 text (byte 17 is not)"), "{error}");
+    }
 
     fn parse(text: &str) -> Result<Config, String> {
         Config::parse(text, Path::new("/state/config.toml")).map_err(|e| e.to_string())
