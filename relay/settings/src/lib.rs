@@ -402,6 +402,11 @@ impl Config {
                     "profiles.{name}: cdpHeaders and cdpCaFile are for the browser at cdpUrl, and there is no cdpUrl"
                 )));
             }
+            for (key, path) in [("executablePath", &entry.executable_path), ("cdpCaFile", &entry.cdp_ca_file)] {
+                if let Some(path) = path {
+                    check_path_text(path).map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
+                }
+            }
             if let Some(ca) = entry.cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
                 return Err(invalid(format!(
                     "profiles.{name}.cdpCaFile: \"{}\" is not an absolute path",
@@ -456,6 +461,9 @@ impl Config {
         config.allow_wiping_browser_data = file.allow_wiping_browser_data.unwrap_or(false);
         config.record_activity = file.record_activity.unwrap_or(true);
         if let Some(roots) = file.upload_roots {
+            for root in &roots {
+                check_path_text(root).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
+            }
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
                 return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
             }
@@ -625,6 +633,21 @@ fn check_headers(headers: &BTreeMap<String, Secret>) -> Result<CdpHeaders, Strin
     Ok(CdpHeaders(checked))
 }
 
+/// What a Windows path in config.toml needs: in double quotes, `\` starts
+/// an escape (`"C:\new"` is "C:", a line break, "ew").
+const WINDOWS_PATH_HINT: &str = "a Windows path in double quotes needs each \\ doubled (\"C:\\\\Program Files\\\\…\"), or write it in single quotes ('C:\\Program Files\\…')";
+
+/// A path whose text holds a tab, a line break or another control
+/// character: a Windows path in double quotes whose `\t` or `\n` TOML
+/// read as an escape.
+fn check_path_text(path: &Path) -> Result<(), String> {
+    let text = path.to_string_lossy();
+    match text.chars().any(char::is_control) {
+        true => Err(format!("{:?} holds a tab, a line break or another control character: {WINDOWS_PATH_HINT}", text)),
+        false => Ok(()),
+    }
+}
+
 /// config.toml's text: UTF-8, with or without a byte-order mark, or UTF-16
 /// with one (what Windows PowerShell 5's `>` and `Out-File` write, and
 /// Notepad's "UTF-16" choices). Anything else is an error that says how to
@@ -670,9 +693,14 @@ fn toml_error(error: &toml::de::Error, text: &str) -> String {
     // Only a key of ours is named: whatever else precedes a `=` might be
     // the inside of a string.
     let key = line_text.split_once('=').map(|(key, _)| key.trim()).filter(|k| KEYS.contains(k));
+    // A backslash escape TOML does not know: most often a Windows path.
+    let hint = match message.contains("escape") || message.contains("unicode") {
+        true => format!(" ({WINDOWS_PATH_HINT})"),
+        false => String::new(),
+    };
     match key {
-        Some(key) => format!("line {line}, column {column}, at {key}: {message}"),
-        None => format!("line {line}, column {column}: {message}"),
+        Some(key) => format!("line {line}, column {column}, at {key}: {message}{hint}"),
+        None => format!("line {line}, column {column}: {message}{hint}"),
     }
 }
 
@@ -773,6 +801,26 @@ mod tests {
         assert!(error.contains("not UTF-8 text (byte 28 is not)") && error.contains("save it as UTF-8"), "{error}");
         let odd = config_text(&[0xFF, 0xFE, b'a', 0, b'b']).unwrap_err();
         assert!(odd.contains("a byte missing"), "{odd}");
+    }
+
+    #[test]
+    fn a_windows_path_in_double_quotes_is_refused_with_how_to_write_it() {
+        let managed = |value: &str| parse(&format!("[profiles.managed]\nexecutablePath = {value}\n"));
+        // `\P` is no escape TOML knows; `\U` starts one that needs 8 hex digits.
+        for value in [r#""C:\Program Files\Google\Chrome\Application\chrome.exe""#, r#""C:\Users\ana\chrome.exe""#] {
+            let error = managed(value).unwrap_err();
+            assert!(error.contains("at executablePath") && error.contains("needs each \\ doubled"), "{value}: {error}");
+        }
+        // Escapes TOML does know make another path than the one meant.
+        let error = parse(r#"uploadRoots = ["C:\tools\new"]"#).unwrap_err();
+        assert!(error.contains(r#"uploadRoots: "C:\tools\new" holds a tab, a line break"#), "{error}");
+        assert!(error.contains("or write it in single quotes"), "{error}");
+        // Written as the hint says, both are read as meant.
+        for value in [r"'C:\Program Files\Chrome\chrome.exe'", r#""C:\\Program Files\\Chrome\\chrome.exe""#] {
+            let config = managed(value).unwrap_or_else(|e| panic!("{value}: {e}"));
+            let path = config.profile(Some("managed")).unwrap().executable_path.clone().unwrap();
+            assert_eq!(path, PathBuf::from(r"C:\Program Files\Chrome\chrome.exe"), "{value}");
+        }
     }
 
     #[test]
