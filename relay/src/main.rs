@@ -184,7 +184,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// An error and its causes, each said once. A library's message often
-/// holds its cause already ("cannot read config.toml: <why>"), and
+/// ends with its cause already ("cannot read config.toml: <why>"), and
 /// anyhow's `{:#}` would say the cause again after it.
 pub(crate) fn error_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
@@ -192,7 +192,7 @@ pub(crate) fn error_text(error: &anyhow::Error) -> String {
         let said = cause.to_string();
         if text.is_empty() {
             text = said;
-        } else if !text.contains(&said) {
+        } else if !text.ends_with(&said) {
             text.push_str(": ");
             text.push_str(&said);
         }

@@ -215,17 +215,6 @@ fn chrome_for_testing(places: &Places, files: &impl FileView) -> Vec<PathBuf> {
     builds.into_iter().map(|(_, path)| path).collect()
 }
 
-/// A path from the environment without the double quotes around it that
-/// Windows' `set NAME="C:\Program Files\…"` keeps in the value (no file
-/// name holds a `"` there).
-fn without_quotes(path: &Path) -> &Path {
-    let text = path.as_os_str().to_str().unwrap_or_default();
-    match text.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
-        Some(inner) if !inner.is_empty() => Path::new(inner),
-        _ => path,
-    }
-}
-
 /// Finds the browser to launch.
 pub(crate) fn discover(
     configured: Option<&Path>,
@@ -242,7 +231,6 @@ pub(crate) fn discover(
         };
     }
     if let Some(path) = env_override {
-        let path = without_quotes(path);
         return if files.is_executable(path) {
             Ok(path.to_path_buf())
         } else {
@@ -322,18 +310,6 @@ mod tests {
                 .to_string()
                 .contains(CHROME_ENV)
         );
-    }
-
-    #[test]
-    fn the_quotes_cmds_set_keeps_around_the_env_path_are_not_part_of_it() {
-        let chrome = r"C:\Program Files\Google\Chrome\Application\chrome.exe";
-        let tree = Tree::new(&[chrome]);
-        let quoted = format!("\"{chrome}\"");
-        let found = discover(None, Some(Path::new(&quoted)), Platform::Windows, &Places::default(), &tree).unwrap();
-        assert_eq!(found, PathBuf::from(chrome));
-        for odd in ["\"", "\"\"", "\"C:\\chrome.exe"] {
-            assert_eq!(without_quotes(Path::new(odd)), Path::new(odd), "{odd}: not a pair of quotes around a path");
-        }
     }
 
     #[test]

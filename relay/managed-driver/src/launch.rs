@@ -236,9 +236,10 @@ impl ManagedBrowsers {
     /// Chrome's files, and the browser spawned with its pipe, its stderr
     /// to `chrome-stderr.log`.
     fn spawn(&self, profile: &Profile, dir: &Path) -> Result<Spawned, ManagedError> {
+        let env_override = std::env::var_os(discovery::CHROME_ENV).map(state_dir::path_from_env);
         let executable = discovery::discover(
             profile.executable_path.as_deref(),
-            std::env::var_os(discovery::CHROME_ENV).as_deref().map(Path::new),
+            env_override.as_deref(),
             discovery::Platform::current(),
             &discovery::Places::current(),
             &discovery::RealFiles,

@@ -404,7 +404,8 @@ impl Config {
             }
             for (key, path) in [("executablePath", &entry.executable_path), ("cdpCaFile", &entry.cdp_ca_file)] {
                 if let Some(path) = path {
-                    check_path_text(path).map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
+                    check_no_control(&path.to_string_lossy())
+                        .map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
                 }
             }
             if let Some(ca) = entry.cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
@@ -428,6 +429,9 @@ impl Config {
                 return Err(invalid(format!(
                     "profiles.{name}.attachOnly needs cdpPort or cdpUrl: where is the browser?"
                 )));
+            }
+            for arg in &entry.args {
+                check_no_control(arg).map_err(|why| invalid(format!("profiles.{name}.args: {why}")))?;
             }
             // Extra flags must not undo the isolation Browser Relay sets up.
             if let Some(arg) = entry.args.iter().find(|a| is_reserved_switch(a)) {
@@ -462,7 +466,7 @@ impl Config {
         config.record_activity = file.record_activity.unwrap_or(true);
         if let Some(roots) = file.upload_roots {
             for root in &roots {
-                check_path_text(root).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
+                check_no_control(&root.to_string_lossy()).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
             }
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
                 return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
@@ -633,17 +637,17 @@ fn check_headers(headers: &BTreeMap<String, Secret>) -> Result<CdpHeaders, Strin
     Ok(CdpHeaders(checked))
 }
 
-/// What a Windows path in config.toml needs: in double quotes, `\` starts
-/// an escape (`"C:\new"` is "C:", a line break, "ew").
-const WINDOWS_PATH_HINT: &str = "a Windows path in double quotes needs each \\ doubled (\"C:\\\\Program Files\\\\…\"), or write it in single quotes ('C:\\Program Files\\…')";
+/// What a value with backslashes needs (a Windows path, most often): in
+/// double quotes, `\` starts an escape (`"C:\new"` is "C:", a line break,
+/// "ew").
+const BACKSLASH_HINT: &str = "in double quotes \\ starts an escape: double each \\ (\"C:\\\\Program Files\\\\…\"), or write the value in single quotes ('C:\\Program Files\\…')";
 
-/// A path whose text holds a tab, a line break or another control
-/// character: a Windows path in double quotes whose `\t` or `\n` TOML
-/// read as an escape.
-fn check_path_text(path: &Path) -> Result<(), String> {
-    let text = path.to_string_lossy();
+/// A value that holds a tab, a line break or another control character,
+/// which no path or browser flag does: most often a Windows path in double
+/// quotes whose `\t` or `\n` TOML read as an escape.
+fn check_no_control(text: &str) -> Result<(), String> {
     match text.chars().any(char::is_control) {
-        true => Err(format!("{:?} holds a tab, a line break or another control character: {WINDOWS_PATH_HINT}", text)),
+        true => Err(format!("{text:?} holds a tab, a line break or another control character: {BACKSLASH_HINT}")),
         false => Ok(()),
     }
 }
@@ -660,19 +664,30 @@ fn config_text(bytes: &[u8]) -> Result<String, String> {
         let units: Vec<u16> = rest.chunks_exact(2).map(|pair| unit([pair[0], pair[1]])).collect();
         String::from_utf16(&units).map_err(|_| "is not valid UTF-16 text: save it again, as UTF-8".to_string())
     };
+    let utf8 = |text: &[u8]| -> Result<String, String> {
+        if text.contains(&0) {
+            // Valid UTF-8 as far as bytes go, but no TOML file has NULs.
+            return Err("holds NUL bytes: it looks like UTF-16 or UTF-32 without a byte-order mark; \
+                        save it as UTF-8 (Notepad: Save as, Encoding UTF-8)"
+                .to_string());
+        }
+        std::str::from_utf8(text).map(str::to_string).map_err(|error| {
+            let valid = &text[..error.valid_up_to()];
+            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+            let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+            format!(
+                "is not UTF-8 text (line {line}, column {column} is not): save it as UTF-8 \
+                 (Notepad: Save as, Encoding UTF-8)"
+            )
+        })
+    };
     match bytes {
-        [0xEF, 0xBB, 0xBF, rest @ ..] => std::str::from_utf8(rest).map(str::to_string).map_err(|e| not_utf8(&e)),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => utf8(rest),
         [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
         [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
-        _ => std::str::from_utf8(bytes).map(str::to_string).map_err(|e| not_utf8(&e)),
+        _ => utf8(bytes),
     }
-}
-
-fn not_utf8(error: &std::str::Utf8Error) -> String {
-    format!(
-        "is not UTF-8 text (byte {} is not): save it as UTF-8 (Notepad: Save as, Encoding UTF-8)",
-        error.valid_up_to() + 1
-    )
 }
 
 /// toml's error without the line it quotes: a line may hold a secret (a
@@ -693,14 +708,16 @@ fn toml_error(error: &toml::de::Error, text: &str) -> String {
     // Only a key of ours is named: whatever else precedes a `=` might be
     // the inside of a string.
     let key = line_text.split_once('=').map(|(key, _)| key.trim()).filter(|k| KEYS.contains(k));
-    // A backslash escape TOML does not know: most often a Windows path.
-    let hint = match message.contains("escape") || message.contains("unicode") {
-        true => format!(" ({WINDOWS_PATH_HINT})"),
-        false => String::new(),
+    // A backslash escape TOML does not know (most often in a Windows path):
+    // toml's own message lists the escapes it knows, which reads badly
+    // once its quotes are taken out.
+    let message = match message.contains("escape") || message.contains("unicode") {
+        true => format!("a backslash escape TOML does not know: {BACKSLASH_HINT}"),
+        false => message,
     };
     match key {
-        Some(key) => format!("line {line}, column {column}, at {key}: {message}{hint}"),
-        None => format!("line {line}, column {column}: {message}{hint}"),
+        Some(key) => format!("line {line}, column {column}, at {key}: {message}"),
+        None => format!("line {line}, column {column}: {message}"),
     }
 }
 
@@ -798,23 +815,39 @@ mod tests {
         }
         let latin1 = b"allowEvaluate = false # Jos\xe9\n";
         let error = config_text(latin1).unwrap_err();
-        assert!(error.contains("not UTF-8 text (byte 28 is not)") && error.contains("save it as UTF-8"), "{error}");
+        assert!(
+            error.contains("not UTF-8 text (line 1, column 28 is not)") && error.contains("save it as UTF-8"),
+            "{error}"
+        );
+        let later = config_text(b"allowEvaluate = false\n# Jos\xe9\n").unwrap_err();
+        assert!(later.contains("(line 2, column 6 is not)"), "{later}");
+        let no_mark: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        let error = config_text(&no_mark).unwrap_err();
+        assert!(error.contains("UTF-16 or UTF-32 without a byte-order mark"), "{error}");
         let odd = config_text(&[0xFF, 0xFE, b'a', 0, b'b']).unwrap_err();
         assert!(odd.contains("a byte missing"), "{odd}");
     }
 
     #[test]
     fn a_windows_path_in_double_quotes_is_refused_with_how_to_write_it() {
-        let managed = |value: &str| parse(&format!("[profiles.managed]\nexecutablePath = {value}\n"));
+        let managed_with = |line: &str| parse(&format!("[profiles.managed]\n{line}\n"));
+        let managed = |value: &str| managed_with(&format!("executablePath = {value}"));
         // `\P` is no escape TOML knows; `\U` starts one that needs 8 hex digits.
         for value in [r#""C:\Program Files\Google\Chrome\Application\chrome.exe""#, r#""C:\Users\ana\chrome.exe""#] {
             let error = managed(value).unwrap_err();
-            assert!(error.contains("at executablePath") && error.contains("needs each \\ doubled"), "{value}: {error}");
+            assert!(
+                error.contains("at executablePath: a backslash escape TOML does not know")
+                    && error.contains("double each \\")
+                    && !error.contains('`'),
+                "{value}: {error}"
+            );
         }
         // Escapes TOML does know make another path than the one meant.
         let error = parse(r#"uploadRoots = ["C:\tools\new"]"#).unwrap_err();
         assert!(error.contains(r#"uploadRoots: "C:\tools\new" holds a tab, a line break"#), "{error}");
-        assert!(error.contains("or write it in single quotes"), "{error}");
+        assert!(error.contains("or write the value in single quotes"), "{error}");
+        let flag = managed_with(r#"args = ["--load-extension=C:\ext\new"]"#).unwrap_err();
+        assert!(flag.contains("profiles.managed.args:") && flag.contains("holds a tab, a line break"), "{flag}");
         // Written as the hint says, both are read as meant.
         for value in [r"'C:\Program Files\Chrome\chrome.exe'", r#""C:\\Program Files\\Chrome\\chrome.exe""#] {
             let config = managed(value).unwrap_or_else(|e| panic!("{value}: {e}"));
@@ -830,7 +863,7 @@ mod tests {
         std::fs::write(state.join(CONFIG_FILE), b"allowEvaluate = \xff\n").unwrap();
         let error = Config::load(&state).unwrap_err().to_string();
         std::fs::remove_dir_all(&state).unwrap();
-        assert!(error.contains("config.toml: is not UTF-8 text (byte 17 is not)"), "{error}");
+        assert!(error.contains("config.toml: is not UTF-8 text (line 1, column 17 is not)"), "{error}");
     }
 
     fn parse(text: &str) -> Result<Config, String> {

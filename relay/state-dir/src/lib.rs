@@ -35,6 +35,21 @@ pub enum StateDirError {
     Write { path: PathBuf, source: io::Error },
 }
 
+/// A path an environment variable names, without what Windows' cmd keeps
+/// around it: `set NAME="C:\Program Files\…" && …` stores the quotes and
+/// the space before `&&`. No Windows file name holds a `"` or ends in a
+/// space, so a pair of quotes around the whole value is dropped.
+pub fn path_from_env(value: std::ffi::OsString) -> PathBuf {
+    let unquoted = value
+        .to_str()
+        .map(str::trim_end)
+        .and_then(|text| text.strip_prefix('"'))
+        .and_then(|text| text.strip_suffix('"'))
+        .filter(|inner| !inner.is_empty())
+        .map(PathBuf::from);
+    unquoted.unwrap_or_else(|| PathBuf::from(value))
+}
+
 /// Where Browser Relay keeps its config, token, profiles and media.
 #[derive(Debug, Clone)]
 pub struct StateDir {
@@ -47,7 +62,7 @@ impl StateDir {
         let root = match explicit {
             Some(p) => p.to_path_buf(),
             None => match std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
-                Some(p) => PathBuf::from(p),
+                Some(p) => path_from_env(p),
                 None => std::env::home_dir().ok_or(StateDirError::NoHome)?.join(".browser-relay"),
             },
         };
@@ -224,6 +239,19 @@ impl std::fmt::Debug for Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quotes_cmds_set_keeps_around_a_path_are_not_part_of_it() {
+        let chrome = r"C:\Program Files\Google\Chrome\Application\chrome.exe";
+        // `set NAME="…"`, and `set NAME="…" && next` (the space before && kept).
+        for value in [format!("\"{chrome}\""), format!("\"{chrome}\" ")] {
+            assert_eq!(path_from_env(value.clone().into()), PathBuf::from(chrome), "{value:?}");
+        }
+        assert_eq!(path_from_env(chrome.into()), PathBuf::from(chrome), "a plain value as it is");
+        for odd in ["\"", "\"\"", "\"C:\\chrome.exe", "/opt/my \"chrome\""] {
+            assert_eq!(path_from_env(odd.into()), PathBuf::from(odd), "{odd}: not a pair of quotes around a path");
+        }
+    }
 
     #[cfg(unix)]
     #[test]
