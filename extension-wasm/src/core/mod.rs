@@ -629,7 +629,11 @@ impl<H: Host> Core<H> {
             self.attached.insert(tab.tab_id, tab);
         }
         self.persist();
-        if !self.attached.is_empty() {
+        // A pairing link's code stored before this start (the options page
+        // wrote it while the worker was starting: its change, queued until
+        // now, matches the settings just read and changes nothing) is
+        // redeemed now, as `on_settings` would.
+        if !self.attached.is_empty() || self.settings.pairing_code.is_some() {
             self.ensure_connected();
         }
         self.refresh_badges();

@@ -786,6 +786,21 @@ fn challenge_and_welcome(
     )
 }
 
+/// The options page can store a link's code while the worker is starting:
+/// the worker reads it with the rest of its settings, and the storage
+/// change, queued until the start, then matches what it read.
+#[test]
+fn a_pairing_code_stored_while_the_worker_starts_is_redeemed_at_its_start() {
+    let stored = Settings { port: 18792, token: None, pairing_code: Some("c0de".repeat(16)), pairing_port: Some(4000) };
+    let mut core = Core::new(FakeHost::default());
+    core.start(stored.clone(), environment(), StartFacts::default());
+    assert_eq!(core.link(), Link::Connecting, "connects at once, with nothing shared");
+    let dialled: Vec<&str> = core.host.connects.iter().map(|(url, _)| url.as_str()).collect();
+    assert_eq!(dialled, ["ws://127.0.0.1:4000/extension"], "to the link's relay");
+    core.on_settings(stored);
+    assert_eq!(core.host.connects.len(), 1, "the queued change that matches connects no second time");
+}
+
 #[test]
 fn a_pairing_links_code_is_redeemed_at_once_for_the_token_sealed_to_it() {
     let code = "c0de".repeat(16);
