@@ -350,10 +350,11 @@ pub fn pairing_link(id: &str, port: u16, state: &std::path::Path, token: &Token)
 pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
     let LoadedPage { client: pairing, mut events, target, session } = open_loaded_page(&chrome.ws_url, link).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    // The worker stores the pairing once it has redeemed the link's code.
+    // The worker stores the pairing once it has redeemed the link's code
+    // (bounded as the page bounds it: 15 s).
     let paired = "new Promise((done, fail) => { const t = Date.now(); (function check() { \
         chrome.storage.local.get(['relayPort', 'relayToken']).then(s => s.relayToken ? done(s) : \
-        Date.now() - t > 10000 ? fail(new Error('options page did not save the pairing')) : setTimeout(check, 50)); })(); })";
+        Date.now() - t > 15000 ? fail(new Error('the worker did not redeem the code')) : setTimeout(check, 50)); })(); })";
     let result = pairing
         .call(
             "Runtime.evaluate",
