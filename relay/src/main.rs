@@ -284,13 +284,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                  (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
                  extension asks to be paired again.\n",
             );
-            println_stdout(&pairing_text(&state, &token, port, &pairing_ids(&state, extension_id)?)?);
-            Ok(())
+            print_pairing(&state, &token, port, extension_id)
         }
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
-            println_stdout(&pairing_text(&state, &token, port, &pairing_ids(&state, extension_id)?)?);
-            Ok(())
+            print_pairing(&state, &token, port, extension_id)
         }
         Command::CdpUrl { port, profile } => {
             let config = Config::load(state.root())?;
@@ -310,6 +308,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `pair`'s and `rotate`'s answer: the pairing link(s) for `extension_id`,
+/// else for the pinned id and config.toml's `extensionIds`.
+fn print_pairing(
+    state: &StateDir,
+    token: &state_dir::Token,
+    port: u16,
+    extension_id: Option<String>,
+) -> anyhow::Result<()> {
+    println_stdout(&pairing_text(state, token, port, &pairing_ids(state, extension_id)?)?);
+    Ok(())
 }
 
 /// The extensions `pair` and `rotate` print links for: the one asked for,

@@ -161,13 +161,8 @@ impl ExtensionEnv {
     /// Opens a pairing link with a one-time code, as `browser-relay pair`
     /// prints it, and waits until the worker has redeemed it.
     async fn pair(&self) -> anyhow::Result<()> {
-        open_pairing_link(&self.chrome, &self.pairing_link()?, self.port, &self.token).await
-    }
-
-    /// A pairing link for this relay, its one-time code issued as
-    /// `browser-relay pair` issues one.
-    pub fn pairing_link(&self) -> anyhow::Result<String> {
-        Ok(pairing_link(&self.id, self.port, self.state.path(), &self.token)?.0)
+        let (link, _) = pairing_link(&self.id, self.port, self.state.path(), &self.token)?;
+        open_pairing_link(&self.chrome, &link, self.port, &self.token).await
     }
 
     /// A real click on the toolbar button, on the tab showing `url` (brought

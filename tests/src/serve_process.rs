@@ -60,7 +60,7 @@ impl PairedServe {
 
 /// The pairing link in what `pair` (or `serve --pair`) printed, and the
 /// token of the state directory `home`, which the printed text must not hold.
-fn printed_link(printed: &str, home: &Path) -> anyhow::Result<(String, Token)> {
+pub fn printed_link(printed: &str, home: &Path) -> anyhow::Result<(String, Token)> {
     let link = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).context("a link")?;
     let token = Token::parse(std::fs::read_to_string(home.join("token"))?.trim()).context("the token file")?;
     anyhow::ensure!(link.contains("&code=") && !printed.contains(token.as_str()), "pair showed the secret: {printed}");

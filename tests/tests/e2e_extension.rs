@@ -1001,10 +1001,10 @@ async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
     let mut again = std::process::Command::new(e2e::serve_process::native_exe().unwrap());
     again.args(["pair", "--port", &port.to_string()]).env("BROWSER_RELAY_HOME", paired.home.path());
     let printed = String::from_utf8(again.output().unwrap().stdout).unwrap();
-    let second = printed.split_whitespace().find(|w| w.starts_with("chrome-extension://")).unwrap();
+    let (second, _) = e2e::serve_process::printed_link(&printed, paired.home.path()).unwrap();
     let tail = &second[second.len() - 6..];
     assert!(printed.contains(&format!("(code …{tail})")), "{printed}");
-    let page = e2e::extension_env::open_loaded_page(&chrome.ws_url, second).await.unwrap();
+    let page = e2e::extension_env::open_loaded_page(&chrome.ws_url, &second).await.unwrap();
     let answer_and_read = "new Promise((done) => { const t = Date.now(); let asked = null; (function look() { \
         const panel = document.getElementById('replace'); \
         if (!asked && panel && !panel.hidden) { asked = document.getElementById('replace-what').textContent; \
