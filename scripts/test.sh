@@ -7,10 +7,23 @@
 # the Windows browser-relay.exe under Wine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
-./scripts/cross-setup.sh
 # shellcheck source=scripts/cross-env.sh
 source scripts/cross-env.sh
+
+# A clean run writes about 10 GB: target/ (about 5 GB) and the cross builds'
+# folder (about 4 GB). Short of that, a build fails minutes in with "No space
+# left on device"; say it first.
+free_gb() { df -P -k "$1" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }'; }
+mkdir -p target "$cross_target_dir"
+for folder in target "$cross_target_dir"; do
+  free="$(free_gb "$folder")"
+  if [ -n "$free" ] && [ "$free" -lt 12 ]; then
+    echo "warning: $free GB free where $folder is; a clean run needs about 10 GB (target/ and $cross_target_dir, set by BROWSER_RELAY_CROSS_TARGET)" >&2
+  fi
+done
+
+./scripts/setup.sh
+./scripts/cross-setup.sh
 
 # Each step says how long the run has taken so far (set-up included).
 step() { printf '==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
@@ -22,13 +35,14 @@ step "clippy on the extension's WASM glue (wasm32)"
 cargo clippy -p extension-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 # The crates that make the binary (the e2e crate is Linux's test bench).
 product=(-p shared-protocol -p state-dir -p cdp-client -p relay-engine -p settings -p activity -p managed-driver -p control-engine -p browser-relay)
-# Cross builds: their own target folder (kept between runs), line tables only.
-cross() { CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo "$1" --target-dir "$cross_target_dir" --locked "${@:2}"; }
+# Cross builds: their own target folder (kept between runs), and no
+# incremental state (nobody edits against them; it would double the folder).
+cross() { CARGO_INCREMENTAL=0 cargo "$1" --target-dir "$cross_target_dir" --locked "${@:2}"; }
 step "clippy for Windows (x86_64-pc-windows-gnu; warnings are errors)"
 cross clippy --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins --tests -- -D warnings
 for target in aarch64-apple-darwin x86_64-apple-darwin; do
   step "clippy for macOS ($target, through zig; warnings are errors)"
-  CARGO_PROFILE_DEV_DEBUG=line-tables-only cargo-zigbuild clippy --target "$target" --target-dir "$cross_target_dir" --locked "${product[@]}" --lib --bins --tests -- -D warnings
+  CARGO_INCREMENTAL=0 cargo-zigbuild clippy --target "$target" --target-dir "$cross_target_dir" --locked "${product[@]}" --lib --bins --tests -- -D warnings
 done
 step "Windows: unit tests of every product crate, under Wine"
 cross test --target x86_64-pc-windows-gnu "${product[@]}" --lib --bins
