@@ -191,5 +191,9 @@ impl Drop for RunningServer {
     fn drop(&mut self) {
         self.shutdown.cancel();
         self.relay.shutdown();
+        // Dropped without `stop`: its tasks end on their own time, maybe
+        // after the state directory is gone (a test's folder is removed
+        // next). The record writes what it has now, and nothing later.
+        self.activity.close();
     }
 }

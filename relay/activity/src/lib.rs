@@ -217,6 +217,8 @@ struct Inner {
     retention: Retention,
     buffer: Mutex<Buffer>,
     wake: Notify,
+    /// Held while entries are written; `true` once [`ActivityRecord::close`]d.
+    closed: Mutex<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -234,13 +236,26 @@ struct Buffer {
 impl ActivityRecord {
     /// A record kept in `dir` (within `retention`), or in memory only.
     pub fn new(dir: Option<ActivityDir>, retention: Retention) -> Self {
-        Self(Arc::new(Inner { on: true, dir, retention, buffer: Mutex::default(), wake: Notify::new() }))
+        Self(Arc::new(Inner {
+            on: true,
+            dir,
+            retention,
+            buffer: Mutex::default(),
+            wake: Notify::new(),
+            closed: Mutex::default(),
+        }))
     }
 
     /// A record that keeps nothing (`recordActivity = false`).
     pub fn off() -> Self {
-        let inner =
-            Inner { on: false, dir: None, retention: DEFAULT_RETENTION, buffer: Mutex::default(), wake: Notify::new() };
+        let inner = Inner {
+            on: false,
+            dir: None,
+            retention: DEFAULT_RETENTION,
+            buffer: Mutex::default(),
+            wake: Notify::new(),
+            closed: Mutex::default(),
+        };
         Self(Arc::new(inner))
     }
 
@@ -290,9 +305,28 @@ impl ActivityRecord {
         self.flush_runs(now_millis().saturating_sub(RUN_WINDOW.as_millis() as u64));
     }
 
+    /// Writes what is pending, open evaluation runs included, and then
+    /// writes nothing more: for a serve dropped without its orderly stop,
+    /// whose state directory may be removed next. When this returns, no
+    /// write is under way; later entries are kept in memory only.
+    pub fn close(&self) {
+        let mut closed = self.0.closed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !*closed {
+            self.write_runs(u64::MAX, self.0.dir.as_ref());
+            *closed = true;
+        }
+    }
+
     /// Writes what is pending, with the evaluation runs that began before
     /// `closing` (all of them: `u64::MAX`).
     fn flush_runs(&self, closing: u64) {
+        // One writer at a time, and none once closed.
+        let closed = self.0.closed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.write_runs(closing, self.0.dir.as_ref().filter(|_| !*closed));
+    }
+
+    /// [`Self::flush_runs`] into `dir` (`None`: memory).
+    fn write_runs(&self, closing: u64, dir: Option<&ActivityDir>) {
         let pending = {
             let mut buffer = self.buffer();
             let (closed, open): (Vec<Entry>, Vec<Entry>) =
@@ -305,7 +339,7 @@ impl ActivityRecord {
         if pending.is_empty() {
             return;
         }
-        let Some(dir) = &self.0.dir else {
+        let Some(dir) = dir else {
             let mut buffer = self.buffer();
             buffer.memory.extend(pending);
             let over = buffer.memory.len().saturating_sub(KEPT_IN_MEMORY);
@@ -464,6 +498,25 @@ mod tests {
         assert_eq!(only[0].client, "Playwright");
         assert_eq!(again.read(&Query { limit: Some(1), ..Query::default() })[0].client, "cli");
         assert!(again.read(&Query { since: Some(now_millis() + 60_000), ..Query::default() }).is_empty());
+    }
+
+    #[test]
+    fn a_closed_record_writes_what_it_had_and_nothing_after() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        record.record(click("Playwright", "T1"));
+        record.record(Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, "evaluate: 1"));
+        record.close();
+        // Both written, the open evaluation run too.
+        assert_eq!(dir.newest_first().count(), 2);
+        // The serve is gone and its state directory is being removed: a
+        // later entry and the writer's last flush bring nothing back.
+        std::fs::remove_dir_all(dir.path()).unwrap();
+        record.record(Entry::now(Source::Agent, "cli", Kind::Navigation, "https://example.test/"));
+        record.flush();
+        record.flush_runs(u64::MAX);
+        assert!(!dir.path().exists(), "the closed record wrote again");
     }
 
     #[tokio::test]

@@ -43,10 +43,15 @@ impl ActivityDir {
     }
 
     /// Appends `lines` (each ending in `\n`) to the file of `now`'s day,
-    /// created owner-only before anything is written to it.
+    /// created owner-only before anything is written to it. The folder is
+    /// made here, never the state directory around it: one removed under a
+    /// running serve is not brought back (with the process's default
+    /// permissions) by its next entry.
     pub fn append(&self, lines: &str, now: SystemTime) -> io::Result<Appended> {
-        fs::create_dir_all(&self.dir)?;
-        crate::private::tighten_dir(&self.dir)?;
+        match fs::create_dir(&self.dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => crate::private::tighten_dir(&self.dir)?,
+        }
         let path = self.dir.join(file_name(now));
         let mut file = match crate::private::create_new_private(&path) {
             Ok(file) => file,
@@ -210,6 +215,18 @@ mod tests {
         dir.append("d\n", day(101)).unwrap();
         let lines: Vec<String> = dir.newest_first().collect();
         assert_eq!(lines, ["d", "c", "b", "a"]);
+    }
+
+    #[test]
+    fn an_entry_does_not_bring_back_a_removed_state_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let state = root.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let dir = ActivityDir::new(state.join("activity"));
+        dir.append("a\n", SystemTime::now()).unwrap();
+        fs::remove_dir_all(&state).unwrap();
+        assert_eq!(dir.append("b\n", SystemTime::now()).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(!state.exists());
     }
 
     #[test]
