@@ -142,6 +142,11 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
 
     // A crash is reported, and the next start recovers.
     let crashed_pid = again.pid.unwrap();
+    // Chrome's singleton folder, in the temporary folder: a killed Chrome
+    // leaves it, and the relay removes it.
+    let singleton = std::fs::read_link(user_data.join("SingletonSocket")).expect("Chrome links its socket");
+    let singleton = singleton.parent().unwrap().to_path_buf();
+    assert!(singleton.exists());
     kill(Pid::from_raw(crashed_pid as i32), Signal::SIGKILL).unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while browsers.status(&profile).state != State::Crashed {
@@ -152,6 +157,7 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
     let recovered = browsers.start(&profile).await.unwrap();
     assert_eq!(recovered.state, State::Running);
     assert_ne!(recovered.pid, Some(crashed_pid));
+    assert!(!singleton.exists(), "the crashed browser's {} was left", singleton.display());
     let last = recovered.pid.unwrap();
     browsers.stop(&profile).await.unwrap();
     assert!(group_is_empty(last) && group_is_empty(crashed_pid));

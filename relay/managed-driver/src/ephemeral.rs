@@ -56,6 +56,7 @@ impl ManagedBrowsers {
             if let Some(record) = record {
                 children.end_browser(&dir, &record, false, Ending::Kill);
             }
+            crate::profile_files::remove_singleton_folder(&crate::profile_files::user_data_in(&dir));
             if remove_locked_folder(&dir, lock).is_ok() {
                 tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
                 removed += 1;

@@ -222,10 +222,18 @@ impl ManagedBrowsers {
     /// killed before it could delete the folder, left is removed.
     async fn prepare_folder(&self, profile: &Profile, dir: &Path) -> Result<(), ManagedError> {
         let children = &self.held.children;
-        if let Some(record) = record_in(dir).filter(|r| children.is_browser_on(dir, r)) {
-            children.end_browser(dir, &record, children.holds(record.pid), Ending::Kill);
-            children.wait_exit(record.pid, Duration::from_secs(2)).await;
+        if let Some(record) = record_in(dir) {
+            if children.is_browser_on(dir, &record) {
+                children.end_browser(dir, &record, children.holds(record.pid), Ending::Kill);
+                children.wait_exit(record.pid, Duration::from_secs(2)).await;
+            } else if !children.is_reused(&record) {
+                // A crashed browser's helpers outlive it for a moment, its
+                // singleton socket open among their files.
+                children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
+            }
         }
+        // A crashed or killed browser left its singleton folder behind.
+        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
         if profile.ephemeral {
             clear_folder_but_lock(dir).map_err(|source| ManagedError::Profile { path: dir.to_path_buf(), source })?;
         }
@@ -244,7 +252,7 @@ impl ManagedBrowsers {
             &discovery::Places::current(),
             &discovery::RealFiles,
         )?;
-        let user_data_dir = dir.join("user-data");
+        let user_data_dir = profile_files::user_data_in(dir);
         let profile_io = |source| ManagedError::Profile { path: user_data_dir.clone(), source };
         profile_files::decorate(&user_data_dir, &profile.name, &profile.color).map_err(profile_io)?;
         let stderr_log = dir.join("chrome-stderr.log");
@@ -311,6 +319,7 @@ impl ManagedBrowsers {
             if !children.is_reused(&record) {
                 children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             }
+            profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -329,6 +338,8 @@ impl ManagedBrowsers {
         // helpers along (its pid may now be another process's).
         children.end_browser(dir, &record, ours, Ending::Kill);
         children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
+        // Killed, it left its singleton folder (quit in order, it did not).
+        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
     }

@@ -293,7 +293,7 @@ impl ManagedBrowsers {
     }
 
     pub fn user_data_dir(&self, name: &str) -> PathBuf {
-        self.profile_dir(name).join("user-data")
+        profile_files::user_data_in(&self.profile_dir(name))
     }
 
     pub fn record(&self, name: &str) -> Option<RunRecord> {
@@ -373,7 +373,7 @@ impl ManagedBrowsers {
 
     pub fn status(&self, profile: &Profile) -> BrowserStatus {
         let dir = self.folder(profile);
-        let user_data_dir = Some(dir.join("user-data"));
+        let user_data_dir = Some(profile_files::user_data_in(&dir));
         let mut status = BrowserStatus {
             profile: profile.name.clone(),
             state: State::Stopped,

@@ -3,11 +3,16 @@
 //! Chrome's data in those files is kept; only our keys are set.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use settings::signed_argb;
+
+/// Chrome's user data directory within a profile's folder.
+pub(crate) fn user_data_in(profile_folder: &Path) -> PathBuf {
+    profile_folder.join("user-data")
+}
 
 /// The keys written, for documentation and tests: `Local State` →
 /// `profile.info_cache.Default.{name, is_using_default_name,
@@ -47,6 +52,45 @@ pub(crate) fn decorate(user_data_dir: &Path, name: &str, color: &str) -> io::Res
         std::fs::write(first_run, b"")?;
     }
     Ok(())
+}
+
+/// Removes the folder a gone Chrome kept this profile's singleton socket in.
+/// On Linux and macOS, Chrome makes that folder in the temporary folder
+/// (a socket's path must be short), links the socket from the profile as
+/// `SingletonSocket`, and removes the folder when it quits in order: a
+/// killed or crashed Chrome leaves it, one folder per crash, for good. So
+/// it is removed here once the browser is gone: only when nothing listens
+/// on the socket any more (a Chrome that is still up, whoever started it,
+/// keeps its folder), and only a folder holding nothing but Chrome's
+/// singleton files. Windows has no such folder.
+pub(crate) fn remove_singleton_folder(user_data_dir: &Path) {
+    #[cfg(unix)]
+    {
+        const SINGLETON_FILES: [&str; 2] = ["SingletonSocket", "SingletonCookie"];
+        let Ok(socket) = std::fs::read_link(user_data_dir.join("SingletonSocket")) else { return };
+        let Some(folder) = socket.parent().filter(|_| socket.file_name() == Some("SingletonSocket".as_ref())) else {
+            return;
+        };
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(folder) else { return };
+        let names: Vec<_> = entries.filter_map(Result::ok).map(|entry| entry.file_name()).collect();
+        if !names.iter().all(|name| SINGLETON_FILES.iter().any(|file| name == file)) {
+            return;
+        }
+        for name in names {
+            let _ = std::fs::remove_file(folder.join(name));
+        }
+        match std::fs::remove_dir(folder) {
+            Ok(()) => tracing::debug!(folder = %folder.display(), "removed a gone browser's singleton folder"),
+            Err(e) => {
+                tracing::debug!(folder = %folder.display(), "could not remove a gone browser's singleton folder: {e}")
+            }
+        }
+    }
+    #[cfg(windows)]
+    let _ = user_data_dir;
 }
 
 /// A profile file as JSON; a missing or unreadable one starts empty (Chrome
@@ -97,6 +141,52 @@ mod tests {
         assert_eq!(prefs["browser"]["theme"]["user_color"], -47872);
         assert_eq!(prefs["bookmark_bar"]["show"], true);
         assert!(dir.path().join("First Run").exists());
+    }
+
+    /// A profile linked, as Chrome links it, to a singleton folder in
+    /// `temp` that holds a socket (listening while the returned listener
+    /// lives) and `extra` files besides Chrome's.
+    #[cfg(unix)]
+    fn linked_singleton(
+        temp: &Path,
+        extra: &[&str],
+    ) -> (tempfile::TempDir, std::path::PathBuf, std::os::unix::net::UnixListener) {
+        let profile = tempfile::tempdir().unwrap();
+        let folder = tempfile::Builder::new().prefix("org.chromium.Chromium.").tempdir_in(temp).unwrap().keep();
+        let listener = std::os::unix::net::UnixListener::bind(folder.join("SingletonSocket")).unwrap();
+        std::os::unix::fs::symlink("12345", folder.join("SingletonCookie")).unwrap();
+        for file in extra {
+            std::fs::write(folder.join(file), "").unwrap();
+        }
+        std::os::unix::fs::symlink(folder.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
+        (profile, folder, listener)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_gone_browsers_singleton_folder_is_removed_and_no_other() {
+        let temp = tempfile::tempdir().unwrap();
+        // Its Chrome is gone: nothing listens on the socket.
+        let (profile, folder, listener) = linked_singleton(temp.path(), &[]);
+        drop(listener);
+        remove_singleton_folder(profile.path());
+        assert!(!folder.exists(), "the gone browser's folder was left");
+
+        // A Chrome still up (whoever started it) keeps its folder.
+        let (profile, folder, _listening) = linked_singleton(temp.path(), &[]);
+        remove_singleton_folder(profile.path());
+        let cookie = folder.join("SingletonCookie").symlink_metadata();
+        assert!(folder.join("SingletonSocket").exists() && cookie.is_ok(), "a live browser's folder was touched");
+
+        // A folder holding anything but Chrome's singleton files is not ours
+        // to remove.
+        let (profile, folder, listener) = linked_singleton(temp.path(), &["notes.txt"]);
+        drop(listener);
+        remove_singleton_folder(profile.path());
+        assert!(folder.join("notes.txt").exists());
+
+        // No link (Chrome quit in order, or never ran): nothing happens.
+        remove_singleton_folder(tempfile::tempdir().unwrap().path());
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl Children {
         if !self.is_process(record.pid, record.pid_started, false) {
             return false;
         }
-        let marker = format!("--user-data-dir={}", dir.join("user-data").display());
+        let marker = format!("--user-data-dir={}", crate::profile_files::user_data_in(dir).display());
         process::has_argument(record.pid, &marker).unwrap_or(true)
     }
 }
