@@ -56,6 +56,19 @@ export BROWSER_RELAY_WINDOWS_EXE="$cross_target_dir/x86_64-pc-windows-gnu/debug/
 export BROWSER_RELAY_REQUIRE_WINE=1
 step "build the extension (Rust → WASM → extension/pkg)"
 ./scripts/build-extension.sh
+step "build the tests"
+cargo test --workspace --locked --no-run
 step "cargo test (unit, in-process, real Chromium, real clients)"
-cargo test --workspace --locked
+# The tests run with a temporary folder of their own, and leave it empty:
+# whatever a test (its browsers, Node clients, relays) leaves there, it
+# would leave in a user's /tmp, run after run.
+test_tmp="$(mktemp -d -t browser-relay-tests.XXXXXX)"
+trap 'rm -rf "$test_tmp"' EXIT
+TMPDIR="$test_tmp" cargo test --workspace --locked
+left="$(find "$test_tmp" -mindepth 1 -maxdepth 1)"
+if [ -n "$left" ]; then
+  echo "the tests left these in their temporary folder ($test_tmp):" >&2
+  find "$test_tmp" -mindepth 1 -maxdepth 3 >&2
+  exit 1
+fi
 step "every check passed"

@@ -24,6 +24,13 @@ shim_dir="$(cd "$(dirname "$shim")" && pwd)"
 export WINEPATH="Z:${shim_dir//\//\\}${WINEPATH:+;$WINEPATH}"
 export WINEDLLOVERRIDES="bcryptprimitives=n,b;mscoree,mshtml=;${WINEDLLOVERRIDES:-}"
 mkdir -p "$WINEPREFIX"
+# Wine keeps its server's socket and lock under TMPDIR, and leaves them. One
+# folder beside the prefix for every run: runs under different TMPDIRs (the
+# tests have one of their own) share one wineserver for the prefix and leave
+# nothing in theirs. Windows programs take their temporary folder from the
+# prefix, not from TMPDIR.
+export TMPDIR="$WINEPREFIX-tmp"
+mkdir -p "$TMPDIR"
 # The Rust test harness and our binary talk on stdout/stderr; Wine's
 # console is not needed.
 exec wine "$exe" "$@"

@@ -5,6 +5,11 @@
 //! `tests/tests/e2e_wine.rs`.
 #![cfg(unix)]
 
+// Shared with the e2e harness, whose items are `pub`.
+#[path = "../../tests/src/chromium.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod chromium;
+
 use std::process::Command;
 
 fn browser_relay(home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
@@ -98,15 +103,19 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        // SIGTERM: serve stops the browsers it launched in order. (A killed
+        // serve's browser quits when its pipe closes, and leaves its socket
+        // folder in the temporary folder.) SIGKILL after 10 s.
+        let serve = nix::unistd::Pid::from_raw(self.serve.id() as i32);
+        let _ = nix::sys::signal::kill(serve, nix::sys::signal::Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while matches!(self.serve.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let _ = self.serve.kill();
         let _ = self.serve.wait();
-        let run = self.home.join("profiles/managed/run.json");
-        if let Some(pid) = std::fs::read_to_string(run)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["pid"].as_i64())
-        {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+        if let Some(pid) = self.browser_pid() {
+            chromium::kill_group(pid);
         }
     }
 }
@@ -572,7 +581,7 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
 
     let pid = guard.browser_pid().expect("the managed Chrome was launched and recorded");
     assert!(host.close().success());
-    within("the managed Chrome to go with the MCP server", 10, || !group_has_live_process(pid));
+    within("the managed Chrome to go with the MCP server", 10, || !chromium::group_runs(pid));
     assert_no_token(home.path(), "the MCP server's log", "");
 }
 
@@ -598,7 +607,7 @@ fn the_second_mcp_server_keeps_working_when_the_first_ends() {
     assert!(!is_error, "{opened}");
     let first_chrome = guard.browser_pid().expect("the first's server launched the managed Chrome");
     assert!(first.close().success());
-    within("the first's Chrome to go with it", 10, || !group_has_live_process(first_chrome));
+    within("the first's Chrome to go with it", 10, || !chromium::group_runs(first_chrome));
 
     let again = format!("{site}/?again");
     let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": again}));
@@ -610,7 +619,7 @@ fn the_second_mcp_server_keeps_working_when_the_first_ends() {
     let (is_error, snapshot, _) = second.call("browser_snapshot", serde_json::json!({}));
     assert!(!is_error && snapshot.starts_with("managed · tab "), "{snapshot}");
     assert!(second.close().success());
-    within("the second's Chrome to go with it", 10, || !group_has_live_process(second_chrome));
+    within("the second's Chrome to go with it", 10, || !chromium::group_runs(second_chrome));
     assert_no_token(home.path(), "the MCP servers' log", "");
 }
 
@@ -859,14 +868,6 @@ fn the_cli_and_mcp_tell_a_squatter_on_the_control_port_nothing() {
 }
 
 /// Whether a live process (not a zombie) is left in process group `pgid`.
-fn group_has_live_process(pgid: u32) -> bool {
-    std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
-        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-        fields.first() != Some(&"Z") && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
-    })
-}
-
 /// Polls (a process that is not our child gives no event) until `done`.
 fn within(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
@@ -884,6 +885,8 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
         let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
             .args(["serve", "--port", "0", "--control-port", &free_port().to_string(), "--start", "managed"])
             .env("BROWSER_RELAY_HOME", home.path())
+            // Killed, it leaves Chrome's socket folder: in the test's folder.
+            .env("TMPDIR", home.path())
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .spawn()
@@ -897,13 +900,13 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
             pid = value.and_then(|v| v["pid"].as_u64()).unwrap_or(0) as u32;
             pid != 0
         });
-        assert!(group_has_live_process(pid));
+        assert!(chromium::group_runs(pid));
         let serve_pid = nix::unistd::Pid::from_raw(running.serve.id() as i32);
         nix::sys::signal::kill(serve_pid, signal).unwrap();
         running.serve.wait().unwrap();
         // Stopped by serve on SIGTERM; on SIGKILL its pipe closes and the
         // browser quits by itself: no orphan either way.
-        within(&format!("the browser's processes end after serve's {signal}"), 15, || !group_has_live_process(pid));
+        within(&format!("the browser's processes end after serve's {signal}"), 15, || !chromium::group_runs(pid));
         if signal == nix::sys::signal::Signal::SIGTERM {
             let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
             assert!(log.contains("stopped the managed browser"), "serve stopped it: {log}");

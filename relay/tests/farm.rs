@@ -279,9 +279,13 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
 
     // A real Playwright through /profiles/farm/: the same browser (the
     // agent's tab is there), and a page of its own.
+    // A temporary folder of its own: Playwright leaves a folder there when
+    // a script ends without closing the browser.
+    let node_temp = tempfile::tempdir().unwrap();
     let mut node = tokio::process::Command::new("node");
     node.arg(tests_dir().join("js/playwright_farm.mjs"))
         .current_dir(tests_dir())
+        .env("TMPDIR", node_temp.path())
         .env("RELAY_HTTP", url.trim())
         .env("AGENT_TITLE", "clicked")
         .kill_on_drop(true);
@@ -365,7 +369,14 @@ impl Grid {
         std::fs::write(dir.path().join("grid.toml"), config).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = std::fs::File::create(dir.path().join("grid.log")).unwrap();
+        // chromedriver makes each session's profile in the temporary folder
+        // and removes it only when the session ends: the Grid, killed with
+        // its browsers, keeps everything in a folder of its own.
+        let temp = dir.path().join("tmp");
+        std::fs::create_dir(&temp).unwrap();
         let child = tokio::process::Command::new("java")
+            .arg(format!("-Djava.io.tmpdir={}", temp.display()))
+            .env("TMPDIR", &temp)
             .args(["-jar".as_ref(), jar.as_os_str()])
             .args(["standalone", "--host", "127.0.0.1", "--port", &port.to_string(), "--config"])
             .arg(dir.path().join("grid.toml"))
@@ -433,9 +444,10 @@ impl Grid {
 
 impl Drop for Grid {
     fn drop(&mut self) {
-        // Java, chromedriver and every browser it started.
-        if let Some(pid) = self.child.id().and_then(|pid| i32::try_from(pid).ok()) {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        // Java, chromedriver and every browser it started, gone before
+        // their folder is removed.
+        if let Some(pid) = self.child.id() {
+            chromium::kill_group(pid);
         }
     }
 }

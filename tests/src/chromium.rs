@@ -15,6 +15,8 @@ pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 pub struct Chromium {
     child: std::process::Child,
     pub profile: tempfile::TempDir,
+    /// Its `TMPDIR`.
+    _temp: tempfile::TempDir,
     /// Browser-level CDP WebSocket URL.
     pub ws_url: String,
     pub port: u16,
@@ -55,6 +57,12 @@ impl Chromium {
         let profile = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
         let mut command = std::process::Command::new(CHROMIUM);
         command.args(base_args(profile.path())).args(extra).arg(url);
+        // Chromium keeps its singleton socket in a folder of the temporary
+        // folder and removes it only when it quits cleanly: a killed test
+        // browser gets a temporary folder of its own, removed with it. (Not
+        // one inside the profile: a socket's path must stay short.)
+        let temp = tempfile::tempdir()?;
+        command.env("TMPDIR", temp.path());
         command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         #[cfg(unix)]
         {
@@ -93,7 +101,7 @@ impl Chromium {
                 let _ = std::io::copy(&mut std::io::BufReader::new(stderr), &mut std::io::sink());
             });
         }
-        Ok(Self { child, profile, ws_url: format!("ws://127.0.0.1:{port}{path}"), port })
+        Ok(Self { child, profile, _temp: temp, ws_url: format!("ws://127.0.0.1:{port}{path}"), port })
     }
 
     pub fn pid(&self) -> u32 {
@@ -128,18 +136,58 @@ fn tail(text: &str, max: usize) -> &str {
 }
 
 /// Kills the process group `pgid` (a browser and every helper it started,
-/// addressed as a group: never a bare pid list). The tests' processes run
-/// on Linux; on Windows (where this crate is built only for its in-process
-/// tests, under Wine) the browser's whole tree is ended by pid.
+/// addressed as a group: never a bare pid list) and waits, up to 5 s, until
+/// none of it runs: the caller removes the folders it wrote to next, and a
+/// dying browser that still writes makes that removal stop half way. The
+/// tests' processes run on Linux; on Windows (where this crate is built
+/// only for its in-process tests, under Wine) the browser's whole tree is
+/// ended by pid.
 pub fn kill_group(pgid: u32) {
     #[cfg(unix)]
     if let Ok(pid) = i32::try_from(pgid) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
     }
+    #[cfg(unix)]
+    wait_for_group(pgid, Duration::from_secs(5));
     #[cfg(windows)]
     {
         let _ = std::process::Command::new("taskkill").args(["/F", "/T", "/PID", &pgid.to_string()]).output();
     }
+}
+
+/// Returns once no process of group `pgid` runs, or after `within`. A
+/// signal has no completion to await: this polls the process table.
+#[cfg(unix)]
+fn wait_for_group(pgid: u32, within: Duration) {
+    let deadline = Instant::now() + within;
+    while group_runs(pgid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a process of group `pgid` still runs.
+#[cfg(unix)]
+pub fn group_runs(pgid: u32) -> bool {
+    running_in_group(pgid) > 0
+}
+
+/// How many processes of group `pgid` run. A zombie does not count: it
+/// writes nothing, and it is reaped only by its parent (maybe this
+/// process's runtime, maybe the very thread that waits for the group).
+/// Linux's process table (/proc): these tests run on Linux only.
+#[cfg(unix)]
+pub fn running_in_group(pgid: u32) -> usize {
+    let Ok(processes) = std::fs::read_dir("/proc") else { return 0 };
+    let pgid = pgid.to_string();
+    let runs = |process: &Path| {
+        let Ok(stat) = std::fs::read_to_string(process.join("stat")) else { return false };
+        // "pid (comm) state ppid pgrp …", where comm may hold spaces and ")".
+        let Some((_, fields)) = stat.rsplit_once(')') else { return false };
+        let mut fields = fields.split_whitespace();
+        let (state, _ppid, group) = (fields.next(), fields.next(), fields.next());
+        state != Some("Z") && group == Some(pgid.as_str())
+    };
+    processes.filter_map(Result::ok).filter(|process| runs(&process.path())).count()
 }
 
 impl Drop for Chromium {

@@ -174,8 +174,25 @@ impl ControlEnv {
 
 impl Drop for ControlEnv {
     fn drop(&mut self) {
-        kill_managed_browsers(self.state.path());
+        stop_managed_browsers(&self.server, self.state.path());
     }
+}
+
+/// Stops the managed browsers `server` launched as serve does when it ends
+/// (`Browser.close` over their pipes: Chrome then removes what it keeps in
+/// the temporary folder, which a killed Chrome leaves there), when the test
+/// runs on a multi-threaded runtime (its server must go on serving while
+/// this waits); then kills whatever still runs ([`kill_managed_browsers`]).
+pub fn stop_managed_browsers(server: &RunningServer, state: &std::path::Path) {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if let (Some(browsers), Ok(runtime)) = (server.browsers.clone(), Handle::try_current())
+        && runtime.runtime_flavor() == RuntimeFlavor::MultiThread
+    {
+        let profiles = settings::Config::load(state).map(|config| config.profiles).unwrap_or_default();
+        let stop = tokio::time::timeout(Duration::from_secs(10), browsers.stop_owned(profiles.values()));
+        let _ = tokio::task::block_in_place(|| runtime.block_on(stop));
+    }
+    kill_managed_browsers(state);
 }
 
 /// Kills the process group of every managed browser a serve of `state`

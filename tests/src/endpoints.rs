@@ -114,9 +114,7 @@ pub struct Managed {
 
 impl Drop for Managed {
     fn drop(&mut self) {
-        if let Some(record) = self.browsers.record("managed") {
-            crate::kill_group(record.pid);
-        }
+        crate::control_env::stop_managed_browsers(&self._server, self._state.path());
     }
 }
 

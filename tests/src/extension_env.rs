@@ -290,7 +290,10 @@ impl ExtensionEnv {
 impl Drop for ExtensionEnv {
     /// Managed browsers its serve launched go with it.
     fn drop(&mut self) {
-        crate::control_env::kill_managed_browsers(self.state.path());
+        match &self.server {
+            Some(server) => crate::control_env::stop_managed_browsers(server, self.state.path()),
+            None => crate::control_env::kill_managed_browsers(self.state.path()),
+        }
     }
 }
 

@@ -233,14 +233,27 @@ pub async fn wait_for_stats(
     }
 }
 
+/// `node tests/js/<script>`, run from tests/ and killed with the test, with
+/// a temporary folder of its own (the returned guard removes it).
+/// Playwright keeps a folder per connection in the temporary folder and
+/// removes it only when the browser closes: a script that ends otherwise
+/// would leave it behind.
+pub fn node_command(script: &str) -> anyhow::Result<(tokio::process::Command, tempfile::TempDir)> {
+    let dir = tests_dir();
+    let mut command = tokio::process::Command::new("node");
+    command.arg(dir.join("js").join(script)).current_dir(&dir).kill_on_drop(true);
+    let temp = tempfile::Builder::new().prefix("browser-relay-node-").tempdir()?;
+    command.env("TMPDIR", temp.path());
+    Ok((command, temp))
+}
+
 /// Runs a Node client script (killed if it outlives 4 minutes or the test).
 pub async fn run_node(script: &str, env: &[(&str, String)]) -> anyhow::Result<String> {
     let dir = tests_dir();
     if !dir.join("node_modules/playwright-core").exists() {
         bail!("tests/node_modules is missing: run `npm ci` in tests/ (the README's test command does)");
     }
-    let mut command = tokio::process::Command::new("node");
-    command.arg(dir.join("js").join(script)).current_dir(&dir).kill_on_drop(true);
+    let (mut command, _temp) = node_command(script)?;
     for (key, value) in env {
         command.env(key, value);
     }
@@ -257,4 +270,29 @@ pub async fn run_node(script: &str, env: &[(&str, String)]) -> anyhow::Result<St
         bail!("{script} failed ({}):\n{text}", output.status);
     }
     Ok(text)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::os::unix::process::CommandExt as _;
+    use std::time::{Duration, Instant};
+
+    use crate::chromium::{kill_group, running_in_group};
+
+    #[test]
+    fn killing_a_group_returns_once_none_of_it_runs() {
+        // A shell and the sleep it started, in a group of their own.
+        let mut leader =
+            std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).process_group(0).spawn().unwrap();
+        let pgid = leader.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while running_in_group(pgid) < 2 {
+            assert!(Instant::now() < deadline, "the shell never started its sleep");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill_group(pgid);
+        // The shell is a zombie until reaped here; nothing of the group runs.
+        assert_eq!(running_in_group(pgid), 0, "a process of the group still runs after kill_group");
+        let _ = leader.wait();
+    }
 }

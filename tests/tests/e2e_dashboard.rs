@@ -108,14 +108,8 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
     let managed_tab = opened["targetId"].as_str().unwrap().to_string();
 
     // A Playwright script on the shared tab: it signs in (a password).
-    let mut script = tokio::process::Command::new("node");
-    script
-        .arg(e2e::tests_dir().join("js/dashboard_client.mjs"))
-        .current_dir(e2e::tests_dir())
-        .envs(env.node_env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true);
+    let (mut script, _temp) = e2e::node_command("dashboard_client.mjs").unwrap();
+    script.envs(env.node_env()).stdin(Stdio::piped()).stdout(Stdio::piped());
     let mut script = script.spawn().expect("node runs");
     let mut said = BufReader::new(script.stdout.take().unwrap()).lines();
     let mut tell = script.stdin.take().unwrap();
