@@ -116,8 +116,8 @@ async function pairWithCode(portText, codeText, current) {
     if (pairingCode === code) await chrome.storage.local.set({ pairingCode: null, pairingPort: null });
     const why = status.error || status.detail || 'the relay did not answer';
     say(
-      `Not paired: ${why}. Run \`browser-relay pair\` again (or, if a double-click started serve, close its ` +
-        'window and double-click again) and open the new link.',
+      `Not paired: ${why}. Run \`browser-relay pair\` again and open the new link (or, if a double-click ` +
+        "started serve, open the newest link in its window: a new one comes every 10 minutes until you pair).",
       'error',
     );
   }

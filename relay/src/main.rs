@@ -370,12 +370,39 @@ fn pairing_text(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[St
     ))
 }
 
+/// `serve --pair`: the link once listening, and a new one each time the
+/// last one's code expires (`lifetime`) before any extension connected to
+/// this serve. A window left open (a double-click's) so always shows a
+/// link that works; an extension already paired connects within seconds,
+/// and nothing more is printed.
+async fn keep_a_pairing_link(lifetime: std::time::Duration, connected: impl Fn() -> bool, mut print: impl FnMut(Link)) {
+    print(Link::First);
+    loop {
+        tokio::time::sleep(lifetime).await;
+        if connected() {
+            return;
+        }
+        print(Link::Renewed);
+    }
+}
+
+/// Which of `serve --pair`'s links is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    First,
+    /// The one before expired unused.
+    Renewed,
+}
+
 /// `serve --pair`'s link, for the port serve got (`--port 0` included).
 /// Serving does not depend on it: a code that cannot be issued, or a
 /// stdout that takes nothing (closed, full, a console window whose text is
 /// being selected), is a warning, and the write has a thread of its own.
-fn print_serves_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String]) {
+fn print_serves_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String], link: Link) {
     let text = match pairing_text(state, token, port, ids) {
+        Ok(text) if link == Link::Renewed => {
+            format!("The link above expired before an extension connected. A new one:\n\n{text}")
+        }
         Ok(text) => text,
         Err(error) => {
             tracing::warn!("no pairing link: {} (`browser-relay pair` prints one)", error_text(&error));
@@ -599,9 +626,12 @@ async fn serve(
         state.root().display(),
         server.addr.port()
     );
-    if let Some((Some(token), ids)) = pairing {
-        print_serves_pairing(state, &token, server.addr.port(), &ids);
-    }
+    let pairing_links = pairing.and_then(|(token, ids)| token.map(|token| (token, ids))).map(|(token, ids)| {
+        let (relay, state, port) = (server.relay.clone(), state.clone(), server.addr.port());
+        let connected = move || relay.stats().extension_connections > 0;
+        let print = move |link| print_serves_pairing(&state, &token, port, &ids, link);
+        tokio::spawn(keep_a_pairing_link(state_dir::CODE_LIFETIME, connected, print))
+    });
     if let Some((_, engine)) = &server.control {
         for profile in &start {
             use control_engine::api::{Handle as _, Selected, StartBrowser, TabSelector};
@@ -614,6 +644,9 @@ async fn serve(
     }
     let why = signals.recv().await;
     tracing::info!("shutting down ({why})");
+    if let Some(links) = pairing_links {
+        links.abort();
+    }
     stop_server(state, server).await;
     Ok(())
 }
@@ -621,8 +654,43 @@ async fn serve(
 #[cfg(test)]
 mod tests {
     use super::{
-        Cli, Command, Config, DEFAULT_EXTENSION_ID, DOUBLE_CLICK_ARGS, double_clicked, error_text, with_published_ids,
+        Cli, Command, Config, DEFAULT_EXTENSION_ID, DOUBLE_CLICK_ARGS, Link, double_clicked, error_text,
+        keep_a_pairing_link, with_published_ids,
     };
+
+    #[tokio::test(start_paused = true)]
+    async fn serve_pair_prints_a_new_link_while_no_extension_connected() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        use std::time::Duration;
+        let lifetime = Duration::from_secs(600);
+        let printed = Arc::new(Mutex::new(Vec::new()));
+        let connected = Arc::new(AtomicBool::new(false));
+        let (seen, now_connected) = (printed.clone(), connected.clone());
+        let links = tokio::spawn(keep_a_pairing_link(
+            lifetime,
+            move || now_connected.load(Ordering::SeqCst),
+            move |link| seen.lock().unwrap().push(link),
+        ));
+        let printed_after = |at: Duration| {
+            let printed = printed.clone();
+            async move {
+                tokio::time::sleep(at).await;
+                printed.lock().unwrap().clone()
+            }
+        };
+        assert_eq!(printed_after(Duration::from_secs(1)).await, [Link::First]);
+        // Still before the code expires: nothing new.
+        assert_eq!(printed_after(lifetime - Duration::from_secs(2)).await, [Link::First]);
+        // Expired, nobody connected: a new link, and another after that.
+        assert_eq!(printed_after(Duration::from_secs(2)).await, [Link::First, Link::Renewed]);
+        assert_eq!(printed_after(lifetime).await, [Link::First, Link::Renewed, Link::Renewed]);
+        // An extension connected: no more links, and the task ends.
+        connected.store(true, Ordering::SeqCst);
+        tokio::time::sleep(lifetime * 3).await;
+        assert_eq!(printed.lock().unwrap().len(), 3);
+        assert!(links.is_finished());
+    }
 
     #[test]
     fn a_double_click_starts_the_relay_and_a_terminal_gets_what_it_typed() {
