@@ -55,8 +55,15 @@ impl ManagedBrowsers {
             }
             if let Some(record) = record {
                 children.end_browser(&dir, &record, false, Ending::Kill);
+                // Gone before its folder goes (a killed process takes a
+                // moment), so nothing of it writes there any more.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while children.is_alive(record.pid) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
             }
-            crate::profile_files::remove_singleton_folder(&crate::profile_files::user_data_in(&dir));
+            let user_data = crate::profile_files::user_data_in(&dir);
+            crate::profile_files::remove_singleton_folder(&user_data, |pid| children.is_alive(pid));
             if remove_locked_folder(&dir, lock).is_ok() {
                 tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
                 removed += 1;

@@ -227,13 +227,13 @@ impl ManagedBrowsers {
                 children.end_browser(dir, &record, children.holds(record.pid), Ending::Kill);
                 children.wait_exit(record.pid, Duration::from_secs(2)).await;
             } else if !children.is_reused(&record) {
-                // A crashed browser's helpers outlive it for a moment, its
-                // singleton socket open among their files.
+                // A crashed browser's helpers outlive it for a moment, the
+                // profile's files still open: the new browser waits for them.
                 children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             }
         }
         // A crashed or killed browser left its singleton folder behind.
-        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
+        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
         if profile.ephemeral {
             clear_folder_but_lock(dir).map_err(|source| ManagedError::Profile { path: dir.to_path_buf(), source })?;
         }
@@ -319,7 +319,7 @@ impl ManagedBrowsers {
             if !children.is_reused(&record) {
                 children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             }
-            profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
+            profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -339,7 +339,7 @@ impl ManagedBrowsers {
         children.end_browser(dir, &record, ours, Ending::Kill);
         children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
         // Killed, it left its singleton folder (quit in order, it did not).
-        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir));
+        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
     }

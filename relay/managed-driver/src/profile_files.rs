@@ -58,20 +58,39 @@ pub(crate) fn decorate(user_data_dir: &Path, name: &str, color: &str) -> io::Res
 /// On Linux and macOS, Chrome makes that folder in the temporary folder
 /// (a socket's path must be short), links the socket from the profile as
 /// `SingletonSocket`, and removes the folder when it quits in order: a
-/// killed or crashed Chrome leaves it, one folder per crash, for good. So
-/// it is removed here once the browser is gone: only when nothing listens
-/// on the socket any more (a Chrome that is still up, whoever started it,
-/// keeps its folder), and only a folder holding nothing but Chrome's
-/// singleton files. Windows has no such folder.
-pub(crate) fn remove_singleton_folder(user_data_dir: &Path) {
+/// killed or crashed Chrome leaves it, one folder per crash, for good.
+///
+/// Called when the profile's browser is known gone (its stop, its next
+/// start, an abandoned ephemeral profile's removal), and careful all the
+/// same, as the link is only a file in the profile:
+/// - the Chrome that made it must be gone: `SingletonLock` names its pid
+///   (`<host>-<pid>`), which must not be `alive` (as Chrome itself
+///   decides a lock is stale; no connection is tried, which could block);
+/// - the link must be absolute, to a real folder (not a link) of the
+///   profile's owner, holding a socket named `SingletonSocket` and nothing
+///   but Chrome's singleton files.
+///
+/// Windows has no such folder.
+pub(crate) fn remove_singleton_folder(user_data_dir: &Path, alive: impl Fn(u32) -> bool) {
     #[cfg(unix)]
     {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
         const SINGLETON_FILES: [&str; 2] = ["SingletonSocket", "SingletonCookie"];
+        let Ok(lock) = std::fs::read_link(user_data_dir.join("SingletonLock")) else { return };
+        let pid = lock.to_str().and_then(|lock| lock.rsplit_once('-')).and_then(|(_, pid)| pid.parse::<u32>().ok());
+        if pid.is_none_or(&alive) {
+            return;
+        }
         let Ok(socket) = std::fs::read_link(user_data_dir.join("SingletonSocket")) else { return };
-        let Some(folder) = socket.parent().filter(|_| socket.file_name() == Some("SingletonSocket".as_ref())) else {
+        let Some(folder) = socket.parent().filter(|_| socket.is_absolute()) else { return };
+        if socket.file_name() != Some("SingletonSocket".as_ref()) {
+            return;
+        }
+        let (Ok(profile), Ok(meta)) = (std::fs::metadata(user_data_dir), std::fs::symlink_metadata(folder)) else {
             return;
         };
-        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|socket| socket.file_type().is_socket());
+        if !meta.file_type().is_dir() || meta.uid() != profile.uid() || !is_socket {
             return;
         }
         let Ok(entries) = std::fs::read_dir(folder) else { return };
@@ -90,7 +109,7 @@ pub(crate) fn remove_singleton_folder(user_data_dir: &Path) {
         }
     }
     #[cfg(windows)]
-    let _ = user_data_dir;
+    let _ = (user_data_dir, alive);
 }
 
 /// A profile file as JSON; a missing or unreadable one starts empty (Chrome
@@ -143,50 +162,61 @@ mod tests {
         assert!(dir.path().join("First Run").exists());
     }
 
-    /// A profile linked, as Chrome links it, to a singleton folder in
-    /// `temp` that holds a socket (listening while the returned listener
-    /// lives) and `extra` files besides Chrome's.
+    /// A profile locked and linked, as Chrome does it, by the browser
+    /// `pid` to a singleton folder in `temp` that holds a socket and
+    /// `extra` files besides Chrome's.
     #[cfg(unix)]
-    fn linked_singleton(
-        temp: &Path,
-        extra: &[&str],
-    ) -> (tempfile::TempDir, std::path::PathBuf, std::os::unix::net::UnixListener) {
+    fn linked_singleton(temp: &Path, pid: u32, extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
         let profile = tempfile::tempdir().unwrap();
         let folder = tempfile::Builder::new().prefix("org.chromium.Chromium.").tempdir_in(temp).unwrap().keep();
-        let listener = std::os::unix::net::UnixListener::bind(folder.join("SingletonSocket")).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(folder.join("SingletonSocket")).unwrap());
         std::os::unix::fs::symlink("12345", folder.join("SingletonCookie")).unwrap();
         for file in extra {
             std::fs::write(folder.join(file), "").unwrap();
         }
         std::os::unix::fs::symlink(folder.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
-        (profile, folder, listener)
+        std::os::unix::fs::symlink(format!("vm-{pid}"), profile.path().join("SingletonLock")).unwrap();
+        (profile, folder)
     }
 
     #[cfg(unix)]
     #[test]
     fn a_gone_browsers_singleton_folder_is_removed_and_no_other() {
         let temp = tempfile::tempdir().unwrap();
-        // Its Chrome is gone: nothing listens on the socket.
-        let (profile, folder, listener) = linked_singleton(temp.path(), &[]);
-        drop(listener);
-        remove_singleton_folder(profile.path());
+        let alive = |pid| pid == 7;
+        let kept = |folder: &Path| folder.join("SingletonSocket").exists();
+        // Its Chrome (pid 8) is gone.
+        let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
+        remove_singleton_folder(profile.path(), alive);
         assert!(!folder.exists(), "the gone browser's folder was left");
 
-        // A Chrome still up (whoever started it) keeps its folder.
-        let (profile, folder, _listening) = linked_singleton(temp.path(), &[]);
-        remove_singleton_folder(profile.path());
-        let cookie = folder.join("SingletonCookie").symlink_metadata();
-        assert!(folder.join("SingletonSocket").exists() && cookie.is_ok(), "a live browser's folder was touched");
+        // A Chrome still up (pid 7, whoever started it) keeps its folder.
+        let (profile, folder) = linked_singleton(temp.path(), 7, &[]);
+        remove_singleton_folder(profile.path(), alive);
+        assert!(kept(&folder), "a live browser's folder was touched");
 
         // A folder holding anything but Chrome's singleton files is not ours
         // to remove.
-        let (profile, folder, listener) = linked_singleton(temp.path(), &["notes.txt"]);
-        drop(listener);
-        remove_singleton_folder(profile.path());
-        assert!(folder.join("notes.txt").exists());
+        let (profile, folder) = linked_singleton(temp.path(), 8, &["notes.txt"]);
+        remove_singleton_folder(profile.path(), alive);
+        assert!(kept(&folder) && folder.join("notes.txt").exists());
 
-        // No link (Chrome quit in order, or never ran): nothing happens.
-        remove_singleton_folder(tempfile::tempdir().unwrap().path());
+        // A link to a folder without the socket (an empty one, say), or to a
+        // link to a folder: left alone.
+        let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
+        std::fs::remove_file(folder.join("SingletonSocket")).unwrap();
+        remove_singleton_folder(profile.path(), alive);
+        assert!(folder.exists(), "a folder without Chrome's socket was removed");
+        let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
+        let linked = temp.path().join("linked");
+        std::os::unix::fs::symlink(&folder, &linked).unwrap();
+        std::fs::remove_file(profile.path().join("SingletonSocket")).unwrap();
+        std::os::unix::fs::symlink(linked.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
+        remove_singleton_folder(profile.path(), alive);
+        assert!(kept(&folder), "a folder reached through a link was emptied");
+
+        // No lock or no link (Chrome quit in order, or never ran): nothing.
+        remove_singleton_folder(tempfile::tempdir().unwrap().path(), alive);
     }
 
     #[test]
