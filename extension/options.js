@@ -117,7 +117,8 @@ async function pairWithCode(portText, codeText, current) {
     const why = status.error || status.detail || 'the relay did not answer';
     say(
       `Not paired: ${why}. Run \`browser-relay pair\` again and open the new link (or, if a double-click ` +
-        "started serve, open the newest link in its window: a new one comes every 10 minutes until you pair).",
+        'started serve, open the newest link in its window: it shows a new one before each expires, until an ' +
+        'extension connects).',
       'error',
     );
   }

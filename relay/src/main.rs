@@ -370,21 +370,41 @@ fn pairing_text(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[St
     ))
 }
 
-/// `serve --pair`: the link once listening, and a new one each time the
-/// last one's code expires (`lifetime`) before any extension connected to
-/// this serve. A window left open (a double-click's) so always shows a
-/// link that works; an extension already paired connects within seconds,
-/// and nothing more is printed.
-async fn keep_a_pairing_link(lifetime: std::time::Duration, connected: impl Fn() -> bool, mut print: impl FnMut(Link)) {
+/// `serve --pair` in a terminal or console window: the link once
+/// listening, and a new one shortly before its code expires while no
+/// extension has connected to this serve, so the window (a double-click's)
+/// always shows a link that works; an extension already paired connects
+/// within seconds, and nothing more is printed. Printed elsewhere (a log
+/// file), the one link is all: a log would keep a live code for as long
+/// as serve runs.
+///
+/// The code's age is the wall clock's (`now`), which goes on while the
+/// computer sleeps; tokio's sleeps do not. It is looked at every
+/// [`PAIRING_LINK_CHECK`].
+async fn keep_a_pairing_link(
+    lifetime: std::time::Duration,
+    now: impl Fn() -> std::time::SystemTime,
+    connected: impl Fn() -> bool,
+    mut print: impl FnMut(Link),
+) {
+    let mut issued = now();
     print(Link::First);
     loop {
-        tokio::time::sleep(lifetime).await;
+        tokio::time::sleep(PAIRING_LINK_CHECK).await;
         if connected() {
             return;
         }
-        print(Link::Renewed);
+        let age = now().duration_since(issued).unwrap_or_default();
+        if age + PAIRING_LINK_CHECK >= lifetime {
+            issued = now();
+            print(Link::Renewed);
+        }
     }
 }
+
+/// How often `serve --pair` looks whether an extension connected and
+/// whether its link is about to expire.
+const PAIRING_LINK_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Which of `serve --pair`'s links is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -401,7 +421,7 @@ enum Link {
 fn print_serves_pairing(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[String], link: Link) {
     let text = match pairing_text(state, token, port, ids) {
         Ok(text) if link == Link::Renewed => {
-            format!("The link above expired before an extension connected. A new one:\n\n{text}")
+            format!("The link above expires now, and no extension has connected. A new one:\n\n{text}")
         }
         Ok(text) => text,
         Err(error) => {
@@ -626,11 +646,15 @@ async fn serve(
         state.root().display(),
         server.addr.port()
     );
-    let pairing_links = pairing.and_then(|(token, ids)| token.map(|token| (token, ids))).map(|(token, ids)| {
+    let pairing_links = pairing.and_then(|(token, ids)| token.map(|token| (token, ids))).and_then(|(token, ids)| {
         let (relay, state, port) = (server.relay.clone(), state.clone(), server.addr.port());
-        let connected = move || relay.stats().extension_connections > 0;
         let print = move |link| print_serves_pairing(&state, &token, port, &ids, link);
-        tokio::spawn(keep_a_pairing_link(state_dir::CODE_LIFETIME, connected, print))
+        if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            print(Link::First);
+            return None;
+        }
+        let connected = move || relay.stats().extension_connections > 0;
+        Some(tokio::spawn(keep_a_pairing_link(state_dir::CODE_LIFETIME, std::time::SystemTime::now, connected, print)))
     });
     if let Some((_, engine)) = &server.control {
         for profile in &start {
@@ -660,35 +684,44 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn serve_pair_prints_a_new_link_while_no_extension_connected() {
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::sync::{Arc, Mutex};
-        use std::time::Duration;
+        use std::time::{Duration, SystemTime};
         let lifetime = Duration::from_secs(600);
         let printed = Arc::new(Mutex::new(Vec::new()));
         let connected = Arc::new(AtomicBool::new(false));
-        let (seen, now_connected) = (printed.clone(), connected.clone());
+        // The wall clock: tokio's paused time, plus what a sleeping
+        // computer skips (which tokio's clock does not see).
+        let (start, skipped) = (tokio::time::Instant::now(), Arc::new(AtomicU64::new(0)));
+        let (seen, now_connected, slept) = (printed.clone(), connected.clone(), skipped.clone());
+        let now = move || SystemTime::UNIX_EPOCH + start.elapsed() + Duration::from_secs(slept.load(Ordering::SeqCst));
         let links = tokio::spawn(keep_a_pairing_link(
             lifetime,
+            now,
             move || now_connected.load(Ordering::SeqCst),
             move |link| seen.lock().unwrap().push(link),
         ));
-        let printed_after = |at: Duration| {
+        let printed_after = |wait: Duration| {
             let printed = printed.clone();
             async move {
-                tokio::time::sleep(at).await;
+                tokio::time::sleep(wait).await;
                 printed.lock().unwrap().clone()
             }
         };
         assert_eq!(printed_after(Duration::from_secs(1)).await, [Link::First]);
-        // Still before the code expires: nothing new.
-        assert_eq!(printed_after(lifetime - Duration::from_secs(2)).await, [Link::First]);
-        // Expired, nobody connected: a new link, and another after that.
-        assert_eq!(printed_after(Duration::from_secs(2)).await, [Link::First, Link::Renewed]);
+        // Well before the code expires: nothing new.
+        assert_eq!(printed_after(Duration::from_secs(500)).await, [Link::First]);
+        // About to expire, nobody connected: a new link before it does.
+        assert_eq!(printed_after(Duration::from_secs(99)).await, [Link::First, Link::Renewed]);
         assert_eq!(printed_after(lifetime).await, [Link::First, Link::Renewed, Link::Renewed]);
+        // The computer slept through the code's lifetime: a new link at the
+        // next look, not ten minutes later.
+        skipped.store(lifetime.as_secs(), Ordering::SeqCst);
+        assert_eq!(printed_after(Duration::from_secs(31)).await.len(), 4);
         // An extension connected: no more links, and the task ends.
         connected.store(true, Ordering::SeqCst);
         tokio::time::sleep(lifetime * 3).await;
-        assert_eq!(printed.lock().unwrap().len(), 3);
+        assert_eq!(printed.lock().unwrap().len(), 4);
         assert!(links.is_finished());
     }
 
