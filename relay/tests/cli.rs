@@ -106,8 +106,11 @@ impl Drop for Running {
         // SIGTERM: serve stops the browsers it launched in order. (A killed
         // serve's browser quits when its pipe closes, and leaves its socket
         // folder in the temporary folder.) SIGKILL after 10 s.
-        let serve = nix::unistd::Pid::from_raw(self.serve.id() as i32);
-        let _ = nix::sys::signal::kill(serve, nix::sys::signal::Signal::SIGTERM);
+        // Only a serve not reaped yet: a reaped one's pid may be another's.
+        if matches!(self.serve.try_wait(), Ok(None)) {
+            let serve = nix::unistd::Pid::from_raw(self.serve.id() as i32);
+            let _ = nix::sys::signal::kill(serve, nix::sys::signal::Signal::SIGTERM);
+        }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while matches!(self.serve.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));

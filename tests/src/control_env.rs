@@ -179,14 +179,19 @@ impl Drop for ControlEnv {
 }
 
 /// Stops the managed browsers `server` launched as serve does when it ends
-/// (`Browser.close` over their pipes: Chrome then removes what it keeps in
-/// the temporary folder, which a killed Chrome leaves there), when the test
-/// runs on a multi-threaded runtime (its server must go on serving while
-/// this waits); then kills whatever still runs ([`kill_managed_browsers`]).
+/// (`Browser.close` over their pipes), when the test runs on a
+/// multi-threaded runtime (its server must go on serving while this waits)
+/// and is not panicking; then kills whatever still runs
+/// ([`kill_managed_browsers`]). A browser killed instead leaves its
+/// singleton folder, which the relay removes at that profile's next start
+/// or stop, and a test's relay has none.
 pub fn stop_managed_browsers(server: &RunningServer, state: &std::path::Path) {
     use tokio::runtime::{Handle, RuntimeFlavor};
+    // Not while a test panics: its runtime may be going down, and killing
+    // is what must happen then.
     if let (Some(browsers), Ok(runtime)) = (server.browsers.clone(), Handle::try_current())
         && runtime.runtime_flavor() == RuntimeFlavor::MultiThread
+        && !std::thread::panicking()
     {
         let profiles = settings::Config::load(state).map(|config| config.profiles).unwrap_or_default();
         let stop = tokio::time::timeout(Duration::from_secs(10), browsers.stop_owned(profiles.values()));
