@@ -54,11 +54,12 @@ impl ManagedBrowsers {
                 continue;
             }
             if let Some(record) = record {
+                let was_on = children.is_browser_on(&dir, &record);
                 children.end_browser(&dir, &record, false, Ending::Kill);
-                // Gone before its folder goes (a killed process takes a
-                // moment), so nothing of it writes there any more.
+                // A browser killed here is gone before its folder goes (that
+                // takes a moment), so nothing of it writes there any more.
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while children.is_alive(record.pid) && std::time::Instant::now() < deadline {
+                while was_on && children.is_alive(record.pid) && std::time::Instant::now() < deadline {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
             }

@@ -175,7 +175,7 @@ mod tests {
             std::fs::write(folder.join(file), "").unwrap();
         }
         std::os::unix::fs::symlink(folder.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
-        std::os::unix::fs::symlink(format!("vm-{pid}"), profile.path().join("SingletonLock")).unwrap();
+        std::os::unix::fs::symlink(format!("my-host-{pid}"), profile.path().join("SingletonLock")).unwrap();
         (profile, folder)
     }
 
