@@ -648,16 +648,21 @@ async fn serve(
         state.root().display(),
         server.addr.port()
     );
-    let pairing_links = pairing.and_then(|(token, ids)| token.map(|token| (token, ids))).and_then(|(token, ids)| {
-        let (relay, state, port) = (server.relay.clone(), state.clone(), server.addr.port());
-        let print = move |link| print_serves_pairing(&state, &token, port, &ids, link);
-        if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            print(Link::First);
-            return None;
+    let pairing_links = match pairing {
+        Some((Some(token), ids)) => {
+            let (relay, state, port) = (server.relay.clone(), state.clone(), server.addr.port());
+            let print = move |link| print_serves_pairing(&state, &token, port, &ids, link);
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                let connected = move || relay.stats().extension_connections > 0;
+                let now = std::time::SystemTime::now;
+                Some(tokio::spawn(keep_a_pairing_link(state_dir::CODE_LIFETIME, now, connected, print)))
+            } else {
+                print(Link::First);
+                None
+            }
         }
-        let connected = move || relay.stats().extension_connections > 0;
-        Some(tokio::spawn(keep_a_pairing_link(state_dir::CODE_LIFETIME, std::time::SystemTime::now, connected, print)))
-    });
+        _ => None,
+    };
     if let Some((_, engine)) = &server.control {
         for profile in &start {
             use control_engine::api::{Handle as _, Selected, StartBrowser, TabSelector};

@@ -132,7 +132,7 @@ impl RunningServer {
             };
             // The control engine makes ephemeral profiles; a serve killed
             // before it could delete theirs left them behind.
-            browsers.remove_abandoned_ephemeral();
+            browsers.remove_abandoned_ephemeral().await;
             let engine = Engine::new(browsers.clone(), Some(link));
             // Pages shown in old screenshots go when their time is up, also
             // while nothing new is saved.

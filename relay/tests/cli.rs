@@ -870,7 +870,6 @@ fn the_cli_and_mcp_tell_a_squatter_on_the_control_port_nothing() {
     }
 }
 
-/// Whether a live process (not a zombie) is left in process group `pgid`.
 /// Polls (a process that is not our child gives no event) until `done`.
 fn within(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);

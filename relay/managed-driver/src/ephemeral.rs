@@ -33,7 +33,7 @@ impl ManagedBrowsers {
     /// on one. Called when serve starts; folders another live process owns,
     /// or locks for a start or stop under way, are left alone. How many
     /// were deleted.
-    pub fn remove_abandoned_ephemeral(&self) -> usize {
+    pub async fn remove_abandoned_ephemeral(&self) -> usize {
         let Ok(entries) = std::fs::read_dir(self.root.join("ephemeral")) else { return 0 };
         let children = &self.held.children;
         let mut removed = 0;
@@ -58,13 +58,11 @@ impl ManagedBrowsers {
                 children.end_browser(&dir, &record, false, Ending::Kill);
                 // A browser killed here is gone before its folder goes (that
                 // takes a moment), so nothing of it writes there any more.
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                while was_on && children.is_alive(record.pid) && std::time::Instant::now() < deadline {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
+                if was_on {
+                    children.wait_exit(record.pid, std::time::Duration::from_secs(2)).await;
                 }
             }
-            let user_data = crate::profile_files::user_data_in(&dir);
-            crate::profile_files::remove_singleton_folder(&user_data, |pid| children.is_alive(pid));
+            children.remove_singleton_folder(&dir);
             if remove_locked_folder(&dir, lock).is_ok() {
                 tracing::info!(folder = %dir.display(), "deleted an ephemeral profile's folder left by a serve that was killed");
                 removed += 1;

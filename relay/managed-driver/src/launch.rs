@@ -233,7 +233,7 @@ impl ManagedBrowsers {
             }
         }
         // A crashed or killed browser left its singleton folder behind.
-        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
+        children.remove_singleton_folder(dir);
         if profile.ephemeral {
             clear_folder_but_lock(dir).map_err(|source| ManagedError::Profile { path: dir.to_path_buf(), source })?;
         }
@@ -319,7 +319,7 @@ impl ManagedBrowsers {
             if !children.is_reused(&record) {
                 children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
             }
-            profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
+            children.remove_singleton_folder(dir);
             let _ = std::fs::remove_file(dir.join(RUN_RECORD));
             return;
         }
@@ -339,7 +339,7 @@ impl ManagedBrowsers {
         children.end_browser(dir, &record, ours, Ending::Kill);
         children.wait_tree_gone(record.pid, Duration::from_secs(3)).await;
         // Killed, it left its singleton folder (quit in order, it did not).
-        profile_files::remove_singleton_folder(&profile_files::user_data_in(dir), |pid| children.is_alive(pid));
+        children.remove_singleton_folder(dir);
         let _ = std::fs::remove_file(dir.join(RUN_RECORD));
         tracing::info!(profile = %profile.name, pid = record.pid, "stopped the managed browser");
     }

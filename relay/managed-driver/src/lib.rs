@@ -487,8 +487,8 @@ mod tests {
         std::fs::write(dir.join(running::RUN_RECORD), serde_json::to_vec(record).unwrap()).unwrap();
     }
 
-    #[test]
-    fn only_ephemeral_folders_whose_process_is_gone_are_deleted_at_serve_start() {
+    #[tokio::test]
+    async fn only_ephemeral_folders_whose_process_is_gone_are_deleted_at_serve_start() {
         let state = tempfile::tempdir().unwrap();
         let browsers = ManagedBrowsers::new(state.path());
         let mut exited = process::tests::exit_at_once();
@@ -514,7 +514,7 @@ mod tests {
         let reused = folder("reused", Some(record_of(alive_pid, wrong, alive_pid, wrong)));
         let configured = state.path().join("profiles/managed/user-data");
         std::fs::create_dir_all(&configured).unwrap();
-        assert_eq!(browsers.remove_abandoned_ephemeral(), 3);
+        assert_eq!(browsers.remove_abandoned_ephemeral().await, 3);
         assert!(!killed.exists() && !never_ran.exists());
         assert!(elsewhere.exists(), "a live process's ephemeral profile is its own");
         assert!(from_before_starts.exists(), "a record without starts takes a live pid as its own");

@@ -138,6 +138,16 @@ impl Children {
             && started.is_none_or(|started| process::started(pid).map_or(unreadable, |now| now == started))
     }
 
+    /// Removes the singleton folder a browser gone from the profile folder
+    /// `dir` left in the temporary folder
+    /// ([`crate::profile_files::remove_singleton_folder`], with this
+    /// process's view of which pids are alive).
+    pub(crate) fn remove_singleton_folder(&self, dir: &Path) {
+        crate::profile_files::remove_singleton_folder(&crate::profile_files::user_data_in(dir), |pid| {
+            self.is_alive(pid)
+        });
+    }
+
     /// Whether `record`'s pid now belongs to another process: alive, with
     /// another start than the record's.
     pub(crate) fn is_reused(&self, record: &RunRecord) -> bool {
