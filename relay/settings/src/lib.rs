@@ -858,11 +858,9 @@ mod tests {
 
     #[test]
     fn a_config_file_in_another_encoding_is_refused_with_how_to_save_it() {
-        let state = std::env::temp_dir().join(format!("settings-encoding-{}", std::process::id()));
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::write(state.join(CONFIG_FILE), b"allowEvaluate = \xff\n").unwrap();
-        let error = Config::load(&state).unwrap_err().to_string();
-        std::fs::remove_dir_all(&state).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join(CONFIG_FILE), b"allowEvaluate = \xff\n").unwrap();
+        let error = Config::load(state.path()).unwrap_err().to_string();
         assert!(error.contains("config.toml: is not UTF-8 text (line 1, column 17 is not)"), "{error}");
     }
 
