@@ -238,7 +238,10 @@ impl PublicBase {
 /// Counters for tests and status: nothing may leak across connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayStats {
+    /// Clients of the user's tabs (the extension's targets).
     pub clients: usize,
+    /// Clients of managed profiles' sockets, piped to their browser.
+    pub piped_clients: usize,
     pub pending: usize,
     pub targets: usize,
     pub child_sessions: usize,
@@ -442,6 +445,7 @@ impl Relay {
         };
         RelayStats {
             clients: self.0.clients.len(),
+            piped_clients: self.0.piped.len(),
             pending: self.0.pending.len(),
             targets,
             subscriptions,
