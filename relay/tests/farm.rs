@@ -592,7 +592,8 @@ async fn an_untrusted_certificate_and_a_silent_endpoint_are_clear_errors_in_time
             && message.contains("remoteCdpHandshakeTimeoutMs"),
         "{message}"
     );
-    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(2000), "answered in {took:?}");
+    // Its own 400 ms, not the default 3000 ms (with room for a slow machine).
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_millis(2500), "answered in {took:?}");
     let (code, _, stderr) = serve.cli(&["start", "--profile", "silent"]).await;
     assert!(code == 1 && stderr.contains("within 400 ms"), "{stderr}");
     assert_eq!(front.upgrades(), 0);

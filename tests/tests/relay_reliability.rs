@@ -164,7 +164,8 @@ async fn extension_dropping_mid_command_answers_at_once_and_reconnect_brings_pag
     let started = Instant::now();
     drop(ext); // the socket goes away without a reply
     let (_, message) = protocol_error(call.await);
-    assert!(started.elapsed() < Duration::from_secs(1), "answered after {:?}", started.elapsed());
+    // Well under the 30 s a command may take: answered when the socket goes.
+    assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
     assert!(message.contains("disconnected"), "{message}");
     let detached = next_event(&mut events, "Target.detachedFromTarget").await;
     assert_eq!(detached.params["targetId"], fake_target_id(3));
@@ -210,7 +211,10 @@ async fn a_client_leaving_cleans_up_only_its_own_state_and_nothing_leaks() {
         .as_str()
         .unwrap()
         .to_string();
-    let baseline = setup.server.relay.stats();
+    // Bytes in flight at this instant are no baseline: nothing is queued
+    // once everything settles.
+    let baseline =
+        relay_engine::RelayStats { client_queue_bytes: 0, extension_queue_bytes: 0, ..setup.server.relay.stats() };
 
     for _ in 0..50 {
         let (client, mut events) = setup.client().await;
@@ -311,7 +315,9 @@ async fn sessions_are_capped_per_client_and_free_again_when_detached() {
 async fn one_extension_at_a_time_and_handshake_rules() {
     let setup = relay_with(RelayConfig {
         hello_timeout: Duration::from_millis(300),
-        extension_grace: Duration::from_millis(300),
+        // Long enough for the late extension below to connect in on a slow
+        // machine; the first 503 only takes longer.
+        extension_grace: Duration::from_secs(3),
         ..RelayConfig::default()
     })
     .await;
@@ -619,13 +625,19 @@ async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget
     }
     stalled.flush().await.unwrap();
 
-    let data = "A".repeat(SCREENSHOT);
+    let data = json!({"data": "A".repeat(SCREENSHOT)});
     let mut peak = 0;
+    // Replies until the relay drops it. Then it reads at once: the relay
+    // gives a dropped client a moment to take the close frame, not forever.
     for _ in 0..512 {
         let call = tokio::time::timeout(Duration::from_secs(10), ext.calls.recv()).await.unwrap().unwrap();
         assert_eq!(call.method.as_deref(), Some("Page.captureScreenshot"));
-        ext.reply(call.id, Ok(json!({"data": data})));
-        peak = peak.max(setup.server.relay.stats().client_queue_bytes);
+        ext.reply(call.id, Ok(data.clone()));
+        let stats = setup.server.relay.stats();
+        peak = peak.max(stats.client_queue_bytes);
+        if stats.clients == 0 {
+            break;
+        }
     }
     e2e::wait_for_stats(&setup.server.relay, "the stalled client dropped", Duration::from_secs(10), |s| s.clients == 0)
         .await

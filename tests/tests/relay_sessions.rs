@@ -62,6 +62,13 @@ impl Setup {
             .expect("extension open")
     }
 
+    /// The relay's next call to the extension: waited for up to 10 s when
+    /// one is `expected`, else up to 500 ms (it stays quiet).
+    async fn call_within(&mut self, expected: bool) -> Option<SeenCall> {
+        let within = if expected { Duration::from_secs(10) } else { Duration::from_millis(500) };
+        tokio::time::timeout(within, self.ext.calls.recv()).await.ok().flatten()
+    }
+
     /// Sends `method` on `session` and plays the extension's part: the call
     /// must reach it as `debugger.sendCommand`, answered with `result`.
     async fn forwarded(&mut self, client: &CdpClient, session: &str, method: &str, params: Value, result: Value) {
@@ -73,10 +80,11 @@ impl Setup {
     }
 
     /// The commands the relay sends by itself next (undoing a client's
-    /// state), as (method, params), until it stays quiet.
-    async fn undone(&mut self) -> Vec<(String, Value)> {
+    /// state), as (method, params): at least `expected` (each waited for as
+    /// long as a slow machine may need), then any more until it stays quiet.
+    async fn undone(&mut self, expected: usize) -> Vec<(String, Value)> {
         let mut seen = Vec::new();
-        while let Ok(Some(call)) = tokio::time::timeout(Duration::from_millis(500), self.ext.calls.recv()).await {
+        while let Some(call) = self.call_within(seen.len() < expected).await {
             let frame: Value = serde_json::from_str(&call.raw).unwrap();
             let params = frame["debugger.sendCommand"]["params"].clone();
             seen.push((call.method.clone().unwrap_or(call.name.clone()), params));
@@ -108,7 +116,7 @@ async fn a_client_that_leaves_takes_what_it_set_on_the_users_tab() {
     setup.forwarded(&client, &page, "Target.setAutoAttach", attach, json!({})).await;
 
     client.close();
-    let undone = setup.undone().await;
+    let undone = setup.undone(6).await;
     let expect = [
         ("Emulation.clearDeviceMetricsOverride", json!({})),
         ("Network.setExtraHTTPHeaders", json!({"headers": {}})),
@@ -139,9 +147,9 @@ async fn the_client_still_connected_keeps_what_it_set() {
     b.call("Network.disable", json!({}), Some(&b_page)).await.unwrap();
     // B leaves: A's viewport is back in effect, A's Network stays on.
     b.close();
-    assert_eq!(setup.undone().await, [("Emulation.setDeviceMetricsOverride".to_string(), small)]);
+    assert_eq!(setup.undone(1).await, [("Emulation.setDeviceMetricsOverride".to_string(), small)]);
     a.close();
-    let undone = setup.undone().await;
+    let undone = setup.undone(2).await;
     assert!(undone.contains(&("Emulation.clearDeviceMetricsOverride".to_string(), json!({}))), "{undone:?}");
     assert!(undone.contains(&("Network.disable".to_string(), json!({}))), "{undone:?}");
 }
@@ -208,10 +216,10 @@ async fn a_once_only_setting_does_not_fail_the_next_client() {
     let (a, _a_events, a_page) = setup.client().await;
     setup.forwarded(&a, &a_page, "Page.setFontFamilies", fonts.clone(), json!({})).await;
     a.close();
-    assert!(setup.undone().await.is_empty(), "nothing to undo for fonts");
+    assert!(setup.undone(0).await.is_empty(), "nothing to undo for fonts");
     let (b, _b_events, b_page) = setup.client().await;
     b.call("Page.setFontFamilies", fonts, Some(&b_page)).await.expect("answered by the relay");
-    assert!(setup.undone().await.is_empty(), "the extension saw no second call");
+    assert!(setup.undone(0).await.is_empty(), "the extension saw no second call");
 }
 
 #[tokio::test]
@@ -274,11 +282,11 @@ impl Setup {
         self.ext.reply(call.id, Ok(serde_json::to_value(fake_tab(tab)).unwrap()));
     }
 
-    /// The tabs the relay closes from now until it stays quiet (each
-    /// reported removed, as Chrome does).
-    async fn closed_tabs(&mut self) -> Vec<i64> {
+    /// The tabs the relay closes from now: at least `expected`, then any
+    /// more until it stays quiet (each reported removed, as Chrome does).
+    async fn closed_tabs(&mut self, expected: usize) -> Vec<i64> {
         let mut closed = Vec::new();
-        while let Ok(Some(call)) = tokio::time::timeout(Duration::from_millis(500), self.ext.calls.recv()).await {
+        while let Some(call) = self.call_within(closed.len() < expected).await {
             self.ext.reply(call.id, Ok(json!({})));
             if call.name == "tabs.remove" {
                 let frame: Value = serde_json::from_str(&call.raw).unwrap();
@@ -307,9 +315,9 @@ async fn tabs_a_client_opened_close_when_it_leaves_and_the_users_stay() {
 
     // A leaves: its own tab closes; the popup is B's too.
     a.close();
-    assert_eq!(setup.closed_tabs().await, [5]);
+    assert_eq!(setup.closed_tabs(1).await, [5]);
     b.close();
-    assert_eq!(setup.closed_tabs().await, [6], "the popup goes with the last client that drove its opener");
+    assert_eq!(setup.closed_tabs(1).await, [6], "the popup goes with the last client that drove its opener");
     e2e::wait_for_stats(&setup.server.relay, "only the user's tab", Duration::from_secs(5), |s| s.targets == 1)
         .await
         .unwrap();
@@ -322,7 +330,7 @@ async fn tabs_a_client_opened_close_when_it_leaves_and_the_users_stay() {
         .unwrap();
     let (c, _c_events, _) = setup.client().await;
     c.close();
-    assert!(setup.closed_tabs().await.is_empty(), "the user's tabs stay");
+    assert!(setup.closed_tabs(0).await.is_empty(), "the user's tabs stay");
 }
 
 /// A shared tab's popup is announced once its first document committed,
@@ -375,7 +383,7 @@ async fn a_tab_created_for_a_client_that_already_left_is_closed() {
         .await
         .unwrap();
     setup.ext.reply(call.id, Ok(serde_json::to_value(fake_tab(5)).unwrap()));
-    assert_eq!(setup.closed_tabs().await, [5]);
+    assert_eq!(setup.closed_tabs(1).await, [5]);
 }
 
 /// A capture the extension never answers, as Chrome never answers one of a
@@ -449,8 +457,10 @@ async fn a_capture_of_a_tab_in_a_covered_window_fails_fast_too() {
 async fn a_capture_of_a_tab_in_front_waits_up_to_the_deadline_and_a_late_answer_is_dropped() {
     let mut setup = setup_with(quick_capture_checks()).await;
     let (client, _events, page) = setup.client().await;
-    let capture = unanswered_capture(&mut setup, &client, &page).await;
+    // Taken before the relay's own clock starts, so a slow test thread
+    // cannot make the wait look shorter than it was.
     let started = tokio::time::Instant::now();
+    let capture = unanswered_capture(&mut setup, &client, &page).await;
     let query = setup.next_call().await;
     setup.ext.reply(query.id, Ok(json!([fake_tab(4)])));
     let window = setup.next_call().await;
