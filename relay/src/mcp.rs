@@ -128,7 +128,7 @@ const TOOLS: &[ToolSpec] = &[
     route::<TakeSnapshot>(
         "browser_snapshot",
         Effect::ReadOnly,
-        "The page as an accessibility tree; interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes (selector, frame or depth: the other refs stay valid).",
+        "The page as an accessibility tree; interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes (selector, frame, depth or limit: the other refs stay valid).",
     ),
     route::<FindInPage>(
         "browser_find",

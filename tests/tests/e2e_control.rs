@@ -256,7 +256,14 @@ async fn a_partial_snapshot_keeps_the_refs_it_does_not_cover() {
     let undo = ref_of(&partial, "button \"Undo\"");
     assert!(Some(number(&undo)) > highest, "{undo} is new: {full}");
 
-    // A ref of the full snapshot outside the selector still acts.
+    // So does a snapshot of the first few nodes only: the refs past its
+    // cut stay, the ones it shows keep their numbers.
+    let first_few = env.api.ok("GET", "/snapshot?limit=4", None).await;
+    let shown = first_few["snapshot"].as_str().unwrap();
+    assert!(!shown.contains("Far away") && shown.contains(&format!("[ref={save}]")), "{first_few}");
+    assert!(first_few["notes"].to_string().contains("cut at limit=4"), "{first_few}");
+
+    // A ref of the full snapshot outside the selector and the cut still acts.
     let clicked = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
     assert_eq!(clicked["ok"], true, "{clicked}");
     assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");

@@ -7,7 +7,7 @@
 //! connection, so they survive a reconnect of the engine.
 //!
 //! A full snapshot replaces the tab's table. A partial one (a `selector`,
-//! `frame` or `depth`, and `GET /find`) merges into it: the refs it shows
+//! `frame`, `depth` or `limit`, and `GET /find`) merges into it: the refs it shows
 //! are re-issued (an element that had a ref keeps it), the others stay, and
 //! a new ref takes a number above every number the table has ever held, so
 //! no number ever means two things. Each frame's world keeps exactly the
