@@ -63,22 +63,25 @@ pub(crate) fn decorate(user_data_dir: &Path, name: &str, color: &str) -> io::Res
 /// Called when the profile's browser is known gone (its stop, its next
 /// start, an abandoned ephemeral profile's removal), and careful all the
 /// same, as the link is only a file in the profile:
-/// - the Chrome that made it must be gone: `SingletonLock` names its pid
-///   (`<host>-<pid>`), which must not be `alive` (as Chrome itself
-///   decides a lock is stale; no connection is tried, which could block);
+/// - the Chrome that made it must be gone: `SingletonLock` names its host
+///   and pid (`<host>-<pid>`); the host must be `this_host` (a profile in a
+///   home shared between machines may be another machine's to clean up)
+///   and the pid not `alive` (as Chrome itself decides a lock is stale; no
+///   connection is tried, which could block);
 /// - the link must be absolute, to a real folder (not a link) of the
 ///   profile's owner, holding a socket named `SingletonSocket` and nothing
 ///   but Chrome's singleton files.
 ///
 /// Windows has no such folder.
-pub(crate) fn remove_singleton_folder(user_data_dir: &Path, alive: impl Fn(u32) -> bool) {
+pub(crate) fn remove_singleton_folder(user_data_dir: &Path, this_host: &str, alive: impl Fn(u32) -> bool) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
         const SINGLETON_FILES: [&str; 2] = ["SingletonSocket", "SingletonCookie"];
         let Ok(lock) = std::fs::read_link(user_data_dir.join("SingletonLock")) else { return };
-        let pid = lock.to_str().and_then(|lock| lock.rsplit_once('-')).and_then(|(_, pid)| pid.parse::<u32>().ok());
-        if pid.is_none_or(&alive) {
+        let Some((host, pid)) = lock.to_str().and_then(|lock| lock.rsplit_once('-')) else { return };
+        let gone = pid.parse::<u32>().is_ok_and(|pid| !alive(pid));
+        if host != this_host || !gone {
             return;
         }
         let Ok(socket) = std::fs::read_link(user_data_dir.join("SingletonSocket")) else { return };
@@ -109,7 +112,16 @@ pub(crate) fn remove_singleton_folder(user_data_dir: &Path, alive: impl Fn(u32) 
         }
     }
     #[cfg(windows)]
-    let _ = (user_data_dir, alive);
+    let _ = (user_data_dir, this_host, alive);
+}
+
+/// This machine's name as Chrome writes it into `SingletonLock`
+/// (`gethostname`); empty when it cannot be read, which matches no lock.
+pub(crate) fn this_host() -> String {
+    #[cfg(unix)]
+    return nix::unistd::gethostname().ok().and_then(|name| name.into_string().ok()).unwrap_or_default();
+    #[cfg(windows)]
+    String::new()
 }
 
 /// A profile file as JSON; a missing or unreadable one starts empty (Chrome
@@ -162,6 +174,10 @@ mod tests {
         assert!(dir.path().join("First Run").exists());
     }
 
+    /// The machine the tests' locks name (with a dash, as host names may).
+    #[cfg(unix)]
+    const HOST: &str = "my-host";
+
     /// A profile locked and linked, as Chrome does it, by the browser
     /// `pid` to a singleton folder in `temp` that holds a socket and
     /// `extra` files besides Chrome's.
@@ -175,7 +191,7 @@ mod tests {
             std::fs::write(folder.join(file), "").unwrap();
         }
         std::os::unix::fs::symlink(folder.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
-        std::os::unix::fs::symlink(format!("my-host-{pid}"), profile.path().join("SingletonLock")).unwrap();
+        std::os::unix::fs::symlink(format!("{HOST}-{pid}"), profile.path().join("SingletonLock")).unwrap();
         (profile, folder)
     }
 
@@ -187,36 +203,42 @@ mod tests {
         let kept = |folder: &Path| folder.join("SingletonSocket").exists();
         // Its Chrome (pid 8) is gone.
         let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
-        remove_singleton_folder(profile.path(), alive);
+        remove_singleton_folder(profile.path(), HOST, alive);
         assert!(!folder.exists(), "the gone browser's folder was left");
 
         // A Chrome still up (pid 7, whoever started it) keeps its folder.
         let (profile, folder) = linked_singleton(temp.path(), 7, &[]);
-        remove_singleton_folder(profile.path(), alive);
+        remove_singleton_folder(profile.path(), HOST, alive);
         assert!(kept(&folder), "a live browser's folder was touched");
 
         // A folder holding anything but Chrome's singleton files is not ours
         // to remove.
         let (profile, folder) = linked_singleton(temp.path(), 8, &["notes.txt"]);
-        remove_singleton_folder(profile.path(), alive);
+        remove_singleton_folder(profile.path(), HOST, alive);
         assert!(kept(&folder) && folder.join("notes.txt").exists());
 
         // A link to a folder without the socket (an empty one, say), or to a
         // link to a folder: left alone.
         let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
         std::fs::remove_file(folder.join("SingletonSocket")).unwrap();
-        remove_singleton_folder(profile.path(), alive);
+        remove_singleton_folder(profile.path(), HOST, alive);
         assert!(folder.exists(), "a folder without Chrome's socket was removed");
         let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
         let linked = temp.path().join("linked");
         std::os::unix::fs::symlink(&folder, &linked).unwrap();
         std::fs::remove_file(profile.path().join("SingletonSocket")).unwrap();
         std::os::unix::fs::symlink(linked.join("SingletonSocket"), profile.path().join("SingletonSocket")).unwrap();
-        remove_singleton_folder(profile.path(), alive);
+        remove_singleton_folder(profile.path(), HOST, alive);
         assert!(kept(&folder), "a folder reached through a link was emptied");
 
+        // Another machine's lock (a home shared between machines): its
+        // pid means nothing here, and the folder is left to that machine.
+        let (profile, folder) = linked_singleton(temp.path(), 8, &[]);
+        remove_singleton_folder(profile.path(), "other-host", alive);
+        assert!(kept(&folder), "another machine's folder was removed");
+
         // No lock or no link (Chrome quit in order, or never ran): nothing.
-        remove_singleton_folder(tempfile::tempdir().unwrap().path(), alive);
+        remove_singleton_folder(tempfile::tempdir().unwrap().path(), HOST, alive);
     }
 
     #[test]

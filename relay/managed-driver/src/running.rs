@@ -143,7 +143,8 @@ impl Children {
     /// ([`crate::profile_files::remove_singleton_folder`], with this
     /// process's view of which pids are alive).
     pub(crate) fn remove_singleton_folder(&self, dir: &Path) {
-        crate::profile_files::remove_singleton_folder(&crate::profile_files::user_data_in(dir), |pid| {
+        let user_data = crate::profile_files::user_data_in(dir);
+        crate::profile_files::remove_singleton_folder(&user_data, &crate::profile_files::this_host(), |pid| {
             self.is_alive(pid)
         });
     }
