@@ -9,6 +9,11 @@
 #[path = "../../tests/src/chromium.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod chromium;
+#[path = "../../tests/src/mcp_host.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod mcp_host;
+
+use mcp_host::{McpHost, ToolAnswer};
 
 use std::process::Command;
 
@@ -324,118 +329,18 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_log_has_no_token(home.path());
 }
 
-/// A JSON-RPC peer on the `browser-relay mcp` process's stdio, as an agent
-/// host (Claude Desktop, an IDE) runs it.
-struct McpHost {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    lines: std::sync::mpsc::Receiver<String>,
-    next_id: u64,
-    /// Checked against every answer: the model must never see it.
-    token: Option<String>,
-    /// Where the server's stderr goes when a test keeps it: shown when the
-    /// server stops answering, so a failure says why.
-    home: std::path::PathBuf,
+/// `browser-relay mcp --control-port PORT`, as an agent host runs it.
+fn mcp_host(home: &std::path::Path, control_port: &str) -> McpHost {
+    mcp_host_with(home, &["mcp", "--control-port", control_port], std::process::Stdio::null())
 }
 
-impl McpHost {
-    fn spawn(home: &std::path::Path, control_port: &str) -> Self {
-        Self::spawn_with(home, &["mcp", "--control-port", control_port], std::process::Stdio::null())
-    }
-
-    /// `browser-relay ARGS` as an MCP host runs it (the host keeps its
-    /// stderr where `stderr` says).
-    fn spawn_with(home: &std::path::Path, args: &[&str], stderr: impl Into<std::process::Stdio>) -> Self {
-        use std::io::BufRead as _;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
-            .args(args)
-            .env("BROWSER_RELAY_HOME", home)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("mcp starts");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { child, stdin: Some(stdin), lines, next_id: 1, token: Some(token_of(home)), home: home.to_path_buf() }
-    }
-
-    fn send(&mut self, message: serde_json::Value) {
-        use std::io::Write as _;
-        let stdin = self.stdin.as_mut().expect("open");
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// A request; its result (the response with the same id).
-    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self.lines.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|e| {
-                let status = self.child.try_wait();
-                let log = std::fs::read_to_string(self.home.join("serve.log")).unwrap_or_default();
-                panic!("no answer to {method} within 30 s ({e}); the server: {status:?}; its log:\n{log}")
-            });
-            if let Some(token) = &self.token {
-                assert!(!line.contains(token.as_str()), "an MCP answer shows the token: {line}");
-            }
-            let message: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            if message["id"] == id {
-                assert!(message.get("error").is_none(), "{method}: {message}");
-                return message["result"].clone();
-            }
-        }
-    }
-
-    /// A tool call: (isError, its text content, its image content).
-    fn call(&mut self, tool: &str, arguments: serde_json::Value) -> (bool, String, Option<String>) {
-        let result = self.request("tools/call", serde_json::json!({"name": tool, "arguments": arguments}));
-        let content = result["content"].as_array().cloned().unwrap_or_default();
-        let text = content.iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n");
-        let image = content.iter().find(|c| c["type"] == "image").and_then(|c| c["data"].as_str()).map(str::to_string);
-        (result["isError"] == true, text, image)
-    }
-}
-
-impl McpHost {
-    /// The MCP handshake, as a host opens it.
-    fn initialize(&mut self) {
-        self.request(
-            "initialize",
-            serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-        );
-        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    }
-
-    /// Closes stdin, as a host does when it is done; the exit status.
-    fn close(&mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(std::time::Instant::now() < deadline, "mcp did not exit after stdin closed");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for McpHost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `browser-relay ARGS` as an MCP host runs it (the host keeps its stderr
+/// where `stderr` says; a failure shows serve.log). No answer may show the
+/// token: the model reads them all.
+fn mcp_host_with(home: &std::path::Path, args: &[&str], stderr: impl Into<std::process::Stdio>) -> McpHost {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_browser-relay"));
+    command.args(args).env("BROWSER_RELAY_HOME", home).stderr(stderr);
+    McpHost::spawn(&mut command).unwrap().never_showing(token_of(home)).with_log(home.join("serve.log"))
 }
 
 /// Waits until serve's control API listens (its log says so).
@@ -452,16 +357,12 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     // With serve running, the MCP server uses it (without, it would run
     // its own relay: see the standalone test).
     wait_for_control_api(home.path());
-    let mut host = McpHost::spawn(home.path(), &control);
+    let mut host = mcp_host(home.path(), &control);
 
-    let init = host.request(
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}}),
-    );
+    let init = host.initialize("test-host").unwrap();
     assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
     assert!(init["capabilities"]["tools"].is_object(), "{init}");
-    host.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let tools = host.request("tools/list", serde_json::json!({}));
+    let tools = host.request("tools/list", serde_json::json!({})).unwrap();
     let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
     for expected in ["browser_snapshot", "browser_click", "browser_type", "browser_screenshot", "browser_handle_dialog"]
     {
@@ -470,50 +371,55 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
 
     // The API's errors reach the model as tool errors it can act on, the
     // next step named as a tool.
-    let (is_error, text, _) = host.call("browser_tabs", serde_json::json!({}));
+    let ToolAnswer { is_error, text, .. } = host.call("browser_tabs", serde_json::json!({})).unwrap();
     assert!(is_error, "{text}");
     assert!(
         text.contains("profile 'managed' is not running") && text.contains("hint: browser_start "),
         "the hint names the tool: {text}"
     );
-    let (is_error, text, _) = host.call("browser_start", serde_json::json!({}));
+    let ToolAnswer { is_error, text, .. } = host.call("browser_start", serde_json::json!({})).unwrap();
     assert!(!is_error, "{text}");
 
     let page = "data:text/html,<title>MCP</title><input aria-label=Name><button onclick=\"document.title='clicked'\">Go</button>";
-    let (is_error, text, _) = host.call("browser_open", serde_json::json!({"url": page}));
+    let ToolAnswer { is_error, text, .. } = host.call("browser_open", serde_json::json!({"url": page})).unwrap();
     assert!(!is_error && text.contains("\"title\":\"MCP\""), "{text}");
-    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({"interactive": true}));
+    let snapshot = host.call("browser_snapshot", serde_json::json!({"interactive": true})).unwrap().text;
     assert!(snapshot.ends_with("- textbox \"Name\" [ref=e1]\n- button \"Go\" [ref=e2]"), "{snapshot}");
-    assert!(!host.call("browser_type", serde_json::json!({"ref": "e1", "text": "Ada"})).0);
-    assert!(!host.call("browser_click", serde_json::json!({"ref": "e2"})).0);
-    let (_, value, _) = host.call(
-        "browser_evaluate",
-        serde_json::json!({"fn": "() => [document.title, document.querySelector('input').value]"}),
-    );
+    assert!(!host.call("browser_type", serde_json::json!({"ref": "e1", "text": "Ada"})).unwrap().is_error);
+    assert!(!host.call("browser_click", serde_json::json!({"ref": "e2"})).unwrap().is_error);
+    let value = host
+        .call(
+            "browser_evaluate",
+            serde_json::json!({"fn": "() => [document.title, document.querySelector('input').value]"}),
+        )
+        .unwrap()
+        .text;
     assert!(value.contains(r#""result":["clicked","Ada"]"#), "{value}");
-    let (is_error, found, _) = host.call("browser_find", serde_json::json!({"text": "go"}));
+    let ToolAnswer { is_error, text: found, .. } =
+        host.call("browser_find", serde_json::json!({"text": "go"})).unwrap();
     assert!(!is_error && found.ends_with("\n1 of 1 matches\nbutton \"Go\" [ref=e2]"), "{found}");
-    let (is_error, _, image) = host.call("browser_screenshot", serde_json::json!({}));
+    let ToolAnswer { is_error, image, .. } = host.call("browser_screenshot", serde_json::json!({})).unwrap();
     assert!(!is_error);
     use base64::Engine as _;
     let png = base64::engine::general_purpose::STANDARD.decode(image.expect("an image")).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG the model can look at");
     // What this agent did, from the activity record: its click and its
     // typing (as a length), named as the MCP server's.
-    let (is_error, activity, _) = host.call("browser_activity", serde_json::json!({"limit": 100}));
+    let ToolAnswer { is_error, text: activity, .. } =
+        host.call("browser_activity", serde_json::json!({"limit": 100})).unwrap();
     assert!(!is_error, "{activity}");
     let click = activity.lines().find(|l| l.contains("click e2")).unwrap_or_else(|| panic!("{activity}"));
     assert!(click.contains("agent (mcp)") && click.contains("managed · data:text/html"), "{click}");
     assert!(activity.contains("type into e1: 3 characters") && !activity.contains("Ada"), "{activity}");
 
-    let (is_error, text, _) = host.call("browser_click", serde_json::json!({"ref": "e99"}));
+    let ToolAnswer { is_error, text, .. } = host.call("browser_click", serde_json::json!({"ref": "e99"})).unwrap();
     assert!(is_error);
     assert!(text.contains("no ref e99 in the last snapshot of this tab") && text.contains("hint:"), "{text}");
-    let (is_error, text, _) = host.call("browser_click", serde_json::json!({"reff": "e2"}));
+    let ToolAnswer { is_error, text, .. } = host.call("browser_click", serde_json::json!({"reff": "e2"})).unwrap();
     assert!(is_error && text.contains("reff"), "a mistaken field is named: {text}");
     // Every other tool once, for the token check on their answers (in
     // `request`): the status tools name endpoints without it.
-    let (is_error, status, _) = host.call("browser_status", serde_json::json!({}));
+    let ToolAnswer { is_error, text: status, .. } = host.call("browser_status", serde_json::json!({})).unwrap();
     assert!(!is_error && status.contains("/profiles/managed/") && status.contains("cdpUrlCommand"), "{status}");
     for (tool, arguments) in [
         ("browser_tabs", serde_json::json!({})),
@@ -526,16 +432,17 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
         ("browser_handle_dialog", serde_json::json!({"accept": true})),
         ("browser_press", serde_json::json!({"key": "Tab"})),
     ] {
-        let (is_error, text, _) = host.call(tool, arguments);
+        let ToolAnswer { is_error, text, .. } = host.call(tool, arguments).unwrap();
         assert!(!is_error, "{tool}: {text}");
     }
-    let (is_error, text, _) = host.call("browser_network_request_body", serde_json::json!({"requestId": "nope"}));
+    let ToolAnswer { is_error, text, .. } =
+        host.call("browser_network_request_body", serde_json::json!({"requestId": "nope"})).unwrap();
     assert!(is_error && text.contains("no request nope") && text.contains("hint: browser_network_requests"), "{text}");
-    assert!(!host.call("browser_stop", serde_json::json!({})).0);
+    assert!(!host.call("browser_stop", serde_json::json!({})).unwrap().is_error);
     assert_log_has_no_token(home.path());
 
     // The host closing stdin ends the server.
-    let status = host.close();
+    let status = host.close(std::time::Duration::from_secs(10)).unwrap();
     assert!(status.success(), "{status:?}");
 }
 
@@ -548,28 +455,31 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     let home = tempfile::tempdir().unwrap();
     let control = free_port().to_string();
     let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
-    let mut host = McpHost::spawn_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
+    let mut host = mcp_host_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
     let guard = Running::for_browsers_of(home.path());
-    host.initialize();
+    host.initialize("test-host").unwrap();
 
     let site = tiny_site(
         "<title>Alone</title><button onclick=\"fetch('/api/missing.json').then(() => document.title = 'clicked')\">Go</button>",
     );
     let page = format!("{site}/");
-    let (is_error, opened, _) = host.call("browser_open", serde_json::json!({"url": page}));
+    let ToolAnswer { is_error, text: opened, .. } =
+        host.call("browser_open", serde_json::json!({"url": page})).unwrap();
     assert!(!is_error, "{opened}");
     let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
     assert_eq!((opened["profile"].as_str(), opened["title"].as_str()), (Some("managed"), Some("Alone")), "{opened}");
-    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({}));
+    let snapshot = host.call("browser_snapshot", serde_json::json!({})).unwrap().text;
     assert!(snapshot.starts_with("managed · tab ") && snapshot.contains("button \"Go\" [ref=e1]"), "{snapshot}");
-    let (is_error, clicked, _) = host.call("browser_click", serde_json::json!({"ref": "e1"}));
+    let ToolAnswer { is_error, text: clicked, .. } =
+        host.call("browser_click", serde_json::json!({"ref": "e1"})).unwrap();
     assert!(!is_error, "{clicked}");
     let clicked: serde_json::Value = serde_json::from_str(&clicked).expect(&clicked);
     assert_eq!(clicked["page"]["url"], page.as_str(), "the answer carries the page's state: {clicked}");
-    let (is_error, waited, _) =
-        host.call("browser_wait", serde_json::json!({"fn": "() => document.title === 'clicked'"}));
+    let ToolAnswer { is_error, text: waited, .. } =
+        host.call("browser_wait", serde_json::json!({"fn": "() => document.title === 'clicked'"})).unwrap();
     assert!(!is_error, "{waited}");
-    let (is_error, requests, _) = host.call("browser_network_requests", serde_json::json!({"failed": true}));
+    let ToolAnswer { is_error, text: requests, .. } =
+        host.call("browser_network_requests", serde_json::json!({"failed": true})).unwrap();
     assert!(!is_error, "{requests}");
     assert!(
         requests.lines().any(|l| l.contains(" 404 GET ") && l.ends_with("/api/missing.json")),
@@ -583,7 +493,7 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     assert!(tabs.contains("clicked"), "{tabs}");
 
     let pid = guard.browser_pid().expect("the managed Chrome was launched and recorded");
-    assert!(host.close().success());
+    assert!(host.close(std::time::Duration::from_secs(10)).unwrap().success());
     within("the managed Chrome to go with the MCP server", 10, || !chromium::group_runs(pid));
     assert_no_token(home.path(), "the MCP server's log", "");
 }
@@ -599,29 +509,31 @@ fn the_second_mcp_server_keeps_working_when_the_first_ends() {
     let log = || std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("serve.log")).unwrap();
     let args = ["mcp", "--port", "0", "--control-port", &control];
     // The first answers only once its server runs (it starts before stdio).
-    let mut first = McpHost::spawn_with(home.path(), &args, log());
+    let mut first = mcp_host_with(home.path(), &args, log());
     let guard = Running::for_browsers_of(home.path());
-    first.initialize();
-    let mut second = McpHost::spawn_with(home.path(), &args, log());
-    second.initialize();
+    first.initialize("test-host").unwrap();
+    let mut second = mcp_host_with(home.path(), &args, log());
+    second.initialize("test-host").unwrap();
 
     let site = tiny_site("<title>Shared</title>");
-    let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": format!("{site}/")}));
+    let ToolAnswer { is_error, text: opened, .. } =
+        second.call("browser_open", serde_json::json!({"url": format!("{site}/")})).unwrap();
     assert!(!is_error, "{opened}");
     let first_chrome = guard.browser_pid().expect("the first's server launched the managed Chrome");
-    assert!(first.close().success());
+    assert!(first.close(std::time::Duration::from_secs(10)).unwrap().success());
     within("the first's Chrome to go with it", 10, || !chromium::group_runs(first_chrome));
 
     let again = format!("{site}/?again");
-    let (is_error, opened, _) = second.call("browser_open", serde_json::json!({"url": again}));
+    let ToolAnswer { is_error, text: opened, .. } =
+        second.call("browser_open", serde_json::json!({"url": again})).unwrap();
     assert!(!is_error, "the second MCP server lost its control API: {opened}");
     let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
     assert_eq!((opened["profile"].as_str(), opened["url"].as_str()), (Some("managed"), Some(again.as_str())));
     let second_chrome = guard.browser_pid().expect("a managed Chrome of its own");
     assert_ne!(second_chrome, first_chrome);
-    let (is_error, snapshot, _) = second.call("browser_snapshot", serde_json::json!({}));
+    let ToolAnswer { is_error, text: snapshot, .. } = second.call("browser_snapshot", serde_json::json!({})).unwrap();
     assert!(!is_error && snapshot.starts_with("managed · tab "), "{snapshot}");
-    assert!(second.close().success());
+    assert!(second.close(std::time::Duration::from_secs(10)).unwrap().success());
     within("the second's Chrome to go with it", 10, || !chromium::group_runs(second_chrome));
     assert_no_token(home.path(), "the MCP servers' log", "");
 }
@@ -718,21 +630,23 @@ fn an_mcp_action_answer_tells_what_the_action_caused() {
     let home = tempfile::tempdir().unwrap();
     let (_running, control) = serve_managed(home.path());
     wait_for_control_api(home.path());
-    let mut host = McpHost::spawn(home.path(), &control);
-    host.initialize();
-    assert!(!host.call("browser_start", serde_json::json!({})).0);
+    let mut host = mcp_host(home.path(), &control);
+    host.initialize("test-host").unwrap();
+    assert!(!host.call("browser_start", serde_json::json!({})).unwrap().is_error);
     let site = tiny_site(concat!(
         "<title>Consequences</title>",
         "<button onclick=\"fetch('/slow-fail').then((r) => console.error('saving failed: ' + r.status))\">Save</button>",
         "<button onclick=\"alert('Sure?')\">Ask</button>",
         "<button onclick=\"window.open('/?opened')\">Open</button>",
     ));
-    let (is_error, opened, _) = host.call("browser_open", serde_json::json!({"url": format!("{site}/")}));
+    let ToolAnswer { is_error, text: opened, .. } =
+        host.call("browser_open", serde_json::json!({"url": format!("{site}/")})).unwrap();
     assert!(!is_error, "{opened}");
-    let (_, snapshot, _) = host.call("browser_snapshot", serde_json::json!({}));
+    let snapshot = host.call("browser_snapshot", serde_json::json!({})).unwrap().text;
     assert!(snapshot.contains("button \"Open\" [ref=e3]"), "{snapshot}");
     let click = |host: &mut McpHost, element: &str| -> serde_json::Value {
-        let (is_error, text, _) = host.call("browser_click", serde_json::json!({"ref": element}));
+        let ToolAnswer { is_error, text, .. } =
+            host.call("browser_click", serde_json::json!({"ref": element})).unwrap();
         assert!(!is_error, "{text}");
         serde_json::from_str(&text).expect(&text)
     };
@@ -746,20 +660,21 @@ fn an_mcp_action_answer_tells_what_the_action_caused() {
     let asked = click(&mut host, "e2");
     assert_eq!(asked["page"]["dialog"]["message"], "Sure?", "{asked}");
     assert_eq!(asked["page"]["title"], "Consequences", "the title, not the URL: {asked}");
-    assert!(!host.call("browser_handle_dialog", serde_json::json!({"accept": true})).0);
+    assert!(!host.call("browser_handle_dialog", serde_json::json!({"accept": true})).unwrap().is_error);
 
     let opened = click(&mut host, "e3");
     let new_tabs = opened["page"]["newTabs"].as_array().expect("the new tab is told");
     assert_eq!(new_tabs.len(), 1, "{opened}");
     assert_eq!(new_tabs[0]["url"], format!("{site}/?opened"), "with the URL it opened: {opened}");
 
-    let (is_error, navigated, _) = host.call("browser_navigate", serde_json::json!({"url": format!("{site}/?next")}));
+    let ToolAnswer { is_error, text: navigated, .. } =
+        host.call("browser_navigate", serde_json::json!({"url": format!("{site}/?next")})).unwrap();
     assert!(!is_error, "{navigated}");
-    let (_, requests, _) = host.call("browser_network_requests", serde_json::json!({}));
+    let requests = host.call("browser_network_requests", serde_json::json!({})).unwrap().text;
     assert!(requests.contains(" GET Document ") && requests.contains(&format!("{site}/?next")), "{requests}");
     assert!(!requests.contains("slow-fail"), "the earlier page's requests are not this page's: {requests}");
     assert!(requests.contains("more of earlier pages (all: true)"), "{requests}");
-    let (_, every, _) = host.call("browser_network_requests", serde_json::json!({"all": true}));
+    let every = host.call("browser_network_requests", serde_json::json!({"all": true})).unwrap().text;
     assert!(every.contains("/slow-fail") && every.contains("(the current page)"), "{every}");
     assert_log_has_no_token(home.path());
 }
@@ -853,12 +768,9 @@ fn the_cli_and_mcp_tell_a_squatter_on_the_control_port_nothing() {
     assert_eq!(code, 1);
     assert!(stderr.contains("is not this install's `browser-relay serve`"), "{stderr}");
 
-    let mut host = McpHost::spawn(home.path(), &port);
-    host.request(
-        "initialize",
-        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    let (is_error, text, image) = host.call("browser_screenshot", serde_json::json!({}));
+    let mut host = mcp_host(home.path(), &port);
+    host.initialize("test-host").unwrap();
+    let ToolAnswer { is_error, text, image } = host.call("browser_screenshot", serde_json::json!({})).unwrap();
     assert!(is_error && text.contains("could not prove the pairing token"), "{text}");
     assert!(image.is_none(), "no file read for it");
 

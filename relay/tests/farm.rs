@@ -19,15 +19,19 @@
 mod chromium;
 #[path = "farm/front.rs"]
 mod front;
+#[path = "../../tests/src/mcp_host.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod mcp_host;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
 use chromium::Chromium;
 use front::{Front, Shape, TestCa};
+use mcp_host::McpHost;
 
 /// A random, recognisable secret: `<what>-<hex>`.
 fn secret(what: &str) -> String {
@@ -113,6 +117,20 @@ impl Serve {
 
     /// `text`, an agent's output, shows none of the test's secrets: the
     /// farm's, nor the relay's own token.
+    /// `browser-relay mcp` on this serve, as an agent host runs it; no
+    /// line it writes may show the relay's token or the farm's secrets.
+    fn mcp_host(&self) -> McpHost {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_browser-relay"));
+        command
+            .args(["mcp", "--control-port", &self.control.to_string()])
+            .env("BROWSER_RELAY_HOME", self.path())
+            .env("BROWSER_RELAY_LOG", "trace")
+            .stderr(std::fs::File::create(self.path().join("mcp.log")).unwrap());
+        let host =
+            McpHost::spawn(&mut command).unwrap().never_showing(&self.token).with_log(self.path().join("mcp.log"));
+        self.secrets.iter().fold(host, |host, secret| host.never_showing(secret))
+    }
+
     fn assert_clean(&self, what: &str, text: &str) {
         assert!(!text.contains(self.token.as_str()), "{what} shows the relay's token:\n{text}");
         self.assert_no_farm_secret(what, text);
@@ -294,15 +312,22 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     assert!(out.status.success(), "playwright_farm.mjs:\n{text}");
     assert!(!text.contains(secret), "Playwright's output shows the farm's secret:\n{text}");
 
-    // MCP: the tools drive it too.
-    let mut mcp = McpHost::spawn(&serve).await;
-    let (is_error, status) = mcp.call("browser_status", json!({"profile": "farm"})).await;
-    assert!(!is_error && status.contains("external"), "{status}");
-    let (_, snapshot) = mcp.call("browser_snapshot", json!({"interactive": true})).await;
-    assert!(snapshot.ends_with("- button \"Go\" [ref=e1]"), "{snapshot}");
-    let (is_error, clicked) = mcp.call("browser_click", json!({"ref": "e1"})).await;
-    assert!(!is_error && clicked.contains("clicked"), "{clicked}");
-    mcp.close().await;
+    // MCP: the tools drive it too (a host's stdio is blocking).
+    let mut mcp = serve.mcp_host();
+    let (init, status, snapshot, clicked, exit) = tokio::task::spawn_blocking(move || {
+        let init = mcp.initialize("farm-test").unwrap();
+        let status = mcp.call("browser_status", json!({"profile": "farm"})).unwrap();
+        let snapshot = mcp.call("browser_snapshot", json!({"interactive": true})).unwrap();
+        let clicked = mcp.call("browser_click", json!({"ref": "e1"})).unwrap();
+        (init, status, snapshot, clicked, mcp.close(Duration::from_secs(10)).unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
+    assert!(!status.is_error && status.text.contains("external"), "{status:?}");
+    assert!(snapshot.text.ends_with("- button \"Go\" [ref=e1]"), "{snapshot:?}");
+    assert!(!clicked.is_error && clicked.text.contains("clicked"), "{clicked:?}");
+    assert!(exit.success(), "{exit:?}");
     serve.assert_clean("the MCP server's stderr", &std::fs::read_to_string(serve.path().join("mcp.log")).unwrap());
     serve.assert_log_clean();
 }
@@ -598,83 +623,6 @@ async fn an_untrusted_certificate_and_a_silent_endpoint_are_clear_errors_in_time
     assert!(code == 1 && stderr.contains("within 400 ms"), "{stderr}");
     assert_eq!(front.upgrades(), 0);
     serve.assert_log_clean();
-}
-
-/// A JSON-RPC peer on `browser-relay mcp`'s stdio, as an agent host runs
-/// it; every line it reads is checked for secrets.
-struct McpHost<'a> {
-    child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    next_id: u64,
-    serve: &'a Serve,
-}
-
-impl<'a> McpHost<'a> {
-    async fn spawn(serve: &'a Serve) -> Self {
-        let log = std::fs::File::create(serve.path().join("mcp.log")).unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_browser-relay"))
-            .args(["mcp", "--control-port", &serve.control.to_string()])
-            .env("BROWSER_RELAY_HOME", serve.path())
-            .env("BROWSER_RELAY_LOG", "trace")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("mcp starts");
-        let stdin = child.stdin.take();
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut host = Self { child, stdin, lines, next_id: 1, serve };
-        let init = host
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "farm-test", "version": "1"}}),
-            )
-            .await;
-        assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
-        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        host
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("open");
-        stdin.write_all(format!("{message}\n").as_bytes()).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
-                .await
-                .unwrap_or_else(|_| panic!("no answer to {method} within 30 s"))
-                .unwrap()
-                .unwrap_or_else(|| panic!("the MCP server ended before answering {method}"));
-            self.serve.assert_clean(&format!("MCP {method}"), &line);
-            let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            if message["id"] == id {
-                assert!(message.get("error").is_none(), "{method}: {message}");
-                return message["result"].clone();
-            }
-        }
-    }
-
-    /// A tool call: (isError, its text).
-    async fn call(&mut self, tool: &str, arguments: Value) -> (bool, String) {
-        let result = self.request("tools/call", json!({"name": tool, "arguments": arguments})).await;
-        let content = result["content"].as_array().cloned().unwrap_or_default();
-        let text = content.iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n");
-        (result["isError"] == true, text)
-    }
-
-    async fn close(&mut self) {
-        drop(self.stdin.take());
-        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.expect("mcp exits");
-        assert!(status.unwrap().success());
-    }
 }
 
 /// Requests at once to a farm that is down wait out one connection attempt

@@ -15,22 +15,17 @@
 
 #![allow(clippy::print_stdout)] // a benchmark reports on stdout
 
-use std::io::{BufRead as _, Write as _};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use e2e::FixtureServer;
+use e2e::mcp_host::McpHost;
 use serde_json::{Value, json};
 
-/// `browser-relay mcp` on stdio, killed (with the browser it launched) when
-/// dropped.
+/// An MCP server on stdio in a state directory of its own, ended (with
+/// the browser it launched) when dropped.
 struct Host {
-    child: std::process::Child,
-    /// Closed first when dropped: an MCP server ends (with its browser)
-    /// when its host closes stdin.
-    stdin: Option<std::process::ChildStdin>,
-    lines: std::sync::mpsc::Receiver<String>,
-    next_id: u64,
+    mcp: McpHost,
     home: tempfile::TempDir,
 }
 
@@ -61,69 +56,29 @@ impl Host {
 
     fn over(mut command: Command) -> anyhow::Result<Self> {
         let home = tempfile::tempdir()?;
-        let mut child = command
-            .env("BROWSER_RELAY_HOME", home.path())
-            .current_dir(home.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut host = Self { child, stdin: Some(stdin), lines, next_id: 1, home };
-        let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}});
-        host.request("initialize", init)?;
-        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        Ok(host)
-    }
-
-    fn send(&mut self, message: Value) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().expect("open until dropped");
-        writeln!(stdin, "{message}")?;
-        stdin.flush()?;
-        Ok(())
+        command.env("BROWSER_RELAY_HOME", home.path()).current_dir(home.path()).stderr(Stdio::null());
+        let mut mcp = McpHost::spawn(&mut command)?;
+        mcp.initialize("bench")?;
+        Ok(Self { mcp, home })
     }
 
     fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60))?;
-            let message: Value = serde_json::from_str(&line)?;
-            if message["id"] == id {
-                anyhow::ensure!(message.get("error").is_none(), "{method}: {message}");
-                return Ok(message["result"].clone());
-            }
-        }
+        self.mcp.request(method, params)
     }
 
     /// A tool call: its text, or the tool's error.
     fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<String> {
-        let result = self.request("tools/call", json!({"name": tool, "arguments": arguments}))?;
-        let text = result["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
-        anyhow::ensure!(result["isError"] != true, "{tool}: {text:?}");
-        Ok(text)
+        let answer = self.mcp.call(tool, arguments)?;
+        anyhow::ensure!(!answer.is_error, "{tool}: {:?}", answer.text);
+        Ok(answer.text)
     }
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // An MCP server ends (with its browser) when its host closes stdin;
+        // one that does not is killed with the host.
+        let _ = self.mcp.close(Duration::from_secs(10));
         let run = std::fs::read_to_string(self.home.path().join("profiles/managed/run.json")).unwrap_or_default();
         if let Some(pid) = serde_json::from_str::<Value>(&run).ok().and_then(|v| v["pid"].as_i64()) {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);

@@ -8,6 +8,7 @@ pub mod extension_env;
 pub mod fake_extension;
 pub mod fixtures;
 pub mod forwarder;
+pub mod mcp_host;
 pub mod pairing;
 #[cfg(unix)]
 pub mod serve_process;

@@ -19,64 +19,32 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use e2e::FixtureServer;
+use e2e::mcp_host::{McpHost, ToolAnswer};
 use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, wait_for_shared};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The exe's view of a Linux path: Wine's drive Z: is `/`.
 fn windows_path(path: &Path) -> String {
     format!("Z:{}", path.display().to_string().replace('/', "\\"))
 }
 
-/// Runs `mcp` (the exe under Wine) as an MCP host does: `requests`, one
-/// JSON-RPC message a line, on its stdin; stdin closed once each request
-/// (a message with an `id`) is answered; the answers. The process must end
-/// then, as a host expects; it is killed (its group) if it does not, or if
-/// an answer does not come within 60 s.
-fn mcp_session(mut mcp: Command, requests: &[Value]) -> anyhow::Result<Vec<Value>> {
-    use std::io::{BufRead as _, Write as _};
+/// The exe under Wine as an MCP host runs it (`McpHost`), in a process
+/// group of its own, which is killed (Wine's processes with it) when
+/// dropped.
+fn mcp_under_wine(mut mcp: Command, token: &str) -> anyhow::Result<(McpHost, ProcessGroup)> {
     use std::os::unix::process::CommandExt as _;
-    use std::process::Stdio;
-    let mut child = mcp.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).process_group(0).spawn()?;
-    struct Group(u32);
-    impl Drop for Group {
-        fn drop(&mut self) {
-            e2e::kill_group(self.0);
-        }
+    let host = McpHost::spawn(mcp.stderr(std::process::Stdio::null()).process_group(0))?.never_showing(token);
+    let group = ProcessGroup(host.id());
+    Ok((host, group))
+}
+
+/// A process group, killed when dropped.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        e2e::kill_group(self.0);
     }
-    let _group = Group(child.id());
-    let (mut stdin, stdout) = (child.stdin.take().context("stdin")?, child.stdout.take().context("stdout")?);
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut answers = Vec::new();
-    for request in requests {
-        writeln!(stdin, "{request}")?;
-        stdin.flush()?;
-        let Some(id) = request.get("id") else { continue };
-        loop {
-            let line =
-                lines.recv_timeout(Duration::from_secs(60)).with_context(|| format!("no answer to {request}"))?;
-            let answer: Value = serde_json::from_str(&line).with_context(|| line.clone())?;
-            let answered = answer["id"] == *id;
-            answers.push(answer);
-            if answered {
-                break;
-            }
-        }
-    }
-    drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait()?.is_none() {
-        anyhow::ensure!(Instant::now() < deadline, "mcp did not end within 30 s of its stdin closing");
-        // A process of Wine's gives no event to await.
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(answers)
 }
 
 fn wine(exe: &Path, home: &Path) -> Command {
@@ -184,25 +152,20 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     );
     let mut mcp = wine(&exe, &home);
     mcp.args(["mcp", "--control-port", &control_port]);
-    let answers = tokio::task::spawn_blocking(move || {
-        mcp_session(
-            mcp,
-            &[
-                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wine", "version": "1"}}}),
-                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "browser_snapshot", "arguments": {}}}),
-            ],
-        )
+    let secret = token.as_str().to_string();
+    let snapshot = tokio::task::spawn_blocking(move || -> anyhow::Result<ToolAnswer> {
+        let (mut host, _group) = mcp_under_wine(mcp, &secret)?;
+        host.initialize("wine")?;
+        let snapshot = host.call("browser_snapshot", json!({}))?;
+        // It ends when its host closes stdin, as a host expects.
+        host.close(Duration::from_secs(30))?;
+        Ok(snapshot)
     })
     .await??;
-    let snapshot = answers.iter().find(|a| a["id"] == 2).context("no answer to the snapshot")?;
-    let text = snapshot["result"]["content"][0]["text"].as_str().unwrap_or_default();
     anyhow::ensure!(
-        snapshot["result"]["isError"] != true && text.contains("Fixture Index") && text.contains("[ref=e"),
-        "the MCP snapshot: {snapshot}"
+        !snapshot.is_error && snapshot.text.contains("Fixture Index") && snapshot.text.contains("[ref=e"),
+        "the MCP snapshot: {snapshot:?}"
     );
-    anyhow::ensure!(answers.iter().all(|a| !a.to_string().contains(token.as_str())), "an MCP answer shows the token");
 
     // The token never went to a log.
     let logged = std::fs::read_to_string(&serve.log)?;
