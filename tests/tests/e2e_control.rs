@@ -256,12 +256,13 @@ async fn a_partial_snapshot_keeps_the_refs_it_does_not_cover() {
     let undo = ref_of(&partial, "button \"Undo\"");
     assert!(Some(number(&undo)) > highest, "{undo} is new: {full}");
 
-    // So does a snapshot of the first few nodes only: the refs past its
-    // cut stay, the ones it shows keep their numbers.
-    let first_few = env.api.ok("GET", "/snapshot?limit=4", None).await;
+    // So does a snapshot of the first few nodes only (up to Save's line):
+    // the refs past its cut stay, the ones it shows keep their numbers.
+    let nodes = 1 + full.lines().position(|line| line.contains("button \"Save\"")).unwrap();
+    let first_few = env.api.ok("GET", &format!("/snapshot?limit={nodes}"), None).await;
     let shown = first_few["snapshot"].as_str().unwrap();
     assert!(!shown.contains("Far away") && shown.contains(&format!("[ref={save}]")), "{first_few}");
-    assert!(first_few["notes"].to_string().contains("cut at limit=4"), "{first_few}");
+    assert!(first_few["notes"].to_string().contains(&format!("cut at limit={nodes}")), "{first_few}");
 
     // A ref of the full snapshot outside the selector and the cut still acts.
     let clicked = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
@@ -269,6 +270,17 @@ async fn a_partial_snapshot_keeps_the_refs_it_does_not_cover() {
     assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");
     env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": undo}))).await;
     assert!(env.engine().ref_box(&Default::default(), &save).await.is_ok());
+
+    // A limit that cuts nothing shows the whole page: its refs replace the
+    // tab's, each element keeping its number, and a removed element's ref
+    // goes (a merge would keep it).
+    env.eval(&tab, "document.querySelector('#toolbar button:nth-of-type(2)').remove()").await;
+    let whole = env.api.ok("GET", "/snapshot?limit=10000", None).await;
+    let whole = whole["snapshot"].as_str().unwrap();
+    assert!(!whole.contains("Cancel") && whole.contains("Far away"), "{whole}");
+    assert_eq!((ref_of(whole, "button \"Undo\""), ref_of(whole, "button \"Save\"")), (undo.clone(), save.clone()));
+    let error = env.engine().ref_box(&Default::default(), &cancel).await.unwrap_err();
+    assert!(error.to_string().contains("no ref"), "{error}");
 
     // A full snapshot replaces the tab's refs: numbering starts again.
     let again = env.snapshot_text("").await;

@@ -21,6 +21,7 @@ use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::in_page::answer::{Labels, Located};
 use crate::in_page::{self, LiveFrame};
+use crate::refs::RefsJoin;
 use crate::snapshot;
 use crate::tabs::PageTarget;
 
@@ -77,14 +78,30 @@ impl Handle<TakeSnapshot> for Engine {
             Err(ControlError::DialogOpen { .. }) => return self.dialog_snapshot(&request.tab).await,
             page => page?,
         };
-        let merge = request.request.is_partial();
-        match self.snapshot_of(&page, &request.request, merge, snapshot::OptionsListed::FirstFew).await {
+        let join = refs_join(&request.request);
+        match self.snapshot_of(&page, &request.request, join, snapshot::OptionsListed::FirstFew).await {
             Err(ControlError::DialogOpen { .. }) => {
                 drop(page);
                 self.dialog_snapshot(&request.tab).await
             }
             snapshot => Ok(Profiled::new(&page.profile, snapshot?)),
         }
+    }
+}
+
+/// How a requested snapshot's refs join the tab's: one of a part of the
+/// page (a `selector`, a `frame`) merges; one whose `limit` or `depth`
+/// cut the page merges too, so that an agent that asked for the first 50
+/// nodes still holds the refs it had further down; any other replaces. A
+/// cut by the default limit alone is a full snapshot: nothing was asked
+/// to be left out.
+fn refs_join(request: &TakeSnapshot) -> RefsJoin {
+    if request.selector.is_some() || request.frame.is_some() {
+        RefsJoin::Merge
+    } else if request.limit.is_some() || request.depth.is_some() {
+        RefsJoin::MergeIfCut
+    } else {
+        RefsJoin::Replace
     }
 }
 
@@ -198,15 +215,16 @@ impl Engine {
         &self,
         page: &PageTarget,
         request: &TakeSnapshot,
-        merge: bool,
+        join: RefsJoin,
         listed: snapshot::OptionsListed,
     ) -> Result<Snapshot, ControlError> {
         let PageTarget { profile, conn, id, session, .. } = page;
-        let base = if merge { self.refs().get(&profile.name, id) } else { None };
+        let base = if join == RefsJoin::Replace { None } else { self.refs().get(&profile.name, id) };
         let take = snapshot::take(conn, id, request, base.as_deref(), listed);
         let (mut result, issued) = page.unless_dialog(take).await?;
         if let Some(issued) = issued {
-            self.refs().record(&profile.name, id, base.as_deref(), issued);
+            let merge_into = base.as_deref().filter(|_| join == RefsJoin::Merge || issued.cut);
+            self.refs().record(&profile.name, id, merge_into, issued);
         }
         if let Some((url, title)) = self.location(conn, session).await.or_else(|| conn.tab_url(id)) {
             result.url = url;

@@ -8,6 +8,7 @@
 use crate::api::{FindInPage, Found, FoundLine, Handle, Profiled, Selected, TakeSnapshot};
 use crate::engine::Engine;
 use crate::error::ControlError;
+use crate::refs::RefsJoin;
 use crate::snapshot::OptionsListed;
 
 pub(crate) const DEFAULT_MATCHES: usize = 20;
@@ -33,7 +34,7 @@ impl Handle<FindInPage> for Engine {
             max_chars: Some(usize::MAX),
             ..TakeSnapshot::default()
         };
-        let snapshot = self.snapshot_of(&page, &walk, true, OptionsListed::All).await?;
+        let snapshot = self.snapshot_of(&page, &walk, RefsJoin::Merge, OptionsListed::All).await?;
         let (total, matches) = search(snapshot.snapshot.as_deref().unwrap_or_default(), &query, limit);
         let mut notes = Vec::new();
         if snapshot.truncated {

@@ -7,7 +7,8 @@
 //! connection, so they survive a reconnect of the engine.
 //!
 //! A full snapshot replaces the tab's table. A partial one (a `selector`,
-//! `frame`, `depth` or `limit`, and `GET /find`) merges into it: the refs it shows
+//! `frame`, a `depth` or `limit` that cut the page, and `GET /find`)
+//! merges into it ([`RefsJoin`]): the refs it shows
 //! are re-issued (an element that had a ref keeps it), the others stay, and
 //! a new ref takes a number above every number the table has ever held, so
 //! no number ever means two things. Each frame's world keeps exactly the
@@ -83,6 +84,21 @@ pub(crate) struct RefTable {
 pub(crate) struct Issued {
     pub refs: Vec<(String, RefEntry)>,
     pub next: u32,
+    /// Its walk left part of the page out (its node limit or depth).
+    pub cut: bool,
+}
+
+/// How a snapshot's refs join the tab's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefsJoin {
+    /// Every ref new, from `e1`; the tab's others go.
+    Replace,
+    /// Into the tab's: the refs it shows are re-issued, the others stay.
+    Merge,
+    /// Walked as a merge, and kept as one only if the walk left part of the
+    /// page out; one that showed it all replaces the table (with the
+    /// numbers it re-issued), so refs of elements gone go too.
+    MergeIfCut,
 }
 
 impl RefTable {
@@ -222,7 +238,7 @@ mod tests {
     }
 
     fn issued(refs: &[(&str, RefEntry)], next: u32) -> Issued {
-        Issued { refs: refs.iter().map(|(name, entry)| (name.to_string(), entry.clone())).collect(), next }
+        Issued { refs: refs.iter().map(|(name, entry)| (name.to_string(), entry.clone())).collect(), next, cut: false }
     }
 
     #[test]

@@ -141,7 +141,8 @@ async fn take_ai(
         notes,
         ..Snapshot::default()
     };
-    Ok((result, Issued { refs: walk.refs, next: walk.next_ref }))
+    let cut = walk.limit_hit || walk.depth_cut > 0;
+    Ok((result, Issued { refs: walk.refs, next: walk.next_ref, cut }))
 }
 
 /// The frame of the `<iframe>` that `selector` names in the top document.

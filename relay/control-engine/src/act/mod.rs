@@ -143,7 +143,8 @@ impl Handle<Act> for Engine {
             .collect();
         if snapshot && dialog.is_none() {
             let listed = crate::snapshot::OptionsListed::FirstFew;
-            let taken = self.snapshot_of(&page, &TakeSnapshot::default(), false, listed).await?;
+            let taken =
+                self.snapshot_of(&page, &TakeSnapshot::default(), crate::refs::RefsJoin::Replace, listed).await?;
             outcome.snapshot = taken.snapshot;
         }
         outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });

@@ -541,17 +541,6 @@ pub struct TakeSnapshot {
 }
 route!(TakeSnapshot, Get "/snapshot", Tab => Profiled<Snapshot>);
 
-impl TakeSnapshot {
-    /// Whether it asks for part of the page only (a `selector`, a `frame`,
-    /// a `depth`, a `limit`): its refs are merged into the tab's, not put in
-    /// their place. An agent that asks for the first 50 nodes still holds
-    /// the refs it had further down. A snapshot cut by the default limit
-    /// alone is a full one: nothing was asked to be left out.
-    pub fn is_partial(&self) -> bool {
-        self.selector.is_some() || self.frame.is_some() || self.depth.is_some() || self.limit.is_some()
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
