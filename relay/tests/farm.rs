@@ -115,8 +115,6 @@ impl Serve {
         self.home.path()
     }
 
-    /// `text`, an agent's output, shows none of the test's secrets: the
-    /// farm's, nor the relay's own token.
     /// `browser-relay mcp` on this serve, as an agent host runs it; no
     /// line it writes may show the relay's token or the farm's secrets.
     fn mcp_host(&self) -> McpHost {
@@ -131,6 +129,8 @@ impl Serve {
         self.secrets.iter().fold(host, |host, secret| host.never_showing(secret))
     }
 
+    /// `text`, an agent's output, shows none of the test's secrets: the
+    /// farm's, nor the relay's own token.
     fn assert_clean(&self, what: &str, text: &str) {
         assert!(!text.contains(self.token.as_str()), "{what} shows the relay's token:\n{text}");
         self.assert_no_farm_secret(what, text);
@@ -324,9 +324,9 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     .await
     .unwrap();
     assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
-    assert!(!status.is_error && status.text.contains("external"), "{status:?}");
-    assert!(snapshot.text.ends_with("- button \"Go\" [ref=e1]"), "{snapshot:?}");
-    assert!(!clicked.is_error && clicked.text.contains("clicked"), "{clicked:?}");
+    assert!(!status.is_error && status.text.contains("external"), "{}", status.text);
+    assert!(snapshot.text.ends_with("- button \"Go\" [ref=e1]"), "{}", snapshot.text);
+    assert!(!clicked.is_error && clicked.text.contains("clicked"), "{}", clicked.text);
     assert!(exit.success(), "{exit:?}");
     serve.assert_clean("the MCP server's stderr", &std::fs::read_to_string(serve.path().join("mcp.log")).unwrap());
     serve.assert_log_clean();

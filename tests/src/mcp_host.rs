@@ -7,7 +7,7 @@
 use std::io::{BufRead as _, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -64,7 +64,9 @@ impl McpHost {
     /// `secret`.
     #[must_use]
     pub fn never_showing(mut self, secret: impl Into<String>) -> Self {
-        self.secrets.push(secret.into());
+        let secret = secret.into();
+        assert!(!secret.is_empty(), "an empty secret would be in every line");
+        self.secrets.push(secret);
         self
     }
 
@@ -108,12 +110,13 @@ impl McpHost {
             let line = match self.lines.recv_timeout(ANSWER_WITHIN) {
                 Ok(line) => line,
                 Err(e) => {
+                    let what = match e {
+                        RecvTimeoutError::Timeout => format!("no answer to {method} within {ANSWER_WITHIN:?}"),
+                        RecvTimeoutError::Disconnected => format!("the MCP server ended before answering {method}"),
+                    };
                     let status = self.child.try_wait();
                     let log = self.log.as_ref().map(|log| std::fs::read_to_string(log).unwrap_or_default());
-                    bail!(
-                        "no answer to {method} within {ANSWER_WITHIN:?} ({e}); the server: {status:?}; its log:\n{}",
-                        log.as_deref().unwrap_or("(none kept)")
-                    );
+                    bail!("{what}; the server: {status:?}; its log:\n{}", log.as_deref().unwrap_or("(none kept)"));
                 }
             };
             if let Some(secret) = self.secrets.iter().find(|secret| line.contains(secret.as_str())) {

@@ -164,7 +164,8 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     .await??;
     anyhow::ensure!(
         !snapshot.is_error && snapshot.text.contains("Fixture Index") && snapshot.text.contains("[ref=e"),
-        "the MCP snapshot: {snapshot:?}"
+        "the MCP snapshot: {}",
+        snapshot.text
     );
 
     // The token never went to a log.
