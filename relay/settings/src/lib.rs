@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use cdp_client::{Dial, Secret};
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 pub const CONFIG_FILE: &str = "config.toml";
 /// The managed profile's colour: recognisable at a glance.
@@ -62,13 +63,15 @@ struct ProfileEntry {
     headless: Option<bool>,
     no_sandbox: Option<bool>,
     attach_only: Option<bool>,
-    executable_path: Option<PathBuf>,
+    // Where a path or a flag was written is kept (its span in the file):
+    // see `check_escapes`.
+    executable_path: Option<Spanned<PathBuf>>,
     cdp_port: Option<u16>,
     cdp_url: Option<String>,
     cdp_headers: Option<BTreeMap<String, Secret>>,
-    cdp_ca_file: Option<PathBuf>,
+    cdp_ca_file: Option<Spanned<PathBuf>>,
     #[serde(default)]
-    args: Vec<String>,
+    args: Vec<Spanned<String>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -79,7 +82,7 @@ struct ConfigFile {
     allow_file_urls: Option<bool>,
     allow_wiping_browser_data: Option<bool>,
     record_activity: Option<bool>,
-    upload_roots: Option<Vec<PathBuf>>,
+    upload_roots: Option<Vec<Spanned<PathBuf>>>,
     media_keep: Option<usize>,
     media_max_age_hours: Option<u64>,
     max_managed_browsers: Option<usize>,
@@ -404,11 +407,16 @@ impl Config {
             }
             for (key, path) in [("executablePath", &entry.executable_path), ("cdpCaFile", &entry.cdp_ca_file)] {
                 if let Some(path) = path {
-                    check_no_control(&path.to_string_lossy())
-                        .map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
+                    check_written_path(path, text).map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
                 }
             }
-            if let Some(ca) = entry.cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
+            for arg in &entry.args {
+                check_written(arg, text).map_err(|why| invalid(format!("profiles.{name}.args: {why}")))?;
+            }
+            let executable_path = entry.executable_path.map(Spanned::into_inner);
+            let cdp_ca_file = entry.cdp_ca_file.map(Spanned::into_inner);
+            let args: Vec<String> = entry.args.into_iter().map(Spanned::into_inner).collect();
+            if let Some(ca) = cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
                 return Err(invalid(format!(
                     "profiles.{name}.cdpCaFile: \"{}\" is not an absolute path",
                     ca.display()
@@ -430,11 +438,8 @@ impl Config {
                     "profiles.{name}.attachOnly needs cdpPort or cdpUrl: where is the browser?"
                 )));
             }
-            for arg in &entry.args {
-                check_no_control(arg).map_err(|why| invalid(format!("profiles.{name}.args: {why}")))?;
-            }
             // Extra flags must not undo the isolation Browser Relay sets up.
-            if let Some(arg) = entry.args.iter().find(|a| is_reserved_switch(a)) {
+            if let Some(arg) = args.iter().find(|a| is_reserved_switch(a)) {
                 return Err(invalid(format!(
                     "profiles.{name}.args: {arg} is set by Browser Relay (the profile folder and debugging port are its own)"
                 )));
@@ -442,13 +447,13 @@ impl Config {
             profile.headless = entry.headless.or(profile.headless);
             profile.no_sandbox = entry.no_sandbox.unwrap_or(profile.no_sandbox);
             profile.attach_only = entry.attach_only.unwrap_or(profile.attach_only);
-            profile.executable_path = entry.executable_path.or(profile.executable_path);
+            profile.executable_path = executable_path.or(profile.executable_path);
             profile.cdp_port = entry.cdp_port.or(profile.cdp_port);
             profile.cdp_url = entry.cdp_url.or(profile.cdp_url);
             profile.cdp_headers = headers;
-            profile.cdp_ca_file = entry.cdp_ca_file;
-            if !entry.args.is_empty() {
-                profile.args = entry.args;
+            profile.cdp_ca_file = cdp_ca_file;
+            if !args.is_empty() {
+                profile.args = args;
             }
             config.profiles.insert(name, profile);
         }
@@ -466,8 +471,9 @@ impl Config {
         config.record_activity = file.record_activity.unwrap_or(true);
         if let Some(roots) = file.upload_roots {
             for root in &roots {
-                check_no_control(&root.to_string_lossy()).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
+                check_written_path(root, text).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
             }
+            let roots: Vec<PathBuf> = roots.into_iter().map(Spanned::into_inner).collect();
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
                 return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
             }
@@ -650,6 +656,49 @@ fn check_no_control(text: &str) -> Result<(), String> {
         true => Err(format!("{text:?} holds a tab, a line break or another control character: {BACKSLASH_HINT}")),
         false => Ok(()),
     }
+}
+
+/// A path as written in the file: no control character, and no escape
+/// that quietly made it another path ([`check_written`]).
+fn check_written_path(path: &Spanned<PathBuf>, text: &str) -> Result<(), String> {
+    check_no_control(&path.get_ref().to_string_lossy())?;
+    check_escapes(text, path.span())
+}
+
+/// A flag as written in the file: as [`check_written_path`].
+fn check_written(value: &Spanned<String>, text: &str) -> Result<(), String> {
+    check_no_control(value.get_ref())?;
+    check_escapes(text, value.span())
+}
+
+/// A value written in double quotes with a `\x..`, `\u....` or
+/// `\U........` escape: TOML turns it into one character, which no path or
+/// flag means to hold. It is a Windows path (`"D:\xfer"`, `"C:\uabc1"`)
+/// read as escapes; the other escapes are refused by TOML itself or, made
+/// into a tab or line break, by [`check_no_control`]. `span` is where the
+/// value is written in `text`, quotes included; in single quotes nothing
+/// escapes.
+fn check_escapes(text: &str, span: std::ops::Range<usize>) -> Result<(), String> {
+    let raw = text.get(span.clone()).unwrap_or_default();
+    if !raw.starts_with('"') {
+        return Ok(());
+    }
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            continue;
+        }
+        match chars.next() {
+            Some(escape @ ('x' | 'u' | 'U')) => {
+                let line = text[..span.start].matches('\n').count() + 1;
+                return Err(format!(
+                    "on line {line}, \"…\\{escape}…\" was read as a character code (TOML's \\{escape} escape), not as a path: {BACKSLASH_HINT}"
+                ));
+            }
+            _ => continue,
+        }
+    }
+    Ok(())
 }
 
 /// config.toml's text: UTF-8, with or without a byte-order mark, or UTF-16
@@ -848,6 +897,28 @@ mod tests {
         assert!(error.contains("or write the value in single quotes"), "{error}");
         let flag = managed_with(r#"args = ["--load-extension=C:\ext\new"]"#).unwrap_err();
         assert!(flag.contains("profiles.managed.args:") && flag.contains("holds a tab, a line break"), "{flag}");
+        // `\x..` and `\u....` make one character out of what was a path's
+        // folder name: refused, naming the key, in a path, a list of them
+        // and a flag; a line with a secret on it is not shown.
+        for (line, key) in [
+            (r#"executablePath = "D:\xfer""#, "profiles.managed.executablePath"),
+            (r#"executablePath = "C:\uabc1""#, "profiles.managed.executablePath"),
+            (r#"args = ["--disk-cache-dir=E:\U0001F600cache"]"#, "profiles.managed.args"),
+        ] {
+            let error = managed_with(line).unwrap_err();
+            assert!(
+                error.contains(&format!("{key}: "))
+                    && error.contains("read as a character code")
+                    && error.contains("single quotes"),
+                "{line}: {error}"
+            );
+        }
+        let error = parse(r#"uploadRoots = ['C:\ok', "D:\xfer"]"#).unwrap_err();
+        assert!(error.contains("uploadRoots: ") && error.contains(r"TOML's \x escape"), "{error}");
+        // An escaped backslash before the letter is a backslash: read as meant.
+        let config = managed(r#""D:\\xfer\\chrome.exe""#).unwrap();
+        let path = config.profile(Some("managed")).unwrap().executable_path.clone().unwrap();
+        assert_eq!(path, PathBuf::from(r"D:\xfer\chrome.exe"));
         // Written as the hint says, both are read as meant.
         for value in [r"'C:\Program Files\Chrome\chrome.exe'", r#""C:\\Program Files\\Chrome\\chrome.exe""#] {
             let config = managed(value).unwrap_or_else(|e| panic!("{value}: {e}"));
