@@ -6,7 +6,8 @@
 #   browser-relay-<version>-macos-x86_64.tar.gz
 #   browser-relay-<version>-windows-x86_64.zip     (MinGW-w64)
 # each with the binary, the built extension (extension/, to load unpacked)
-# and INSTALL.txt for its system; the extension as a zip for the Chrome Web
+# and INSTALL.txt for its system (macOS: and "Start Browser Relay.command",
+# to double-click); the extension as a zip for the Chrome Web
 # Store (browser-relay-extension-<version>-store.zip: the manifest without
 # its development "key", which the store refuses); and SHA256SUMS.
 # Idempotent; installs what it needs (scripts/setup.sh, cross-setup.sh).
@@ -78,6 +79,12 @@ PY
   for f in "${extension_files[@]}"; do cp -R "extension/$f" "$stage/extension/"; done
   os=${platform%%-*}
   sed -e "s/@VERSION@/$version/g" -e "s/@PLATFORM@/$platform/g" "scripts/install/INSTALL-$os.txt" > "$stage/INSTALL.txt"
+  # What a Mac user double-clicks (the binary alone would only print its
+  # help in Terminal): serve with the pairing link, as a double-click on
+  # Windows runs.
+  if [[ "$os" == macos ]]; then
+    cp -p "scripts/install/Start Browser Relay.command" "$stage/"
+  fi
   if [[ "$platform" == windows-* ]]; then
     # Windows users expect CRLF in a text file they open in Notepad.
     sed -i 's/$/\r/' "$stage/INSTALL.txt"

@@ -961,3 +961,86 @@ fn a_serve_whose_stderr_nobody_reads_keeps_answering_and_loses_no_line() {
         assert!(!line.contains('\x1b'), "plain text on a pipe: {line:?}");
     }
 }
+
+/// The macOS archive's double-click launcher (`Start Browser Relay.command`,
+/// which Finder runs in Terminal) starts serve with the pairing link; it
+/// finds the program beside it, else in ~/.local/bin (where INSTALL.txt
+/// puts it), else on PATH, and found nowhere it says where to put it. Run
+/// by this system's POSIX sh (dash on Debian: stricter than macOS's).
+#[test]
+fn the_macos_launcher_starts_serve_with_the_pairing_link() {
+    use std::io::BufRead as _;
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    let launcher_source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install/Start Browser Relay.command");
+    let mode = std::fs::metadata(&launcher_source).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "Finder runs only an executable .command");
+    // The unpacked archive: the launcher, and (first) the real program.
+    let unpacked = tempfile::tempdir().unwrap();
+    let launcher = unpacked.path().join("Start Browser Relay.command");
+    std::fs::copy(&launcher_source, &launcher).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let run = |path: &str| {
+        let mut command = Command::new(&launcher);
+        command.env("HOME", home.path()).env("BROWSER_RELAY_HOME", state.path()).env("PATH", path);
+        command
+    };
+
+    // Beside it: serve, with the link for the port it got (the test's own
+    // ports: the launcher passes its arguments on, Finder gives none).
+    symlink(env!("CARGO_BIN_EXE_browser-relay"), unpacked.path().join("browser-relay")).unwrap();
+    let serve = run("/usr/bin:/bin")
+        .args(["--port", "0", "--control-port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(state.path().join("serve.log")).unwrap())
+        .spawn()
+        .expect("the launcher runs");
+    let mut running = Running { serve, home: state.path().to_path_buf() };
+    let stdout = std::io::BufReader::new(running.serve.stdout.take().unwrap());
+    let link =
+        stdout.lines().map_while(Result::ok).find(|line| line.contains("chrome-extension://")).unwrap_or_else(|| {
+            let log = std::fs::read_to_string(state.path().join("serve.log")).unwrap_or_default();
+            panic!("no pairing link; serve's log:\n{log}")
+        });
+    assert!(link.contains("/options.html#port=") && link.contains("&code="), "{link}");
+    if cfg!(target_os = "linux") {
+        // The shell became serve (`exec`): Ctrl-C and the window's end reach
+        // serve itself, and no shell is left waiting.
+        let exe = std::fs::read_link(format!("/proc/{}/exe", running.serve.id())).unwrap();
+        assert!(exe.ends_with("browser-relay"), "{}", exe.display());
+    }
+    drop(running);
+
+    // Elsewhere: a stand-in that says how it was run.
+    let stand_in = |dir: &std::path::Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("browser-relay");
+        std::fs::write(&path, "#!/bin/sh\necho \"ran $0 $*\"\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    std::fs::remove_file(unpacked.path().join("browser-relay")).unwrap();
+    let on_path = tempfile::tempdir().unwrap();
+    let path_with = format!("{}:/usr/bin:/bin", on_path.path().display());
+    let in_path = stand_in(on_path.path());
+    let output = |command: &mut Command| {
+        let out = command.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, _) = output(&mut run(&path_with));
+    assert_eq!((code, stdout), (Some(0), format!("ran {} serve --pair", in_path.display())), "on PATH");
+    let local = stand_in(&home.path().join(".local/bin"));
+    let (code, stdout, _) = output(&mut run(&path_with));
+    assert_eq!((code, stdout), (Some(0), format!("ran {} serve --pair", local.display())), "~/.local/bin first");
+
+    // Nowhere: it says where to put it.
+    std::fs::remove_file(local).unwrap();
+    let (code, stdout, stderr) = output(&mut run("/usr/bin:/bin"));
+    assert_eq!((code, stdout.as_str()), (Some(1), ""));
+    assert!(stderr.contains("browser-relay is not beside this file, in ~/.local/bin or on PATH"), "{stderr}");
+}
