@@ -2,9 +2,11 @@
 //!
 //! | Unix (Linux, macOS) | Windows |
 //! |---|---|
-//! | Ctrl-C (`SIGINT`), `SIGTERM` (`kill`, systemd, launchd) | Ctrl-C, Ctrl-Break, the console window closed, log-off, shutdown |
+//! | Ctrl-C (`SIGINT`), `SIGTERM` (`kill`, systemd, launchd), the terminal window closed (`SIGHUP`) | Ctrl-C, Ctrl-Break, the console window closed, log-off, shutdown |
 //!
-//! `SIGHUP` keeps its default on Unix: a handler would undo `nohup`.
+//! `SIGHUP` is listened for only when it is not ignored: `nohup` (or a
+//! shell's `trap '' HUP`) ignores it before serve starts, and a handler
+//! would undo that.
 //!
 //! Either way `serve` then stops its managed browsers and ends. Where the
 //! process is killed outright (`SIGKILL`, Task Manager), nothing runs: on
@@ -36,7 +38,10 @@ impl ShutdownSignals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let kinds = [(SignalKind::interrupt(), "Ctrl-C"), (SignalKind::terminate(), "SIGTERM")];
+            let mut kinds = vec![(SignalKind::interrupt(), "Ctrl-C"), (SignalKind::terminate(), "SIGTERM")];
+            if !hangup_ignored() {
+                kinds.push((SignalKind::hangup(), "the terminal closing"));
+            }
             let signals =
                 kinds.into_iter().map(|(kind, name)| Ok((signal(kind)?, name))).collect::<std::io::Result<_>>()?;
             Ok(Self { signals })
@@ -83,4 +88,16 @@ impl ShutdownSignals {
             }
         }
     }
+}
+
+/// Whether this process was started with `SIGHUP` ignored (`nohup`).
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn hangup_ignored() -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with no new action, sigaction only writes the current one
+    // into `current`, which is valid for it.
+    let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), current.as_mut_ptr()) } == 0;
+    // SAFETY: zeroed, then filled in by a sigaction that succeeded.
+    read && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }

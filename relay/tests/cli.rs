@@ -791,9 +791,12 @@ fn within(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Stopped (Ctrl-C's SIGINT behaves as SIGTERM), its terminal closed
+/// (SIGHUP) or killed, serve leaves no browser behind.
 #[test]
 fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
-    for signal in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGKILL] {
         let home = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
         let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
@@ -818,11 +821,16 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
         let serve_pid = nix::unistd::Pid::from_raw(running.serve.id() as i32);
         nix::sys::signal::kill(serve_pid, signal).unwrap();
         running.serve.wait().unwrap();
-        // Stopped by serve on SIGTERM; on SIGKILL its pipe closes and the
-        // browser quits by itself: no orphan either way.
+        // Stopped by serve on SIGTERM and SIGHUP; on SIGKILL its pipe
+        // closes and the browser quits by itself: no orphan either way.
         within(&format!("the browser's processes end after serve's {signal}"), 15, || !chromium::group_runs(pid));
-        if signal == nix::sys::signal::Signal::SIGTERM {
-            let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+        let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+        match signal {
+            Signal::SIGTERM => assert!(log.contains("shutting down (SIGTERM)"), "{log}"),
+            Signal::SIGHUP => assert!(log.contains("shutting down (the terminal closing)"), "{log}"),
+            _ => {}
+        }
+        if signal != Signal::SIGKILL {
             assert!(log.contains("stopped the managed browser"), "serve stopped it: {log}");
         }
         drop(running);
@@ -1043,4 +1051,53 @@ fn the_macos_launcher_starts_serve_with_the_pairing_link() {
     let (code, stdout, stderr) = output(&mut run("/usr/bin:/bin"));
     assert_eq!((code, stdout.as_str()), (Some(1), ""));
     assert!(stderr.contains("browser-relay is not beside this file, in ~/.local/bin or on PATH"), "{stderr}");
+}
+
+/// How `pid` takes SIGHUP, from /proc (Linux): (caught, ignored).
+fn hangup_disposition(pid: u32) -> (bool, bool) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = |name: &str| {
+        let hex = status.lines().find_map(|line| line.strip_prefix(name)).unwrap().trim();
+        u64::from_str_radix(hex, 16).unwrap()
+    };
+    // SIGHUP is signal 1: the masks' lowest bit.
+    (mask("SigCgt:") & 1 != 0, mask("SigIgn:") & 1 != 0)
+}
+
+/// Started under `nohup`, serve leaves SIGHUP ignored: it goes on when
+/// the terminal it was started from closes. Started plainly, it catches
+/// SIGHUP (and stops cleanly: the test above).
+#[test]
+fn serve_under_nohup_goes_on_when_its_terminal_closes() {
+    use nix::sys::signal::Signal;
+    for nohup in [false, true] {
+        let home = tempfile::tempdir().unwrap();
+        let control = free_port().to_string();
+        let mut command = Command::new(if nohup { "nohup" } else { env!("CARGO_BIN_EXE_browser-relay") });
+        if nohup {
+            command.arg(env!("CARGO_BIN_EXE_browser-relay"));
+        }
+        let serve = command
+            .args(["serve", "--port", "0", "--control-port", &control])
+            .env("BROWSER_RELAY_HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("serve.log")).unwrap())
+            .spawn()
+            .expect("serve starts");
+        let running = Running { serve, home: home.path().to_path_buf() };
+        wait_for_control_api(home.path());
+        let pid = running.serve.id();
+        if !cfg!(target_os = "linux") {
+            continue;
+        }
+        assert_eq!(hangup_disposition(pid), (!nohup, nohup), "nohup: {nohup}");
+        if nohup {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGHUP).unwrap();
+            let (code, _, stderr) = browser_relay(home.path(), &["status", "--control-port", &control]);
+            assert_eq!(code, 0, "serve answers after the hangup: {stderr}");
+        }
+        drop(running);
+        let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+        assert!(log.contains("shutting down (SIGTERM)"), "{log}");
+    }
 }
