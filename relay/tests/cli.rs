@@ -799,7 +799,7 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
     for signal in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGKILL] {
         let home = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
-        let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        let serve = with_default_hangup(&mut Command::new(env!("CARGO_BIN_EXE_browser-relay")))
             .args(["serve", "--port", "0", "--control-port", &free_port().to_string(), "--start", "managed"])
             .env("BROWSER_RELAY_HOME", home.path())
             // Killed, it leaves Chrome's socket folder: in the test's folder.
@@ -820,7 +820,7 @@ fn the_browser_serve_launched_ends_with_serve_stopped_or_killed() {
         assert!(chromium::group_runs(pid));
         let serve_pid = nix::unistd::Pid::from_raw(running.serve.id() as i32);
         nix::sys::signal::kill(serve_pid, signal).unwrap();
-        running.serve.wait().unwrap();
+        within(&format!("serve to end after its {signal}"), 30, || matches!(running.serve.try_wait(), Ok(Some(_))));
         // Stopped by serve on SIGTERM and SIGHUP; on SIGKILL its pipe
         // closes and the browser quits by itself: no orphan either way.
         within(&format!("the browser's processes end after serve's {signal}"), 15, || !chromium::group_runs(pid));
@@ -998,18 +998,28 @@ fn the_macos_launcher_starts_serve_with_the_pairing_link() {
     // Beside it: serve, with the link for the port it got (the test's own
     // ports: the launcher passes its arguments on, Finder gives none).
     symlink(env!("CARGO_BIN_EXE_browser-relay"), unpacked.path().join("browser-relay")).unwrap();
-    let serve = run("/usr/bin:/bin")
-        .args(["--port", "0", "--control-port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::fs::File::create(state.path().join("serve.log")).unwrap())
-        .spawn()
-        .expect("the launcher runs");
+    let serve = {
+        use std::os::unix::process::CommandExt as _;
+        run("/usr/bin:/bin")
+            .args(["--port", "0", "--control-port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(state.path().join("serve.log")).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("the launcher runs")
+    };
+    // Whatever the launcher started goes with the test, also a serve that
+    // a launcher without `exec` left behind its shell.
+    let _group = KilledGroup(serve.id());
     let mut running = Running { serve, home: state.path().to_path_buf() };
     let stdout = std::io::BufReader::new(running.serve.stdout.take().unwrap());
-    let link =
-        stdout.lines().map_while(Result::ok).find(|line| line.contains("chrome-extension://")).unwrap_or_else(|| {
+    let (lines, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|line| lines.send(line)));
+    let link = std::iter::from_fn(|| printed.recv_timeout(std::time::Duration::from_secs(30)).ok())
+        .find(|line| line.contains("chrome-extension://"))
+        .unwrap_or_else(|| {
             let log = std::fs::read_to_string(state.path().join("serve.log")).unwrap_or_default();
-            panic!("no pairing link; serve's log:\n{log}")
+            panic!("no pairing link within 30 s; serve's log:\n{log}")
         });
     assert!(link.contains("/options.html#port=") && link.contains("&code="), "{link}");
     if cfg!(target_os = "linux") {
@@ -1046,6 +1056,14 @@ fn the_macos_launcher_starts_serve_with_the_pairing_link() {
     let (code, stdout, _) = output(&mut run(&path_with));
     assert_eq!((code, stdout), (Some(0), format!("ran {} serve --pair", local.display())), "~/.local/bin first");
 
+    // Beside it but not executable (an unpacker that dropped the modes):
+    // it says how to fix it.
+    std::fs::write(unpacked.path().join("browser-relay"), "").unwrap();
+    let (code, _, stderr) = output(&mut run(&path_with));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("browser-relay cannot be run: make it executable with  chmod +x"), "{stderr}");
+    std::fs::remove_file(unpacked.path().join("browser-relay")).unwrap();
+
     // Nowhere: it says where to put it.
     std::fs::remove_file(local).unwrap();
     let (code, stdout, stderr) = output(&mut run("/usr/bin:/bin"));
@@ -1077,7 +1095,7 @@ fn serve_under_nohup_goes_on_when_its_terminal_closes() {
         if nohup {
             command.arg(env!("CARGO_BIN_EXE_browser-relay"));
         }
-        let serve = command
+        let serve = with_default_hangup(&mut command)
             .args(["serve", "--port", "0", "--control-port", &control])
             .env("BROWSER_RELAY_HOME", home.path())
             .stdout(std::process::Stdio::null())
@@ -1099,5 +1117,26 @@ fn serve_under_nohup_goes_on_when_its_terminal_closes() {
         drop(running);
         let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
         assert!(log.contains("shutting down (SIGTERM)"), "{log}");
+    }
+}
+
+/// `command` with SIGHUP at its default in the child, whatever this test
+/// process inherited (`nohup cargo test` would hand serve an ignored
+/// SIGHUP): the hangup tests send it as a closing terminal does.
+#[allow(unsafe_code)]
+fn with_default_hangup(command: &mut Command) -> &mut Command {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: between fork and exec the child only calls `signal`, which
+    // is async-signal-safe.
+    unsafe { command.pre_exec(|| signal(Signal::SIGHUP, SigHandler::SigDfl).map(drop).map_err(std::io::Error::from)) }
+}
+
+/// A process group, killed (what is left of it) when dropped.
+struct KilledGroup(u32);
+
+impl Drop for KilledGroup {
+    fn drop(&mut self) {
+        chromium::kill_group(self.0);
     }
 }

@@ -5,12 +5,16 @@
 # extension connects). Ctrl-C, or closing the window, stops it.
 #
 # The program is looked for beside this file, then in ~/.local/bin (where
-# INSTALL.txt puts it), then on PATH (Finder's Terminal may not have
-# ~/.local/bin on it).
+# INSTALL.txt puts it, which a Terminal window's PATH may not hold), then
+# on PATH.
 here=$(cd "$(dirname "$0")" && pwd)
 for relay in "$here/browser-relay" "$HOME/.local/bin/browser-relay" "$(command -v browser-relay)"; do
-  if [ -n "$relay" ] && [ -f "$relay" ] && [ -x "$relay" ]; then
-    exec "$relay" serve --pair "$@"
+  if [ -n "$relay" ] && [ -f "$relay" ]; then
+    if [ -x "$relay" ]; then
+      exec "$relay" serve --pair "$@"
+    fi
+    echo "$relay cannot be run: make it executable with  chmod +x \"$relay\"" >&2
+    exit 1
   fi
 done
 echo "browser-relay is not beside this file, in ~/.local/bin or on PATH: INSTALL.txt says where to put it." >&2

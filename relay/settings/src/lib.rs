@@ -658,6 +658,13 @@ fn check_no_control(text: &str) -> Result<(), String> {
     }
 }
 
+/// As [`check_no_control`], without showing the value: a flag may hold a
+/// secret (a proxy's password), and config errors reach agents.
+fn check_no_control_unshown(text: &str) -> Result<(), String> {
+    check_no_control(text)
+        .map_err(|_| format!("a value holds a tab, a line break or another control character: {BACKSLASH_HINT}"))
+}
+
 /// A path as written in the file: no control character, and no escape
 /// that quietly made it another path ([`check_written`]).
 fn check_written_path(path: &Spanned<PathBuf>, text: &str) -> Result<(), String> {
@@ -665,9 +672,10 @@ fn check_written_path(path: &Spanned<PathBuf>, text: &str) -> Result<(), String>
     check_escapes(text, path.span())
 }
 
-/// A flag as written in the file: as [`check_written_path`].
+/// A flag as written in the file: as [`check_written_path`], its value
+/// never shown.
 fn check_written(value: &Spanned<String>, text: &str) -> Result<(), String> {
-    check_no_control(value.get_ref())?;
+    check_no_control_unshown(value.get_ref())?;
     check_escapes(text, value.span())
 }
 
@@ -692,7 +700,7 @@ fn check_escapes(text: &str, span: std::ops::Range<usize>) -> Result<(), String>
             Some(escape @ ('x' | 'u' | 'U')) => {
                 let line = text[..span.start].matches('\n').count() + 1;
                 return Err(format!(
-                    "on line {line}, \"…\\{escape}…\" was read as a character code (TOML's \\{escape} escape), not as a path: {BACKSLASH_HINT}"
+                    "on line {line}, \"…\\{escape}…\" was read as a character code (TOML's \\{escape} escape), not as written: {BACKSLASH_HINT}"
                 ));
             }
             _ => continue,
@@ -897,6 +905,7 @@ mod tests {
         assert!(error.contains("or write the value in single quotes"), "{error}");
         let flag = managed_with(r#"args = ["--load-extension=C:\ext\new"]"#).unwrap_err();
         assert!(flag.contains("profiles.managed.args:") && flag.contains("holds a tab, a line break"), "{flag}");
+        assert!(!flag.contains("load-extension"), "a flag's value (it may hold a secret) is not shown: {flag}");
         // `\x..` and `\u....` make one character out of what was a path's
         // folder name: refused, naming the key, in a path, a list of them
         // and a flag; a line with a secret on it is not shown.
