@@ -143,8 +143,24 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("browser-relay: cannot start: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(main_async());
+    // Everything the command does is awaited by now. What may be left is a
+    // read of stdin that never returns (an MCP server a signal ended while
+    // its host kept stdin open): wait a moment for other blocking work,
+    // never for that.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+async fn main_async() -> std::process::ExitCode {
     let own_window = console::window_of_its_own();
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if double_clicked(&args, own_window) {
@@ -535,6 +551,10 @@ async fn stop_server(state: &StateDir, server: RunningServer) {
 /// its host), it runs its own from then on: agents sharing one machine keep
 /// working whichever of them ends first.
 async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<()> {
+    // A host may end its server with a signal rather than by closing stdin
+    // (or Ctrl-C reaches it in a terminal): the browsers it launched are
+    // then stopped in order all the same, as serve's are.
+    let mut signals = browser_relay::ShutdownSignals::listen().context("listening for Ctrl-C")?;
     let token = state.load_or_create_token()?;
     let control = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), control_port);
     let own: Arc<tokio::sync::Mutex<Option<RunningServer>>> = Arc::default();
@@ -584,7 +604,13 @@ async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<(
         })
     };
     let client = ControlClient::new(control_port, token).on(Surface::Mcp).reviving(revive);
-    let served = mcp::McpServer::new(client, state.media()).serve_stdio().await;
+    let served = tokio::select! {
+        served = mcp::McpServer::new(client, state.media()).serve_stdio() => served,
+        why = signals.recv() => {
+            tracing::info!("shutting down ({why})");
+            Ok(())
+        }
+    };
     if let Some(server) = own.lock().await.take() {
         stop_server(state, server).await;
     }

@@ -498,6 +498,34 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     assert_no_token(home.path(), "the MCP server's log", "");
 }
 
+/// A host that ends its MCP server with a signal (SIGTERM; Ctrl-C in its
+/// terminal) rather than by closing stdin: the server stops the browser it
+/// launched in order, as serve does, and ends.
+#[test]
+fn an_mcp_server_ended_by_a_signal_stops_its_browser_in_order() {
+    let home = tempfile::tempdir().unwrap();
+    let control = free_port().to_string();
+    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
+    let mut host = mcp_host_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
+    let guard = Running::for_browsers_of(home.path());
+    host.initialize("test-host").unwrap();
+    let site = tiny_site("<title>Signal</title>");
+    let opened = host.call("browser_open", serde_json::json!({"url": format!("{site}/")})).unwrap();
+    assert!(!opened.is_error, "{}", opened.text);
+    let pid = guard.browser_pid().expect("the managed Chrome was launched and recorded");
+
+    let server = nix::unistd::Pid::from_raw(host.id() as i32);
+    nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = host.wait(std::time::Duration::from_secs(15)).unwrap();
+    assert!(status.success(), "{status:?}");
+    within("the managed Chrome to go with the MCP server", 10, || !chromium::group_runs(pid));
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("shutting down (SIGTERM)") && log.contains("stopped the managed browser"),
+        "stopped in order: {log}"
+    );
+}
+
 /// Two agents on one machine, each with its MCP server: the first runs the
 /// relay and the control API, the second uses them. When the first one's
 /// host ends it (and its browsers with it), the second keeps working: its

@@ -143,15 +143,18 @@ impl McpHost {
     /// the server ended within `within`.
     pub fn close(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
         drop(self.stdin.take());
+        self.wait(within)
+    }
+
+    /// The exit status, once the server ended within `within` (stdin left
+    /// open: a host that ends it with a signal).
+    pub fn wait(&mut self, within: Duration) -> anyhow::Result<ExitStatus> {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait()? {
                 return Ok(status);
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "the MCP server did not end within {within:?} of its stdin closing"
-            );
+            anyhow::ensure!(Instant::now() < deadline, "the MCP server did not end within {within:?}");
             // std's Child has no wait with a deadline.
             std::thread::sleep(Duration::from_millis(20));
         }
