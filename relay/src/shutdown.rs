@@ -1,4 +1,5 @@
-//! What ends `serve` cleanly, per system: the one seam over signals.
+//! What ends `serve` (and an `mcp` that runs its own server) cleanly, per
+//! system: the one seam over signals.
 //!
 //! | Unix (Linux, macOS) | Windows |
 //! |---|---|
