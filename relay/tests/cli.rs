@@ -446,6 +446,18 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     assert!(status.success(), "{status:?}");
 }
 
+/// `browser-relay mcp` alone in the state directory `home` (no serve: it
+/// runs the relay itself), initialized as a host does, its log in
+/// serve.log; a guard for the browsers it launches; its control port.
+fn mcp_alone(home: &std::path::Path) -> (McpHost, Running, String) {
+    let control = free_port().to_string();
+    let log = std::fs::File::create(home.join("serve.log")).unwrap();
+    let mut host = mcp_host_with(home, &["mcp", "--port", "0", "--control-port", &control], log);
+    let guard = Running::for_browsers_of(home);
+    host.initialize("test-host").unwrap();
+    (host, guard, control)
+}
+
 /// The one thing an MCP host needs: `browser-relay mcp` in its config. In a
 /// fresh state directory with nothing else running, it runs the relay
 /// itself, the agent's first tool call launches the managed Chrome (no tab
@@ -453,11 +465,7 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
 #[test]
 fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     let home = tempfile::tempdir().unwrap();
-    let control = free_port().to_string();
-    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
-    let mut host = mcp_host_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
-    let guard = Running::for_browsers_of(home.path());
-    host.initialize("test-host").unwrap();
+    let (mut host, guard, control) = mcp_alone(home.path());
 
     let site = tiny_site(
         "<title>Alone</title><button onclick=\"fetch('/api/missing.json').then(() => document.title = 'clicked')\">Go</button>",
@@ -504,11 +512,7 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
 #[test]
 fn an_mcp_server_ended_by_a_signal_stops_its_browser_in_order() {
     let home = tempfile::tempdir().unwrap();
-    let control = free_port().to_string();
-    let log = std::fs::File::create(home.path().join("serve.log")).unwrap();
-    let mut host = mcp_host_with(home.path(), &["mcp", "--port", "0", "--control-port", &control], log);
-    let guard = Running::for_browsers_of(home.path());
-    host.initialize("test-host").unwrap();
+    let (mut host, guard, _) = mcp_alone(home.path());
     let site = tiny_site("<title>Signal</title>");
     let opened = host.call("browser_open", serde_json::json!({"url": format!("{site}/")})).unwrap();
     assert!(!opened.is_error, "{}", opened.text);
