@@ -1042,7 +1042,7 @@ fn the_macos_launcher_starts_serve_with_the_pairing_link() {
     };
     // Whatever the launcher started goes with the test, also a serve that
     // a launcher without `exec` left behind its shell.
-    let _group = KilledGroup(serve.id());
+    let _group = chromium::KilledGroup(serve.id());
     let mut running = Running { serve, home: state.path().to_path_buf() };
     let stdout = std::io::BufReader::new(running.serve.stdout.take().unwrap());
     let (lines, printed) = std::sync::mpsc::channel();
@@ -1162,13 +1162,4 @@ fn with_default_hangup(command: &mut Command) -> &mut Command {
     // SAFETY: between fork and exec the child only calls `signal`, which
     // is async-signal-safe.
     unsafe { command.pre_exec(|| signal(Signal::SIGHUP, SigHandler::SigDfl).map(drop).map_err(std::io::Error::from)) }
-}
-
-/// A process group, killed (what is left of it) when dropped.
-struct KilledGroup(u32);
-
-impl Drop for KilledGroup {
-    fn drop(&mut self) {
-        chromium::kill_group(self.0);
-    }
 }

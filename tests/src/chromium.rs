@@ -155,6 +155,17 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// A process group, killed (what is left of it) when dropped: a test's
+/// processes go with it, also when it fails.
+#[derive(Debug)]
+pub struct KilledGroup(pub u32);
+
+impl Drop for KilledGroup {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
 /// Returns once no process of group `pgid` runs, or after `within`. A
 /// signal has no completion to await: this polls the process table.
 #[cfg(unix)]

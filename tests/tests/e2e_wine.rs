@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use e2e::FixtureServer;
+use e2e::chromium::KilledGroup;
 use e2e::mcp_host::{McpHost, ToolAnswer};
 use e2e::serve_process::{ServeProcess, chrome_sharing, free_port, wait_for_shared};
 use serde_json::json;
@@ -31,20 +32,11 @@ fn windows_path(path: &Path) -> String {
 /// The exe under Wine as an MCP host runs it (`McpHost`), in a process
 /// group of its own, which is killed (Wine's processes with it) when
 /// dropped.
-fn mcp_under_wine(mut mcp: Command, token: &str) -> anyhow::Result<(McpHost, ProcessGroup)> {
+fn mcp_under_wine(mut mcp: Command, token: &str) -> anyhow::Result<(McpHost, KilledGroup)> {
     use std::os::unix::process::CommandExt as _;
     let host = McpHost::spawn(mcp.stderr(std::process::Stdio::null()).process_group(0))?.never_showing(token);
-    let group = ProcessGroup(host.id());
+    let group = KilledGroup(host.id());
     Ok((host, group))
-}
-
-/// A process group, killed when dropped.
-struct ProcessGroup(u32);
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        e2e::kill_group(self.0);
-    }
 }
 
 fn wine(exe: &Path, home: &Path) -> Command {
