@@ -236,27 +236,17 @@ struct Buffer {
 impl ActivityRecord {
     /// A record kept in `dir` (within `retention`), or in memory only.
     pub fn new(dir: Option<ActivityDir>, retention: Retention) -> Self {
-        Self(Arc::new(Inner {
-            on: true,
-            dir,
-            retention,
-            buffer: Mutex::default(),
-            wake: Notify::new(),
-            closed: Mutex::default(),
-        }))
+        Self::with(true, dir, retention)
     }
 
     /// A record that keeps nothing (`recordActivity = false`).
     pub fn off() -> Self {
-        let inner = Inner {
-            on: false,
-            dir: None,
-            retention: DEFAULT_RETENTION,
-            buffer: Mutex::default(),
-            wake: Notify::new(),
-            closed: Mutex::default(),
-        };
-        Self(Arc::new(inner))
+        Self::with(false, None, DEFAULT_RETENTION)
+    }
+
+    fn with(on: bool, dir: Option<ActivityDir>, retention: Retention) -> Self {
+        let (buffer, wake, closed) = (Mutex::default(), Notify::new(), Mutex::default());
+        Self(Arc::new(Inner { on, dir, retention, buffer, wake, closed }))
     }
 
     /// Whether anything is kept.

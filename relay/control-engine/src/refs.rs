@@ -11,8 +11,11 @@
 //! merges into it ([`RefsJoin`]): the refs it shows
 //! are re-issued (an element that had a ref keeps it), the others stay, and
 //! a new ref takes a number above every number the table has ever held, so
-//! no number ever means two things. Each frame's world keeps exactly the
-//! refs the table has for it ([`RefTable::kept_in`]).
+//! no number ever means two things. Each frame's world keeps the refs the
+//! table has for it ([`RefTable::kept_in`]); after a `limit` or `depth`
+//! snapshot that showed the whole page (and so replaced the table) also
+//! those of elements no longer shown, which the table no longer names and
+//! the next merge prunes.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -916,7 +916,7 @@ mod tests {
         ] {
             let error = managed_with(line).unwrap_err();
             assert!(
-                error.contains(&format!("{key}: "))
+                error.contains(&format!("{key}: on line 2, "))
                     && error.contains("read as a character code")
                     && error.contains("single quotes"),
                 "{line}: {error}"
