@@ -34,10 +34,26 @@ impl ManagedBrowsers {
     /// or locks for a start or stop under way, are left alone. How many
     /// were deleted.
     pub async fn remove_abandoned_ephemeral(&self) -> usize {
-        let Ok(entries) = std::fs::read_dir(self.root.join("ephemeral")) else { return 0 };
+        let parent = self.root.join("ephemeral");
+        if refuse_link(&parent).is_err() {
+            return 0;
+        }
+        let Ok(entries) = std::fs::read_dir(&parent) else { return 0 };
         let children = &self.held.children;
         let mut removed = 0;
-        for dir in entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()) {
+        // `DirEntry::file_type` does not follow links: a link planted here
+        // (to the user's Documents, say) is no profile folder, and is left
+        // alone, said in the log.
+        for entry in entries.filter_map(Result::ok) {
+            let dir = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => {}
+                Ok(kind) if kind.is_symlink() => {
+                    let _ = refuse_link(&dir);
+                    continue;
+                }
+                _ => continue,
+            }
             let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if self.is_ephemeral(name) {
                 continue;
@@ -72,6 +88,39 @@ impl ManagedBrowsers {
     }
 }
 
+/// Refuses a path that is a symbolic link (or, on Windows, a junction):
+/// an ephemeral profile's folder, and the folder that holds them, are
+/// emptied and deleted, and a link there would have that done to whatever
+/// it points to. Whoever can write the state folder could plant one;
+/// Browser Relay never deletes through a link. The refusal is logged.
+pub(crate) fn refuse_link(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            tracing::warn!(
+                link = %path.display(),
+                "a link where an ephemeral profile's folder belongs: left alone, nothing deleted through it; remove the link"
+            );
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a link, not a profile folder: Browser Relay never empties or deletes through a link; remove it",
+                    path.display()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`refuse_link`] for an ephemeral profile's folder and the folder that
+/// holds it.
+pub(crate) fn refuse_links_to(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        refuse_link(parent)?;
+    }
+    refuse_link(dir)
+}
+
 /// Deletes a profile folder whose `lock` the caller holds: all but the
 /// lock under it, then the lock and the folder (Windows deletes no file
 /// that is open, nor a folder with one in it). A start that takes the lock
@@ -84,8 +133,11 @@ pub(crate) fn remove_locked_folder(dir: &Path, lock: std::fs::File) -> std::io::
     std::fs::remove_dir(dir)
 }
 
-/// Empties a profile folder, keeping the lock its caller holds.
+/// Empties a profile folder, keeping the lock its caller holds. A link
+/// in its place (or in its parent's) is refused, and the entries are
+/// deleted without following links (`remove_dir_all` follows none).
 pub(crate) fn clear_folder_but_lock(dir: &Path) -> std::io::Result<()> {
+    refuse_links_to(dir)?;
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_name() == "lock" {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cdp_client::CdpError;
 use cdp_client::protocol::browser;
 
-use crate::ephemeral::{clear_folder_but_lock, remove_locked_folder};
+use crate::ephemeral::{clear_folder_but_lock, refuse_links_to, remove_locked_folder};
 use crate::pipe::Pipe;
 use crate::process::{self, Ending};
 use crate::profile_files;
@@ -154,6 +154,10 @@ impl ManagedBrowsers {
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
+        if profile.ephemeral {
+            // Its folder is emptied before the launch: never through a link.
+            refuse_links_to(&dir).map_err(|source| ManagedError::Profile { path: dir.clone(), source })?;
+        }
         let lock = Self::lock_folder(&dir).await?;
         // Registered under the lock: the stop of a previous run of this
         // name, which forgets it, has finished.
@@ -290,6 +294,10 @@ impl ManagedBrowsers {
             return Ok(self.status(profile));
         }
         let dir = self.folder(profile);
+        if profile.ephemeral {
+            // Its folder is deleted after the stop: never through a link.
+            refuse_links_to(&dir).map_err(|source| ManagedError::Profile { path: dir.clone(), source })?;
+        }
         let lock = Self::lock_folder(&dir).await?;
         self.stop_locked(profile, &dir).await;
         if profile.ephemeral {

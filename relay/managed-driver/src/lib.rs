@@ -523,6 +523,54 @@ mod tests {
         assert!(configured.exists(), "config profiles are never touched");
     }
 
+    /// The attack: a link planted at `<state>/ephemeral/<name>` (or at
+    /// `<state>/ephemeral`) to a folder of the user's. Serve's start, an
+    /// ephemeral start and its stop empty or delete that folder: through a
+    /// link, that would be the user's Documents.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn nothing_is_emptied_or_deleted_through_a_link_in_the_ephemeral_folder() {
+        let state = tempfile::tempdir().unwrap();
+        let documents = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(documents.path().join("photos")).unwrap();
+        std::fs::write(documents.path().join("thesis.txt"), "years of work").unwrap();
+        std::fs::write(documents.path().join("photos/cat.jpg"), "meow").unwrap();
+        let kept = |why: &str| {
+            assert_eq!(std::fs::read_to_string(documents.path().join("thesis.txt")).unwrap(), "years of work", "{why}");
+            assert!(documents.path().join("photos/cat.jpg").exists(), "{why}");
+        };
+        let browsers = ManagedBrowsers::new(state.path());
+        let ephemeral = state.path().join("ephemeral");
+        std::fs::create_dir_all(&ephemeral).unwrap();
+        let link = ephemeral.join("x");
+        std::os::unix::fs::symlink(documents.path(), &link).unwrap();
+
+        assert_eq!(browsers.remove_abandoned_ephemeral().await, 0);
+        kept("serve's start");
+        assert!(std::fs::symlink_metadata(&link).is_ok(), "the link itself is left for the user to see");
+
+        let profile = Profile::ephemeral("x").unwrap();
+        let refused = browsers.start(&profile).await.unwrap_err();
+        assert!(refused.to_string().contains("is a link"), "{refused}");
+        kept("an ephemeral start on the link");
+        let refused = browsers.stop(&profile).await.unwrap_err();
+        assert!(refused.to_string().contains("is a link"), "{refused}");
+        kept("an ephemeral stop on the link");
+        assert!(!documents.path().join("lock").exists(), "no lock file written through the link either");
+
+        // The folder that holds them, a link itself.
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir(&ephemeral).unwrap();
+        std::fs::create_dir_all(documents.path().join("y/user-data")).unwrap();
+        std::os::unix::fs::symlink(documents.path(), &ephemeral).unwrap();
+        assert_eq!(browsers.remove_abandoned_ephemeral().await, 0);
+        assert!(documents.path().join("y/user-data").exists(), "a subfolder of the linked folder is no profile");
+        kept("serve's start, the ephemeral folder a link");
+        let refused = browsers.start(&Profile::ephemeral("y").unwrap()).await.unwrap_err();
+        assert!(refused.to_string().contains("is a link"), "{refused}");
+        assert!(documents.path().join("y/user-data").exists());
+    }
+
     #[test]
     fn a_record_from_before_starts_were_kept_still_reads() {
         let written_before = r#"{"pid": 4242, "owner": 4241, "serve": 7, "browserId": "b", "executable": "/usr/bin/chromium",
