@@ -583,6 +583,7 @@ async fn start_facts() -> StartFacts {
                 title: get(&t, "title").as_string().unwrap_or_default(),
                 active: false,
                 opener_tab_id: None,
+                grant: None,
             })
         })
         .collect();

@@ -70,6 +70,44 @@ pub fn derive_key(secret: &str, purpose: KeyPurpose) -> String {
     hex(&mac.finalize().into_bytes())
 }
 
+/// The key of one grant (a named, revocable key per agent) for one door,
+/// derived from the install's `secret`, the grant's `name` and its `salt`
+/// (random, drawn when the grant was made: a grant revoked and made again
+/// under the same name has a new key). A new secret (`rotate`) changes
+/// every grant's keys.
+pub fn derive_grant_key(secret: &str, purpose: KeyPurpose, name: &str, salt: &str) -> String {
+    let label: &[u8] = match purpose {
+        KeyPurpose::Cdp => b"browser-relay/2 grant cdp",
+        KeyPurpose::Control => b"browser-relay/2 grant control",
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    for part in [label, name.as_bytes(), salt.as_bytes()] {
+        mac.update(part);
+        mac.update(b"\n");
+    }
+    hex(&mac.finalize().into_bytes())
+}
+
+/// The install's signature on the grants file's `body`: a file someone
+/// else wrote or changed (a shared state directory keeps its permissions)
+/// grants nothing ([`verify_grants_signature`]).
+pub fn grants_signature(secret: &str, body: &str) -> String {
+    hex(&grants_mac(secret, body).finalize().into_bytes())
+}
+
+/// Whether `presented` is [`grants_signature`] of `body`, in constant time.
+pub fn verify_grants_signature(secret: &str, body: &str, presented: &str) -> bool {
+    let Some(bytes) = unhex(presented) else { return false };
+    grants_mac(secret, body).verify_slice(&bytes).is_ok()
+}
+
+fn grants_mac(secret: &str, body: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    mac.update(b"browser-relay/2 grants file\n");
+    mac.update(body.as_bytes());
+    mac
+}
+
 /// Hex of 32 bytes the caller drew from a secure random source.
 pub fn nonce_hex(bytes: &[u8; 32]) -> String {
     hex(bytes)
@@ -306,6 +344,36 @@ mod tests {
         // A CDP key proves nothing: a proof made with it is not the secret's.
         let (ours, theirs) = (nonce(1), nonce(2));
         assert!(!verify(KEY, Prover::Extension, &ours, &theirs, &proof(&cdp, Prover::Extension, &ours, &theirs)));
+    }
+
+    #[test]
+    fn a_grants_key_is_its_own_and_changes_with_its_salt_and_the_secret() {
+        let key = derive_grant_key(KEY, KeyPurpose::Cdp, "research", "salt1");
+        assert_eq!(key.len(), 64);
+        assert_eq!(key, derive_grant_key(KEY, KeyPurpose::Cdp, "research", "salt1"), "stable");
+        for other in [
+            derive_grant_key(KEY, KeyPurpose::Control, "research", "salt1"),
+            derive_grant_key(KEY, KeyPurpose::Cdp, "research", "salt2"),
+            derive_grant_key(KEY, KeyPurpose::Cdp, "researcher", "salt1"),
+            derive_grant_key(&KEY.replace('4', "5"), KeyPurpose::Cdp, "research", "salt1"),
+            derive_key(KEY, KeyPurpose::Cdp),
+        ] {
+            assert_ne!(key, other);
+        }
+        // No way to make one name's key from another's by moving the seam.
+        assert_ne!(
+            derive_grant_key(KEY, KeyPurpose::Cdp, "ab", "c"),
+            derive_grant_key(KEY, KeyPurpose::Cdp, "a", "bc")
+        );
+    }
+
+    #[test]
+    fn the_grants_file_is_signed_by_the_secret() {
+        let signed = grants_signature(KEY, "[1]");
+        assert!(verify_grants_signature(KEY, "[1]", &signed));
+        assert!(!verify_grants_signature(KEY, "[2]", &signed), "another body");
+        assert!(!verify_grants_signature(&KEY.replace('4', "5"), "[1]", &signed), "another secret");
+        assert!(!verify_grants_signature(KEY, "[1]", "zz"));
     }
 
     #[test]

@@ -28,8 +28,13 @@ pub mod auth;
 /// connection that has not proved the pairing. Version 5: a frame of the
 /// extension's may hold several messages, one per line ([`messages`]),
 /// once the relay's `welcome` says 5; a relay of version 5 still takes
-/// version 4's extensions (one message per frame).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// version 4's extensions (one message per frame). Version 6: grants
+/// (`grants`, a tab's `grant`, `tab.grant`, `tabs.create`'s `grant`);
+/// a relay sends `grants` only to an extension of version 6 or later.
+pub const PROTOCOL_VERSION: u32 = 6;
+
+/// The first version whose extension keeps grants' tab groups.
+pub const GRANTS_SINCE: u32 = 6;
 
 /// The oldest extension protocol the relay still takes.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 4;
@@ -119,6 +124,27 @@ pub struct TabInfo {
     pub active: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opener_tab_id: Option<TabId>,
+    /// The grant whose tab group holds the tab (`None`: the person's own
+    /// "Browser Relay" group, or none); protocol 6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+}
+
+/// One grant as the extension keeps it (`grants`): its tab groups' title
+/// and colour, and where its tabs may send the person's cookies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantGroup {
+    /// The grant's name: its groups' title.
+    pub name: String,
+    /// Chrome's tab group colour (`chrome.tabGroups.Color`).
+    pub color: String,
+    /// One RE2 expression per site the grant may use
+    /// (declarativeNetRequest's `regexFilter`): a request of one of its
+    /// tabs to any other URL goes without the person's cookies, and the
+    /// cookies its answer sets are dropped. Empty: every site.
+    #[serde(default)]
+    pub sites: Vec<String>,
 }
 
 /// The extension's third message, once both sides proved the pairing: who
@@ -222,6 +248,11 @@ pub enum RelayMessage<'a> {
         active: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         opener_tab_id: Option<TabId>,
+        /// A grant's tab (protocol 6): in that grant's tab group, in the
+        /// background, in a window of the grant's own (made, unfocused,
+        /// for its first tab), never taking the person's focus.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<String>,
     },
     /// The extension refuses to remove the user's last tab.
     #[serde(rename = "tabs.remove")]
@@ -255,6 +286,13 @@ pub enum RelayMessage<'a> {
     /// its options page.
     #[serde(rename = "clients")]
     Clients { tabs: Vec<TabClients> },
+    /// A notice, not a call (protocol 6): every grant, sent after the
+    /// welcome and whenever one is made, revoked or expires. The extension
+    /// keeps a tab group per grant and window, titled with its name in its
+    /// colour; a tab in it is shared with that grant. The groups of a
+    /// grant no longer listed are dissolved and their tabs unshared.
+    #[serde(rename = "grants")]
+    Grants { grants: Vec<GrantGroup> },
 }
 
 impl RelayMessage<'_> {
@@ -273,7 +311,8 @@ impl RelayMessage<'_> {
             | Self::Welcome { .. }
             | Self::Ping { .. }
             | Self::Pong { .. }
-            | Self::Clients { .. } => None,
+            | Self::Clients { .. }
+            | Self::Grants { .. } => None,
         }
     }
 
@@ -293,6 +332,7 @@ impl RelayMessage<'_> {
             Self::Ping { .. } => "ping",
             Self::Pong { .. } => "pong",
             Self::Clients { .. } => "clients",
+            Self::Grants { .. } => "grants",
         }
     }
 }
@@ -383,6 +423,15 @@ pub enum ExtensionMessage<'a> {
     /// extension attached it again; announce the tab anew.
     #[serde(rename = "debugger.reattached")]
     DebuggerReattached { tab: TabInfo },
+    /// A shared tab moved from one sharing group to another (protocol 6):
+    /// into a grant's (`grant`), or into the person's own (`None`). Sent
+    /// before anything else of the tab's after the move.
+    #[serde(rename = "tab.grant")]
+    TabGrant {
+        tab_id: TabId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<String>,
+    },
     #[serde(rename = "ping")]
     Ping { nonce: u64 },
     #[serde(rename = "pong")]
@@ -405,6 +454,7 @@ impl ExtensionMessage<'_> {
             Self::TabUpdated { .. } => "tabs.onUpdated",
             Self::UserToggledAttach { .. } => "user.toggledAttach",
             Self::DebuggerReattached { .. } => "debugger.reattached",
+            Self::TabGrant { .. } => "tab.grant",
             Self::Ping { .. } => "ping",
             Self::Pong { .. } => "pong",
         }

@@ -65,6 +65,7 @@ pub fn fake_tab(tab_id: i64) -> TabInfo {
         title: format!("Tab {tab_id}"),
         active: true,
         opener_tab_id: None,
+        grant: None,
     }
 }
 

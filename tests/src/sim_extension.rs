@@ -43,6 +43,8 @@ struct Tab {
     opener: Option<TabId>,
     /// The flat CDP session standing in for `chrome.debugger`'s attachment.
     session: Option<String>,
+    /// The grant whose group the tab is in (a stand-in for the tab group).
+    grant: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +72,7 @@ impl Tabs {
             title: t.title.clone(),
             active: true,
             opener_tab_id: t.opener,
+            grant: t.grant.clone(),
         })
     }
 }
@@ -356,6 +359,8 @@ impl SimExtension {
                     return;
                 }
                 let opener = info["openerId"].as_str().and_then(|o| tabs.id_of_target(o));
+                // Chrome opens a grouped tab's popup into its group.
+                let grant = opener.and_then(|o| tabs.by_id.get(&o)).and_then(|t| t.grant.clone());
                 let id = tabs.next_id;
                 tabs.next_id += 1;
                 tabs.by_id.insert(
@@ -366,6 +371,7 @@ impl SimExtension {
                         title: info["title"].as_str().unwrap_or_default().into(),
                         opener,
                         session: None,
+                        grant,
                     },
                 );
                 let tab = tabs.info(id).expect("just inserted");
@@ -477,7 +483,7 @@ impl SimExtension {
                 self.0.welcomed.send_replace(true);
             }
             RelayMessage::Ping { nonce } => self.send(&ExtensionMessage::Pong { nonce }),
-            RelayMessage::Pong { .. } | RelayMessage::Clients { .. } => {}
+            RelayMessage::Pong { .. } | RelayMessage::Clients { .. } | RelayMessage::Grants { .. } => {}
             _ => {
                 let id = message.call_id().expect("a call");
                 let faults = self.0.faults.lock().unwrap().clone();
@@ -562,7 +568,7 @@ impl SimExtension {
             RelayMessage::DebuggerAttach { tab_id, .. } => self.attach(tab_id).await,
             RelayMessage::DebuggerDetach { tab_id, .. } => self.detach(tab_id).await,
             RelayMessage::DebuggerSendCommand(_) => unreachable!("started in on_relay_text"),
-            RelayMessage::TabsCreate { url, active, .. } => {
+            RelayMessage::TabsCreate { url, active, grant, .. } => {
                 let url = url.unwrap_or_else(|| "about:blank".into());
                 let created = self
                     .0
@@ -578,8 +584,10 @@ impl SimExtension {
                     None => {
                         let id = tabs.next_id;
                         tabs.next_id += 1;
-                        tabs.by_id
-                            .insert(id, Tab { target_id, url, title: String::new(), opener: None, session: None });
+                        tabs.by_id.insert(
+                            id,
+                            Tab { target_id, url, title: String::new(), opener: None, session: None, grant },
+                        );
                         id
                     }
                 };
@@ -622,7 +630,8 @@ impl SimExtension {
             | RelayMessage::Welcome { .. }
             | RelayMessage::Ping { .. }
             | RelayMessage::Pong { .. }
-            | RelayMessage::Clients { .. } => Err(chrome_error("not a call".into())),
+            | RelayMessage::Clients { .. }
+            | RelayMessage::Grants { .. } => Err(chrome_error("not a call".into())),
         }
     }
 }

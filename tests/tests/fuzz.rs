@@ -407,7 +407,7 @@ fn mutated_frames_never_panic_and_the_layout_only_splits_what_the_full_parser_re
 #[derive(Debug, Clone)]
 enum Call {
     Send { id: u64, tab_id: i64, session: Option<String>, method: String, params: Option<String> },
-    Create { id: u64, url: Option<String>, active: bool, opener: Option<i64> },
+    Create { id: u64, url: Option<String>, active: bool, opener: Option<i64>, grant: Option<String> },
     Update { id: u64, tab_id: i64, url: Option<String>, active: Option<bool> },
     Query { id: u64, active: Option<bool>, last_focused_window: Option<bool>, window_id: Option<i64> },
     Challenge { nonce: String, proof: String },
@@ -419,8 +419,14 @@ fn relay_call() -> impl Strategy<Value = Call> {
     prop_oneof![
         (call_id(), tab_id(), prop::option::of(name()), name(), prop::option::of(json_payload()))
             .prop_map(|(id, tab_id, session, method, params)| Call::Send { id, tab_id, session, method, params }),
-        (call_id(), prop::option::of(any_text(24)), any::<bool>(), prop::option::of(tab_id()))
-            .prop_map(|(id, url, active, opener)| Call::Create { id, url, active, opener }),
+        (
+            call_id(),
+            prop::option::of(any_text(24)),
+            any::<bool>(),
+            prop::option::of(tab_id()),
+            prop::option::of(name())
+        )
+            .prop_map(|(id, url, active, opener, grant)| Call::Create { id, url, active, opener, grant }),
         (call_id(), tab_id(), prop::option::of(any_text(24)), option_bool.clone())
             .prop_map(|(id, tab_id, url, active)| Call::Update { id, tab_id, url, active }),
         (call_id(), option_bool.clone(), option_bool, prop::option::of(tab_id())).prop_map(
@@ -441,9 +447,13 @@ fn relay_message<'a>(call: &'a Call, params: Option<&'a RawValue>) -> RelayMessa
             method: Cow::Borrowed(method),
             params,
         }),
-        Call::Create { id, url, active, opener } => {
-            RelayMessage::TabsCreate { id: *id, url: url.clone(), active: *active, opener_tab_id: *opener }
-        }
+        Call::Create { id, url, active, opener, grant } => RelayMessage::TabsCreate {
+            id: *id,
+            url: url.clone(),
+            active: *active,
+            opener_tab_id: *opener,
+            grant: grant.clone(),
+        },
         Call::Update { id, tab_id, url, active } => {
             RelayMessage::TabsUpdate { id: *id, tab_id: *tab_id, url: url.clone(), active: *active }
         }

@@ -464,6 +464,7 @@ impl ChromeTab {
             title: self.title.unwrap_or_default(),
             active: self.active,
             opener_tab_id: self.opener_tab_id,
+            grant: None,
         })
     }
 }
@@ -1464,7 +1465,7 @@ impl<H: Host> Core<H> {
                     },
                 );
             }
-            RelayMessage::TabsCreate { id, url, active, opener_tab_id } => {
+            RelayMessage::TabsCreate { id, url, active, opener_tab_id, .. } => {
                 self.start_call(Purpose::RelayTab(id), ChromeCall::TabsCreate { url, active, opener: opener_tab_id });
             }
             RelayMessage::TabsRemove { id, tab_id } => {
@@ -1484,7 +1485,8 @@ impl<H: Host> Core<H> {
             | RelayMessage::Welcome { .. }
             | RelayMessage::Ping { .. }
             | RelayMessage::Pong { .. }
-            | RelayMessage::Clients { .. } => {}
+            | RelayMessage::Clients { .. }
+            | RelayMessage::Grants { .. } => {}
         }
     }
 

@@ -94,6 +94,7 @@ pub(super) fn tab(id: TabId, url: &str) -> TabInfo {
         title: format!("T{id}"),
         active: true,
         opener_tab_id: None,
+        grant: None,
     }
 }
 

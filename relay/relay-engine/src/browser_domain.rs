@@ -650,6 +650,7 @@ impl Relay {
                         url: Some(url),
                         active: !p.background,
                         opener_tab_id: None,
+                        grant: None,
                     })
                     .await?;
                 let tab: TabInfo = serde_json::from_str(&created)

@@ -451,6 +451,7 @@ impl Relay {
             // Attached again after it navigated or the worker restarted: loaded.
             ExtensionMessage::DebuggerReattached { tab } => self.announce_attached(tab, false),
             ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
+            ExtensionMessage::TabGrant { .. } => {}
             ExtensionMessage::Ping { nonce } => {
                 // Best effort: a full queue means the extension is not reading.
                 let _ = link.send_now(encode(&RelayMessage::Pong { nonce }));

@@ -125,6 +125,48 @@ impl StateDir {
         PairingCodes::new(self.root.join("pairing"))
     }
 
+    /// The grants file (`grants.json`, kept by the `grants` crate).
+    pub fn grants_path(&self) -> PathBuf {
+        self.root.join("grants.json")
+    }
+
+    /// Writes `contents` to `path` in the state directory (made if
+    /// missing) whole and owner-only: into a private file beside it,
+    /// renamed over it, so a reader finds the old contents or the new,
+    /// never a part, and no other user can read it at any moment.
+    pub fn replace_private_file(&self, path: &Path, contents: &[u8]) -> Result<(), StateDirError> {
+        self.ensure()?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+        let next = path.with_file_name(format!(".{name}.next.{}", std::process::id()));
+        let _ = fs::remove_file(&next);
+        let written = private::create_new_private(&next)
+            .and_then(|mut file| file.write_all(contents).and_then(|()| file.sync_all()))
+            .and_then(|()| fs::rename(&next, path));
+        if let Err(source) = written {
+            let _ = fs::remove_file(&next);
+            return Err(StateDirError::Write { path: path.to_path_buf(), source });
+        }
+        Ok(())
+    }
+
+    /// Holds the lock file `name` in the state directory (made owner-only
+    /// if missing) until the returned file is dropped: one writer of a
+    /// file at a time, across processes. Waits for the lock.
+    pub fn hold_lock(&self, name: &str) -> Result<fs::File, StateDirError> {
+        self.ensure()?;
+        let path = self.root.join(name);
+        let io = |source| StateDirError::Write { path: path.clone(), source };
+        let file = match private::create_new_private(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                fs::OpenOptions::new().write(true).open(&path).map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        file.lock().map_err(io)?;
+        Ok(file)
+    }
+
     /// Where screenshots and PDFs go.
     pub fn media(&self) -> MediaDir {
         MediaDir::new(self.root.join("media"))

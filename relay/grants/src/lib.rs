@@ -1,0 +1,432 @@
+//! Grants: a named, revocable key per agent or script, lent a part of the
+//! person's browser.
+//!
+//! A grant has a name (its tab group's title), a colour (its group's), the
+//! sites its tabs may use ([`Sites`]), an optional expiry and whether its
+//! agents may run their own script (`evaluate`). Its keys (one per door:
+//! CDP and control) are derived from the install's secret, its name and a
+//! salt drawn when it was made ([`Grant::key`]): `rotate` changes them
+//! all, and a grant revoked and made again gets new ones.
+//!
+//! Grants live in `<state>/grants.json` ([`GrantBook`]), owner-only and
+//! signed by the secret, so that a file another user put in a shared state
+//! directory grants nothing. Who presented which key is [`Access`].
+
+mod book;
+mod sites;
+
+pub use book::{GrantBook, GrantError, NewGrant};
+pub use sites::{SiteError, SitePattern, Sites, UrlVerdict};
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use shared_protocol::auth::{KeyPurpose, derive_grant_key};
+use state_dir::Token;
+
+/// A grant's name: letters, digits, `-` and `_`, at most 32.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GrantName(String);
+
+/// Why a name is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a grant name: use letters, digits, '-' and '_', at most 32 (e.g. research or ci-bot)")]
+pub struct BadName(pub String);
+
+impl GrantName {
+    pub const MAX_LEN: usize = 32;
+
+    pub fn parse(name: &str) -> Result<Self, BadName> {
+        let ok = !name.is_empty()
+            && name.len() <= Self::MAX_LEN
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        ok.then(|| Self(name.to_string())).ok_or_else(|| BadName(name.chars().take(64).collect()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for GrantName {
+    type Error = BadName;
+    fn try_from(name: String) -> Result<Self, BadName> {
+        Self::parse(&name)
+    }
+}
+
+impl From<GrantName> for String {
+    fn from(name: GrantName) -> Self {
+        name.0
+    }
+}
+
+impl std::fmt::Display for GrantName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A tab group's colour: Chrome's palette has these nine. The person's own
+/// "Browser Relay" group is orange, so a grant gets another unless asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupColor {
+    Grey,
+    Blue,
+    Red,
+    Yellow,
+    Green,
+    Pink,
+    Purple,
+    Cyan,
+    Orange,
+}
+
+impl GroupColor {
+    /// In the order new grants take them.
+    pub const ALL: [GroupColor; 9] = [
+        Self::Blue,
+        Self::Green,
+        Self::Purple,
+        Self::Cyan,
+        Self::Pink,
+        Self::Red,
+        Self::Yellow,
+        Self::Grey,
+        Self::Orange,
+    ];
+
+    /// Chrome's name (`chrome.tabGroups.Color`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Grey => "grey",
+            Self::Blue => "blue",
+            Self::Red => "red",
+            Self::Yellow => "yellow",
+            Self::Green => "green",
+            Self::Pink => "pink",
+            Self::Purple => "purple",
+            Self::Cyan => "cyan",
+            Self::Orange => "orange",
+        }
+    }
+
+    /// How Chrome paints it (light theme), for the dashboard.
+    pub fn hex(self) -> &'static str {
+        match self {
+            Self::Grey => "#5F6368",
+            Self::Blue => "#1A73E8",
+            Self::Red => "#D93025",
+            Self::Yellow => "#F9AB00",
+            Self::Green => "#188038",
+            Self::Pink => "#D01884",
+            Self::Purple => "#A142F4",
+            Self::Cyan => "#007B83",
+            Self::Orange => "#FA903E",
+        }
+    }
+
+    /// A palette name (`blue`, `gray` too) or `#RRGGBB`, which takes the
+    /// palette's nearest colour (Chrome has no other).
+    pub fn parse(written: &str) -> Result<Self, String> {
+        let written = written.trim().to_ascii_lowercase();
+        if let Some(found) = Self::ALL.iter().find(|c| c.name() == written || (written == "gray" && **c == Self::Grey))
+        {
+            return Ok(*found);
+        }
+        let rgb = |hex: &str| -> Option<(i32, i32, i32)> {
+            let hex = hex.strip_prefix('#')?;
+            if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            let part = |i: usize| i32::from_str_radix(&hex[i..i + 2], 16).ok();
+            Some((part(0)?, part(2)?, part(4)?))
+        };
+        let Some((r, g, b)) = rgb(&written) else {
+            let names: Vec<&str> = Self::ALL.iter().map(|c| c.name()).collect();
+            return Err(format!(
+                "'{written}' is not a colour: use #RRGGBB or one of Chrome's tab group colours ({})",
+                names.join(", ")
+            ));
+        };
+        let distance = |c: &Self| {
+            let (cr, cg, cb) = rgb(&c.hex().to_ascii_lowercase()).expect("the palette is hex");
+            (cr - r).pow(2) + (cg - g).pow(2) + (cb - b).pow(2)
+        };
+        Ok(*Self::ALL.iter().min_by_key(|c| distance(c)).expect("the palette is not empty"))
+    }
+}
+
+/// Which door a key opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// The relay's CDP routes (`/cdp`, `/json/*`, `/devtools/*`).
+    Cdp,
+    /// The control API (HTTP agents, the CLI and MCP).
+    Control,
+}
+
+/// One grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    pub name: GrantName,
+    /// Where its tabs may go (none: anywhere).
+    #[serde(default, skip_serializing_if = "Sites::is_any")]
+    pub sites: Sites,
+    pub color: GroupColor,
+    /// When its keys stop working (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+    /// Whether its agents may run script of their own (the agent API's
+    /// `evaluate` and `wait {fn}`); `--no-evaluate` says no.
+    pub evaluate: bool,
+    pub created_at_ms: u64,
+    /// Part of its keys; drawn when it was made.
+    salt: String,
+}
+
+impl Grant {
+    /// Its key for `door`, from the install's `secret`.
+    pub fn key(&self, secret: &Token, door: Door) -> Token {
+        let purpose = match door {
+            Door::Cdp => KeyPurpose::Cdp,
+            Door::Control => KeyPurpose::Control,
+        };
+        Token::parse(&derive_grant_key(secret.as_str(), purpose, self.name.as_str(), &self.salt))
+            .expect("a derived key is 64 hex characters")
+    }
+
+    /// Whether it has expired at `now_ms`.
+    pub fn expired_at(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    pub fn expired(&self) -> bool {
+        self.expired_at(now_ms())
+    }
+
+    /// Its expiry as a person reads it: `never`, `in 7h 59m`, `expired`.
+    pub fn expiry_text(&self, now_ms: u64) -> String {
+        match self.expires_at_ms {
+            None => "never".into(),
+            Some(at) if at <= now_ms => "expired".into(),
+            Some(at) => format!("in {}", human_duration(Duration::from_millis(at - now_ms))),
+        }
+    }
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `30m`, `8h`, `2d`, `1h30m`, `90s`, `1w`: how long until a grant
+/// expires.
+pub fn parse_duration(written: &str) -> Result<Duration, String> {
+    let bad = || format!("'{written}' is not a duration: write it as 30m, 8h, 2d or 1h30m (s, m, h, d, w)");
+    let text = written.trim();
+    if text.is_empty() {
+        return Err(bad());
+    }
+    let (mut total, mut number) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return Err(bad()),
+        };
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = n.checked_mul(unit).and_then(|s| total.checked_add(s)).ok_or_else(bad)?;
+        number.clear();
+    }
+    if !number.is_empty() || total == 0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// `2d 3h`, `7h 59m`, `4m 10s`, `12s`: the two largest units.
+pub fn human_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let parts = [(secs / 86_400, "d"), (secs / 3600 % 24, "h"), (secs / 60 % 60, "m"), (secs % 60, "s")];
+    let first = parts.iter().position(|(n, _)| *n > 0).unwrap_or(3);
+    parts[first..]
+        .iter()
+        .take(2)
+        .filter(|(n, _)| *n > 0 || first == 3)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Who a request comes from: the person (the install's own keys, which
+/// reach every shared tab) or one of their grants.
+#[derive(Debug, Clone, Default)]
+pub enum Access {
+    #[default]
+    Person,
+    Grant(Arc<Grant>),
+}
+
+impl Access {
+    pub fn grant(&self) -> Option<&Arc<Grant>> {
+        match self {
+            Self::Person => None,
+            Self::Grant(grant) => Some(grant),
+        }
+    }
+
+    /// The grant's name, if a grant's.
+    pub fn grant_name(&self) -> Option<&str> {
+        self.grant().map(|g| g.name.as_str())
+    }
+
+    /// Whether a tab in `group` (`None`: the person's own sharing) is this
+    /// access's to see: the person sees every shared tab, a grant only its own.
+    pub fn sees(&self, group: Option<&str>) -> bool {
+        match self {
+            Self::Person => true,
+            Self::Grant(grant) => group == Some(grant.name.as_str()),
+        }
+    }
+}
+
+/// The grants' keys, derived once per load: what a door compares a
+/// presented key against.
+#[derive(Debug, Clone, Default)]
+pub struct GrantKeys {
+    keys: Vec<(Arc<Grant>, Token, Token)>,
+}
+
+impl GrantKeys {
+    pub fn new(secret: &Token, grants: &[Grant]) -> Self {
+        let keys = grants
+            .iter()
+            .map(|g| (Arc::new(g.clone()), g.key(secret, Door::Cdp), g.key(secret, Door::Control)))
+            .collect();
+        Self { keys }
+    }
+
+    /// The grant whose `door` key is `presented` (compared in constant
+    /// time with every grant's). An expired grant's key opens nothing.
+    pub fn find(&self, presented: &str, door: Door) -> Option<Arc<Grant>> {
+        let mut found = None;
+        for (grant, cdp, control) in &self.keys {
+            let key = if door == Door::Cdp { cdp } else { control };
+            if key.matches(presented) {
+                found = Some(grant.clone());
+            }
+        }
+        found.filter(|g| !g.expired())
+    }
+
+    pub fn grants(&self) -> impl Iterator<Item = &Arc<Grant>> {
+        self.keys.iter().map(|(g, _, _)| g)
+    }
+
+    /// The grant of that name.
+    pub fn named(&self, name: &str) -> Option<&Arc<Grant>> {
+        self.grants().find(|g| g.name.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_letters_digits_dash_and_underscore_up_to_32() {
+        for good in ["research", "ci-bot", "agent_7", &"a".repeat(32)] {
+            assert_eq!(GrantName::parse(good).unwrap().as_str(), good);
+        }
+        for bad in ["", "two words", "café", "a/b", "Browser Relay", &"a".repeat(33), "x;rm"] {
+            let refused = GrantName::parse(bad).unwrap_err().to_string();
+            assert!(refused.contains("letters, digits, '-' and '_', at most 32"), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn colours_are_chromes_named_or_the_nearest_to_a_hex() {
+        assert_eq!(GroupColor::parse("Blue"), Ok(GroupColor::Blue));
+        assert_eq!(GroupColor::parse("gray"), Ok(GroupColor::Grey));
+        assert_eq!(GroupColor::parse("#1a73e8"), Ok(GroupColor::Blue));
+        assert_eq!(GroupColor::parse("#00ff00"), Ok(GroupColor::Green));
+        assert_eq!(GroupColor::parse("#FF4500"), Ok(GroupColor::Red), "the product's own orange-red is nearest red");
+        assert_eq!(GroupColor::parse("#ffa500"), Ok(GroupColor::Yellow));
+        let refused = GroupColor::parse("#12345").unwrap_err();
+        assert!(refused.contains("#RRGGBB") && refused.contains("purple"), "{refused}");
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("8h"), Ok(Duration::from_secs(8 * 3600)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(2 * 86_400)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "8", "h", "0m", "8 hours", "-1h", "99999999999999999999w"] {
+            assert!(parse_duration(bad).unwrap_err().contains("30m, 8h, 2d"), "{bad}");
+        }
+        assert_eq!(human_duration(Duration::from_secs(2 * 86_400 + 3 * 3600 + 59)), "2d 3h");
+        assert_eq!(human_duration(Duration::from_secs(7 * 3600 + 59 * 60 + 30)), "7h 59m");
+        assert_eq!(human_duration(Duration::from_secs(3600)), "1h");
+        assert_eq!(human_duration(Duration::from_secs(12)), "12s");
+        assert_eq!(human_duration(Duration::from_secs(0)), "0s");
+    }
+
+    fn grant(name: &str, expires_at_ms: Option<u64>) -> Grant {
+        Grant {
+            name: GrantName::parse(name).unwrap(),
+            sites: Sites::any(),
+            color: GroupColor::Blue,
+            expires_at_ms,
+            evaluate: true,
+            created_at_ms: 0,
+            salt: format!("salt-{name}"),
+        }
+    }
+
+    #[test]
+    fn a_key_opens_its_own_door_for_its_own_grant_until_it_expires() {
+        let secret = Token::generate();
+        let (a, b, gone) = (grant("a", None), grant("b", Some(now_ms() + 60_000)), grant("gone", Some(1)));
+        let keys = GrantKeys::new(&secret, &[a.clone(), b.clone(), gone.clone()]);
+        let found = |key: &Token, door| keys.find(key.as_str(), door).map(|g| g.name.to_string());
+        assert_eq!(found(&a.key(&secret, Door::Cdp), Door::Cdp).as_deref(), Some("a"));
+        assert_eq!(found(&b.key(&secret, Door::Control), Door::Control).as_deref(), Some("b"));
+        assert_eq!(found(&a.key(&secret, Door::Cdp), Door::Control), None, "a CDP key opens no control door");
+        assert_eq!(found(&gone.key(&secret, Door::Cdp), Door::Cdp), None, "expired");
+        assert_eq!(found(&secret, Door::Cdp), None, "the secret is no grant's");
+        assert_eq!(found(&a.key(&Token::generate(), Door::Cdp), Door::Cdp), None, "another install's");
+        let upper = a.key(&secret, Door::Cdp).as_str().to_ascii_uppercase();
+        assert!(keys.find(&upper, Door::Cdp).is_some(), "hex in either case, as the install's keys");
+    }
+
+    #[test]
+    fn a_person_sees_every_shared_tab_a_grant_only_its_groups() {
+        let research = Access::Grant(Arc::new(grant("research", None)));
+        assert!(Access::Person.sees(None) && Access::Person.sees(Some("research")));
+        assert!(research.sees(Some("research")));
+        assert!(!research.sees(None), "the person's own shared tabs are not a grant's");
+        assert!(!research.sees(Some("other")));
+        assert_eq!(research.grant_name(), Some("research"));
+    }
+
+    #[test]
+    fn expiry_reads_in_words() {
+        let g = grant("a", Some(10_000_000));
+        assert_eq!(g.expiry_text(10_000_000 - 3_600_000), "in 1h");
+        assert_eq!(g.expiry_text(10_000_000), "expired");
+        assert_eq!(grant("b", None).expiry_text(0), "never");
+    }
+}
