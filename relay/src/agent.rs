@@ -184,6 +184,9 @@ pub(crate) enum AgentCommand {
         /// Only this profile (`chrome`: your shared tabs).
         #[arg(long)]
         profile: Option<String>,
+        /// Only what came through this grant.
+        #[arg(long, value_name = "NAME")]
+        grant: Option<String>,
         #[command(flatten)]
         args: ServiceArgs,
     },
@@ -246,6 +249,9 @@ pub(crate) struct ProfileArgs {
     /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
+    /// Act as this grant (`browser-relay grant add`): its tabs and sites only.
+    #[arg(long, env = GRANT_ENV, value_name = "NAME")]
+    grant: Option<String>,
     /// Port of the control API.
     #[arg(long, env = "BROWSER_RELAY_CONTROL_PORT", default_value_t = DEFAULT_CONTROL_PORT)]
     control_port: u16,
@@ -265,11 +271,19 @@ pub(crate) struct ServiceArgs {
     pub json: bool,
 }
 
+/// The environment variable that names the grant agent commands and
+/// `mcp` act as (`--grant`): an agent host started with it set stays
+/// within the grant's tabs and sites.
+pub(crate) const GRANT_ENV: &str = "BROWSER_RELAY_GRANT";
+
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct AgentArgs {
     /// Profile (default: defaultProfile in config.toml; unset: your shared tabs if any, else the managed Chrome).
     #[arg(long)]
     profile: Option<String>,
+    /// Act as this grant (`browser-relay grant add`): its tabs and sites only.
+    #[arg(long, env = GRANT_ENV, value_name = "NAME")]
+    pub grant: Option<String>,
     /// Tab (default: the profile's current tab).
     #[arg(long = "target")]
     target_id: Option<String>,
@@ -293,19 +307,26 @@ impl AgentCommand {
         match self {
             Self::Focus { target_id, args } | Self::CloseTab { target_id, args } => AgentArgs {
                 profile: args.profile.clone(),
+                grant: args.grant.clone(),
                 target_id: Some(target_id.clone()),
                 control_port: args.control_port,
                 json: args.json,
             },
             Self::Start { args, .. } | Self::Stop(args) | Self::Status(args) => AgentArgs {
                 profile: args.profile.clone(),
+                grant: args.grant.clone(),
                 target_id: None,
                 control_port: args.control_port,
                 json: args.json,
             },
-            Self::Ui { args, .. } | Self::Activity { args, .. } => {
-                AgentArgs { profile: None, target_id: None, control_port: args.control_port, json: args.json }
-            }
+            // The person's: no grant reads the record or logs in.
+            Self::Ui { args, .. } | Self::Activity { args, .. } => AgentArgs {
+                profile: None,
+                grant: None,
+                target_id: None,
+                control_port: args.control_port,
+                json: args.json,
+            },
             Self::Tabs(args)
             | Self::Back(args)
             | Self::Forward(args)
@@ -375,6 +396,10 @@ pub(crate) fn activity_text(answer: &serde_json::Value) -> String {
                 (activity::Source::Agent, _) => format!("agent ({})", entry.client),
                 (_, Some(id)) => format!("{} #{id}", entry.client),
                 (_, None) => entry.client.clone(),
+            };
+            let who = match &entry.grant {
+                Some(grant) => format!("{who} [grant {grant}]"),
+                None => who,
             };
             let place: Vec<&str> = [entry.profile.as_deref(), entry.url.as_deref().or(entry.tab.as_deref())]
                 .into_iter()
@@ -511,7 +536,7 @@ fn open_login_link(state: &StateDir, url: &str) {
 /// Runs one agent command against the control API of a running relay.
 pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
     let args = command.args();
-    let client = ControlClient::new(args.control_port, state.load_or_create_token()?).on(Surface::Cli);
+    let client = crate::grant::control_client(state, args.control_port, args.grant.as_deref())?.on(Surface::Cli);
     let tab = args.tab();
     let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
@@ -525,7 +550,7 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             }
             Ok(())
         }
-        AgentCommand::Activity { limit, minutes, client: client_id, tab: target, profile, .. } => {
+        AgentCommand::Activity { limit, minutes, client: client_id, tab: target, profile, grant, .. } => {
             let mut query: Vec<(String, String)> = Vec::new();
             query.extend(limit.map(|n| ("limit".into(), n.to_string())));
             if let Some(minutes) = minutes {
@@ -535,6 +560,7 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             query.extend(client_id.map(|id| ("clientId".into(), id.to_string())));
             query.extend(target.map(|tab| ("tab".into(), tab)));
             query.extend(profile.map(|profile| ("profile".into(), profile)));
+            query.extend(grant.map(|grant| ("grant".into(), grant)));
             let answer = client.call("GET", "/activity", &query, None).await?;
             print_value(&args, &answer, activity_text);
             Ok(())

@@ -71,8 +71,22 @@ pub(crate) fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowser
         .route("/profiles/{name}/json/close/{id}", get(profile_close).put(profile_close))
         .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(persons_profiles))
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(guard, guard_layer))
+}
+
+/// The managed profiles are the person's: a grant's key is lent the
+/// person's shared tabs only, and is refused here (403, saying so).
+async fn persons_profiles(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let grant = request.extensions().get::<grants::Access>().and_then(|a| a.grant_name().map(str::to_string));
+    match grant {
+        Some(name) if request.uri().path().starts_with("/profiles/") => {
+            let rejection = crate::net::guard::Rejection::PersonOnly(name);
+            text(rejection.status(), rejection.message())
+        }
+        _ => next.run(request).await,
+    }
 }
 
 fn text(status: StatusCode, message: impl Into<String>) -> Response {
@@ -98,8 +112,11 @@ async fn json_version(State(relay): State<Relay>) -> Response {
     axum::Json(relay.version_json()).into_response()
 }
 
-async fn json_list(State(relay): State<Relay>) -> Response {
-    axum::Json(relay.list_json()).into_response()
+/// Whose key a request presented (the guard put it there).
+type Who = axum::Extension<grants::Access>;
+
+async fn json_list(State(relay): State<Relay>, axum::Extension(access): Who) -> Response {
+    axum::Json(relay.list_json(&access)).into_response()
 }
 
 /// Chrome's protocol description, as its own port serves it.
@@ -110,9 +127,9 @@ async fn json_protocol() -> Response {
 }
 
 /// `PUT /json/new?<url>`: a new tab of the user's browser, attached.
-async fn json_new(State(relay): State<Relay>, RawQuery(url): RawQuery) -> Response {
+async fn json_new(State(relay): State<Relay>, axum::Extension(access): Who, RawQuery(url): RawQuery) -> Response {
     let url = url.map(|u| percent_decode(&u));
-    match relay.new_tab(url.as_deref().filter(|u| !u.is_empty())).await {
+    match relay.new_tab(url.as_deref().filter(|u| !u.is_empty()), &access).await {
         Ok(entry) => axum::Json(entry).into_response(),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
@@ -136,8 +153,8 @@ fn percent_decode(query: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn json_activate(State(relay): State<Relay>, Path(id): Path<String>) -> Response {
-    let Some(tab) = relay.tab_of_target(&id) else {
+async fn json_activate(State(relay): State<Relay>, axum::Extension(access): Who, Path(id): Path<String>) -> Response {
+    let Some(tab) = relay.visible_tab_of_target(&id, &access) else {
         return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
     };
     match relay.activate_tab(tab).await {
@@ -146,8 +163,8 @@ async fn json_activate(State(relay): State<Relay>, Path(id): Path<String>) -> Re
     }
 }
 
-async fn json_close(State(relay): State<Relay>, Path(id): Path<String>) -> Response {
-    let Some(tab) = relay.tab_of_target(&id) else {
+async fn json_close(State(relay): State<Relay>, axum::Extension(access): Who, Path(id): Path<String>) -> Response {
+    let Some(tab) = relay.visible_tab_of_target(&id, &access) else {
         return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
     };
     match relay.close_tab(tab).await {
@@ -157,7 +174,12 @@ async fn json_close(State(relay): State<Relay>, Path(id): Path<String>) -> Respo
 }
 
 /// `/cdp`: waits briefly for the extension, then 503 with what to do.
-async fn browser_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
+async fn browser_ws(
+    State(relay): State<Relay>,
+    axum::Extension(access): Who,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
@@ -166,17 +188,18 @@ async fn browser_ws(State(relay): State<Relay>, headers: HeaderMap, ws: WebSocke
     let name = client_label(&headers);
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, None, name, slot).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, None, name, access, slot).await })
 }
 
 async fn browser_ws_with_id(
     state: State<Relay>,
+    access: Who,
     Path(_id): Path<String>,
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     // Any id is accepted, as clients may hold a URL from before a restart.
-    browser_ws(state, headers, ws).await
+    browser_ws(state, access, headers, ws).await
 }
 
 /// What a client calls itself, for the extension's options page and the
@@ -187,6 +210,7 @@ fn client_label(headers: &HeaderMap) -> ClientLabel {
 
 async fn page_ws(
     State(relay): State<Relay>,
+    axum::Extension(access): Who,
     Path(id): Path<String>,
     headers: HeaderMap,
     ws: WebSocketUpgrade,
@@ -194,7 +218,7 @@ async fn page_ws(
     if !relay.wait_for_extension(relay.config().extension_grace).await {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
-    if relay.tab_of_target(&id).is_none() {
+    if relay.visible_tab_of_target(&id, &access).is_none() {
         return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
@@ -203,7 +227,7 @@ async fn page_ws(
     let target: Arc<str> = id.into();
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target), name, slot).await })
+        .on_upgrade(move |socket| async move { relay.serve_client(socket, Some(target), name, access, slot).await })
 }
 
 /// `/extension`: exactly one; a second gets 409 and the live one is kept.

@@ -8,6 +8,7 @@
 mod control;
 mod http;
 mod keys;
+mod lent;
 mod net;
 mod server;
 mod shutdown;
@@ -16,6 +17,7 @@ mod shutdown;
 pub use control::DEFAULT_CONTROL_PORT;
 pub use control::client::{ClientError, ControlClient, StartServer};
 pub use keys::{cdp_key, control_key};
+pub use lent::Lent;
 pub use net::guard::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteClass, is_loopback_host};
 pub use net::sessions::{Sessions, client_secret};
 pub use net::{BindError, ServeLimits, is_taken};

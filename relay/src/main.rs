@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use browser_relay::DEFAULT_CONTROL_PORT;
 use browser_relay::DEFAULT_EXTENSION_ID;
-use browser_relay::{ControlClient, StartServer};
+use browser_relay::StartServer;
 use browser_relay::{RunningServer, ServerOptions};
 use control_engine::Surface;
 use settings::{Config, Driver};
@@ -17,6 +17,7 @@ use state_dir::StateDir;
 mod agent;
 mod console;
 mod desktop;
+mod grant;
 mod logging;
 mod mcp;
 
@@ -27,8 +28,8 @@ use shared_protocol::DEFAULT_RELAY_PORT;
 
 /// Environment variables for the ports, read by every command that takes
 /// them (so that scripts and tests can move them without flags).
-const PORT_ENV: &str = "BROWSER_RELAY_PORT";
-const CONTROL_PORT_ENV: &str = "BROWSER_RELAY_CONTROL_PORT";
+pub(crate) const PORT_ENV: &str = "BROWSER_RELAY_PORT";
+pub(crate) const CONTROL_PORT_ENV: &str = "BROWSER_RELAY_CONTROL_PORT";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -95,9 +96,16 @@ enum Command {
         #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
         /// The profile whose endpoint (default: config.toml's defaultProfile).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "grant")]
         profile: Option<String>,
+        /// The grant's endpoint, with its key (`browser-relay grant add`).
+        #[arg(long, value_name = "NAME")]
+        grant: Option<String>,
     },
+    /// Lend your browser to an agent or script: a revocable key of its
+    /// own, its own tab group, the sites it may use.
+    #[command(subcommand)]
+    Grant(grant::GrantCommand),
     /// List the profiles of config.toml (and the two defaults).
     Profiles {
         #[arg(long)]
@@ -117,6 +125,10 @@ enum Command {
         /// Port of the extension relay, when this process runs it.
         #[arg(long, env = PORT_ENV, default_value_t = DEFAULT_RELAY_PORT)]
         port: u16,
+        /// Act as this grant (`browser-relay grant add`): the agent sees
+        /// only its tabs and stays on its sites.
+        #[arg(long, env = agent::GRANT_ENV, value_name = "NAME")]
+        grant: Option<String>,
     },
     /// Replace this install's secret with a new one (serve must be stopped):
     /// every key derived from the old one stops working (CDP URLs, the
@@ -276,7 +288,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let options = Serve { addr: SocketAddr::new(host, port), control, extension_ids, no_auth, start, pair };
             serve(&state, options).await
         }
-        Command::Mcp { control_port, port } => mcp(&state, port, control_port).await,
+        Command::Mcp { control_port, port, grant } => mcp(&state, port, control_port, grant.as_deref()).await,
+        Command::Grant(command) => grant::grant_command(&state, command).await,
         Command::Token { control } => {
             let token = state.load_or_create_token()?;
             let shown = if control { browser_relay::control_key(&token) } else { token };
@@ -294,7 +307,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     );
                 }
             }
+            let old = state.load_or_create_token()?;
             let token = state.rotate_token()?;
+            // The grants stay, with new keys (derived from the new secret).
+            let grants = grants::GrantBook::new(state.clone()).resign(&old, &token);
+            match grants {
+                Ok(0) => {}
+                Ok(n) => println_stdout(&format!(
+                    "{n} grant(s) keep their sites with new keys: print each one's with `browser-relay cdp-url --grant NAME`.\n"
+                )),
+                Err(error) => eprintln!("browser-relay: the grants were not moved to the new secret: {error}"),
+            }
             println_stdout(
                 "A new secret replaces the old one: CDP URLs (`browser-relay cdp-url`), the control key \
                  (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
@@ -306,7 +329,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let token = state.load_or_create_token()?;
             print_pairing(&state, &token, port, extension_id)
         }
-        Command::CdpUrl { port, profile } => {
+        Command::CdpUrl { port, grant: Some(name), .. } => {
+            println_stdout(&grant::cdp_url(&state, port, &name)?);
+            Ok(())
+        }
+        Command::CdpUrl { port, profile, grant: None } => {
             let config = Config::load(state.root())?;
             let profile = config.profile(profile.as_deref())?;
             // The CDP key, never the secret: a client sends it to whatever
@@ -550,12 +577,13 @@ async fn stop_server(state: &StateDir, server: RunningServer) {
 /// server it used goes away later (another `mcp` that ran it was closed by
 /// its host), it runs its own from then on: agents sharing one machine keep
 /// working whichever of them ends first.
-async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<()> {
+async fn mcp(state: &StateDir, port: u16, control_port: u16, grant: Option<&str>) -> anyhow::Result<()> {
     // A host may end its server with a signal rather than by closing stdin
     // (or Ctrl-C reaches it in a terminal): the browsers it launched are
     // then stopped in order all the same, as serve's are.
     let mut signals = browser_relay::ShutdownSignals::listen().context("listening for Ctrl-C")?;
-    let token = state.load_or_create_token()?;
+    // A grant that is not given stops the server before it serves a tool.
+    let client = grant::control_client(state, control_port, grant)?;
     let control = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), control_port);
     let own: Arc<tokio::sync::Mutex<Option<RunningServer>>> = Arc::default();
     if let Some(server) = own_server(state, port, control)
@@ -603,7 +631,7 @@ async fn mcp(state: &StateDir, port: u16, control_port: u16) -> anyhow::Result<(
             })
         })
     };
-    let client = ControlClient::new(control_port, token).on(Surface::Mcp).reviving(revive);
+    let client = client.with_port(control_port).on(Surface::Mcp).reviving(revive);
     let served = tokio::select! {
         served = mcp::McpServer::new(client, state.media()).serve_stdio() => served,
         why = signals.recv() => {

@@ -21,12 +21,21 @@ use crate::net::{self, BindError, ServeLimits};
 
 /// The relay's extension, as the control engine sees it.
 #[derive(Debug)]
-struct RelayTabs(Relay);
+struct RelayTabs {
+    relay: Relay,
+    lent: std::sync::Arc<crate::lent::Lent>,
+}
 
 impl SharedTabs for RelayTabs {
     fn shared_tabs(&self) -> Option<usize> {
-        let stats = self.0.stats();
+        let stats = self.relay.stats();
         stats.extension_connected.then_some(stats.targets)
+    }
+
+    fn cdp_ws_url_for(&self, grant: &grants::Grant) -> Option<String> {
+        let key = self.lent.key_of(grant, grants::Door::Cdp)?;
+        let addr = self.relay.public_base()?.addr;
+        Some(format!("ws://{addr}/cdp?token={}", key.as_str()))
     }
 }
 
@@ -83,6 +92,8 @@ pub struct RunningServer {
     pub browsers: Option<ManagedBrowsers>,
     /// What clients and agents did (`GET /activity`, the dashboard).
     pub activity: ActivityRecord,
+    /// The grants it honours.
+    pub lent: std::sync::Arc<crate::lent::Lent>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -116,7 +127,12 @@ impl RunningServer {
         // Clients are handed the CDP key, never the secret (crate::keys).
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
         relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });
-        let guard = Guard::new(options.token.clone(), options.extension_ids);
+        // The grants of the state directory: their keys open the doors
+        // too, each to its own share (crate::lent).
+        let book = options.state_root.as_ref().map(|root| grants::GrantBook::new(state_dir::StateDir::at(root)));
+        let lent = crate::lent::Lent::new(options.token.clone(), book, relay.clone());
+        tasks.push(tokio::spawn(lent.clone().watch_expiry(shutdown.clone())));
+        let guard = Guard::new(options.token.clone(), options.extension_ids).with_grants(lent.clone());
         let browsers = options.state_root.as_deref().map(ManagedBrowsers::new);
         let router = crate::http::router(relay.clone(), guard, browsers.clone());
         tasks.push(tokio::spawn(net::serve(listener, router, options.limits.clone(), shutdown.clone())));
@@ -126,7 +142,7 @@ impl RunningServer {
             let bound = listener.local_addr().map_err(|error| BindError::Io { addr: options.addr, error })?;
             let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
             let link = RelayLink {
-                extension: std::sync::Arc::new(RelayTabs(relay.clone())),
+                extension: std::sync::Arc::new(RelayTabs { relay: relay.clone(), lent: lent.clone() }),
                 cdp_ws_url: format!("ws://{addr}/cdp{query}"),
                 http_base: format!("http://{addr}"),
             };
@@ -134,6 +150,9 @@ impl RunningServer {
             // before it could delete theirs left them behind.
             browsers.remove_abandoned_ephemeral().await;
             let engine = Engine::new(browsers.clone(), Some(link));
+            // A grant that ends takes its agents' engine along.
+            let forgetting = engine.clone();
+            lent.on_end(move |name| forgetting.forget_lent(name));
             // Pages shown in old screenshots go when their time is up, also
             // while nothing new is saved.
             let sweeper = engine.clone();
@@ -149,8 +168,11 @@ impl RunningServer {
             }));
             // The control API proves itself with the pairing token, which
             // serve has even when clients need none (--no-auth-control).
-            let sessions =
-                std::sync::Arc::new(crate::net::sessions::Sessions::new(options.pairing.clone()).on_port(bound.port()));
+            let sessions = std::sync::Arc::new(
+                crate::net::sessions::Sessions::new(options.pairing.clone())
+                    .on_port(bound.port())
+                    .with_grants(lent.clone()),
+            );
             let dashboard = Dashboard {
                 engine: engine.clone(),
                 relay: relay.clone(),
@@ -159,13 +181,14 @@ impl RunningServer {
                 addr: bound,
             };
             relay.set_dashboard_url(format!("http://{bound}/ui"));
-            let extras = Extras { activity: Some(activity.clone()), dashboard: Some(dashboard) };
-            let router =
-                crate::control::http::router_with(engine.clone(), Guard::control(options.token, sessions), extras);
+            let extras =
+                Extras { activity: Some(activity.clone()), dashboard: Some(dashboard), lent: Some(lent.clone()) };
+            let guard = Guard::control(options.token, sessions).with_grants(lent.clone());
+            let router = crate::control::http::router_with(engine.clone(), guard, extras);
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));
         }
-        Ok(Self { addr, relay, control, browsers, activity, shutdown, tasks })
+        Ok(Self { addr, relay, control, browsers, activity, lent, shutdown, tasks })
     }
 
     /// `http://127.0.0.1:PORT` of the control API, when it runs.

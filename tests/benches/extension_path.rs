@@ -324,7 +324,7 @@ async fn main() {
         .expect("Chromium with the extension sharing a tab");
     let mut floor = floor_path(floor_listener, &index).await;
     // The relay's /json/list document, as its route serves it.
-    let relay_list = env.server().relay.list_json();
+    let relay_list = env.server().relay.list_json(&grants::Access::Person);
     let chrome_list =
         cdp_client::endpoint::json_document(&format!("http://127.0.0.1:{}/json/list", env.chrome.port)).await.unwrap();
     let socket_of = |list: &Value| {

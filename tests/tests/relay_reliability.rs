@@ -873,7 +873,7 @@ async fn the_extension_hears_who_holds_each_tab_and_an_unshared_tab_leaves_every
         client.call("Runtime.evaluate", json!({"expression": "1"}), Some(&sessions[&fake_target_id(8)])).await;
     let (_, message) = protocol_error(refused);
     assert_eq!(message, "Session with given id not found.", "refused by the relay, as Chrome would");
-    let listed = setup.server.relay.list_json();
+    let listed = setup.server.relay.list_json(&grants::Access::Person);
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert!(ext.calls.try_recv().is_err(), "no call reached the extension");
 

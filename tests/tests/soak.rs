@@ -347,7 +347,7 @@ async fn soak_faults_with_real_chrome() {
     let back = Instant::now();
     env.wait_for_tabs(1, Duration::from_secs(90)).await.expect("the tab comes back without a click");
     eprintln!("  the extension reconnected with the tab in {:.1?}", back.elapsed());
-    let list = env.server().relay.list_json();
+    let list = env.server().relay.list_json(&grants::Access::Person);
     assert_eq!(list[0]["url"], json!(index), "the same tab: {list}");
 
     // 3. Chrome is killed mid-command: every helper process with it.

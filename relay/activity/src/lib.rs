@@ -59,6 +59,9 @@ pub enum Source {
     Agent,
     /// The user, from the dashboard.
     Dashboard,
+    /// Browser Relay itself, holding a grant's tab to its rules (a
+    /// navigation the page started, refused).
+    Relay,
 }
 
 /// One thing a client did.
@@ -84,6 +87,9 @@ pub struct Entry {
     /// The tab's URL when it happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The grant it came through (`None`: the person's own keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
     pub kind: Kind,
     pub summary: String,
     /// How many times in a row (within [`RUN_WINDOW`]) it happened.
@@ -113,6 +119,7 @@ impl Entry {
             profile: None,
             tab: None,
             url: None,
+            grant: None,
             kind,
             summary: summary.into(),
             count: 1,
@@ -175,6 +182,9 @@ pub struct Query {
     /// Only this profile (`chrome`: the user's shared tabs).
     #[serde(default)]
     pub profile: Option<String>,
+    /// Only what came through this grant.
+    #[serde(default)]
+    pub grant: Option<String>,
 }
 
 pub const QUERY_LIMIT_DEFAULT: usize = 100;
@@ -186,6 +196,7 @@ impl Query {
             && self.client_id.is_none_or(|id| entry.client_id == Some(id))
             && self.tab.as_deref().is_none_or(|tab| entry.tab.as_deref() == Some(tab))
             && self.profile.as_deref().is_none_or(|profile| entry.profile.as_deref() == Some(profile))
+            && self.grant.as_deref().is_none_or(|grant| entry.grant.as_deref() == Some(grant))
     }
 
     fn limit(&self) -> usize {

@@ -24,6 +24,11 @@ pub trait SharedTabs: std::fmt::Debug + Send + Sync {
     /// How many tabs the extension shares, or `None` when it is not
     /// connected.
     fn shared_tabs(&self) -> Option<usize>;
+
+    /// The relay's `/cdp` for a grant's agents: with the grant's CDP key,
+    /// so that the relay holds the engine's connection to the grant's tabs
+    /// and sites (`None`: this relay honours no grant).
+    fn cdp_ws_url_for(&self, grant: &grants::Grant) -> Option<String>;
 }
 
 /// The relay this process runs, for the extension driver: what it shares
@@ -37,6 +42,15 @@ pub struct RelayLink {
     /// `http://127.0.0.1:PORT`, for the endpoints shown in status (never
     /// with the token).
     pub http_base: String,
+}
+
+impl crate::api::Lend for Engine {
+    fn lent_to(&self, access: &grants::Access) -> Result<Self, ControlError> {
+        match access.grant() {
+            None => Ok(self.clone()),
+            Some(grant) => self.lent(grant),
+        }
+    }
 }
 
 impl RelayLink {
@@ -81,6 +95,12 @@ pub(crate) struct Inner {
     /// the same tab must not interleave (the isolated world's set-up, the
     /// ref table, input). Keyed by (profile, target id).
     pub(crate) page_locks: Mutex<HashMap<(String, String), PageLock>>,
+    /// The grant this engine is lent to (`None`: the person's own engine,
+    /// which sees every shared tab and every profile).
+    pub(crate) grant: Option<Arc<grants::Grant>>,
+    /// The person's engine keeps one lent engine per grant: its own
+    /// connection (with the grant's key), current tabs and refs.
+    lent: Mutex<HashMap<String, Engine>>,
 }
 
 /// How often `serve` prunes the media folder ([`Engine::prune_media`]).
@@ -100,7 +120,62 @@ impl Engine {
             refs: Mutex::new(RefStore::default()),
             current: Mutex::new(HashMap::new()),
             page_locks: Mutex::new(HashMap::new()),
+            grant: None,
+            lent: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// This engine as `grant`'s agents see it: made on first use, kept
+    /// until the grant ends ([`Self::forget_lent`]).
+    fn lent(&self, grant: &Arc<grants::Grant>) -> Result<Engine, ControlError> {
+        let name = grant.name.to_string();
+        let mut lent = self.0.lent.lock().unwrap_or_else(|p| p.into_inner());
+        // A grant made again under the same name is another grant.
+        if let Some(engine) = lent.get(&name).filter(|e| e.0.grant.as_ref().is_some_and(|g| g == grant)) {
+            return Ok(engine.clone());
+        }
+        let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
+        let cdp_ws_url = link.extension.cdp_ws_url_for(grant).ok_or(ControlError::NoExtension)?;
+        let engine = Engine(Arc::new(Inner {
+            state_root: self.0.state_root.clone(),
+            browsers: self.0.browsers.clone(),
+            relay: Some(RelayLink { cdp_ws_url, ..link.clone() }),
+            conns: Mutex::new(HashMap::new()),
+            connecting: Mutex::new(HashMap::new()),
+            refs: Mutex::new(RefStore::default()),
+            current: Mutex::new(HashMap::new()),
+            page_locks: Mutex::new(HashMap::new()),
+            grant: Some(grant.clone()),
+            lent: Mutex::new(HashMap::new()),
+        }));
+        lent.insert(name, engine.clone());
+        Ok(engine)
+    }
+
+    /// A grant ended (revoked, expired): its lent engine goes, and its
+    /// connections with it.
+    pub fn forget_lent(&self, name: &str) {
+        let engine = self.0.lent.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        if let Some(engine) = engine {
+            let conns: Vec<Arc<Conn>> =
+                engine.0.conns.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, c)| c).collect();
+            for conn in conns {
+                conn.client().close();
+            }
+        }
+    }
+
+    /// The grant this engine is lent to, if any.
+    pub(crate) fn grant(&self) -> Option<&Arc<grants::Grant>> {
+        self.0.grant.as_ref()
+    }
+
+    /// A lent engine's refusal of `url` (outside its grant's sites).
+    pub(crate) fn refuse_url(&self, url: &str) -> Result<(), ControlError> {
+        match self.grant().and_then(|g| g.refuses_url(url)) {
+            Some(refusal) => Err(ControlError::NotGranted(refusal)),
+            None => Ok(()),
+        }
     }
 
     /// config.toml, read on every request (edits apply at once), with the
@@ -123,6 +198,20 @@ impl Engine {
     /// first use (so that an agent's first command just works).
     pub async fn profile(&self, name: Option<&str>) -> Result<Profile, ControlError> {
         let config = self.config()?;
+        if let Some(grant) = self.grant() {
+            // A grant is lent the person's shared tabs, nothing else.
+            let profile = match name {
+                Some(name) => config.profile(Some(name))?.clone(),
+                None => config.auto_profile(true)?.clone(),
+            };
+            if profile.driver != Driver::Extension {
+                return Err(ControlError::NotGranted(format!(
+                    "the grant '{}' is lent the person's shared tabs only (profile '{}' is theirs): leave out --profile",
+                    grant.name, profile.name
+                )));
+            }
+            return Ok(profile);
+        }
         if name.is_some() || !config.default_is_auto() {
             return Ok(config.profile(name)?.clone());
         }
@@ -150,6 +239,17 @@ impl Engine {
 
     pub(crate) fn allow_evaluate(&self) -> Result<bool, ControlError> {
         Ok(self.config()?.allow_evaluate)
+    }
+
+    /// A lent engine's refusal of the agent's own script (`--no-evaluate`).
+    pub(crate) fn refuse_evaluate(&self) -> Result<(), ControlError> {
+        match self.grant().filter(|g| !g.evaluate) {
+            Some(grant) => Err(ControlError::NotGranted(format!(
+                "the grant '{}' may not run its own JavaScript in the page (evaluate, wait with fn): it was given with --no-evaluate",
+                grant.name
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The profile's connection: the cached one while it lives, else a new

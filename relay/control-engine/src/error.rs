@@ -187,6 +187,11 @@ pub enum ControlError {
     /// What the user's config does not allow, and the key that would.
     #[error("{what}: not allowed by config.toml ({key})")]
     NotAllowed { what: String, key: &'static str },
+    /// What the grant the agent came through does not give it (its sites,
+    /// `--no-evaluate`, the person's managed profiles), in words that name
+    /// the grant.
+    #[error("{0}")]
+    NotGranted(String),
     #[error("{0}")]
     Action(String),
     #[error("cannot print a PDF here: {0}")]
@@ -234,7 +239,7 @@ impl ControlError {
             | Self::AmbiguousTab(_)
             | Self::StaleRef(_) => ErrorKind::Conflict,
             Self::Managed(ManagedError::ExtensionProfile(_)) => ErrorKind::Conflict,
-            Self::NotAllowed { .. } => ErrorKind::Forbidden,
+            Self::NotAllowed { .. } | Self::NotGranted(_) => ErrorKind::Forbidden,
             Self::Timeout { .. } | Self::Cdp { source: CdpError::Timeout(..), .. } => ErrorKind::Timeout,
             Self::Managed(ManagedError::AttachUnreachable { source, .. }) if source.is_timeout() => ErrorKind::Timeout,
             Self::Managed(_) | Self::Navigation { .. } | Self::Cdp { .. } | Self::Page(_) | Self::Io { .. } => {
@@ -276,6 +281,7 @@ impl ControlError {
             Self::Disabled(_) => "disabled",
             Self::DialogOpen { .. } => "dialog_open",
             Self::NotAllowed { .. } => "not_allowed",
+            Self::NotGranted(_) => "not_granted",
             Self::Action(_) => "bad_action",
             Self::Pdf(_) => "pdf_unavailable",
             Self::NotInFront { .. } => "not_in_front",

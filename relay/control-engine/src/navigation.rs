@@ -295,6 +295,9 @@ impl Engine {
     /// readable through snapshots even with evaluate off.
     pub(crate) fn allowed_url(&self, url: &str) -> Result<String, ControlError> {
         let url = normalize_url(url)?;
+        // A grant's agent: its sites first (the relay holds the tab to them
+        // anyway; this names the grant before anything is opened).
+        self.refuse_url(&url)?;
         self.check_file_url(&url)?;
         Ok(url)
     }

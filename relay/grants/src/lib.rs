@@ -16,7 +16,7 @@ mod book;
 mod sites;
 
 pub use book::{GrantBook, GrantError, NewGrant};
-pub use sites::{SiteError, SitePattern, Sites, UrlVerdict};
+pub use sites::{SiteError, SitePattern, Sites, UrlVerdict, host_of};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -207,6 +207,23 @@ impl Grant {
 
     pub fn expired(&self) -> bool {
         self.expired_at(now_ms())
+    }
+
+    /// Why its tabs may not go to `url`, if they may not: the one wording
+    /// of that refusal, for CDP clients and agents alike.
+    pub fn refuses_url(&self, url: &str) -> Option<String> {
+        if self.sites.allows_url(url) {
+            return None;
+        }
+        let shown = match url.char_indices().nth(200) {
+            Some((at, _)) => format!("{}…", &url[..at]),
+            None => url.to_string(),
+        };
+        Some(format!(
+            "Browser Relay: the grant '{}' may not go to {shown}: its sites are {}",
+            self.name,
+            self.sites.describe()
+        ))
     }
 
     /// Its expiry as a person reads it: `never`, `in 7h 59m`, `expired`.

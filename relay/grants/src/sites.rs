@@ -189,6 +189,12 @@ impl SitePattern {
     }
 }
 
+/// The host of `url` as Chrome writes it (`None`: no URL, or no host).
+pub fn host_of(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    Some(parsed.host_str()?.trim_end_matches('.').to_string())
+}
+
 /// RE2's escape for a literal.
 fn regex_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() * 2);

@@ -272,7 +272,7 @@ impl Relay {
                 if filter.matches("browser") {
                     infos.push(self.browser_info());
                 }
-                for target in self.registry().iter() {
+                for target in self.registry().iter().filter(|t| client.sees(t)) {
                     if filter.matches("tab") {
                         infos.push(target.tab_info(&context_id));
                     }
@@ -294,7 +294,7 @@ impl Relay {
                 if id == self.browser_id() {
                     return reply.ok(&json!({"targetInfo": self.browser_info()}));
                 }
-                match self.registry().by_target_id(&id) {
+                match self.registry().by_target_id(&id).filter(|t| client.sees(t)) {
                     Some(t) if *t.tab_target_id == *id => reply.ok(&json!({"targetInfo": t.tab_info(&context_id)})),
                     Some(t) => reply.ok(&json!({"targetInfo": t.page_info(&context_id)})),
                     None => reply.err(code::INVALID_PARAMS, NO_TARGET),
@@ -337,7 +337,7 @@ impl Relay {
                 "When using flat protocol, messages are routed to the target via the sessionId attribute.",
             ),
             "Browser.getWindowForTarget" | "Browser.getWindowBounds" => {
-                let tab = match self.window_tab(method, command, scope) {
+                let tab = match self.window_tab(client, method, command, scope) {
                     Ok(tab) => tab,
                     Err(message) => return reply.err(code::SERVER_ERROR, &message),
                 };
@@ -362,7 +362,13 @@ impl Relay {
 
     /// The tab whose window `Browser.getWindowForTarget` (or
     /// `getWindowBounds`) asks about.
-    fn window_tab(&self, method: &str, command: &Command<'_>, scope: Scope<'_>) -> Result<TabId, String> {
+    fn window_tab(
+        &self,
+        client: &ClientHandle,
+        method: &str,
+        command: &Command<'_>,
+        scope: Scope<'_>,
+    ) -> Result<TabId, String> {
         #[derive(Deserialize, Default)]
         #[serde(rename_all = "camelCase")]
         struct WindowParams {
@@ -375,7 +381,7 @@ impl Relay {
             let window = params.window_id;
             return registry
                 .iter()
-                .find(|t| window.is_some() && t.window_id == window)
+                .find(|t| window.is_some() && t.window_id == window && client.sees(t))
                 .map(|t| t.tab_id)
                 .ok_or_else(|| "Browser window not found".to_string());
         }
@@ -384,7 +390,8 @@ impl Relay {
             (None, Scope::Page(page)) => page.to_string(),
             (None, Scope::Root) => return Err("No web contents in the target".into()),
         };
-        registry.by_target_id(&target).map(|t| t.tab_id).ok_or_else(|| "No target with given id".to_string())
+        let visible = registry.by_target_id(&target).filter(|t| client.sees(t));
+        visible.map(|t| t.tab_id).ok_or_else(|| "No target with given id".to_string())
     }
 
     /// Answers a command with `chrome.*` calls.
@@ -399,7 +406,7 @@ impl Relay {
         self.answer_later(client, command, session, async move {
             match call {
                 ExtensionCall::Target { method, params } => {
-                    let result = relay.extension_backed(&method, params.as_deref()).await;
+                    let result = relay.extension_backed(&method, params.as_deref(), &owner.access).await;
                     if let (Ok(created), "Target.createTarget") = (&result, method.as_str()) {
                         relay.own_created_tab(&owner, created);
                     }
@@ -526,7 +533,7 @@ impl Relay {
             if filter.matches("browser") {
                 client.send(created(self.browser_info()));
             }
-            for target in registry.iter() {
+            for target in registry.iter().filter(|t| client.sees(t)) {
                 if filter.matches("tab") {
                     client.send(created(target.tab_info(self.context_id())));
                 }
@@ -555,7 +562,8 @@ impl Relay {
             return reply.err(code::SERVER_ERROR, &refusal);
         }
         let mut registry = self.registry();
-        let Some(target) = registry.by_target_id_mut(&target_id) else {
+        // Another grant's tab is as unknown to this client as a closed one.
+        let Some(target) = registry.by_target_id_mut(&target_id).filter(|t| client.sees(t)) else {
             return reply.err(code::INVALID_PARAMS, NO_TARGET);
         };
         let (kind, info) = if *target.tab_target_id == *target_id {
@@ -631,33 +639,49 @@ impl Relay {
         }
     }
 
-    /// Browser-level commands that need the extension. Returns the raw result.
-    pub(crate) async fn extension_backed(&self, method: &str, params: Option<&str>) -> Result<String, CallError> {
+    /// Browser-level commands that need the extension, for a client of
+    /// `access` (a grant's opens its tabs in its group, reaches only its
+    /// own tabs and cookies: `lending.rs`). Returns the raw result.
+    pub(crate) async fn extension_backed(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        access: &grants::Access,
+    ) -> Result<String, CallError> {
         let params = params.unwrap_or("{}");
         let bad = |e: serde_json::Error| CallError::Chrome(format!("Invalid parameters for {method}: {e}"));
         let target_tab = |params: &str| -> Result<TabId, CallError> {
             let p: TargetIdParams = serde_json::from_str(params).map_err(bad)?;
             let id = p.target_id.ok_or_else(|| CallError::Chrome("targetId is required".into()))?;
-            self.tab_of_target(&id).ok_or_else(|| CallError::Chrome(NO_TARGET.into()))
+            self.visible_tab_of_target(&id, access).ok_or_else(|| CallError::Chrome(NO_TARGET.into()))
         };
+        let grant = access.grant();
+        if let Some(grant) = grant
+            && let Some(refusal) = crate::lending::refusal(grant, method, Some(params), None)
+        {
+            return Err(CallError::Chrome(refusal));
+        }
         match method {
             "Target.createTarget" => {
                 let p: CreateTargetParams = serde_json::from_str(params).map_err(bad)?;
                 let url = p.url.filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
-                let created = self
-                    .call(|id| RelayMessage::TabsCreate {
-                        id,
-                        url: Some(url),
-                        active: !p.background,
-                        opener_tab_id: None,
-                        grant: None,
-                    })
-                    .await?;
-                let tab: TabInfo = serde_json::from_str(&created)
-                    .map_err(|e| CallError::Chrome(format!("unexpected tabs.create result: {e}")))?;
-                // Announced to auto-attaching clients before we answer.
-                let target_id = self.attach_and_register(&tab).await?;
-                Ok(json!({"targetId": &*target_id}).to_string())
+                let Some(grant) = grant else {
+                    let created = self
+                        .call(|id| RelayMessage::TabsCreate {
+                            id,
+                            url: Some(url),
+                            active: !p.background,
+                            opener_tab_id: None,
+                            grant: None,
+                        })
+                        .await?;
+                    let tab: TabInfo = serde_json::from_str(&created)
+                        .map_err(|e| CallError::Chrome(format!("unexpected tabs.create result: {e}")))?;
+                    // Announced to auto-attaching clients before we answer.
+                    let target_id = self.attach_and_register(&tab).await?;
+                    return Ok(json!({"targetId": &*target_id}).to_string());
+                };
+                self.create_grant_tab(grant, &url).await
             }
             "Target.closeTarget" => {
                 self.close_tab(target_tab(params)?).await?;
@@ -667,8 +691,15 @@ impl Relay {
                 self.activate_tab(target_tab(params)?).await?;
                 Ok("{}".into())
             }
-            // Cookies are per profile; any attached tab reaches them.
-            "Storage.getCookies" => self.send_command(self.any_tab()?, "Network.getAllCookies", None).await,
+            // Cookies are per profile; any attached tab reaches them (a
+            // grant's: one of its own, and only its sites' cookies).
+            "Storage.getCookies" => {
+                let all = self.send_command(self.any_tab(access)?, "Network.getAllCookies", None).await?;
+                Ok(match grant.and_then(|g| crate::lending::only_its_cookies(&g.sites, &all)) {
+                    Some(kept) => kept,
+                    None => all,
+                })
+            }
             "Storage.setCookies" => {
                 #[derive(Deserialize)]
                 struct Cookies {
@@ -676,19 +707,62 @@ impl Relay {
                 }
                 let p: Cookies = serde_json::from_str(params).map_err(bad)?;
                 let params = json!({"cookies": p.cookies});
-                self.send_command(self.any_tab()?, "Network.setCookies", Some(params)).await.map(|_| "{}".into())
+                let tab = self.any_tab(access)?;
+                self.send_command(tab, "Network.setCookies", Some(params)).await.map(|_| "{}".into())
             }
             "Storage.clearCookies" => {
-                self.send_command(self.any_tab()?, "Network.clearBrowserCookies", None).await.map(|_| "{}".into())
+                let tab = self.any_tab(access)?;
+                self.send_command(tab, "Network.clearBrowserCookies", None).await.map(|_| "{}".into())
             }
             other => Err(CallError::Chrome(format!("'{other}' wasn't found"))),
         }
     }
 
-    fn any_tab(&self) -> Result<TabId, CallError> {
+    /// A tab a grant's client opens: made in the background in the grant's
+    /// group (the extension keeps it away from the person's focus) on an
+    /// empty page, announced as the grant's, put under its site hold, and
+    /// only then sent to `url`, so that its first request already goes
+    /// through the hold.
+    async fn create_grant_tab(&self, grant: &grants::Grant, url: &str) -> Result<String, CallError> {
+        if !grant.sites.allows_url(url) {
+            return Err(CallError::Chrome(crate::lending::outside(grant, url)));
+        }
+        let name = grant.name.to_string();
+        let created = self
+            .call(|id| RelayMessage::TabsCreate {
+                id,
+                url: Some("about:blank".into()),
+                active: false,
+                opener_tab_id: None,
+                grant: Some(name.clone()),
+            })
+            .await?;
+        let mut tab: TabInfo = serde_json::from_str(&created)
+            .map_err(|e| CallError::Chrome(format!("unexpected tabs.create result: {e}")))?;
+        // Its client asked for it: the grant's, whatever an older
+        // extension says.
+        tab.grant = Some(name);
+        let target_id = self.attach_and_register(&tab).await?;
+        if url != "about:blank" {
+            let tab_id = tab.tab_id;
+            let relay = self.clone();
+            let params = json!({"url": url});
+            // As Chrome's `createTarget`: the answer does not wait for the load.
+            tokio::spawn(async move {
+                if let Err(e) = relay.send_command(tab_id, "Page.navigate", Some(params)).await {
+                    tracing::debug!(tab = tab_id, "a grant's new tab did not navigate: {e}");
+                }
+            });
+        }
+        Ok(json!({"targetId": &*target_id}).to_string())
+    }
+
+    /// An attached tab to reach the browser's cookies through: any, for
+    /// the person; one of its own, for a grant.
+    fn any_tab(&self, access: &grants::Access) -> Result<TabId, CallError> {
         self.registry()
             .iter()
-            .next()
+            .find(|t| access.sees(t.grant.as_deref()))
             .map(|t| t.tab_id)
             .ok_or_else(|| CallError::Chrome("no tab is attached: click the Browser Relay icon on a tab first".into()))
     }

@@ -20,6 +20,7 @@ use super::browser_domain::{NO_SESSION, Scope, is_browser_domain, wipe_refusal, 
 use super::cdp::{self, Command, code};
 use super::interception;
 use super::ledger::Decision;
+use super::lending;
 use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
 use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
@@ -79,6 +80,9 @@ pub(crate) struct ClientHandle {
     pub commands_sent: std::sync::atomic::AtomicU64,
     /// The managed profile a piped client drives (`None`: the user's tabs).
     pub profile: Option<Arc<str>>,
+    /// Whose key it presented: the person's (every shared tab) or a
+    /// grant's (its own tabs, within its sites: `crate::grants`).
+    pub access: grants::Access,
     tx: mpsc::Sender<Outgoing>,
     /// Bytes queued to this client, and to all clients.
     queued: Arc<Meter>,
@@ -95,6 +99,17 @@ pub(crate) struct ClientHandle {
 }
 
 impl ClientHandle {
+    /// Whether `target` is this client's to see: every shared tab for the
+    /// person's keys, a grant's own tabs for a grant's.
+    pub(crate) fn sees(&self, target: &Target) -> bool {
+        self.access.sees(target.grant.as_deref())
+    }
+
+    /// The grant it came through, if it did.
+    pub(crate) fn grant(&self) -> Option<&Arc<grants::Grant>> {
+        self.access.grant()
+    }
+
     pub(crate) fn state(&self) -> MutexGuard<'_, ClientState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -182,6 +197,9 @@ impl ClientHandle {
 
     /// Announces `target` per this client's root auto-attach filter, once.
     pub(crate) fn auto_attach_root(self: &Arc<Self>, target: &mut Target, context_id: &str) {
+        if !self.sees(target) {
+            return;
+        }
         let mut state = self.state();
         let Some(filter) = state.auto_attach.clone() else { return };
         let kinds =
@@ -264,16 +282,18 @@ impl Relay {
         socket: WebSocket,
         page_target: Option<Arc<str>>,
         label: ClientLabel,
+        access: grants::Access,
         _slot: crate::ClientSlot,
     ) {
         let (sink, mut stream) = socket.split();
         let default_session = page_target.as_ref().map(|_| new_id());
-        let (client, writer) = self.open_client(sink, default_session, label, None);
+        let (client, writer) = self.open_client(sink, default_session, label, None, access);
         let kill = client.kill.clone();
         if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
             let subscribed = {
                 let mut registry = self.registry();
-                registry.by_target_id_mut(target_id).map(|target| {
+                let visible = registry.by_target_id_mut(target_id).filter(|target| client.sees(target));
+                visible.map(|target| {
                     client.state().sessions.insert(session.clone(), SessionKind::Page(target.target_id.clone()));
                     target.subs.push(Subscription {
                         client: client.clone(),
@@ -342,6 +362,7 @@ impl Relay {
         default_session: Option<Arc<str>>,
         label: ClientLabel,
         profile: Option<Arc<str>>,
+        access: grants::Access,
     ) -> (Arc<ClientHandle>, JoinHandle<()>) {
         let config = self.config();
         let (tx, rx) = mpsc::channel(config.client_queue);
@@ -354,6 +375,7 @@ impl Relay {
             since_ms: activity::now_millis(),
             commands_sent: std::sync::atomic::AtomicU64::new(0),
             profile,
+            access,
             tx,
             queued: Meter::new(config.client_queue_bytes),
             all_clients: self.client_bytes().clone(),
@@ -385,7 +407,8 @@ impl Relay {
         _slot: crate::ClientSlot,
     ) {
         let (sink, mut stream) = socket.split();
-        let (client, writer) = self.open_client(sink, None, label, Some(profile.into()));
+        // The managed profiles are the person's: a grant's key never opens them.
+        let (client, writer) = self.open_client(sink, None, label, Some(profile.into()), grants::Access::Person);
         self.0.piped.insert(client.id, client.clone());
         self.note_connection(&client, None, true);
         loop {
@@ -524,6 +547,12 @@ impl Relay {
     /// Forwards a command to the extension without re-serialising its params.
     async fn forward(&self, client: &Arc<ClientHandle>, command: &Command<'_>, tab_id: TabId, child: Option<&str>) {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
+        // A grant's client stays on its sites and its own cookies.
+        if let Some(grant) = client.grant()
+            && let Some(refusal) = lending::refusal(grant, &command.method, command.params.map(|p| p.get()), child)
+        {
+            return reply.err(code::SERVER_ERROR, &refusal);
+        }
         if !self.start_in_flight(&reply) {
             return;
         }
@@ -589,6 +618,8 @@ impl Relay {
                     let decision = target.ledger.record(client.id, child, method, command.params);
                     let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
                         Some(ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) })
+                    } else if let Some(grant) = client.grant().filter(|_| lending::answers_cookies(method)) {
+                        Some(ReplyHook::OnlyItsCookies(grant.clone()))
                     } else {
                         withheld_domain(method).map(ReplyHook::Withheld)
                     };

@@ -202,6 +202,8 @@ impl Relay {
         }))
         .await;
         self.0.link.send_replace(Some(link.clone()));
+        // Which tab groups are grants', before any tab is announced.
+        self.send_grants(&link);
         tracing::info!(
             extension = %hello.extension_version,
             browser = %hello.browser_version,
@@ -451,7 +453,7 @@ impl Relay {
             // Attached again after it navigated or the worker restarted: loaded.
             ExtensionMessage::DebuggerReattached { tab } => self.announce_attached(tab, false),
             ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
-            ExtensionMessage::TabGrant { .. } => {}
+            ExtensionMessage::TabGrant { tab_id, grant } => self.on_tab_grant(tab_id, grant.as_deref()),
             ExtensionMessage::Ping { nonce } => {
                 // Best effort: a full queue means the extension is not reading.
                 let _ = link.send_now(encode(&RelayMessage::Pong { nonce }));
@@ -525,6 +527,11 @@ impl Relay {
                             &message,
                             session.as_deref(),
                         )
+                    }
+                    Ok(Some(result)) if matches!(hook, Some(ReplyHook::OnlyItsCookies(_))) => {
+                        let Some(ReplyHook::OnlyItsCookies(grant)) = &hook else { unreachable!("matched") };
+                        let kept = crate::lending::only_its_cookies(&grant.sites, result);
+                        cdp::response(cdp_id, kept.as_deref().unwrap_or(result), session.as_deref())
                     }
                     Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
                 };
@@ -635,6 +642,12 @@ impl Relay {
     pub(crate) fn route_paused(&self, link: Option<&ExtensionLink>, target: &mut Target, mut route: Route) {
         loop {
             match route {
+                Route::Deliver(delivery) if delivery.client == interception::SITE_HOLD => {
+                    match self.site_hold_decides(link, target, &delivery) {
+                        Some(next) => route = next,
+                        None => return,
+                    }
+                }
                 Route::Deliver(delivery) => {
                     if let Some((client, session)) = target.client_session(delivery.client, delivery.child.as_deref()) {
                         return client.send(cdp::event(delivery.method, &delivery.params, session.as_deref()));
@@ -826,6 +839,9 @@ impl Relay {
             None => tab.opener_tab_id.and_then(|o| registry.by_tab(o)),
         };
         let opener = opener_target.map(|t| t.target_id.clone());
+        // Whose group holds it: the extension says; else a popup is its
+        // opener's grant's (Chrome opens it into the opener's group).
+        let grant = tab.grant.as_deref().map(Arc::from).or_else(|| opener_target.and_then(|t| t.grant.clone()));
         // A popup belongs to the clients driving its opener (see `owners`).
         let mut owners: Vec<u64> =
             opener_target.map(|t| t.subs.iter().map(|s| s.client.id).collect()).unwrap_or_default();
@@ -847,8 +863,11 @@ impl Relay {
             ledger: Default::default(),
             interception: Default::default(),
             owners,
+            grant,
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
+        // Under the grant's site hold before any client can drive it.
+        self.fit_site_hold(target);
         self.announce_new(target);
         tracing::info!(tab = tab.tab_id, target = %target_id, "tab attached");
         Ok(target_id)
@@ -882,7 +901,7 @@ impl Relay {
             let params = json!({"sessionId": &*sub.session, "targetId": &**target_id}).to_string();
             sub.client.send(cdp::event("Target.detachedFromTarget", &params, sub.parent.as_deref()));
         }
-        for client in self.0.clients.iter() {
+        for client in self.0.clients.iter().filter(|c| c.sees(&target)) {
             let Some(filter) = client.discover_filter() else { continue };
             for (kind, id) in [("page", &target.target_id), ("tab", &target.tab_target_id)] {
                 if filter.matches(kind) {
@@ -895,7 +914,7 @@ impl Relay {
 
     fn announce_new(&self, target: &mut Target) {
         let context_id = self.context_id().clone();
-        let clients: Vec<_> = self.0.clients.iter().map(|c| c.value().clone()).collect();
+        let clients: Vec<_> = self.0.clients.iter().map(|c| c.value().clone()).filter(|c| c.sees(target)).collect();
         for client in clients {
             if let Some(filter) = client.discover_filter() {
                 for (kind, info) in [("tab", target.tab_info(&context_id)), ("page", target.page_info(&context_id))] {
@@ -911,7 +930,7 @@ impl Relay {
 
     fn announce_info_changed(&self, target: &Target) {
         let context_id = self.context_id();
-        for client in self.0.clients.iter() {
+        for client in self.0.clients.iter().filter(|c| c.sees(target)) {
             let Some(filter) = client.discover_filter() else { continue };
             for (kind, info) in [("page", target.page_info(context_id)), ("tab", target.tab_info(context_id))] {
                 if filter.matches(kind) {

@@ -270,6 +270,14 @@ pub(crate) struct Interception {
     sessions: Vec<(Option<Arc<str>>, Books)>,
 }
 
+/// The relay's own interceptor in the books: the site hold of a grant's tab
+/// (`crate::grants`), first in every request's path, so no client sees a
+/// request the hold refuses. No client has this number.
+pub(crate) const SITE_HOLD: u64 = u64::MAX;
+
+/// What the site hold looks at: the tab's documents, before they leave.
+const SITE_HOLD_PATTERN: &str = r#"{"urlPattern":"*","resourceType":"Document","requestStage":"Request"}"#;
+
 /// Chrome's events of a paused request, which go to one client at a time.
 pub(crate) fn paused_event(method: &str) -> Option<&'static str> {
     match method {
@@ -452,6 +460,33 @@ impl Interception {
     /// A child session is gone, with everything paused on it.
     pub(crate) fn forget_child(&mut self, child: &str) {
         self.sessions.retain(|(c, _)| c.as_deref() != Some(child));
+    }
+
+    /// Puts the site hold first in the tab's own path (not its child
+    /// sessions': a frame may load from anywhere): the `Fetch.enable` that
+    /// puts Chrome in line, or `None` when it holds already.
+    pub(crate) fn hold_sites(&mut self) -> Option<Undo> {
+        let (child, books) = self.books(None);
+        if books.interceptors.iter().any(|i| i.client == SITE_HOLD) {
+            return None;
+        }
+        let pattern: Pattern = serde_json::from_str(SITE_HOLD_PATTERN).expect("the hold's pattern reads");
+        books.interceptors.insert(0, Interceptor { client: SITE_HOLD, patterns: vec![pattern], auth: false });
+        let (method, params) = books.in_effect();
+        Some(Undo { child, method: method.into(), params })
+    }
+
+    /// Takes the site hold away (the tab left its grant): what it holds goes
+    /// on, and Chrome is put in line. Empty when it did not hold.
+    pub(crate) fn release_sites(&mut self) -> Vec<Route> {
+        let (child, books) = self.books(None);
+        if !books.interceptors.iter().any(|i| i.client == SITE_HOLD) {
+            return Vec::new();
+        }
+        let mut routes = books.release(SITE_HOLD, &child);
+        let (method, params) = books.in_effect();
+        routes.push(Route::Chrome(Undo { child, method: method.into(), params }));
+        routes
     }
 
     /// `client` left: what it holds goes on, and Chrome's interception is

@@ -35,6 +35,7 @@ mod discovery;
 mod extension;
 mod interception;
 mod ledger;
+mod lending;
 mod oversight;
 mod queue;
 mod targets;
@@ -198,6 +199,9 @@ enum ReplyHook {
     /// A method of a domain `chrome.debugger` keeps from extensions: Chrome's
     /// "wasn't found" is told as what it is.
     Withheld(&'static str),
+    /// A cookie answer to a grant's client: only its sites' cookies
+    /// (`lending.rs`).
+    OnlyItsCookies(Arc<grants::Grant>),
 }
 
 /// The answer to every command in flight when the extension goes away.
@@ -314,6 +318,8 @@ pub(crate) struct Inner {
     /// detached, a client gone, a tab come or gone): the extension's link
     /// tells it (`clients`) at once, not on a timer.
     holders: tokio::sync::Notify,
+    /// The grants the relay honours (`lending.rs`), as the binary sets them.
+    grants: std::sync::RwLock<Vec<Arc<grants::Grant>>>,
 }
 
 /// `/extension` connections proving the pairing at once: the extension
@@ -365,6 +371,7 @@ impl Relay {
             answered: AtomicU64::new(0),
             answered_ns: AtomicU64::new(0),
             holders: tokio::sync::Notify::new(),
+            grants: std::sync::RwLock::new(Vec::new()),
             config,
         }))
     }
@@ -637,10 +644,11 @@ impl Relay {
     }
 
     /// `/json/list`: like Chrome's, one entry per attached page with a
-    /// page-level WebSocket URL.
-    pub fn list_json(&self) -> Value {
+    /// page-level WebSocket URL; a grant's key sees its own tabs only.
+    pub fn list_json(&self, access: &grants::Access) -> Value {
         let registry = self.registry();
-        Value::Array(registry.iter().map(|t| self.list_entry(t)).collect())
+        let visible = registry.iter().filter(|t| access.sees(t.grant.as_deref()));
+        Value::Array(visible.map(|t| self.list_entry(t)).collect())
     }
 
     /// One page as `/json/list` shows it.
@@ -653,9 +661,9 @@ impl Relay {
 
     /// `PUT /json/new?<url>`: a new tab (attached, as `Target.createTarget`
     /// makes it), as `/json/list` shows it.
-    pub async fn new_tab(&self, url: Option<&str>) -> Result<Value, CallError> {
+    pub async fn new_tab(&self, url: Option<&str>, access: &grants::Access) -> Result<Value, CallError> {
         let params = json!({"url": url.unwrap_or("about:blank")}).to_string();
-        let created = self.extension_backed("Target.createTarget", Some(&params)).await?;
+        let created = self.extension_backed("Target.createTarget", Some(&params), access).await?;
         let target_id = serde_json::from_str::<Value>(&created)
             .ok()
             .and_then(|v| v["targetId"].as_str().map(str::to_string))
@@ -679,6 +687,13 @@ impl Relay {
 
     pub fn tab_of_target(&self, target_id: &str) -> Option<TabId> {
         self.registry().tab_of(target_id)
+    }
+
+    /// [`Self::tab_of_target`], for a target `access` may see: another
+    /// grant's tab is as unknown to it as a closed one.
+    pub fn visible_tab_of_target(&self, target_id: &str, access: &grants::Access) -> Option<TabId> {
+        let registry = self.registry();
+        registry.by_target_id(target_id).filter(|t| access.sees(t.grant.as_deref())).map(|t| t.tab_id)
     }
 
     /// Brings a tab to the front (`/json/activate`, `Target.activateTarget`).

@@ -32,6 +32,9 @@ pub struct ClientSummary {
     pub profile: Option<String>,
     /// The shared tabs it holds a session on (target ids).
     pub tabs: Vec<String>,
+    /// The grant whose key it presented (`None`: the person's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// A tab the user shares, as the dashboard lists it.
@@ -44,6 +47,9 @@ pub struct SharedTab {
     pub title: String,
     /// The clients holding a session on it.
     pub clients: Vec<u64>,
+    /// The grant whose group holds it (`None`: the person's own sharing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// Why a dashboard stop did not happen.
@@ -100,6 +106,7 @@ impl Relay {
                     commands: client.commands_sent.load(Ordering::Relaxed),
                     profile: client.profile.as_deref().map(str::to_string),
                     tabs: tabs_of.remove(&client.id).unwrap_or_default(),
+                    grant: client.grant().map(|g| g.name.to_string()),
                 }
             })
             .collect();
@@ -122,6 +129,7 @@ impl Relay {
                     url: target.url.clone(),
                     title: target.title.clone(),
                     clients,
+                    grant: target.grant.as_deref().map(str::to_string),
                 }
             })
             .collect();
@@ -194,6 +202,7 @@ impl Relay {
         let mut entry = Entry::now(Source::Cdp, client.name.to_string(), kind, summary);
         entry.client_id = Some(client.id);
         entry.profile = client.profile.as_deref().map(str::to_string);
+        entry.grant = client.grant().map(|g| g.name.to_string());
         entry
     }
 
@@ -201,6 +210,22 @@ impl Relay {
         if let Some(record) = self.0.activity.get() {
             record.record(entry);
         }
+    }
+
+    /// The site hold refused a navigation of a grant's tab (the page's own,
+    /// or a client's by script): the person sees it in the record.
+    pub(crate) fn note_refused_navigation(&self, target: &crate::targets::Target, grant: &grants::Grant, url: &str) {
+        let mut entry = Entry::now(
+            Source::Relay,
+            "Browser Relay",
+            Kind::Navigation,
+            format!("refused {url}: outside the grant's sites ({})", grant.sites.describe()),
+        );
+        entry.tab = Some(target.target_id.to_string());
+        entry.url = Some(target.url.clone());
+        entry.grant = Some(grant.name.to_string());
+        entry.failed = true;
+        self.note(entry);
     }
 
     /// A client connected or left.

@@ -104,6 +104,10 @@ pub(crate) struct Target {
     /// it, so no script leaves tabs behind in the user's browser. Empty for
     /// the tabs the user shared.
     pub owners: Vec<u64>,
+    /// The grant whose tab group holds it (`None`: the person's own
+    /// sharing): only that grant's clients see it, besides the person's
+    /// (`crate::grants`).
+    pub grant: Option<Arc<str>>,
 }
 
 /// Execution contexts of one session on a tab, and which clients enabled
@@ -427,6 +431,7 @@ mod tests {
             ledger: Ledger::default(),
             interception: Interception::default(),
             owners: Vec::new(),
+            grant: None,
         }
     }
 

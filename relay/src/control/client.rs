@@ -87,6 +87,9 @@ pub struct ControlClient {
     idle: std::sync::Arc<std::sync::Mutex<Vec<Proven>>>,
     /// What to do when nothing listens on the port (see [`Self::reviving`]).
     revive: Option<std::sync::Arc<StartServer>>,
+    /// The grant whose session it opens (`token` is then the grant's
+    /// control key), held to the grant's tabs and sites.
+    grant: Option<String>,
 }
 
 impl std::fmt::Debug for ControlClient {
@@ -95,13 +98,23 @@ impl std::fmt::Debug for ControlClient {
             .field("port", &self.port)
             .field("surface", &self.surface)
             .field("revives", &self.revive.is_some())
+            .field("grant", &self.grant)
             .finish_non_exhaustive()
     }
 }
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token, surface: Surface::Http, idle: Default::default(), revive: None }
+        Self { port, token, surface: Surface::Http, idle: Default::default(), revive: None, grant: None }
+    }
+
+    /// A client of the grant `name` (`--grant`), whose control key (derived
+    /// from the secret: `grants::Grant::key`) is `key`: its sessions are the
+    /// grant's, and the server holds them to its tabs and sites.
+    pub fn as_grant(mut self, name: &str, key: Token) -> Self {
+        self.grant = Some(name.to_string());
+        self.token = key;
+        self
     }
 
     /// A client that, finding nothing listening on its port (the server it
@@ -111,6 +124,12 @@ impl ControlClient {
     /// so sending it again cannot do anything twice.
     pub fn reviving(mut self, start: std::sync::Arc<StartServer>) -> Self {
         self.revive = Some(start);
+        self
+    }
+
+    /// The same client, on another port.
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
         self
     }
 
@@ -276,12 +295,20 @@ impl ControlClient {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| ClientError::NotOurServer { port: self.port, why: e.to_string() })?;
         let nonce = shared_protocol::auth::nonce_hex(&random);
-        let body = serde_json::json!({"nonce": nonce}).to_string();
+        let body = match &self.grant {
+            Some(grant) => serde_json::json!({"nonce": nonce, "grant": grant}).to_string(),
+            None => serde_json::json!({"nonce": nonce}).to_string(),
+        };
         let response = connection
             .request("POST", "/session", &[], Some(body.as_bytes()))
             .await
             .map_err(|error| ClientError::Unreachable { port: self.port, source: error.source })?;
         let not_ours = |why: &str| ClientError::NotOurServer { port: self.port, why: why.to_string() };
+        if let (Some(grant), 401) = (&self.grant, response.status) {
+            let said = response.json()["error"]["message"].as_str().map(str::to_string);
+            let message = said.unwrap_or_else(|| format!("the grant '{grant}' is not given"));
+            return Err(ClientError::Api { message, hint: None });
+        }
         if response.status != 200 {
             return Err(not_ours(&format!("POST /session answered {}", response.status)));
         }

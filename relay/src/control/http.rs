@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 use control_engine::api::{
     Act, ArmDialog, ArmFileChooser, CloseTab, ControlApi, FindInPage, FocusTab, GetStatus, GoBack, GoForward, Handle,
-    ImageType, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
+    ImageType, Lend, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
     ReadResponseBody, Route, Selected, StartBrowser, StopBrowser, TakeScreenshot, TakeSnapshot, query_object,
 };
 use control_engine::{ControlError, ErrorKind, Surface};
@@ -43,7 +43,7 @@ struct Entry<E> {
 
 fn entry<E, R>() -> Entry<E>
 where
-    E: Handle<R> + Clone + Send + Sync + 'static,
+    E: Handle<R> + Lend + Clone + Send + Sync + 'static,
     R: Route,
 {
     let handler = match R::METHOD {
@@ -84,6 +84,8 @@ where
 pub(crate) struct Extras {
     pub activity: Option<ActivityRecord>,
     pub dashboard: Option<Dashboard>,
+    /// The grants (`GET /grants`, `POST /grants/reload`, grants' sessions).
+    pub lent: Option<Arc<crate::lent::Lent>>,
 }
 
 #[cfg(test)]
@@ -102,6 +104,21 @@ pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras
     let activity = extras.activity.clone().unwrap_or_else(ActivityRecord::off);
     listed.push("GET /activity".into());
     let extra = Router::new().route("/activity", get(read_activity)).with_state(activity);
+    let extra = match &extras.lent {
+        Some(lent) => {
+            listed.push("GET /grants".into());
+            listed.push("POST /grants/reload".into());
+            let grants = Router::new()
+                .route("/grants", get(crate::control::grants::list))
+                .route("/grants/reload", post(crate::control::grants::reload))
+                .with_state(GrantsState {
+                    lent: lent.clone(),
+                    relay: extras.dashboard.as_ref().map(|d| d.relay.clone()),
+                });
+            extra.merge(grants)
+        }
+        None => extra,
+    };
     let extra = match &extras.dashboard {
         Some(dashboard) => {
             listed.push("POST /ui/login-link".into());
@@ -109,6 +126,8 @@ pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras
         }
         None => extra,
     };
+    // The record, the grants and the dashboard's logins are the person's.
+    let extra = extra.layer(axum::middleware::from_fn(persons_only));
     let hint = format!("routes: {}", listed.join(" · "));
     let sessions = guard.sessions().cloned().unwrap_or_else(|| Arc::new(Sessions::new(None)));
     // Anyone may open a session: its body is read up to a few hundred
@@ -133,7 +152,21 @@ pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras
     }
 }
 
-/// `GET /activity?limit&since&clientId&tab&profile`: the activity record, newest first.
+/// Refuses a grant's key (403, saying why): for the routes that are the
+/// person's alone (the activity record of every client, the grants, a
+/// dashboard login).
+async fn persons_only(request: Request, next: Next) -> Response {
+    let grant = request.extensions().get::<grants::Access>().and_then(|a| a.grant_name().map(str::to_string));
+    match grant {
+        Some(name) => {
+            let rejection = crate::net::guard::Rejection::PersonOnly(name);
+            error_body(rejection.status(), "forbidden", &rejection.message(), None)
+        }
+        None => next.run(request).await,
+    }
+}
+
+/// `GET /activity?limit&since&clientId&tab&profile&grant`: the activity record, newest first.
 async fn read_activity(
     State(record): State<ActivityRecord>,
     query: Result<axum::extract::Query<activity::Query>, axum::extract::rejection::QueryRejection>,
@@ -171,6 +204,7 @@ impl Recorder {
         request: &Value,
         answer: Result<&Value, &ControlError>,
         surface: Surface,
+        access: &grants::Access,
     ) {
         let Some(record) = &self.0 else { return };
         let Some((kind, summary)) = activity::summary::agent_call(method_name(method), path, request) else { return };
@@ -183,20 +217,43 @@ impl Recorder {
         entry.tab = text("targetId");
         entry.url = answered.and_then(|a| a["page"]["url"].as_str().or_else(|| a["url"].as_str())).map(str::to_string);
         entry.failed = answer.is_err();
+        entry.grant = access.grant_name().map(str::to_string);
         record.record(entry);
     }
 }
 
-/// `POST /session {"nonce"}`: this server's nonce and proof of the pairing
-/// token (see `net::sessions`); the client derives its session secret.
+/// What the grants' routes need.
+#[derive(Debug, Clone)]
+pub(crate) struct GrantsState {
+    pub lent: Arc<crate::lent::Lent>,
+    /// For each grant's tabs and clients (none in the route tests).
+    pub relay: Option<relay_engine::Relay>,
+}
+
+/// `POST /session {"nonce", "grant"?}`: this server's nonce and proof of
+/// the pairing token, or of the grant's control key (see `net::sessions`);
+/// the client derives its session secret.
 async fn open_session(State(sessions): State<Arc<Sessions>>, body: Bytes) -> Response {
     #[derive(serde::Deserialize)]
     struct Open {
         nonce: String,
+        #[serde(default)]
+        grant: Option<String>,
     }
-    let Ok(Open { nonce }) = serde_json::from_slice(&body) else {
+    let Ok(Open { nonce, grant }) = serde_json::from_slice(&body) else {
         return error_body(StatusCode::BAD_REQUEST, "bad_request", "expected {\"nonce\": \"<64 hex>\"}", None);
     };
+    if let Some(name) = grant {
+        return match sessions.open_grant(&nonce, &name) {
+            Some(opened) => axum::Json(opened).into_response(),
+            None => error_body(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                &format!("no grant '{name}' is given (revoked, expired, or never made): `browser-relay grant list`"),
+                None,
+            ),
+        };
+    }
     match sessions.open(&nonce) {
         Some(opened) => axum::Json(opened).into_response(),
         None => error_body(
@@ -217,10 +274,12 @@ fn method_name(method: Method) -> &'static str {
 }
 
 /// The guard, answering in the API's JSON error shape.
-async fn control_guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    let uri = request.uri();
+async fn control_guard(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
+    let uri = request.uri().clone();
     match guard.admit(uri.path(), uri.query(), request.headers()) {
-        Ok(session) => {
+        Ok(admitted) => {
+            let session = admitted.session;
+            request.extensions_mut().insert(admitted.access);
             // A session's client names its request; the answer is signed
             // for it, so the client can tell this server's answers from a
             // program that took the port after the server went away.
@@ -317,8 +376,9 @@ fn read<R: Route>(raw_query: Option<&str>, path: &RawPathParams, body: &Bytes) -
     Selected::from_json(value).map_err(|e| ControlError::BadRequest(format!("{what}: {e}")))
 }
 
-async fn answer<E: Handle<R>, R: Route>(
+async fn answer<E: Handle<R> + Lend, R: Route>(
     State(engine): State<E>,
+    axum::Extension(access): axum::Extension<grants::Access>,
     axum::Extension(recorder): axum::Extension<Recorder>,
     uri: axum::http::Uri,
     RawQuery(raw): RawQuery,
@@ -328,19 +388,22 @@ async fn answer<E: Handle<R>, R: Route>(
 ) -> ApiResult {
     let surface = surface(&headers);
     let request = read::<R>(raw.as_deref(), &path, &body).map_err(|e| ApiError(e, surface))?;
+    // A grant's agent works on the engine as lent to its grant.
+    let engine = engine.lent_to(&access).map_err(|e| ApiError(e, surface))?;
     // Reads are not recorded: their request is not even looked at again.
     let recorded = (R::METHOD != Method::Get && recorder.0.is_some()).then(|| Value::Object(request.to_json()));
     let answer = engine.handle(request).await;
     if let Some(request) = &recorded {
         let value = answer.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default());
-        recorder.note(R::METHOD, uri.path(), request, value.as_ref().map_err(|e| *e), surface);
+        recorder.note(R::METHOD, uri.path(), request, value.as_ref().map_err(|e| *e), surface, &access);
     }
     let answer = answer.map_err(|e| ApiError(e, surface))?;
     Ok(axum::Json(answer).into_response())
 }
 
-async fn screenshot<E: Handle<TakeScreenshot>>(
+async fn screenshot<E: Handle<TakeScreenshot> + Lend>(
     State(engine): State<E>,
+    axum::Extension(access): axum::Extension<grants::Access>,
     axum::Extension(recorder): axum::Extension<Recorder>,
     RawQuery(raw): RawQuery,
     path: RawPathParams,
@@ -362,9 +425,10 @@ async fn screenshot<E: Handle<TakeScreenshot>>(
         request.request.image_type = wanted;
     }
     let selector = Value::Object(request.to_json());
+    let engine = engine.lent_to(&access).map_err(|e| ApiError(e, surface))?;
     let shot = engine.handle(request).await;
     let value = shot.as_ref().map(|s| json!({"profile": s.profile, "targetId": s.answer.target_id}));
-    recorder.note(Method::Post, TakeScreenshot::PATH, &selector, value.as_ref().map_err(|e| *e), surface);
+    recorder.note(Method::Post, TakeScreenshot::PATH, &selector, value.as_ref().map_err(|e| *e), surface, &access);
     let shot = shot.map_err(|e| ApiError(e, surface))?;
     if raw_image.is_some() {
         let path = shot.path.display().to_string();

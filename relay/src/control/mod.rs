@@ -3,6 +3,7 @@
 //! agent commands and the MCP server share.
 
 pub(crate) mod client;
+pub(crate) mod grants;
 pub(crate) mod http;
 pub(crate) mod ui;
 

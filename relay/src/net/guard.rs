@@ -30,6 +30,18 @@ pub struct Guard {
     control: bool,
     /// The control API's sessions, whose secrets stand for the token.
     sessions: Option<Arc<super::sessions::Sessions>>,
+    /// The grants whose keys open this door too, each to its own share.
+    lent: Option<Arc<crate::lent::Lent>>,
+}
+
+/// What the guard found out about a request it let in.
+#[derive(Debug, Clone, Default)]
+pub struct Admitted {
+    /// The control session it was made in, when its bearer is a session's
+    /// secret (for the signature of its answer).
+    pub session: Option<super::sessions::SessionNonces>,
+    /// Whose key it presented: the person's, or a grant's.
+    pub access: grants::Access,
 }
 
 /// Which rules apply to a path.
@@ -76,6 +88,10 @@ pub enum Rejection {
     ExtensionOrigin(Option<String>),
     MissingToken,
     WrongToken,
+    /// A grant's key, after the grant expired.
+    GrantExpired(String),
+    /// A grant's key on a route that is the person's alone.
+    PersonOnly(String),
 }
 
 impl Rejection {
@@ -83,7 +99,8 @@ impl Rejection {
         match self {
             Self::MissingHost => StatusCode::BAD_REQUEST,
             Self::NonLoopbackHost(_) | Self::WebOrigin(_) | Self::ExtensionOrigin(_) => StatusCode::FORBIDDEN,
-            Self::MissingToken | Self::WrongToken => StatusCode::UNAUTHORIZED,
+            Self::MissingToken | Self::WrongToken | Self::GrantExpired(_) => StatusCode::UNAUTHORIZED,
+            Self::PersonOnly(_) => StatusCode::FORBIDDEN,
         }
     }
 
@@ -101,7 +118,13 @@ impl Rejection {
                 "/extension is only for the Browser Relay extension; Origin '{origin}' is not on the allow-list (see --extension-id)"
             ),
             Self::MissingToken => "missing token: pass ?token=…, 'Authorization: Bearer …' or use the URL printed by `browser-relay cdp-url`".into(),
-            Self::WrongToken => "wrong token: get the current one with `browser-relay token`".into(),
+            Self::WrongToken => "wrong token: get the current one with `browser-relay token` (a grant's key opens nothing once it is revoked: `browser-relay grant list`)".into(),
+            Self::GrantExpired(name) => format!(
+                "the grant '{name}' has expired: its keys open nothing any more (the person can give a new one: `browser-relay grant add`)"
+            ),
+            Self::PersonOnly(name) => format!(
+                "the grant '{name}' reaches the person's shared tabs only: this route is the person's (a managed profile, the grants)"
+            ),
         }
     }
 }
@@ -115,7 +138,13 @@ impl IntoResponse for Rejection {
 impl Guard {
     pub fn new(token: Option<Token>, extension_ids: Vec<String>) -> Self {
         let door_key = token.as_ref().map(crate::keys::cdp_key);
-        Self { token, door_key, extension_ids: extension_ids.into(), control: false, sessions: None }
+        Self { token, door_key, extension_ids: extension_ids.into(), control: false, sessions: None, lent: None }
+    }
+
+    /// The same guard, letting the grants' keys in too (each to its share).
+    pub fn with_grants(mut self, lent: Arc<crate::lent::Lent>) -> Self {
+        self.lent = Some(lent);
+        self
     }
 
     /// The guard of the control API: Host and the token (or a session's
@@ -123,7 +152,7 @@ impl Guard {
     /// (not even the extension's).
     pub fn control(token: Option<Token>, sessions: Arc<super::sessions::Sessions>) -> Self {
         let door_key = token.as_ref().map(crate::keys::control_key);
-        Self { token, door_key, extension_ids: Arc::from([]), control: true, sessions: Some(sessions) }
+        Self { token, door_key, extension_ids: Arc::from([]), control: true, sessions: Some(sessions), lent: None }
     }
 
     pub fn sessions(&self) -> Option<&Arc<super::sessions::Sessions>> {
@@ -139,15 +168,10 @@ impl Guard {
         self.admit(path, query, headers).map(|_| ())
     }
 
-    /// [`Self::check`], and the control session the request was made in,
-    /// when its bearer is a session's secret (for the signature of its
-    /// answer): one lookup decides both.
-    pub fn admit(
-        &self,
-        path: &str,
-        query: Option<&str>,
-        headers: &HeaderMap,
-    ) -> Result<Option<super::sessions::SessionNonces>, Rejection> {
+    /// [`Self::check`], and who is let in: the control session the request
+    /// was made in (for the signature of its answer) and whose key it
+    /// presented. One lookup decides all.
+    pub fn admit(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Admitted, Rejection> {
         let host = headers.get(header::HOST).ok_or(Rejection::MissingHost)?;
         let host = host.to_str().unwrap_or("<non-ascii>");
         if !is_loopback_host(host) {
@@ -174,15 +198,38 @@ impl Guard {
             (_, None) => {}
         }
         if matches!(class, RouteClass::Public | RouteClass::Extension) {
-            return Ok(None);
+            return Ok(Admitted::default());
         }
-        let Some(token) = &self.token else { return Ok(None) };
+        let Some(token) = &self.token else { return Ok(Admitted::default()) };
         let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
         if token.matches(&presented) || self.door_key.as_ref().is_some_and(|key| key.matches(&presented)) {
-            return Ok(None);
+            return Ok(Admitted::default());
+        }
+        let door = if self.control { grants::Door::Control } else { grants::Door::Cdp };
+        if let Some(lent) = &self.lent {
+            if let Some(grant) = lent.find(&presented, door) {
+                return Ok(Admitted { session: None, access: grants::Access::Grant(grant) });
+            }
+            // An expired grant's key says so (a revoked one's is unknown).
+            let expired = lent
+                .all()
+                .into_iter()
+                .find(|g| g.expired() && lent.key_of(g, door).is_some_and(|key| key.matches(&presented)));
+            if let Some(grant) = expired {
+                return Err(Rejection::GrantExpired(grant.name.to_string()));
+            }
         }
         match self.sessions.as_ref().and_then(|s| s.session(&presented)) {
-            Some(session) => Ok(Some(session)),
+            // A grant's session lives as long as its grant.
+            Some((_, grants::Access::Grant(grant))) if grant.expired() => {
+                Err(Rejection::GrantExpired(grant.name.to_string()))
+            }
+            Some((_, grants::Access::Grant(grant)))
+                if !self.lent.as_ref().and_then(|l| l.named(grant.name.as_str())).is_some_and(|live| live == grant) =>
+            {
+                Err(Rejection::WrongToken)
+            }
+            Some((session, access)) => Ok(Admitted { session: Some(session), access }),
             None => Err(Rejection::WrongToken),
         }
     }
@@ -234,10 +281,13 @@ fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
 }
 
 /// axum middleware: applies [`Guard::check`] to every request before routing.
-pub(crate) async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    let uri = request.uri();
-    match guard.check(uri.path(), uri.query(), request.headers()) {
-        Ok(()) => next.run(request).await,
+pub(crate) async fn guard_layer(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
+    let uri = request.uri().clone();
+    match guard.admit(uri.path(), uri.query(), request.headers()) {
+        Ok(admitted) => {
+            request.extensions_mut().insert(admitted.access);
+            next.run(request).await
+        }
         Err(rejection) => {
             // Log the path only: the query may carry a token.
             tracing::warn!(path = uri.path(), status = %rejection.status(), "refused: {}", rejection.message());

@@ -29,6 +29,11 @@ const IDLE: Duration = Duration::from_secs(24 * 3600);
 struct Session {
     secret: String,
     nonces: SessionNonces,
+    /// The key it was proved with: the pairing token, or a grant's control
+    /// key (its answers are signed with the same).
+    key: Token,
+    /// Whose session it is.
+    access: grants::Access,
 }
 
 /// The two nonces a session was opened with: what the server signs its
@@ -56,6 +61,8 @@ pub struct Sessions {
     /// its requests to a server elsewhere cannot pass that server's proof on.
     port: u16,
     open: Mutex<Open>,
+    /// The grants whose sessions can be opened (`--grant`).
+    lent: Option<std::sync::Arc<crate::lent::Lent>>,
 }
 
 /// The server's half of a session: its nonce and proof.
@@ -67,7 +74,22 @@ pub struct Opened {
 
 impl Sessions {
     pub fn new(key: Option<Token>) -> Self {
-        Self { key, port: 0, open: Mutex::new(Open::default()) }
+        Self { key, port: 0, open: Mutex::new(Open::default()), lent: None }
+    }
+
+    /// Sessions of the grants too (`POST /session {"grant"}`).
+    pub fn with_grants(mut self, lent: std::sync::Arc<crate::lent::Lent>) -> Self {
+        self.lent = Some(lent);
+        self
+    }
+
+    /// Opens a session of the grant `name`, proved with its control key;
+    /// `None` when no such grant is honoured (expired ones are not).
+    pub fn open_grant(&self, client_nonce: &str, name: &str) -> Option<Opened> {
+        let lent = self.lent.as_ref()?;
+        let grant = lent.named(name).filter(|g| !g.expired())?;
+        let key = lent.key_of(&grant, grants::Door::Control)?;
+        self.open_for(client_nonce, grant, key)
     }
 
     /// Sessions of the control API listening on `port`.
@@ -79,7 +101,20 @@ impl Sessions {
     /// Opens a session for a client's nonce: `None` when there is no key or
     /// the nonce is malformed.
     pub fn open(&self, client_nonce: &str) -> Option<Opened> {
-        let key = self.key.as_ref()?;
+        let key = self.key.clone()?;
+        self.open_with(client_nonce, key, grants::Access::Person)
+    }
+
+    /// Opens a session of a grant (the CLI and MCP server with `--grant`):
+    /// proved with the grant's control key, so only a holder of that key
+    /// gets its secret, and held to the grant like its key.
+    pub fn open_for(&self, client_nonce: &str, grant: std::sync::Arc<grants::Grant>, key: Token) -> Option<Opened> {
+        self.key.as_ref()?;
+        self.open_with(client_nonce, key, grants::Access::Grant(grant))
+    }
+
+    fn open_with(&self, client_nonce: &str, key: Token, access: grants::Access) -> Option<Opened> {
+        let key = &key;
         if !auth::is_nonce(client_nonce) {
             return None;
         }
@@ -89,8 +124,8 @@ impl Sessions {
         let bound = auth::on_port(&nonce, self.port);
         let proof = auth::proof(key.as_str(), Prover::ControlServer, client_nonce, &bound);
         let secret = auth::proof(key.as_str(), Prover::ControlClient, client_nonce, &bound);
-        let session =
-            Session { secret, nonces: SessionNonces { client: client_nonce.to_string(), server: nonce.clone() } };
+        let nonces = SessionNonces { client: client_nonce.to_string(), server: nonce.clone() };
+        let session = Session { secret, nonces, key: key.clone(), access };
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.unused.retain(|(_, opened)| opened.elapsed() < IDLE);
         if open.unused.len() >= MAX_UNUSED {
@@ -106,9 +141,9 @@ impl Sessions {
     }
 
     /// The open session whose secret is `presented` (constant time per
-    /// comparison); using it keeps it open, and a first use moves it among
-    /// the sessions in use.
-    pub fn session(&self, presented: &str) -> Option<SessionNonces> {
+    /// comparison), and whose it is; using it keeps it open, and a first
+    /// use moves it among the sessions in use.
+    pub fn session(&self, presented: &str) -> Option<(SessionNonces, grants::Access)> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let matches = |session: &Session| bool::from(session.secret.as_bytes().ct_eq(presented.as_bytes()));
@@ -116,7 +151,7 @@ impl Sessions {
         for (session, used) in &mut open.used {
             if matches(session) && now.duration_since(*used) < IDLE {
                 *used = now;
-                found = Some(session.nonces.clone());
+                found = Some((session.nonces.clone(), session.access.clone()));
             }
         }
         let first_use =
@@ -129,16 +164,20 @@ impl Sessions {
             {
                 open.used.swap_remove(oldest);
             }
-            found = Some(session.nonces.clone());
+            found = Some((session.nonces.clone(), session.access.clone()));
             open.used.push((session, now));
         }
         found
     }
 
     /// The signature of one answer of the session `nonces`
-    /// ([`auth::answer_mac`]); `None` without a key.
+    /// ([`auth::answer_mac`]), with the key the session was proved with;
+    /// `None` without one.
     pub fn sign_answer(&self, nonces: &SessionNonces, request_id: &str, status: u16, body: &[u8]) -> Option<String> {
-        let key = self.key.as_ref()?;
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let key = open.used.iter().map(|(s, _)| s).find(|s| s.nonces == *nonces).map(|s| s.key.clone());
+        drop(open);
+        let key = key.or_else(|| self.key.clone())?;
         Some(auth::answer_mac(key.as_str(), &nonces.client, &nonces.server, request_id, status, body))
     }
 }

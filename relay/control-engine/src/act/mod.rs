@@ -51,6 +51,9 @@ impl Handle<Act> for Engine {
             Action::Wait(what) => what.function.is_some(),
             _ => false,
         };
+        if evaluates {
+            self.refuse_evaluate()?;
+        }
         if evaluates && !self.allow_evaluate()? {
             // One shape for every "config.toml does not allow it": 403
             // not_allowed, naming the line to write.

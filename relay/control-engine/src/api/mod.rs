@@ -240,12 +240,18 @@ macro_rules! for_each_route {
     };
 }
 
+/// An engine as one grant's agents see it (the person's keys see it
+/// whole): its tabs, its sites, its abilities.
+pub trait Lend: Sized {
+    fn lent_to(&self, access: &grants::Access) -> Result<Self, ControlError>;
+}
+
 macro_rules! control_api {
     ($($route:ident),*) => {
         /// Every route: what the HTTP router needs of an engine.
-        pub trait ControlApi: $(Handle<$route> +)* Clone + Send + Sync + 'static {}
+        pub trait ControlApi: $(Handle<$route> +)* Lend + Clone + Send + Sync + 'static {}
 
-        impl<E> ControlApi for E where E: $(Handle<$route> +)* Clone + Send + Sync + 'static {}
+        impl<E> ControlApi for E where E: $(Handle<$route> +)* Lend + Clone + Send + Sync + 'static {}
     };
 }
 for_each_route!(control_api);

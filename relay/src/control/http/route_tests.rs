@@ -43,6 +43,16 @@ impl FakeEngine {
     }
 }
 
+/// A grant's request reaches the engine as lent to its grant: recorded.
+impl Lend for FakeEngine {
+    fn lent_to(&self, access: &grants::Access) -> Result<Self, ControlError> {
+        if let Some(name) = access.grant_name() {
+            self.calls.lock().unwrap().push(format!("lent to {name}"));
+        }
+        Ok(self.clone())
+    }
+}
+
 /// A canned answer, shaped by the request where the agent would see it.
 trait Canned: Route {
     fn canned(request: &Selected<Self>) -> Self::Answer;
@@ -703,7 +713,7 @@ async fn bad_requests_stop_before_the_engine_with_a_precise_message() {
 async fn agent_calls_that_change_something_are_recorded_without_typed_text() {
     let engine = FakeEngine::default();
     let record = activity::ActivityRecord::new(None, activity::DEFAULT_RETENTION);
-    let extras = super::Extras { activity: Some(record.clone()), dashboard: None };
+    let extras = super::Extras { activity: Some(record.clone()), dashboard: None, lent: None };
     let app = super::router_with(engine.clone(), guard(), extras);
     let cli = [(Surface::HEADER, "cli")];
     let typed = r#"{"profile":"managed","targetId":"T7","kind":"type","ref":"e4","text":"hunter2-secret"}"#;
