@@ -66,7 +66,8 @@ pub(crate) mod tab_groups {
     }
 }
 
-/// `chrome.windows`: update (bring a window to the front).
+/// `chrome.windows`: update (bring a window to the front), create (a
+/// grant's own window, unfocused).
 pub(crate) mod windows {
     use js_sys::Promise;
     use wasm_bindgen::prelude::*;
@@ -75,6 +76,81 @@ pub(crate) mod windows {
     extern "C" {
         #[wasm_bindgen(catch, js_namespace = ["chrome", "windows"], js_name = update)]
         pub fn update(window_id: f64, properties: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "windows"], js_name = create)]
+        pub fn create(properties: &JsValue) -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.declarativeNetRequest`: the grants' cookie rules, as session
+/// rules (updateSessionRules), and what an earlier run left
+/// (getSessionRules).
+pub(crate) mod declarative_net_request {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "declarativeNetRequest"], js_name = updateSessionRules)]
+        pub fn update_session_rules(options: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "declarativeNetRequest"], js_name = getSessionRules)]
+        pub fn get_session_rules() -> Result<Promise, JsValue>;
+    }
+}
+
+/// `chrome.contextMenus`: the toolbar button's "Share this tab with NAME"
+/// items. They take callbacks (`create` returns no promise); each is made
+/// a promise here, settled by `chrome.runtime.lastError`.
+pub(crate) mod context_menus {
+    use js_sys::{Function, Promise, Reflect};
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "contextMenus"], js_name = create)]
+        fn create_with(properties: &JsValue, callback: &Function) -> Result<JsValue, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "contextMenus"], js_name = remove)]
+        fn remove_with(id: &str, callback: &Function) -> Result<JsValue, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "contextMenus"], js_name = removeAll)]
+        fn remove_all_with(callback: &Function) -> Result<JsValue, JsValue>;
+    }
+
+    /// `chrome.runtime.lastError`, read in a callback.
+    fn last_error() -> Option<JsValue> {
+        let chrome = Reflect::get(&js_sys::global(), &"chrome".into()).ok()?;
+        let runtime = Reflect::get(&chrome, &"runtime".into()).ok()?;
+        Reflect::get(&runtime, &"lastError".into()).ok().filter(|e| !e.is_undefined() && !e.is_null())
+    }
+
+    /// A promise over a callback-taking call.
+    fn settled(start: impl FnOnce(&Function) -> Result<JsValue, JsValue>) -> Promise {
+        let mut start = Some(start);
+        Promise::new(&mut |resolve: Function, reject: Function| {
+            let refuse = reject.clone();
+            let settle = Closure::once_into_js(move || {
+                let _ = match last_error() {
+                    Some(error) => refuse.call1(&JsValue::NULL, &error),
+                    None => resolve.call0(&JsValue::NULL),
+                };
+            });
+            if let Some(start) = start.take()
+                && let Err(error) = start(settle.unchecked_ref())
+            {
+                // Thrown at once (bad arguments): the callback never runs.
+                let _ = reject.call1(&JsValue::NULL, &error);
+            }
+        })
+    }
+
+    pub(crate) fn create(properties: &JsValue) -> Promise {
+        settled(|callback| create_with(properties, callback))
+    }
+
+    pub(crate) fn remove(id: &str) -> Promise {
+        settled(|callback| remove_with(id, callback))
+    }
+
+    pub(crate) fn remove_all() -> Promise {
+        settled(remove_all_with)
     }
 }
 

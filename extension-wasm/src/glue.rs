@@ -12,10 +12,13 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
-use crate::chrome::{action, alarms, debugger, global, runtime, storage, tab_groups, tabs, windows};
+use crate::chrome::{
+    action, alarms, context_menus, debugger, declarative_net_request, global, runtime, storage, tab_groups, tabs,
+    windows,
+};
 use crate::core::{
-    Badge, ChromeCall, Core, Environment, GroupId, Host, NO_GROUP, OpId, PersistedTab, Settings, StartFacts, Timer,
-    group_from_chrome, groups_from_chrome, tab_info_from_chrome, tabs_from_chrome,
+    Badge, ChromeCall, Core, Environment, GroupId, Host, MENU_PREFIX, NO_GROUP, OpId, PersistedGrants, PersistedTab,
+    Settings, StartFacts, Timer, group_from_chrome, groups_from_chrome, tab_info_from_chrome, tabs_from_chrome,
 };
 use crate::text::rust_string;
 
@@ -185,13 +188,16 @@ async fn run(call: ChromeCall) -> Result<String, String> {
             return Ok(rust_string(&result_text(&result)).unwrap_or_else(|| "{}".into()));
         }
         ChromeCall::TabsGet { tab } => settle(tabs::get(tab_id(tab))).await?,
-        ChromeCall::TabsCreate { url, active, opener } => {
+        ChromeCall::TabsCreate { url, active, opener, window } => {
             let mut pairs = vec![("active", JsValue::from_bool(active))];
             if let Some(url) = url {
                 pairs.push(("url", url.into()));
             }
             if let Some(opener) = opener {
                 pairs.push(("openerTabId", JsValue::from_f64(tab_id(opener))));
+            }
+            if let Some(window) = window {
+                pairs.push(("windowId", JsValue::from_f64(window as f64)));
             }
             settle(tabs::create(&object(&pairs))).await?
         }
@@ -218,6 +224,35 @@ async fn run(call: ChromeCall) -> Result<String, String> {
             }
             settle(windows::update(window as f64, &object(&pairs))).await?
         }
+        ChromeCall::WindowsCreate { url, focused } => {
+            let mut pairs = vec![("focused", JsValue::from_bool(focused))];
+            if let Some(url) = url {
+                pairs.push(("url", url.into()));
+            }
+            settle(windows::create(&object(&pairs))).await?
+        }
+        ChromeCall::UpdateSessionRules { remove, add } => {
+            let removed: Array = remove.iter().map(|id| JsValue::from_f64(*id as f64)).collect();
+            let added =
+                JSON::parse(&serde_json::to_string(&add).map_err(|e| e.to_string())?).map_err(|e| error_message(&e))?;
+            let options = object(&[("removeRuleIds", removed.into()), ("addRules", added)]);
+            let outcome = settle(declarative_net_request::update_session_rules(&options)).await;
+            if let Err(e) = &outcome {
+                web_sys::console::warn_1(&format!("Browser Relay: the grants' cookie rules were refused: {e}").into());
+            }
+            outcome?
+        }
+        ChromeCall::MenusCreate { id, title } => {
+            let contexts: Array = [JsValue::from_str("action")].into_iter().collect();
+            let properties = object(&[("id", id.into()), ("title", title.into()), ("contexts", contexts.into())]);
+            let outcome = settle(Ok(context_menus::create(&properties))).await;
+            if let Err(e) = &outcome {
+                web_sys::console::warn_1(&format!("Browser Relay: cannot add a grant's menu item: {e}").into());
+            }
+            outcome?
+        }
+        ChromeCall::MenusRemove { id } => settle(Ok(context_menus::remove(&id))).await?,
+        ChromeCall::MenusRemoveAll => settle(Ok(context_menus::remove_all())).await?,
         ChromeCall::TabsGroup { tabs: ids, group } => {
             let mut pairs = vec![("tabIds", tab_ids(&ids))];
             if let Some(group) = group {
@@ -389,9 +424,13 @@ impl Host for WasmHost {
         });
     }
 
-    fn persist(&mut self, shared: &[PersistedTab]) {
+    fn persist(&mut self, shared: &[PersistedTab], grants: &PersistedGrants) {
         let json = serde_json::to_string(shared).unwrap_or_else(|_| "[]".into());
-        let items = object(&[("sharedTabs", JSON::parse(&json).unwrap_or_else(|_| Array::new().into()))]);
+        let grants = serde_json::to_string(grants).unwrap_or_else(|_| "{}".into());
+        let items = object(&[
+            ("sharedTabs", JSON::parse(&json).unwrap_or_else(|_| Array::new().into())),
+            ("grants", JSON::parse(&grants).unwrap_or_else(|_| Object::new().into())),
+        ]);
         spawn_local(async move {
             if let Err(e) = settle(storage::session_set(&items)).await {
                 web_sys::console::warn_1(&format!("Browser Relay: cannot save state: {e}").into());
@@ -564,13 +603,19 @@ async fn environment() -> Environment {
     Environment { extension_version, user_agent, browser_version }
 }
 
-/// What the core decides from at start-up: the saved shared tabs, the
-/// tabs Chrome's debugger has attached, every tab with its group, and the
-/// tab groups (or why there are none).
+/// What the core decides from at start-up: the saved shared tabs and
+/// grants, the tabs Chrome's debugger has attached, every tab with its
+/// group, the tab groups (or why there are none), and the session rules
+/// an earlier run left.
 async fn start_facts() -> StartFacts {
-    let stored = settle(storage::session_get(&JsValue::from_str("sharedTabs"))).await.unwrap_or(JsValue::UNDEFINED);
+    let keys: Array = ["sharedTabs", "grants"].iter().map(|k| JsValue::from_str(k)).collect();
+    let stored = settle(storage::session_get(&keys.into())).await.unwrap_or(JsValue::UNDEFINED);
     let persisted: Vec<PersistedTab> =
         serde_json::from_str(&stringify(&get(&stored, "sharedTabs"))).unwrap_or_default();
+    // Absent (stored before grants): none.
+    let grants: PersistedGrants = serde_json::from_str(&stringify(&get(&stored, "grants"))).unwrap_or_default();
+    let rules = settle(declarative_net_request::get_session_rules()).await.unwrap_or(JsValue::UNDEFINED);
+    let session_rules = array(&rules).iter().filter_map(|rule| get(&rule, "id").as_f64()).map(|id| id as i64).collect();
     let targets = settle(debugger::get_targets()).await.unwrap_or(JsValue::UNDEFINED);
     let debugger_attached = array(&targets)
         .iter()
@@ -597,7 +642,7 @@ async fn start_facts() -> StartFacts {
             Err(e) => Err(format!("chrome.tabGroups.query failed: {e}")),
         }
     };
-    StartFacts { persisted, debugger_attached, tabs, groups }
+    StartFacts { persisted, debugger_attached, tabs, groups, grants, session_rules }
 }
 
 /// Called once by `background.js` after the WASM module loaded.
@@ -710,6 +755,18 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 Some("stopSharingAll") => with_core(|core| core.on_stop_sharing(None)),
                 // `status` is answered by `status()`.
                 _ => {}
+            }
+        }
+        "contextMenus.onClicked" => {
+            let item = get(&get(&payload, "info"), "menuItemId").as_string().unwrap_or_default();
+            let Some(grant) = item.strip_prefix(MENU_PREFIX).map(str::to_string) else { return };
+            if let Some(tab) = tab_of(&get(&payload, "tab")) {
+                with_core(move |core| core.on_menu_clicked(&grant, tab));
+            }
+        }
+        "windows.onRemoved" => {
+            if let Some(window) = get(&payload, "windowId").as_f64() {
+                with_core(move |core| core.on_window_removed(window as i64));
             }
         }
         "alarms.onAlarm" => with_core(|core| core.on_alarm()),

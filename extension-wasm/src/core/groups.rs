@@ -1,10 +1,15 @@
-//! The "Browser Relay" tab group: one per window, orange, holding exactly
-//! the shared tabs. It is the access list the user sees and edits:
+//! The tab groups that hold the shared tabs: one per owner and window. The
+//! owner is the person (the orange "Browser Relay" group) or a grant
+//! (titled with its name, in its colour: `grants.rs`). They are the access
+//! list the user sees and edits:
 //!
 //! - sharing a tab (the toolbar, a popup or `createTarget` tab of a shared
 //!   tab) puts it into its window's group, created on first use;
 //! - a tab the user drags into the group is shared (if it may be: R19, R26;
-//!   otherwise it is put back out and its badge says why);
+//!   otherwise it is put back out and its badge says why), with the
+//!   group's owner;
+//! - a shared tab moved from one of our groups into another of ours with
+//!   another owner stays shared and changes hands (`tab.grant`);
 //! - a tab that leaves the group (dragged out, into another group or
 //!   window, "Ungroup", the group closed) stops being shared at once, by
 //!   its own event (the group's removal alone unshares nothing: dragging
@@ -27,6 +32,16 @@ use serde::Deserialize;
 use shared_protocol::{TabId, TabInfo, WindowId};
 
 use super::{Badge, ChromeCall, Core, Host, NOT_PAIRED, Purpose, StartFacts, TabGroupsStatus, Timer, policy};
+
+/// Whose a group is: the person's (`None`) or a grant's (its name).
+pub type Owner = Option<String>;
+
+/// One of our groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct OurGroup {
+    pub(super) window: Option<WindowId>,
+    pub(super) owner: Owner,
+}
 
 /// A Chrome tab group id.
 pub type GroupId = i64;
@@ -97,13 +112,14 @@ pub fn groups_from_chrome(json: &str) -> Vec<GroupInfo> {
 pub(super) struct TabGroups {
     /// `Some(why)`: no tab groups; sharing works with the badge alone.
     pub(super) unavailable: Option<String>,
-    /// Our groups and their windows.
-    pub(super) ours: BTreeMap<GroupId, Option<WindowId>>,
+    /// Our groups, their windows and owners.
+    pub(super) ours: BTreeMap<GroupId, OurGroup>,
     /// Shared tabs that are in one of our groups.
     pub(super) members: BTreeMap<TabId, GroupId>,
-    /// Windows whose group is being created, and the tabs waiting for it
-    /// (so that two quick shares in one window make one group).
-    pub(super) creating: BTreeMap<WindowId, Vec<TabId>>,
+    /// Windows whose group of an owner is being created, and the tabs
+    /// waiting for it (so that two quick shares in one window make one
+    /// group).
+    pub(super) creating: BTreeMap<(WindowId, Owner), Vec<TabId>>,
     /// Tabs the user put into our group, being attached (by us, or by an
     /// attach already running for them).
     pub(super) joining: BTreeMap<TabId, (GroupId, TabInfo)>,
@@ -114,8 +130,9 @@ pub(super) struct TabGroups {
     pub(super) retrying: BTreeMap<TabId, (u32, Regroup)>,
     /// Our groups Chrome removed whose tabs may still be in them: a group
     /// dragged to another window is removed from the old one and created
-    /// in the new one (`tabGroups.onCreated`), which is ours again.
-    pub(super) vanished: Vec<GroupId>,
+    /// in the new one (`tabGroups.onCreated`), which is ours again (with
+    /// the same owner).
+    pub(super) vanished: Vec<(GroupId, Owner)>,
     /// Shared tabs taken out of a vanished group of ours: Chrome moves a
     /// group to another window by removing it, taking each tab out
     /// (`groupId` none), and putting it back into the group of the same id
@@ -157,7 +174,9 @@ pub(super) struct StartPlan {
 impl TabGroups {
     /// Decides, at start-up, what is shared (see [`Core::start`]).
     pub(super) fn reconcile(&mut self, facts: StartFacts) -> StartPlan {
-        let StartFacts { persisted, debugger_attached, tabs, groups } = facts;
+        let StartFacts { persisted, debugger_attached, tabs, groups, grants, .. } = facts;
+        // Whose each saved tab was: its group's owner.
+        let owners: BTreeMap<TabId, String> = grants.tabs.iter().map(|t| (t.tab_id, t.grant.clone())).collect();
         let still: BTreeMap<TabId, TabInfo> = debugger_attached.into_iter().map(|t| (t.tab_id, t)).collect();
         let now: BTreeMap<TabId, TabInfo> = tabs.iter().map(|t| (t.info.tab_id, t.info.clone())).collect();
         // What Chrome says of the tab now, else what the debugger said.
@@ -173,9 +192,11 @@ impl TabGroups {
             }
         };
         self.unavailable = None;
-        for group in persisted.iter().filter_map(|p| p.group_id) {
+        for saved in &persisted {
+            let Some(group) = saved.group_id else { continue };
             if let Some(found) = groups.iter().find(|g| g.id == group) {
-                self.ours.insert(group, found.window_id);
+                let owner = owners.get(&saved.tab_id).cloned();
+                self.ours.insert(group, OurGroup { window: found.window_id, owner });
             }
         }
         for tab in &tabs {
@@ -226,17 +247,37 @@ impl TabGroups {
         }
     }
 
-    /// Our group in `window`, if there is one.
-    fn in_window(&self, window: Option<WindowId>) -> Option<GroupId> {
+    /// `owner`'s group in `window`, if there is one.
+    fn in_window(&self, window: Option<WindowId>, owner: &Owner) -> Option<GroupId> {
         let window = window?;
-        self.ours.iter().find(|(_, w)| **w == Some(window)).map(|(group, _)| *group)
+        self.ours.iter().find(|(_, g)| g.window == Some(window) && g.owner == *owner).map(|(group, _)| *group)
+    }
+
+    /// Whose `group` is, if it is ours (or one of ours being moved to
+    /// another window).
+    pub(super) fn owner_of(&self, group: GroupId) -> Option<Owner> {
+        if let Some(ours) = self.ours.get(&group) {
+            return Some(ours.owner.clone());
+        }
+        self.vanished.iter().find(|(g, _)| *g == group).map(|(_, owner)| owner.clone())
+    }
+
+    /// A grant is gone: its groups are not ours any more (their tabs were
+    /// unshared and taken out).
+    pub(super) fn forget_owner(&mut self, grant: &str) {
+        let theirs = |owner: &Owner| owner.as_deref() == Some(grant);
+        self.ours.retain(|_, g| !theirs(&g.owner));
+        self.creating.retain(|(_, owner), _| !theirs(owner));
+        self.vanished.retain(|(_, owner)| !theirs(owner));
     }
 
     pub(super) fn status(&self) -> TabGroupsStatus {
         match &self.unavailable {
             None => TabGroupsStatus {
                 available: true,
-                detail: format!("shared tabs are in the orange \"{GROUP_TITLE}\" tab group of their window"),
+                detail: format!(
+                    "shared tabs are in the orange \"{GROUP_TITLE}\" tab group of their window (a grant's in a group of its own)"
+                ),
             },
             Some(why) => TabGroupsStatus {
                 available: false,
@@ -247,31 +288,61 @@ impl TabGroups {
 }
 
 impl<H: Host> Core<H> {
-    /// Puts a shared tab into our group of its window (creating it).
+    /// Puts a shared tab (or a grant's new tab) into its owner's group of
+    /// its window (creating it).
     pub(super) fn group_tab(&mut self, tab: TabId) {
         let groups = &self.groups;
         if groups.unavailable.is_some() || groups.members.contains_key(&tab) || groups.outside.contains_key(&tab) {
             return;
         }
-        let Some(window) = self.attached.get(&tab).map(|t| t.window_id) else { return };
-        if let Some(group) = groups.in_window(window) {
+        let place = match self.attached.get(&tab) {
+            Some(shared) => Some((shared.window_id, self.owner(tab).cloned())),
+            None => self.grants.new_tab_place(tab).map(|(window, grant)| (window, Some(grant))),
+        };
+        let Some((window, owner)) = place else { return };
+        if let Some(group) = self.groups.in_window(window, &owner) {
             let call = ChromeCall::TabsGroup { tabs: vec![tab], group: Some(group) };
-            return self.start_call(Purpose::GroupJoin(tab, group), call);
+            self.start_call(Purpose::GroupJoin(tab, group), call);
+            return;
         }
-        if let Some(waiting) = window.and_then(|w| self.groups.creating.get_mut(&w)) {
+        if let Some(waiting) = window.and_then(|w| self.groups.creating.get_mut(&(w, owner.clone()))) {
             waiting.push(tab);
             return;
         }
         if let Some(window) = window {
-            self.groups.creating.insert(window, Vec::new());
+            self.groups.creating.insert((window, owner.clone()), Vec::new());
         }
-        self.start_call(Purpose::GroupCreate(tab, window), ChromeCall::TabsGroup { tabs: vec![tab], group: None });
+        let call = ChromeCall::TabsGroup { tabs: vec![tab], group: None };
+        self.start_call(Purpose::GroupCreate(tab, window, owner), call);
     }
 
-    /// Takes a tab out of our group (the caller saves the state).
+    /// Whether `tab` belongs in one of our groups: shared, or a grant's new
+    /// tab.
+    fn wants_group(&self, tab: TabId) -> bool {
+        self.attached.contains_key(&tab) || self.grants.awaits_relay(tab)
+    }
+
+    /// Names and colours one of our groups as its owner's.
+    pub(super) fn style_group(&mut self, group: GroupId) {
+        let Some(ours) = self.groups.ours.get(&group) else { return };
+        let (title, color) = self.style_of(&ours.owner);
+        self.start_call(Purpose::GroupStyle(group), ChromeCall::TabGroupsUpdate { group, title, color });
+    }
+
+    /// The title and colour of `owner`'s groups.
+    fn style_of(&self, owner: &Owner) -> (String, String) {
+        match owner.as_deref().and_then(|name| self.grants.get(name)) {
+            Some(grant) => (grant.name.clone(), grant.color.clone()),
+            None => (GROUP_TITLE.into(), GROUP_COLOR.into()),
+        }
+    }
+
+    /// Takes a tab out of our group (the caller saves the state): it is
+    /// nobody's grant's any more.
     pub(super) fn leave_group(&mut self, tab: TabId) {
         let member = self.groups.members.contains_key(&tab);
         self.groups.forget(tab);
+        self.disown(tab);
         if member {
             self.ungroup(tab);
         }
@@ -316,7 +387,7 @@ impl<H: Host> Core<H> {
     /// now (the tab may have been unshared, shared again or closed).
     pub(super) fn on_regroup_timer(&mut self, tab: TabId) {
         let Some(&(_, what)) = self.groups.retrying.get(&tab) else { return };
-        if self.attached.contains_key(&tab) {
+        if self.wants_group(tab) && !self.groups.joining.contains_key(&tab) {
             if what == Regroup::Ungroup {
                 self.groups.retrying.remove(&tab);
             }
@@ -333,7 +404,9 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// The user put `tab` into our group `group`: share it, if it may be.
+    /// The user put `tab` into our group `group`: share it with the group's
+    /// owner, if it may be. A grant's new tab put there by us waits for the
+    /// relay's own attach instead.
     pub(super) fn join_from_group(&mut self, tab: TabInfo, group: GroupId) {
         let id = tab.tab_id;
         let refusal = if self.settings.token.is_none() {
@@ -352,17 +425,15 @@ impl<H: Host> Core<H> {
         if self.attached.contains_key(&id) || self.groups.joining.contains_key(&id) {
             return;
         }
+        // Its cookie rules before anything else: it may be loading.
+        let owner = self.groups.owner_of(group).flatten();
+        self.set_owner(id, owner);
         self.groups.joining.insert(id, (group, tab.clone()));
         if self.reattaching.remove(&id).is_some() {
             self.host.cancel_timer(Timer::Reattach(id));
         }
         self.badge(id, &Badge::Connecting);
-        let running = self.pending.values().any(|(p, _)| match p {
-            Purpose::UserAttach(t) | Purpose::RelayAttach(_, t) | Purpose::GroupAttach(t) => t.tab_id == id,
-            Purpose::RelayAttachCheck(_, t) => *t == id,
-            _ => false,
-        });
-        if !running {
+        if !self.attach_running(id) && !self.grants.awaits_relay(id) {
             // (Otherwise the attach already running settles it: see
             // `settle_joining`; two attaches of one tab would collide.)
             self.start_call(Purpose::GroupAttach(tab), ChromeCall::DebuggerAttach { tab: id });
@@ -379,6 +450,7 @@ impl<H: Host> Core<H> {
                 self.groups.members.insert(tab, group);
             }
             Err(why) => {
+                self.disown(tab);
                 self.ungroup(tab);
                 self.badge(tab, &Badge::Error(why));
             }
@@ -400,6 +472,7 @@ impl<H: Host> Core<H> {
         }
         let member = self.groups.members.contains_key(&tab);
         self.groups.forget(tab);
+        self.disown(tab);
         if member || joining {
             self.ungroup(tab);
         }
@@ -441,6 +514,7 @@ impl<H: Host> Core<H> {
             }
             (Err(why), group) => {
                 if group.is_some() {
+                    self.disown(id);
                     self.ungroup(id);
                 }
                 self.badge(id, &Badge::Error(why));
@@ -449,15 +523,22 @@ impl<H: Host> Core<H> {
         }
     }
 
-    pub(super) fn on_group_created(&mut self, tab: TabId, window: Option<WindowId>, outcome: Result<String, String>) {
-        let waiting = window.and_then(|w| self.groups.creating.remove(&w)).unwrap_or_default();
+    pub(super) fn on_group_created(
+        &mut self,
+        tab: TabId,
+        window: Option<WindowId>,
+        owner: Owner,
+        outcome: Result<String, String>,
+    ) {
+        let waiting = window.and_then(|w| self.groups.creating.remove(&(w, owner.clone()))).unwrap_or_default();
         let created =
             outcome.and_then(|json| json.trim().parse::<GroupId>().map_err(|_| "Chrome made no group".into()));
         match created {
+            // Its grant was revoked meanwhile: not a group of ours.
+            Ok(_) if owner.as_deref().is_some_and(|grant| self.grants.get(grant).is_none()) => self.ungroup(tab),
             Ok(group) => {
-                self.groups.ours.insert(group, window);
-                let style = ChromeCall::TabGroupsUpdate { group, title: GROUP_TITLE, color: GROUP_COLOR };
-                self.start_call(Purpose::GroupStyle(group), style);
+                self.groups.ours.insert(group, OurGroup { window, owner });
+                self.style_group(group);
                 self.settle_member(tab, group);
             }
             Err(why) => self.group_refused(tab, why),
@@ -484,12 +565,13 @@ impl<H: Host> Core<H> {
     /// Chrome would not group shared `tab`: later, if only for now; else it
     /// stays shared outside the group, and the options page says why.
     fn group_refused(&mut self, tab: TabId, why: String) {
-        if !self.attached.contains_key(&tab) {
+        if !self.wants_group(tab) {
             self.groups.retrying.remove(&tab);
             return;
         }
         if !self.retry_later(tab, Regroup::Group, &why) {
             self.groups.outside.insert(tab, why);
+            self.opening_grouped(tab);
         }
     }
 
@@ -501,6 +583,10 @@ impl<H: Host> Core<H> {
             self.groups.outside.remove(&tab);
             self.groups.members.insert(tab, group);
             self.persist();
+        } else if let Some(info) = self.grants.awaits_relay(tab).then(|| self.grants.new_tab_info(tab)).flatten() {
+            // A grant's new tab: in its group, the relay's attach to come.
+            self.groups.joining.entry(tab).or_insert((group, info));
+            self.opening_grouped(tab);
         } else {
             self.ungroup(tab);
         }
@@ -508,9 +594,9 @@ impl<H: Host> Core<H> {
 
     pub(super) fn on_group_styled(&mut self, group: GroupId, outcome: Result<String, String>) {
         if let Some(info) = outcome.ok().as_deref().and_then(group_from_chrome)
-            && let Some(window) = self.groups.ours.get_mut(&group)
+            && let Some(ours) = self.groups.ours.get_mut(&group)
         {
-            *window = info.window_id;
+            ours.window = info.window_id;
         }
     }
 
@@ -519,7 +605,8 @@ impl<H: Host> Core<H> {
         let id = tab.tab_id;
         // A group of ours being moved to another window is still ours: the
         // tab names it before Chrome says it was created there.
-        let ours = self.groups.ours.contains_key(&group) || self.groups.vanished.contains(&group);
+        let owner = self.groups.owner_of(group);
+        let ours = owner.is_some();
         if ours {
             self.groups.moving.remove(&id);
         }
@@ -532,13 +619,16 @@ impl<H: Host> Core<H> {
             self.host.cancel_timer(Timer::Regroup(id));
         }
         if self.attached.contains_key(&id) {
-            if ours {
+            if let Some(owner) = owner {
+                // Into another owner's group: it changes hands, and the
+                // relay hears it first.
+                self.change_owner(id, owner);
                 if self.groups.members.insert(id, group) != Some(group) {
                     self.groups.outside.remove(&id);
                     self.persist();
                 }
             } else if group == NO_GROUP
-                && self.groups.members.get(&id).is_some_and(|g| self.groups.vanished.contains(g))
+                && self.groups.members.get(&id).is_some_and(|g| self.groups.vanished.iter().any(|(v, _)| v == g))
             {
                 // Its group was removed first: a move to another window,
                 // which puts it back into the same group in a moment.
@@ -551,10 +641,20 @@ impl<H: Host> Core<H> {
             // Else not grouped yet (our call is running) or not groupable.
             return;
         }
-        if self.groups.joining.contains_key(&id) {
-            if !ours {
+        if let Some((joins, _)) = self.groups.joining.get_mut(&id) {
+            match owner {
+                // Into another of ours: it joins that one, with its owner.
+                Some(owner) => {
+                    *joins = group;
+                    self.set_owner(id, owner);
+                }
                 // Out again before Chrome attached it (see on_group_attach_done).
-                self.groups.joining.remove(&id);
+                None => {
+                    self.groups.joining.remove(&id);
+                    if !self.grants.awaits_relay(id) {
+                        self.disown(id);
+                    }
+                }
             }
             return;
         }
@@ -563,6 +663,7 @@ impl<H: Host> Core<H> {
             self.reattaching.remove(&id);
             self.host.cancel_timer(Timer::Reattach(id));
             self.groups.forget(id);
+            self.disown(id);
             self.persist();
             self.badge(id, &Badge::Off);
             return self.maybe_idle();
@@ -578,8 +679,8 @@ impl<H: Host> Core<H> {
     /// here and creates it there ([`Core::on_group_appeared`]), its tabs
     /// still shared.
     pub fn on_group_removed(&mut self, group: GroupId) {
-        if self.groups.ours.remove(&group).is_some() {
-            self.groups.vanished.push(group);
+        if let Some(ours) = self.groups.ours.remove(&group) {
+            self.groups.vanished.push((group, ours.owner));
         }
     }
 
@@ -594,17 +695,17 @@ impl<H: Host> Core<H> {
     }
 
     /// `chrome.tabGroups.onCreated`: our group dragged to another window
-    /// (the same id, or a new one with our name) is ours again; its tabs'
-    /// `onUpdated` then name it as their group.
+    /// (the same id, or a new one with its owner's name) is ours again; its
+    /// tabs' `onUpdated` then name it as their group.
     pub fn on_group_appeared(&mut self, group: GroupInfo) {
-        let moved = match self.groups.vanished.iter().position(|g| *g == group.id) {
-            Some(at) => Some(at),
-            None if group.title.as_deref() == Some(GROUP_TITLE) && !self.groups.vanished.is_empty() => Some(0),
-            None => None,
-        };
+        let vanished = &self.groups.vanished;
+        let moved = vanished.iter().position(|(g, _)| *g == group.id).or_else(|| {
+            let title = group.title.as_deref()?;
+            vanished.iter().position(|(_, owner)| self.style_of(owner).0 == title)
+        });
         if let Some(at) = moved {
-            self.groups.vanished.remove(at);
-            self.groups.ours.insert(group.id, group.window_id);
+            let (_, owner) = self.groups.vanished.remove(at);
+            self.groups.ours.insert(group.id, OurGroup { window: group.window_id, owner });
             self.on_group_updated(group);
         }
     }
@@ -613,13 +714,14 @@ impl<H: Host> Core<H> {
     /// colour (they are how the user recognises the access list), and we
     /// follow it to another window.
     pub fn on_group_updated(&mut self, group: GroupInfo) {
-        let Some(window) = self.groups.ours.get_mut(&group.id) else { return };
+        let Some(ours) = self.groups.ours.get_mut(&group.id) else { return };
         if group.window_id.is_some() {
-            *window = group.window_id;
+            ours.window = group.window_id;
         }
-        if group.title.as_deref() != Some(GROUP_TITLE) || group.color.as_deref() != Some(GROUP_COLOR) {
-            let style = ChromeCall::TabGroupsUpdate { group: group.id, title: GROUP_TITLE, color: GROUP_COLOR };
-            self.start_call(Purpose::GroupStyle(group.id), style);
+        let owner = ours.owner.clone();
+        let (title, color) = self.style_of(&owner);
+        if group.title.as_deref() != Some(title.as_str()) || group.color.as_deref() != Some(color.as_str()) {
+            self.style_group(group.id);
         }
     }
 }

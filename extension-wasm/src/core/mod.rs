@@ -97,10 +97,14 @@
 //!   settings changes reconnect (`settings_changes_reconnect_with_the_new_port`),
 //!   unknown relay messages are ignored (`unknown_relay_messages_are_ignored`).
 
+mod grants;
 mod groups;
 mod policy;
+mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_grants;
 #[cfg(test)]
 mod tests_groups;
 
@@ -109,14 +113,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use shared_protocol::auth::{self, Prover};
 use shared_protocol::{
-    CallError, CallId, ClientInfo, ExtensionMessage, Hello, PROTOCOL_VERSION, RelayMessage, Reply, SUBPROTOCOL, TabId,
-    TabInfo, TabQuery, WindowId, close_code, encode, layout,
+    CallError, CallId, ClientInfo, ExtensionMessage, GRANTS_SINCE, Hello, PROTOCOL_VERSION, RelayMessage, Reply,
+    SUBPROTOCOL, TabId, TabInfo, TabQuery, WindowId, close_code, encode, layout,
 };
 
+pub use grants::{GrantStatus, GrantTab, GrantWindow, MENU_PREFIX, PersistedGrants, menu_id, window_from_chrome};
 pub use groups::{
-    GROUP_COLOR, GROUP_TITLE, GroupId, GroupInfo, NO_GROUP, NO_TAB_GROUPS, group_from_chrome, groups_from_chrome,
+    GROUP_COLOR, GROUP_TITLE, GroupId, GroupInfo, NO_GROUP, NO_TAB_GROUPS, Owner, group_from_chrome, groups_from_chrome,
 };
 pub use policy::Badge;
+pub use rules::{HeaderChange, RESOURCE_TYPES, RULES_PER_GRANT, RuleAction, RuleCondition, SessionRule};
 
 /// The relay's answer to an attach the user withdrew ([`Core::withdrawn`]).
 const SHARING_STOPPED: &str = "the user stopped sharing every tab while this tab was being attached";
@@ -187,10 +193,15 @@ pub enum Timer {
     /// A look at whether the relay said anything since the last one
     /// ([`policy::RELAY_WATCH_MS`]), while a socket is open or opening.
     RelayWatch,
+    /// The end of the wait for the relay's attach of a grant's new tab
+    /// (`grants::AWAIT_RELAY_ATTACH_MS`).
+    GrantTab(TabId),
 }
 
-/// The allow-listed `chrome.*` calls, and nothing else. The last three
-/// keep the "Browser Relay" tab group; no relay message can ask for them.
+/// The allow-listed `chrome.*` calls, and nothing else. From `TabsGroup`
+/// on, they keep the tab groups, the grants' cookie rules and their menu
+/// items; no relay message can ask for them (`WindowsCreate` only makes a
+/// grant's window for a tab the relay asked for).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChromeCall {
     DebuggerAttach {
@@ -212,6 +223,8 @@ pub enum ChromeCall {
         url: Option<String>,
         active: bool,
         opener: Option<TabId>,
+        /// In this window (a grant's own), else the current one.
+        window: Option<WindowId>,
     },
     TabsRemove {
         tab: TabId,
@@ -228,6 +241,12 @@ pub enum ChromeCall {
         window: WindowId,
         focused: Option<bool>,
     },
+    /// `chrome.windows.create`: a grant's window for its first tab (never
+    /// focused). Result: the window, with its `tabs`.
+    WindowsCreate {
+        url: Option<String>,
+        focused: bool,
+    },
     /// `chrome.tabs.group`: into `group`, or (`None`) a new group in the
     /// tabs' window. Result: the group id.
     TabsGroup {
@@ -241,9 +260,27 @@ pub enum ChromeCall {
     /// `chrome.tabGroups.update`: name and colour. Result: the group.
     TabGroupsUpdate {
         group: GroupId,
-        title: &'static str,
-        color: &'static str,
+        title: String,
+        color: String,
     },
+    /// `chrome.declarativeNetRequest.updateSessionRules`: the grants'
+    /// cookie rules (`rules.rs`), replaced as a set.
+    UpdateSessionRules {
+        remove: Vec<i64>,
+        add: Vec<SessionRule>,
+    },
+    /// `chrome.contextMenus.create` on the toolbar button (`contexts:
+    /// ["action"]`): "Share this tab with NAME".
+    MenusCreate {
+        id: String,
+        title: String,
+    },
+    /// `chrome.contextMenus.remove`.
+    MenusRemove {
+        id: String,
+    },
+    /// `chrome.contextMenus.removeAll`: what an earlier run made.
+    MenusRemoveAll,
     /// The pairing as `chrome.storage.local` holds it now. Result: the
     /// [`Settings`] as JSON.
     ReadPairing,
@@ -280,6 +317,12 @@ pub struct StartFacts {
     pub tabs: Vec<TabFacts>,
     /// `chrome.tabGroups.query({})`, or why tab groups cannot be used.
     pub groups: Result<Vec<GroupInfo>, String>,
+    /// The grants an earlier run of the worker saved (whose each group and
+    /// tab is).
+    pub grants: PersistedGrants,
+    /// The ids of the session rules an earlier run left
+    /// (`declarativeNetRequest.getSessionRules`): replaced at once.
+    pub session_rules: Vec<i64>,
 }
 
 impl Default for StartFacts {
@@ -289,6 +332,8 @@ impl Default for StartFacts {
             debugger_attached: Vec::new(),
             tabs: Vec::new(),
             groups: Err(groups::NO_TAB_GROUPS.into()),
+            grants: PersistedGrants::default(),
+            session_rules: Vec::new(),
         }
     }
 }
@@ -306,8 +351,9 @@ pub trait Host {
     /// [`Core::on_op_done`], a forwarded command's by [`Core::on_answer`].
     fn call(&mut self, op: OpId, call: ChromeCall);
     fn set_badge(&mut self, tab: TabId, badge: &Badge, title: &str);
-    /// Saves the shared tabs (`chrome.storage.session`) for a restart.
-    fn persist(&mut self, shared: &[PersistedTab]);
+    /// Saves the shared tabs and the grants (`chrome.storage.session`, in
+    /// one write) for a restart.
+    fn persist(&mut self, shared: &[PersistedTab], grants: &PersistedGrants);
     /// Opens the relay WebSocket (replacing any previous one).
     fn connect(&mut self, url: &str, protocols: &[String]);
     fn send(&mut self, frame: String);
@@ -369,6 +415,8 @@ pub struct Status {
     /// The shared tabs, in tab id order.
     pub tabs: Vec<SharedTab>,
     pub tab_groups: TabGroupsStatus,
+    /// The grants the relay announced, with their cookie rules.
+    pub grants: Vec<GrantStatus>,
 }
 
 /// One shared tab on the options page.
@@ -386,6 +434,9 @@ pub struct SharedTab {
     pub not_in_group: Option<String>,
     /// The CDP clients holding it, as the relay last said.
     pub clients: Vec<ClientInfo>,
+    /// The grant it is shared with (none: the person's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// Whether shared tabs are shown as a tab group.
@@ -420,8 +471,8 @@ enum Purpose {
     UserDetach(TabInfo),
     /// The user put the tab into the "Browser Relay" group: attaching it.
     GroupAttach(TabInfo),
-    /// Putting a shared tab into a new group in its window.
-    GroupCreate(TabId, Option<WindowId>),
+    /// Putting a shared tab into a new group of its owner in its window.
+    GroupCreate(TabId, Option<WindowId>, Owner),
     /// Putting a shared tab into our group of its window.
     GroupJoin(TabId, GroupId),
     /// Naming and colouring our group; the result tells its window.
@@ -433,6 +484,14 @@ enum Purpose {
     Reattach(TabId),
     /// Detaching after the grace period; nothing to do with the outcome.
     Cleanup,
+    /// The grants' cookie rules, for these grants.
+    Rules(Vec<String>),
+    /// A grant's new tab, in a new window of its own.
+    GrantWindow(grants::NewTab),
+    /// A grant's new tab, in its window.
+    GrantTab(grants::NewTab, WindowId),
+    /// A grant's new tab, opened blank, sent to its URL.
+    OpeningNavigate(TabId),
 }
 
 /// `chrome.tabs.Tab`, the fields we read.
@@ -528,6 +587,9 @@ pub struct Core<H: Host> {
     /// popup) when the user stopped sharing every tab: when it ends, it
     /// detaches instead of sharing.
     withdrawn: BTreeSet<TabId>,
+    /// The grants, whose each tab is, their windows and rules (see
+    /// `grants.rs`).
+    grants: grants::Grants,
 }
 
 impl<H: Host> Core<H> {
@@ -554,6 +616,7 @@ impl<H: Host> Core<H> {
             groups: groups::TabGroups::default(),
             clients: BTreeMap::new(),
             withdrawn: BTreeSet::new(),
+            grants: grants::Grants::default(),
         }
     }
 
@@ -590,6 +653,7 @@ impl<H: Host> Core<H> {
                 in_group: self.groups.members.contains_key(&tab.tab_id),
                 not_in_group: self.groups.outside.get(&tab.tab_id).cloned(),
                 clients: self.clients.get(&tab.tab_id).cloned().unwrap_or_default(),
+                grant: self.owner(tab.tab_id).cloned(),
             })
             .collect();
         Status {
@@ -601,6 +665,7 @@ impl<H: Host> Core<H> {
             error: self.last_error.clone(),
             tabs,
             tab_groups: self.groups.status(),
+            grants: self.grants_status(),
         }
     }
 
@@ -622,9 +687,21 @@ impl<H: Host> Core<H> {
     /// Relay" that is not ours (Chrome restored it after a browser restart,
     /// or the extension was reloaded) is dissolved: sharing never survives
     /// a browser restart, and the group must not claim otherwise.
-    pub fn start(&mut self, settings: Settings, env: Environment, facts: StartFacts) {
+    ///
+    /// Grants: the groups an earlier run saved are whose they were, and the
+    /// grants it saved are kept until the relay lists them again; their
+    /// cookie rules replace whatever session rules that run left, and their
+    /// menu items are made again.
+    pub fn start(&mut self, settings: Settings, env: Environment, mut facts: StartFacts) {
         self.settings = settings;
         self.env = env;
+        let existing: BTreeSet<TabId> = facts.tabs.iter().map(|t| t.info.tab_id).collect();
+        self.grants.restore(facts.grants.clone(), &existing);
+        self.grants.rules.left_by_earlier_run(std::mem::take(&mut facts.session_rules));
+        self.sync_rules();
+        if !self.grants.list.is_empty() {
+            self.rebuild_menus();
+        }
         let plan = self.groups.reconcile(facts);
         for tab in plan.shared {
             self.attached.insert(tab.tab_id, tab);
@@ -737,6 +814,7 @@ impl<H: Host> Core<H> {
             // not become shared when their attach finishes.
             self.drop_pending_shares();
             self.withdraw_running_attaches();
+            self.withdraw_new_grant_tabs();
             self.maybe_idle();
         }
     }
@@ -785,6 +863,7 @@ impl<H: Host> Core<H> {
     /// click meanwhile is ignored).
     fn is_busy(&self, tab: TabId) -> bool {
         self.groups.joining.contains_key(&tab)
+            || self.grants.opening.contains_key(&tab)
             || self.pending.values().any(|(p, _)| {
                 matches!(p, Purpose::UserAttach(t) | Purpose::PairingCheck(t) | Purpose::UserDetach(t) | Purpose::GroupAttach(t) if t.tab_id == tab)
             })
@@ -796,10 +875,12 @@ impl<H: Host> Core<H> {
     /// take it out of our group (not when the user already did).
     fn unshare(&mut self, tab: TabId, ungroup: bool) {
         let Some(info) = self.attached.remove(&tab) else { return };
+        let info = self.with_owner(info);
         if ungroup {
             self.leave_group(tab);
         } else {
             self.groups.forget(tab);
+            self.disown(tab);
         }
         self.persist();
         self.badge(tab, &Badge::Off);
@@ -814,6 +895,7 @@ impl<H: Host> Core<H> {
     /// connect (the hello carries it).
     fn announce_share(&mut self, tab: TabInfo) {
         if self.link == Link::Ready {
+            let tab = self.with_owner(tab);
             self.send(&ExtensionMessage::UserToggledAttach { tab, attached: true });
         } else {
             self.ensure_connected();
@@ -857,6 +939,7 @@ impl<H: Host> Core<H> {
             Purpose::RelayTab(call) => {
                 let outcome = outcome.and_then(|json| {
                     let tab = tab_info_from_chrome(&json).ok_or("Chrome returned no tab")?;
+                    let tab = self.with_grant_if_shared(tab);
                     Ok(serde_json::to_string(&tab).expect("TabInfo serialises"))
                 });
                 self.reply(current, call, outcome);
@@ -933,7 +1016,9 @@ impl<H: Host> Core<H> {
                     Some(n) if n <= 1 => {
                         self.reply(current, call, Err("Browser Relay will not close the user's last tab".into()))
                     }
-                    Some(_) => self.start_call(Purpose::Relay(call), ChromeCall::TabsRemove { tab }),
+                    Some(_) => {
+                        self.start_call(Purpose::Relay(call), ChromeCall::TabsRemove { tab });
+                    }
                     None => self.reply(current, call, Err(outcome.err().unwrap_or_else(|| "cannot count tabs".into()))),
                 }
             }
@@ -942,6 +1027,7 @@ impl<H: Host> Core<H> {
                 self.attach_withdrawn(tab.tab_id, outcome.is_ok());
             }
             Purpose::UserAttach(tab) => match outcome {
+                Ok(_) if !self.take_owner_of_share(&tab) => self.maybe_idle(),
                 Ok(_) => {
                     self.settle_joining(tab.tab_id, Ok(()));
                     self.add_attached(tab.clone());
@@ -956,7 +1042,7 @@ impl<H: Host> Core<H> {
             // already detached it.
             Purpose::UserDetach(_) => self.maybe_idle(),
             Purpose::GroupAttach(tab) => self.on_group_attach_done(tab, outcome),
-            Purpose::GroupCreate(tab, window) => self.on_group_created(tab, window, outcome),
+            Purpose::GroupCreate(tab, window, owner) => self.on_group_created(tab, window, owner, outcome),
             Purpose::GroupJoin(tab, group) => self.on_group_joined(tab, group, outcome),
             Purpose::GroupStyle(group) => self.on_group_styled(group, outcome),
             Purpose::ReattachCheck(tab_id) => match outcome.as_deref().map(tab_info_from_chrome) {
@@ -973,6 +1059,7 @@ impl<H: Host> Core<H> {
                 // The tab is gone: tabs.onRemoved tells the relay.
                 _ => {
                     self.groups.forget(tab_id);
+                    self.disown(tab_id);
                     self.maybe_idle();
                 }
             },
@@ -988,6 +1075,7 @@ impl<H: Host> Core<H> {
                     Ok(_) => {
                         self.add_attached(tab.clone());
                         if self.link == Link::Ready {
+                            let tab = self.with_owner(tab);
                             self.send(&ExtensionMessage::DebuggerReattached { tab });
                         }
                     }
@@ -1006,6 +1094,10 @@ impl<H: Host> Core<H> {
             }
             Purpose::Ungroup(tab) => self.on_ungrouped(tab, outcome),
             Purpose::Cleanup => {}
+            Purpose::Rules(grants) => self.on_rules_done(op, &grants, outcome),
+            Purpose::GrantWindow(new) => self.on_grant_window(new, generation, outcome),
+            Purpose::GrantTab(new, window) => self.on_grant_tab(new, window, generation, outcome),
+            Purpose::OpeningNavigate(tab) => self.on_opening_navigated(tab, outcome),
         }
     }
 
@@ -1055,6 +1147,13 @@ impl<H: Host> Core<H> {
 
     /// `chrome.tabs.onCreated`, with the group the tab was born in.
     pub fn on_tab_created(&mut self, tab: TabInfo, group: GroupId) {
+        // A grant's tab opened it (a popup): it is the grant's, and its
+        // cookie rules cover it before anything else, as its first request
+        // may be on its way.
+        if let Some(grant) = tab.opener_tab_id.and_then(|opener| self.owner(opener)).cloned() {
+            self.set_owner(tab.tab_id, Some(grant));
+            self.persist();
+        }
         // Chrome opens a tab into the group of the tab it came from (a link
         // opened in a new tab, a popup): in our group, it is shared by us,
         // and the relay hears of it as of any share (its opener says whose).
@@ -1066,12 +1165,15 @@ impl<H: Host> Core<H> {
         // private.
         let from_shared = tab.opener_tab_id.is_some_and(|o| self.attached.contains_key(&o));
         if from_shared && self.link == Link::Ready {
+            let tab = self.with_owner(tab);
             self.send(&ExtensionMessage::TabCreated { tab });
         }
     }
 
     pub fn on_tab_removed(&mut self, tab: TabId) {
         self.groups.forget(tab);
+        let was_grants = self.owner(tab).is_some();
+        self.forget_grant_tab(tab);
         self.host.cancel_timer(Timer::Regroup(tab));
         self.groups.joining.remove(&tab);
         let was_shared = self.attached.remove(&tab).is_some();
@@ -1079,7 +1181,7 @@ impl<H: Host> Core<H> {
         if was_reattaching {
             self.host.cancel_timer(Timer::Reattach(tab));
         }
-        if was_shared || was_reattaching {
+        if was_shared || was_reattaching || was_grants {
             self.persist();
             if self.link == Link::Ready {
                 self.send(&ExtensionMessage::TabRemoved { tab_id: tab });
@@ -1090,6 +1192,9 @@ impl<H: Host> Core<H> {
 
     pub fn on_tab_replaced(&mut self, added: TabId, removed: TabId) {
         self.groups.replace(added, removed);
+        if let Some(grant) = self.grants.tabs.remove(&removed) {
+            self.set_owner(added, Some(grant));
+        }
         if let Some(mut tab) = self.attached.remove(&removed) {
             tab.tab_id = added;
             self.attached.insert(added, tab);
@@ -1119,6 +1224,7 @@ impl<H: Host> Core<H> {
         known.window_id = tab.window_id.or(known.window_id);
         if changed && self.link == Link::Ready {
             let tab = known.clone();
+            let tab = self.with_owner(tab);
             self.send(&ExtensionMessage::TabUpdated { tab });
         }
     }
@@ -1172,6 +1278,10 @@ impl<H: Host> Core<H> {
                 }
                 self.host.set_batching(protocol_version >= shared_protocol::BATCHES_SINCE);
                 self.link = Link::Ready;
+                if protocol_version < GRANTS_SINCE {
+                    // A relay from before grants has none.
+                    self.on_grants(Vec::new());
+                }
                 self.attempt = 0;
                 self.last_error = None;
                 self.grace_running = false;
@@ -1188,6 +1298,7 @@ impl<H: Host> Core<H> {
             (Link::Ready, RelayMessage::Clients { tabs }) => {
                 self.clients = tabs.into_iter().map(|t| (t.tab_id, t.clients)).collect();
             }
+            (Link::Ready, RelayMessage::Grants { grants }) => self.on_grants(grants),
             (Link::Ready, call) => self.on_relay_call(call),
             // Before the relay has proved the pairing (or before its
             // welcome), nothing is obeyed or answered: the other end may be
@@ -1244,7 +1355,7 @@ impl<H: Host> Core<H> {
             extension_version: self.env.extension_version.clone(),
             user_agent: self.env.user_agent.clone(),
             browser_version: self.env.browser_version.clone(),
-            attached_tabs: self.attached.values().cloned().collect(),
+            attached_tabs: self.attached.values().map(|tab| self.with_owner(tab.clone())).collect(),
         });
         self.send(&hello);
     }
@@ -1425,6 +1536,7 @@ impl<H: Host> Core<H> {
                 ));
             }
             Timer::Regroup(tab) => self.on_regroup_timer(tab),
+            Timer::GrantTab(tab) => self.on_grant_tab_timer(tab),
             Timer::Reattach(tab) => {
                 if self.reattaching.contains_key(&tab) {
                     self.start_call(Purpose::Reattach(tab), ChromeCall::DebuggerAttach { tab });
@@ -1465,8 +1577,10 @@ impl<H: Host> Core<H> {
                     },
                 );
             }
-            RelayMessage::TabsCreate { id, url, active, opener_tab_id, .. } => {
-                self.start_call(Purpose::RelayTab(id), ChromeCall::TabsCreate { url, active, opener: opener_tab_id });
+            RelayMessage::TabsCreate { id, url, grant: Some(grant), .. } => self.create_grant_tab(id, url, grant),
+            RelayMessage::TabsCreate { id, url, active, opener_tab_id, grant: None } => {
+                let call = ChromeCall::TabsCreate { url, active, opener: opener_tab_id, window: None };
+                self.start_call(Purpose::RelayTab(id), call);
             }
             RelayMessage::TabsRemove { id, tab_id } => {
                 let all = TabQuery::default();
@@ -1524,14 +1638,22 @@ impl<H: Host> Core<H> {
             tab.url.clear();
             tab.title.clear();
         }
+        self.with_grant_if_shared(tab)
+    }
+
+    /// `tab` with its grant if it is shared (an answer names the grant of
+    /// shared tabs only).
+    fn with_grant_if_shared(&self, mut tab: TabInfo) -> TabInfo {
+        tab.grant = self.attached.contains_key(&tab.tab_id).then(|| self.owner(tab.tab_id).cloned()).flatten();
         tab
     }
 
-    fn start_call(&mut self, purpose: Purpose, call: ChromeCall) {
+    fn start_call(&mut self, purpose: Purpose, call: ChromeCall) -> OpId {
         let op = self.next_op;
         self.next_op += 1;
         self.pending.insert(op, (purpose, self.link_generation));
         self.host.call(op, call);
+        op
     }
 
     fn send(&mut self, message: &ExtensionMessage<'_>) {
@@ -1563,9 +1685,14 @@ impl<H: Host> Core<H> {
     /// Nothing shared and nothing pending: close the link and let the
     /// service worker sleep.
     fn maybe_idle(&mut self) {
-        let attaching =
-            self.pending.values().any(|(p, _)| matches!(p, Purpose::UserAttach(_) | Purpose::GroupAttach(_)));
-        if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching {
+        let attaching = self.pending.values().any(|(p, _)| {
+            matches!(
+                p,
+                Purpose::UserAttach(_) | Purpose::GroupAttach(_) | Purpose::GrantWindow(_) | Purpose::GrantTab(..)
+            )
+        });
+        let opening = !self.grants.opening.is_empty() || !self.grants.awaiting.is_empty();
+        if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching || opening {
             return;
         }
         for timer in [Timer::Reconnect, Timer::Keepalive, Timer::DetachGrace, Timer::RelayWatch] {
@@ -1581,6 +1708,7 @@ impl<H: Host> Core<H> {
     /// A tab is shared: saved, badged, and put into our group.
     fn add_attached(&mut self, tab: TabInfo) {
         let id = tab.tab_id;
+        self.stop_awaiting(id);
         self.attached.insert(id, tab);
         self.persist();
         self.badge(id, &self.tab_badge());
@@ -1600,7 +1728,8 @@ impl<H: Host> Core<H> {
             .keys()
             .map(|&tab_id| PersistedTab { tab_id, group_id: self.groups.members.get(&tab_id).copied() })
             .collect();
-        self.host.persist(&shared);
+        let grants = self.grants.persisted();
+        self.host.persist(&shared, &grants);
     }
 
     /// The badge every attached tab shows for the current link state.

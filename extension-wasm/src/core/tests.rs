@@ -17,6 +17,8 @@ pub(super) struct FakeHost {
     pub(super) persisted: Vec<TabId>,
     /// The last saved state itself.
     pub(super) saved: Vec<PersistedTab>,
+    /// The grants last saved with it.
+    pub(super) saved_grants: PersistedGrants,
     pub(super) connects: Vec<(String, Vec<String>)>,
     pub(super) sent: Vec<String>,
     pub(super) disconnects: usize,
@@ -40,9 +42,10 @@ impl Host for FakeHost {
         self.badges.insert(tab, badge.clone());
         self.titles.insert(tab, title.to_string());
     }
-    fn persist(&mut self, shared: &[PersistedTab]) {
+    fn persist(&mut self, shared: &[PersistedTab], grants: &PersistedGrants) {
         self.persisted = shared.iter().map(|t| t.tab_id).collect();
         self.saved = shared.to_vec();
+        self.saved_grants = grants.clone();
     }
     fn connect(&mut self, url: &str, protocols: &[String]) {
         self.connects.push((url.to_string(), protocols.to_vec()));
@@ -412,7 +415,10 @@ fn tabs_calls_convert_chrome_tabs_and_never_close_the_last_tab() {
     core.share(5);
     core.relay(json!({"tabs.create": {"id": 1, "url": "about:blank", "active": true}}));
     let (op, call) = core.last_call();
-    assert_eq!(call, ChromeCall::TabsCreate { url: Some("about:blank".into()), active: true, opener: None });
+    assert_eq!(
+        call,
+        ChromeCall::TabsCreate { url: Some("about:blank".into()), active: true, opener: None, window: None }
+    );
     core.on_op_done(
         op,
         Ok(json!({"id": 12, "windowId": 1, "url": "", "pendingUrl": "about:blank", "title": "", "active": true})

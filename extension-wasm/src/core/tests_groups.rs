@@ -7,10 +7,10 @@ use shared_protocol::{TabId, TabInfo};
 use super::tests::{FakeHost, TOKEN, chrome_tab, environment, still_attached, tab};
 use super::*;
 
-const G: GroupId = 77;
+pub(super) const G: GroupId = 77;
 
 /// A paired extension in a browser with tab groups (none yet).
-fn paired_with_groups() -> Core<FakeHost> {
+pub(super) fn paired_with_groups() -> Core<FakeHost> {
     let mut core = Core::new(FakeHost::default());
     let facts = StartFacts { groups: Ok(vec![]), ..StartFacts::default() };
     core.start(
@@ -21,13 +21,13 @@ fn paired_with_groups() -> Core<FakeHost> {
     core
 }
 
-fn in_window(id: TabId, url: &str, window: i64) -> TabInfo {
+pub(super) fn in_window(id: TabId, url: &str, window: i64) -> TabInfo {
     TabInfo { window_id: Some(window), ..tab(id, url) }
 }
 
 impl Core<FakeHost> {
     /// The op of the last call equal to `call`.
-    fn op_of(&self, call: &ChromeCall) -> OpId {
+    pub(super) fn op_of(&self, call: &ChromeCall) -> OpId {
         self.host
             .calls
             .iter()
@@ -37,33 +37,33 @@ impl Core<FakeHost> {
             .unwrap_or_else(|| panic!("no call {call:?} in {:#?}", self.host.calls))
     }
 
-    fn made(&self, call: &ChromeCall) -> bool {
+    pub(super) fn made(&self, call: &ChromeCall) -> bool {
         self.host.calls.iter().any(|(_, c)| c == call)
     }
 
-    fn calls_since(&self, from: usize) -> Vec<ChromeCall> {
+    pub(super) fn calls_since(&self, from: usize) -> Vec<ChromeCall> {
         self.host.calls[from..].iter().map(|(_, c)| c.clone()).collect()
     }
 
     /// Chrome makes group `group` for the new-group call of `tab`.
-    fn group_made(&mut self, tab: TabId, group: GroupId) {
+    pub(super) fn group_made(&mut self, tab: TabId, group: GroupId) {
         let op = self.op_of(&ChromeCall::TabsGroup { tabs: vec![tab], group: None });
         self.on_op_done(op, Ok(group.to_string()));
     }
 
     /// Chrome put `tab` into our existing `group`.
-    fn group_joined(&mut self, tab: TabId, group: GroupId) {
+    pub(super) fn group_joined(&mut self, tab: TabId, group: GroupId) {
         let op = self.op_of(&ChromeCall::TabsGroup { tabs: vec![tab], group: Some(group) });
         self.on_op_done(op, Ok(group.to_string()));
     }
 
     /// A shared tab 5 in group `G` (window 1), connected.
-    fn sharing_in_group(&mut self, id: TabId) {
+    pub(super) fn sharing_in_group(&mut self, id: TabId) {
         self.share(id);
         self.group_made(id, G);
     }
 
-    fn toggled(&self) -> Vec<(TabId, bool)> {
+    pub(super) fn toggled(&self) -> Vec<(TabId, bool)> {
         self.sent_json()
             .iter()
             .filter_map(|f| {
@@ -80,7 +80,11 @@ fn a_click_shares_the_tab_into_an_orange_browser_relay_group_and_a_second_click_
     core.share(5);
     assert!(core.made(&ChromeCall::TabsGroup { tabs: vec![5], group: None }), "a new group in its window");
     core.group_made(5, G);
-    assert!(core.made(&ChromeCall::TabGroupsUpdate { group: G, title: "Browser Relay", color: "orange" }));
+    assert!(core.made(&ChromeCall::TabGroupsUpdate {
+        group: G,
+        title: "Browser Relay".into(),
+        color: "orange".into()
+    }));
     assert_eq!(core.host.saved, vec![PersistedTab { tab_id: 5, group_id: Some(G) }], "saved with its group");
     let status = core.status();
     assert!(status.tab_groups.available, "{status:?}");
@@ -349,6 +353,7 @@ fn a_worker_restart_takes_the_group_as_the_truth() {
             GroupInfo { id: stale, window_id: Some(1), title: Some("Browser Relay".into()), color: None },
             GroupInfo { id: 50, window_id: Some(1), title: Some("Work".into()), color: None },
         ]),
+        ..StartFacts::default()
     };
     let mut core = Core::new(FakeHost::default());
     core.start(
@@ -434,7 +439,10 @@ fn the_group_keeps_its_name_and_colour_and_its_window_is_followed() {
     core.on_group_updated(group("Browser Relay", "orange", 1));
     assert_eq!(core.host.calls.len(), calls, "collapsing it changes nothing");
     core.on_group_updated(group("mine", "blue", 2));
-    assert_eq!(core.last_call().1, ChromeCall::TabGroupsUpdate { group: G, title: "Browser Relay", color: "orange" });
+    assert_eq!(
+        core.last_call().1,
+        ChromeCall::TabGroupsUpdate { group: G, title: "Browser Relay".into(), color: "orange".into() }
+    );
     // Dragged to window 2: a tab shared there joins it.
     core.on_action_clicked(in_window(8, "https://example.net/", 2));
     let (op, _) = core.last_call();
