@@ -1,8 +1,9 @@
 // Options page: relay port + pairing token in chrome.storage.local (the WASM
 // service worker reads `relayPort` / `relayToken` and reconnects when they change),
 // one-step pairing from a `#port=…&code=…` link (a one-time code the worker
-// redeems with the relay for the token), a live status line, and the shared
-// tabs (with the clients the relay says hold each) with "stop sharing".
+// redeems with the relay for the token), a live status line, the shared
+// tabs (whose each is, and the clients the relay says hold each) with "stop
+// sharing", and the grants the relay announced with their cookie rules.
 'use strict';
 
 const DEFAULT_PORT = 18792;
@@ -303,6 +304,7 @@ function showTabs(tabs) {
       note.textContent = tab.notInGroup ? `not in the group: ${tab.notInGroup}` : 'not in the group';
       what.append(note);
     }
+    cell(row, 'owner').textContent = tab.grant ? tab.grant : 'you';
     const clients = cell(row, 'clients');
     clients.textContent = tab.clients && tab.clients.length
       ? tab.clients.map((c) => `${c.name} (#${c.id})`).join(', ')
@@ -322,6 +324,56 @@ function showTabs(tabs) {
 
 $('stop-all').addEventListener('click', () => stopSharing({ type: 'stopSharingAll' }));
 
+// --- grants -------------------------------------------------------------------
+
+// Chrome's tab group colours (chrome.tabGroups.Color), as the tab strip shows them.
+const GROUP_COLORS = {
+  grey: '#5f6368', blue: '#1a73e8', red: '#d93025', yellow: '#f9ab00', green: '#188038',
+  pink: '#d01884', purple: '#a142f4', cyan: '#007b83', orange: '#fa903e',
+};
+
+const RULES = {
+  'every site': 'not needed: the grant may use every site',
+  'no tabs': 'none yet: it has no tab',
+  'in force': 'in force: its tabs send your cookies only to its sites',
+  applying: 'being applied…',
+  failed: 'FAILED: its tabs may send your cookies anywhere',
+};
+
+// The grants the relay announced, with whether their cookie rules are in
+// force (a grant whose rules Chrome refused is shown as such). Names come
+// from the relay, and are shown with textContent only.
+let shownGrants = null;
+function showGrants(grants) {
+  const shown = JSON.stringify(grants);
+  if (shown === shownGrants) return;
+  shownGrants = shown;
+  const rows = $('grant-rows');
+  rows.replaceChildren();
+  for (const grant of grants) {
+    const row = document.createElement('tr');
+    const name = cell(row);
+    const swatch = document.createElement('span');
+    swatch.className = 'swatch';
+    swatch.style.background = GROUP_COLORS[grant.color] ?? '#999';
+    swatch.title = grant.color;
+    name.append(swatch, document.createTextNode(grant.name));
+    cell(row).textContent = grant.sites ? `${grant.sites} site(s)` : 'every site';
+    cell(row).textContent = String(grant.tabs ?? 0);
+    const rules = cell(row, grant.rules === 'failed' ? 'error' : '');
+    rules.textContent = RULES[grant.rules] ?? grant.rules;
+    if (grant.rulesError) {
+      const why = document.createElement('div');
+      why.className = 'url';
+      why.textContent = grant.rulesError;
+      rules.append(why);
+    }
+    rows.appendChild(row);
+  }
+  $('grants').hidden = grants.length === 0;
+  $('grants-none').hidden = grants.length !== 0;
+}
+
 let refreshing = false;
 async function refresh() {
   if (refreshing) return;
@@ -337,6 +389,7 @@ async function refresh() {
     $('groups').textContent = groups ? groups.detail : '…';
     $('groups').className = groups && !groups.available ? 'warn' : '';
     showTabs(Array.isArray(ext.tabs) ? ext.tabs : []);
+    showGrants(Array.isArray(ext.grants) ? ext.grants : []);
     $('relay').textContent = relay.text;
     $('dashboard-line').hidden = !relay.dashboard;
     if (relay.dashboard) $('dashboard').href = relay.dashboard;
