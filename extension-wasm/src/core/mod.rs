@@ -7,10 +7,13 @@
 //! glue is the real host.
 //!
 //! The extension is a thin forwarder: the relay decides which tabs to attach
-//! (popups, `createTarget`) and what to do with events. The core decides only
-//! what must be decided in the browser: the user's click, the safety rules
-//! (no `chrome://` pages, never the last tab), keeping the service worker
-//! alive, reconnecting, re-attaching after navigation, and the badge.
+//! (popups, `createTarget`) and what to do with events, and which grants
+//! exist, their colours and sites. The core decides only what must be
+//! decided in the browser: the user's click, the safety rules (no
+//! `chrome://` pages, never the last tab), keeping the service worker
+//! alive, reconnecting, re-attaching after navigation, the badge, which of
+//! its tab groups holds a tab (and so whose it is), a grant's window, the
+//! grants' cookie rules and their menu items.
 //!
 //! # The rules, and the tests that check them
 //!
@@ -73,8 +76,9 @@
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
 //!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`.
 //! - **State in `chrome.storage.session`** (each shared tab with its
-//!   group), rehydrated and re-announced after a worker restart; the group
-//!   is the truth for its tabs ([`Core::start`]):
+//!   group; the grants, whose each tab is, their windows), rehydrated and
+//!   re-announced after a worker restart; the group is the truth for its
+//!   tabs ([`Core::start`]):
 //!   `restart_rehydrates_reconnects_and_reannounces`,
 //!   `a_worker_restart_takes_the_group_as_the_truth`; e2e
 //!   `a_stopped_worker_rehydrates_and_reannounces_its_tabs`.
@@ -91,6 +95,50 @@
 //!   `a_tab_put_into_the_group_is_shared_with_playwright_and_taken_out_it_leaves_every_client`.
 //! - **"Stop sharing" on the options page**, one tab or all, is the user's
 //!   click: `the_options_page_lists_shared_tabs_with_their_clients_and_stops_sharing`.
+//! - **Grants** (protocol 6; `grants.rs`, `rules.rs`; tests in
+//!   `tests_grants.rs`, and `rules::tests`). Each owner (the person, or a
+//!   grant) has a tab group per window (`groups.rs`), a grant's titled with
+//!   its name in its colour:
+//!   - the relay's `grants` list (heard only once it is welcomed) is kept
+//!     and saved; nothing is made for a grant until a tab is its, but its
+//!     menu item: `a_grants_notice_creates_nothing_until_needed`;
+//!   - a tab put into a grant's group is shared with it, and every
+//!     `TabInfo` of a shared tab the relay gets names its grant (the hello,
+//!     `user.toggledAttach`, `tabs.onUpdated`, `debugger.reattached`, the
+//!     answers of `tabs.*`):
+//!     `a_tab_dragged_into_a_grants_group_is_shared_with_the_grant`,
+//!     `without_tab_groups_a_grants_tab_is_its_by_the_cores_record`;
+//!   - a shared tab moved into another owner's group stays shared and the
+//!     relay hears `tab.grant` before anything else of the tab's:
+//!     `a_shared_tab_moved_between_the_persons_group_and_a_grants_says_so_before_anything_else`;
+//!   - a tab out of all our groups is unshared at once, as ever, and is
+//!     nobody's grant's: `a_tab_dragged_out_of_a_grants_group_is_unshared_and_its_rules_go`;
+//!   - a grant's `tabs.create` opens in a window of its own (made unfocused
+//!     for its first tab, a tab there after; a closed window is never used
+//!     again), blank until its cookie rules cover it, in its group before
+//!     the answer, which names the grant; the relay's attach that follows
+//!     is the only one:
+//!     `a_grants_new_tab_opens_in_its_own_window_in_its_group_and_is_attached_once_by_the_relay`,
+//!     `a_closed_grant_window_is_not_used_again`,
+//!     `a_grants_new_tab_whose_rules_chrome_refuses_stays_blank_and_the_relay_hears_why`;
+//!   - a grant's tab's popup is the grant's, its cookie rules updated in the
+//!     event that tells of it, before anything else:
+//!     `a_grant_tabs_popup_is_covered_by_its_rules_in_the_same_event_before_anything_else`;
+//!   - a grant with sites has session rules over its tabs (cookies removed
+//!     both ways, its sites allowed), ids of its own, replaced as a set, gone
+//!     when it has no tab; a refusal is shown on the options page:
+//!     `rules::tests::a_grants_rules_are_composed_exactly_as_chrome_takes_them`,
+//!     `rules::tests::a_change_replaces_a_grants_rules_as_a_set_and_an_empty_set_removes_them`,
+//!     `each_grants_rules_have_ids_of_their_own_and_are_replaced_as_a_set`;
+//!   - a grant no longer listed loses its groups, tabs, rules and menu item
+//!     (so does every grant, for a relay older than protocol 6):
+//!     `a_revoked_grant_loses_its_groups_tabs_rules_and_menu_item`;
+//!   - the worker's start takes each saved group as its owner's, replaces
+//!     the session rules an earlier run left and makes the menu items again:
+//!     `a_worker_restart_rehydrates_the_grants_groups_and_replaces_the_rules`;
+//!   - "Share this tab with NAME" on the toolbar button's menu shares a tab
+//!     with that grant, or moves a shared one into its group:
+//!     `share_this_tab_with_a_grant_from_the_toolbar_buttons_menu`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
