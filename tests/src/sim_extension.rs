@@ -287,6 +287,24 @@ impl SimExtension {
         Ok(())
     }
 
+    /// The person drags `tab` into `grant`'s tab group (`None`: their own
+    /// "Browser Relay" group), as the real extension reports it: a tab not
+    /// shared yet is attached and announced with its grant; a shared one
+    /// moves (`tab.grant`).
+    pub async fn share_with(&self, tab: TabId, grant: Option<&str>) -> anyhow::Result<()> {
+        let shared = {
+            let mut tabs = self.0.tabs.lock().unwrap();
+            let entry = tabs.by_id.get_mut(&tab).context("no such tab")?;
+            entry.grant = grant.map(str::to_string);
+            entry.session.is_some()
+        };
+        if shared {
+            self.send(&ExtensionMessage::TabGrant { tab_id: tab, grant: grant.map(str::to_string) });
+            return Ok(());
+        }
+        self.user_attach(tab).await
+    }
+
     /// The user clicks again: detach, then tell the relay.
     pub async fn user_detach(&self, tab: TabId) -> anyhow::Result<()> {
         self.detach(tab).await.map_err(|e| anyhow!("detach: {}", e.message))?;
@@ -580,7 +598,13 @@ impl SimExtension {
                 // targetCreated may not have been processed yet: register here.
                 let mut tabs = self.0.tabs.lock().unwrap();
                 let id = match tabs.id_of_target(&target_id) {
-                    Some(id) => id,
+                    Some(id) => {
+                        // Made in the grant's group.
+                        if let Some(tab) = tabs.by_id.get_mut(&id) {
+                            tab.grant.clone_from(&grant);
+                        }
+                        id
+                    }
                     None => {
                         let id = tabs.next_id;
                         tabs.next_id += 1;
