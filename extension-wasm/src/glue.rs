@@ -255,8 +255,18 @@ async fn run(call: ChromeCall) -> Result<String, String> {
         ChromeCall::MenusRemoveAll => settle(Ok(context_menus::remove_all())).await?,
         ChromeCall::TabsGroup { tabs: ids, group } => {
             let mut pairs = vec![("tabIds", tab_ids(&ids))];
-            if let Some(group) = group {
-                pairs.push(("groupId", JsValue::from_f64(group as f64)));
+            match (group, ids.first()) {
+                (Some(group), _) => pairs.push(("groupId", JsValue::from_f64(group as f64))),
+                // Without a window, Chrome makes the group in the current
+                // window and moves the tabs there (a grant's window, a
+                // popup's): in the tabs' own window, as the call says.
+                (None, Some(&first)) => {
+                    let window = get(&settle(tabs::get(tab_id(first))).await?, "windowId");
+                    if window.as_f64().is_some() {
+                        pairs.push(("createProperties", object(&[("windowId", window)])));
+                    }
+                }
+                (None, None) => {}
             }
             settle(tabs::group(&object(&pairs))).await?
         }

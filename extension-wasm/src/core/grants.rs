@@ -530,7 +530,12 @@ impl<H: Host> Core<H> {
     pub(super) fn on_opening_navigated(&mut self, tab: TabId, outcome: Result<String, String>) {
         let Some(opening) = self.grants.opening.get(&tab) else { return };
         let info = outcome.and_then(|json| tab_info_from_chrome(&json).ok_or_else(|| "Chrome returned no tab".into()));
-        let info = info.map(|fresh| TabInfo { window_id: fresh.window_id.or(opening.info.window_id), ..fresh });
+        // (Its title is still the blank page's.)
+        let info = info.map(|fresh| TabInfo {
+            window_id: fresh.window_id.or(opening.info.window_id),
+            title: String::new(),
+            ..fresh
+        });
         self.answer_opening(tab, info);
     }
 
