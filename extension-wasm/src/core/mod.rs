@@ -1075,8 +1075,10 @@ impl<H: Host> Core<H> {
                 self.attach_withdrawn(tab.tab_id, outcome.is_ok());
             }
             Purpose::UserAttach(tab) => match outcome {
-                Ok(_) if !self.take_owner_of_share(&tab) => self.maybe_idle(),
                 Ok(_) => {
+                    if !self.take_owner_of_share(&tab) {
+                        return self.maybe_idle();
+                    }
                     self.settle_joining(tab.tab_id, Ok(()));
                     self.add_attached(tab.clone());
                     self.announce_share(tab);

@@ -173,6 +173,12 @@ fn a_tab_dragged_into_a_grants_group_is_shared_with_the_grant() {
     core.on_op_done(core.last_call().0, Ok(tabs));
     let answer = &core.last_sent()["reply"]["result"];
     assert_eq!((answer[0].get("grant"), &answer[1]["grant"], answer[2].get("grant")), (None, &json!("research"), None));
+    // The relay recolours the grant: its groups follow; nothing else changes.
+    let (calls, sent) = (core.host.calls.len(), core.host.sent.len());
+    core.grants_notice(&[json!({"name": "research", "color": "red", "sites": [LOCAL, WIKI]}), ci()]);
+    let recolour = ChromeCall::TabGroupsUpdate { group: R, title: "research".into(), color: "red".into() };
+    assert_eq!(core.calls_since(calls), vec![recolour]);
+    assert_eq!(core.host.sent.len(), sent);
 }
 
 #[test]
@@ -662,4 +668,12 @@ fn share_this_tab_with_a_grant_from_the_toolbar_buttons_menu() {
     // A name the relay never listed does nothing.
     core.on_menu_clicked("nobody", tab(10, "https://example.org/"));
     assert_eq!(core.host.calls.len(), calls);
+    // The grant revoked while Chrome attaches: the tab is let go, not
+    // shared with the person instead.
+    core.on_menu_clicked("ci", tab(11, "https://example.org/"));
+    let attach = core.op_of(&ChromeCall::DebuggerAttach { tab: 11 });
+    core.grants_notice(&[research()]);
+    core.on_op_done(attach, Ok("null".into()));
+    assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 11 });
+    assert!(!core.attached().contains(&11) && core.announced(11).is_empty());
 }
