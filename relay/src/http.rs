@@ -108,8 +108,8 @@ async fn extension_status(State(relay): State<Relay>) -> Response {
     axum::Json(relay.status_json()).into_response()
 }
 
-async fn json_version(State(relay): State<Relay>) -> Response {
-    axum::Json(relay.version_json()).into_response()
+async fn json_version(State(relay): State<Relay>, axum::Extension(access): Who) -> Response {
+    axum::Json(relay.version_json_for(&access)).into_response()
 }
 
 /// Whose key a request presented (the guard put it there).

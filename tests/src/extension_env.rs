@@ -113,6 +113,7 @@ impl ExtensionEnv {
             .call("Browser.setDownloadBehavior", json!({"behavior": "allow", "downloadPath": downloads}), None)
             .await?;
         let env = Self { server: Some(server), fixtures, browser, chrome, token, port, id, control, state };
+        first_tab_loaded(&env.chrome, &env.index_url()).await?;
         env.pair().await?;
         Ok(env)
     }
@@ -295,6 +296,60 @@ impl Drop for ExtensionEnv {
             None => crate::control_env::kill_managed_browsers(self.state.path()),
         }
     }
+}
+
+/// Waits until the first tab of `chrome` has loaded `index`, loading it
+/// again if Chrome lost it. A Chromium started with an extension that
+/// asks for declarativeNetRequest (Browser Relay's does, for grants)
+/// sometimes drops the navigation of its first tab, given on the
+/// command line, while it installs the extension: the tab stays on an
+/// empty page (seen here in 1 launch of 4 at once, headed or not, with a
+/// minimal extension too). A person's tabs are open long before they
+/// click; a test's first tab is not.
+pub async fn first_tab_loaded(chrome: &Chromium, index: &str) -> anyhow::Result<()> {
+    let browser = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
+    let targets = browser.call("Target.getTargets", json!({}), None).await?;
+    let page = targets["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["type"] == "page")
+        .and_then(|t| t["targetId"].as_str())
+        .map(str::to_string)
+        .context("the browser has no page")?;
+    browser.close();
+    let url = format!("ws://127.0.0.1:{}/devtools/page/{page}", chrome.port);
+    let page = CdpClient::connect(&url).await?.with_timeout(Duration::from_secs(20));
+    let mut events = page.take_events().context("events")?;
+    page.call("Page.enable", json!({}), None).await?;
+    let loaded = format!("location.href === {index:?} && document.readyState === 'complete'");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut navigated = false;
+    loop {
+        let done = page.call("Runtime.evaluate", json!({"expression": loaded, "returnByValue": true}), None).await?;
+        if done["result"]["value"] == true {
+            break;
+        }
+        let frame = page.call("Page.getFrameTree", json!({}), None).await?;
+        let lost = frame["frameTree"]["frame"]["url"].as_str().is_none_or(|u| u.is_empty() || u == "about:blank");
+        if lost && !navigated {
+            navigated = true;
+            page.call("Page.navigate", json!({"url": index}), None).await?;
+            continue;
+        }
+        // Not there yet: the next load, then look again.
+        loop {
+            let event = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .with_context(|| format!("{index} did not load within 20 s"))?
+                .context("page connection closed")?;
+            if event.method == "Page.loadEventFired" {
+                break;
+            }
+        }
+    }
+    page.close();
+    Ok(())
 }
 
 /// A page opened in a new tab of Chrome through its own port, loaded: the

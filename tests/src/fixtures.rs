@@ -113,12 +113,21 @@ async fn redirect(Query(query): Query<std::collections::HashMap<String, String>>
 /// `/set-cookie?name=N&value=V`: sets that cookie, sent everywhere the
 /// browser sends a third party's (`SameSite=None; Secure`: Chrome takes a
 /// secure cookie from http://localhost and 127.0.0.1, which it trusts).
-async fn set_cookie(Query(query): Query<std::collections::HashMap<String, String>>) -> Response {
+async fn set_cookie(
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let name = query.get("name").cloned().unwrap_or_else(|| "sid".into());
     let value = query.get("value").cloned().unwrap_or_else(|| "secret".into());
     let cookie = format!("{name}={value}; Path=/; SameSite=None; Secure");
-    ([(header::SET_COOKIE, cookie), (header::CONTENT_TYPE, "text/html".into())], "<title>cookie set</title>")
-        .into_response()
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).unwrap_or("*").to_string();
+    let headers = [
+        (header::SET_COOKIE, cookie),
+        (header::CONTENT_TYPE, "text/html".into()),
+        (header::ACCESS_CONTROL_ALLOW_ORIGIN, origin),
+        (header::ACCESS_CONTROL_ALLOW_CREDENTIALS, "true".into()),
+    ];
+    (headers, "<title>cookie set</title>").into_response()
 }
 
 /// `/echo`: a page that says what it got (its method and cookies), with

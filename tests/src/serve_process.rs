@@ -144,6 +144,7 @@ impl Drop for ServeProcess {
 /// browser and a connection to its own port (the test's hands).
 pub async fn chrome_sharing(link: &str, port: u16, token: &Token, url: &str) -> anyhow::Result<(Chromium, CdpClient)> {
     let chrome = extension_env::chromium_with_extensions(&[&extension_env::extension_dir()?], url)?;
+    extension_env::first_tab_loaded(&chrome, url).await?;
     extension_env::open_pairing_link(&chrome, link, port, token).await?;
     let hands = CdpClient::connect(&chrome.ws_url).await?.with_timeout(Duration::from_secs(20));
     extension_env::click_toolbar(&hands, &extension_env::extension_id()?, url).await?;

@@ -143,12 +143,21 @@ async fn each_grant_sees_only_its_own_tabs_and_another_grants_tab_is_unknown_to_
     let (beta, mut beta_events) = env.client(&env.key(&env.beta)).await;
     assert!(pages(&alpha).await.is_empty(), "the person's own shared tab is not a grant's");
     assert!(env.listed(&env.key(&env.alpha)).await.is_empty());
+    // Its discovery documents hand it back its own key, never the person's.
+    let version = format!("http://{}/json/version?token={}", env.server.addr, env.key(&env.alpha).as_str());
+    let (_, document) = http_get(&version).await.unwrap();
+    let ws = serde_json::from_str::<Value>(&document).unwrap()["webSocketDebuggerUrl"].as_str().unwrap().to_string();
+    assert!(ws.ends_with(&format!("?token={}", env.key(&env.alpha).as_str())), "{ws}");
+    assert!(!document.contains(env.person_key().as_str()) && !document.contains(env.token.as_str()), "{document}");
 
     let (alphas, _) = open(&alpha, &mut alpha_events, &format!("{}/index.html?alpha", env.fixtures.url())).await;
     let (betas, _) = open(&beta, &mut beta_events, &format!("{}/index.html?beta", env.fixtures.alt_url())).await;
     assert_eq!(pages(&alpha).await, [alphas.clone()]);
     assert_eq!(pages(&beta).await, [betas.clone()]);
     assert_eq!(env.listed(&env.key(&env.alpha)).await, [alphas.clone()]);
+    let list = format!("http://{}/json/list?token={}", env.server.addr, env.key(&env.alpha).as_str());
+    let (_, listed) = http_get(&list).await.unwrap();
+    assert!(listed.contains(env.key(&env.alpha).as_str()) && !listed.contains(env.person_key().as_str()), "{listed}");
     let tab = env.ext.tabs().into_iter().find(|t| env.ext.target_id(t.tab_id).as_deref() == Some(&alphas)).unwrap();
     assert_eq!(tab.grant.as_deref(), Some("alpha"), "the extension was asked to open it in alpha's group");
 

@@ -158,7 +158,9 @@ impl SitePattern {
             Self::Host(host) => reaches(host),
             Self::Subdomains(base) => reaches_a_subdomain(base),
             Self::Origin { scheme, host, subdomains, .. } => {
-                let over_tls = matches!(scheme.as_str(), "https" | "wss");
+                // Chrome sends a secure cookie over TLS, and to loopback
+                // hosts over plain http too (it trusts them).
+                let over_tls = matches!(scheme.as_str(), "https" | "wss") || is_loopback(host);
                 (!secure || over_tls) && if *subdomains { reaches_a_subdomain(host) } else { reaches(host) }
             }
         }
@@ -187,6 +189,15 @@ impl SitePattern {
             }
         }
     }
+}
+
+/// Whether `host` (as Chrome writes it) is this machine's: Chrome treats
+/// such an origin as secure over plain http.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host == "[::1]"
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The host of `url` as Chrome writes it (`None`: no URL, or no host).
@@ -472,6 +483,8 @@ mod tests {
         let plain = sites("http://bank.test");
         assert!(plain.allows_cookie("bank.test", false));
         assert!(!plain.allows_cookie("bank.test", true), "a secure cookie never goes over http");
+        let local = sites("http://127.0.0.1:8765, http://localhost:9");
+        assert!(local.allows_cookie("127.0.0.1", true) && local.allows_cookie("localhost", true), "but to loopback it does");
         assert!(Sites::any().allows_cookie("anything.example", true));
     }
 

@@ -657,7 +657,7 @@ impl Relay {
         };
         let grant = access.grant();
         if let Some(grant) = grant
-            && let Some(refusal) = crate::lending::refusal(grant, method, Some(params), None)
+            && let Some(refusal) = crate::lending::refusal(grant, method, Some(params), None, None)
         {
             return Err(CallError::Chrome(refusal));
         }

@@ -548,10 +548,12 @@ impl Relay {
     async fn forward(&self, client: &Arc<ClientHandle>, command: &Command<'_>, tab_id: TabId, child: Option<&str>) {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
         // A grant's client stays on its sites and its own cookies.
-        if let Some(grant) = client.grant()
-            && let Some(refusal) = lending::refusal(grant, &command.method, command.params.map(|p| p.get()), child)
-        {
-            return reply.err(code::SERVER_ERROR, &refusal);
+        if let Some(grant) = client.grant() {
+            let page = self.registry().by_tab(tab_id).map(|t| t.target_id.clone());
+            let params = command.params.map(|p| p.get());
+            if let Some(refusal) = lending::refusal(grant, &command.method, params, child, page.as_deref()) {
+                return reply.err(code::SERVER_ERROR, &refusal);
+            }
         }
         if !self.start_in_flight(&reply) {
             return;

@@ -44,15 +44,23 @@ use super::{Relay, cdp};
 pub(crate) const GRANT_ENDED: u16 = 1008;
 
 /// Why a grant's client may not send `method` with `params` on a tab's
-/// session (`child`: a frame's or worker's), if it may not.
-pub(crate) fn refusal(grant: &Grant, method: &str, params: Option<&str>, child: Option<&str>) -> Option<String> {
+/// session (`child`: a frame's or worker's; `page`: the tab's own frame
+/// id, its target id), if it may not.
+pub(crate) fn refusal(
+    grant: &Grant,
+    method: &str,
+    params: Option<&str>,
+    child: Option<&str>,
+    page: Option<&str>,
+) -> Option<String> {
     let params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or(Value::Null);
     let name = &grant.name;
     let sites = &grant.sites;
     let str_at = |pointer: &str| params.pointer(pointer).and_then(Value::as_str);
     match method {
-        // A frame may go anywhere; the page itself only to its sites.
-        "Page.navigate" if child.is_none() && str_at("/frameId").is_none() => {
+        // A frame may go anywhere; the page itself (no frame named, or its
+        // own: Playwright names it) only to its sites.
+        "Page.navigate" if child.is_none() && str_at("/frameId").is_none_or(|frame| Some(frame) == page) => {
             let url = str_at("/url").unwrap_or_default();
             (!sites.allows_url(url)).then(|| outside(grant, url))
         }
@@ -404,7 +412,7 @@ mod tests {
     #[test]
     fn a_grants_client_is_refused_what_would_take_it_outside_its_sites() {
         let g = grant("app.test, http://127.0.0.1:8765");
-        let refused = |method: &str, params: Value| refusal(&g, method, Some(&params.to_string()), None);
+        let refused = |method: &str, params: Value| refusal(&g, method, Some(&params.to_string()), None, Some("PAGE"));
         let navigate = refused("Page.navigate", json!({"url": "https://mail.test/"})).unwrap();
         assert!(navigate.contains("grant 'research'") && navigate.contains("https://mail.test/"), "{navigate}");
         assert!(navigate.contains("app.test, http://127.0.0.1:8765"), "names its sites: {navigate}");
@@ -415,7 +423,7 @@ mod tests {
             None,
             "a frame may go anywhere"
         );
-        assert_eq!(refusal(&g, "Page.navigate", Some(r#"{"url":"https://mail.test/"}"#), Some("CHILD")), None);
+        assert_eq!(refusal(&g, "Page.navigate", Some(r#"{"url":"https://mail.test/"}"#), Some("CHILD"), None), None);
         assert!(refused("Fetch.continueRequest", json!({"requestId": "1", "url": "https://mail.test/"})).is_some());
         assert_eq!(refused("Fetch.continueRequest", json!({"requestId": "1"})), None);
         assert!(refused("Network.clearBrowserCookies", json!({})).is_some());
@@ -455,9 +463,9 @@ mod tests {
         );
         // Every site: only file URLs and the person's cookie jar are out.
         let any = grant("");
-        assert_eq!(refusal(&any, "Page.navigate", Some(r#"{"url":"https://mail.test/"}"#), None), None);
-        assert!(refusal(&any, "Page.navigate", Some(r#"{"url":"file:///etc/passwd"}"#), None).is_some());
-        assert!(refusal(&any, "Network.clearBrowserCookies", None, None).is_some());
+        assert_eq!(refusal(&any, "Page.navigate", Some(r#"{"url":"https://mail.test/"}"#), None, None), None);
+        assert!(refusal(&any, "Page.navigate", Some(r#"{"url":"file:///etc/passwd"}"#), None, None).is_some());
+        assert!(refusal(&any, "Network.clearBrowserCookies", None, None, None).is_some());
     }
 
     #[test]

@@ -225,7 +225,14 @@ pub struct PublicBase {
 
 impl PublicBase {
     pub fn ws_url(&self, path: &str) -> String {
-        match &self.token {
+        self.ws_url_with(path, self.token.as_ref())
+    }
+
+    /// [`Self::ws_url`] with `key` in it: the key the asker presented,
+    /// never another (a grant's client is handed its own key back, not the
+    /// person's).
+    pub fn ws_url_with(&self, path: &str, key: Option<&Token>) -> String {
+        match key {
             Some(token) => format!("ws://{}{path}?token={}", self.addr, token.as_str()),
             None => format!("ws://{}{path}", self.addr),
         }
@@ -625,8 +632,23 @@ impl Relay {
 
     // ---- JSON views for the HTTP routes -------------------------------
 
-    /// `/json/version`.
+    /// The key URLs handed to `access` carry: the person's CDP key, or the
+    /// grant's own (derived from the secret, as the binary derives it).
+    fn url_key(&self, access: &grants::Access) -> Option<Token> {
+        let base = self.public_base()?.token.clone()?;
+        match access.grant() {
+            None => Some(base),
+            Some(grant) => Some(grant.key(self.0.pairing.as_ref()?, grants::Door::Cdp)),
+        }
+    }
+
+    /// `/json/version`, for the person.
     pub fn version_json(&self) -> Value {
+        self.version_json_for(&grants::Access::Person)
+    }
+
+    /// `/json/version` as `access` is shown it: its URL holds its own key.
+    pub fn version_json_for(&self, access: &grants::Access) -> Value {
         let hello = self.hello();
         let base = self.public_base();
         let document = discovery::VersionDocument {
@@ -638,7 +660,9 @@ impl Relay {
             user_agent: hello.as_ref().map_or("", |h| h.user_agent.as_str()).to_string(),
             v8_version: String::new(),
             webkit_version: String::new(),
-            web_socket_debugger_url: base.map(|b| b.ws_url(&format!("/devtools/browser/{}", self.0.browser_id))),
+            web_socket_debugger_url: base.map(|b| {
+                b.ws_url_with(&format!("/devtools/browser/{}", self.0.browser_id), self.url_key(access).as_ref())
+            }),
         };
         serde_json::to_value(document).expect("serialises")
     }
@@ -648,13 +672,13 @@ impl Relay {
     pub fn list_json(&self, access: &grants::Access) -> Value {
         let registry = self.registry();
         let visible = registry.iter().filter(|t| access.sees(t.grant.as_deref()));
-        Value::Array(visible.map(|t| self.list_entry(t)).collect())
+        Value::Array(visible.map(|t| self.list_entry(t, access)).collect())
     }
 
-    /// One page as `/json/list` shows it.
-    fn list_entry(&self, target: &targets::Target) -> Value {
+    /// One page as `/json/list` shows it to `access`.
+    fn list_entry(&self, target: &targets::Target, access: &grants::Access) -> Value {
         let path = format!("/devtools/page/{}", target.target_id);
-        let ws = self.public_base().map(|b| b.ws_url(&path));
+        let ws = self.public_base().map(|b| b.ws_url_with(&path, self.url_key(access).as_ref()));
         let entry = discovery::ListEntry::new(&target.target_id, "page", &target.title, &target.url, ws);
         serde_json::to_value(entry).expect("serialises")
     }
@@ -670,7 +694,7 @@ impl Relay {
             .ok_or_else(|| CallError::Chrome("the new tab has no target".into()))?;
         let registry = self.registry();
         let target = registry.by_target_id(&target_id).ok_or_else(|| CallError::Chrome("the new tab closed".into()))?;
-        Ok(self.list_entry(target))
+        Ok(self.list_entry(target, access))
     }
 
     /// `/extension/status`.
