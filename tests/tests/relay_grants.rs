@@ -152,9 +152,9 @@ async fn each_grant_sees_only_its_own_tabs_and_another_grants_tab_is_unknown_to_
 
     let (alphas, _) = open(&alpha, &mut alpha_events, &format!("{}/index.html?alpha", env.fixtures.url())).await;
     let (betas, _) = open(&beta, &mut beta_events, &format!("{}/index.html?beta", env.fixtures.alt_url())).await;
-    assert_eq!(pages(&alpha).await, [alphas.clone()]);
-    assert_eq!(pages(&beta).await, [betas.clone()]);
-    assert_eq!(env.listed(&env.key(&env.alpha)).await, [alphas.clone()]);
+    assert_eq!(pages(&alpha).await, std::slice::from_ref(&alphas));
+    assert_eq!(pages(&beta).await, std::slice::from_ref(&betas));
+    assert_eq!(env.listed(&env.key(&env.alpha)).await, std::slice::from_ref(&alphas));
     let list = format!("http://{}/json/list?token={}", env.server.addr, env.key(&env.alpha).as_str());
     let (_, listed) = http_get(&list).await.unwrap();
     assert!(listed.contains(env.key(&env.alpha).as_str()) && !listed.contains(env.person_key().as_str()), "{listed}");
@@ -204,7 +204,7 @@ async fn a_tab_moved_into_a_grants_group_appears_to_it_and_moved_out_leaves_it()
     let attached = e2e::next_event(&mut alpha_events, "Target.attachedToTarget", WITHIN).await;
     assert_eq!(attached.params["targetInfo"]["targetId"], own.as_str());
     let session = attached.params["sessionId"].as_str().unwrap().to_string();
-    assert_eq!(pages(&alpha).await, [own.clone()]);
+    assert_eq!(pages(&alpha).await, std::slice::from_ref(&own));
     assert!(pages(&beta).await.is_empty());
     alpha.call("Runtime.evaluate", json!({"expression": "1"}), Some(&session)).await.unwrap();
 

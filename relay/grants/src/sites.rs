@@ -484,7 +484,10 @@ mod tests {
         assert!(plain.allows_cookie("bank.test", false));
         assert!(!plain.allows_cookie("bank.test", true), "a secure cookie never goes over http");
         let local = sites("http://127.0.0.1:8765, http://localhost:9");
-        assert!(local.allows_cookie("127.0.0.1", true) && local.allows_cookie("localhost", true), "but to loopback it does");
+        assert!(
+            local.allows_cookie("127.0.0.1", true) && local.allows_cookie("localhost", true),
+            "but to loopback it does"
+        );
         assert!(Sites::any().allows_cookie("anything.example", true));
     }
 

@@ -376,6 +376,8 @@ fn read<R: Route>(raw_query: Option<&str>, path: &RawPathParams, body: &Bytes) -
     Selected::from_json(value).map_err(|e| ControlError::BadRequest(format!("{what}: {e}")))
 }
 
+// An axum handler's arguments are its extractors, one per part it reads.
+#[allow(clippy::too_many_arguments)]
 async fn answer<E: Handle<R> + Lend, R: Route>(
     State(engine): State<E>,
     axum::Extension(access): axum::Extension<grants::Access>,
