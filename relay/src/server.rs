@@ -179,6 +179,7 @@ impl RunningServer {
                 activity: activity.clone(),
                 logins: std::sync::Arc::new(UiLogins::new(bound.port())),
                 addr: bound,
+                lent: lent.clone(),
             };
             relay.set_dashboard_url(format!("http://{bound}/ui"));
             let extras =

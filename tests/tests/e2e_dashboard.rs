@@ -248,3 +248,74 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
     .await;
     dashboard.until("the dashboard to show it stopped", "!document.querySelector('[data-stop-profile=managed]')").await;
 }
+
+#[tokio::test]
+async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
+    let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
+    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
+    let sites = grants::Sites::parse_list(&env.fixtures.url()).unwrap();
+    let new = grants::NewGrant {
+        name: grants::GrantName::parse("research").unwrap(),
+        sites,
+        color: None,
+        expires_in: Some(Duration::from_secs(3600)),
+        evaluate: false,
+    };
+    let grant = book.add(&env.token, new).unwrap();
+    env.server().lent.reload();
+    // The grant's client opens a tab of its own.
+    let key = grant.key(&env.token, grants::Door::Cdp);
+    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
+    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let page = format!("{}/form.html?research", env.fixtures.url());
+    let created = client.call("Target.createTarget", json!({"url": page}), None).await.unwrap();
+    let target = created["targetId"].as_str().unwrap().to_string();
+    client.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await.unwrap();
+
+    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
+    let dashboard = Dashboard::open(&link).await.expect("the dashboard opens");
+    dashboard.until("the dashboard itself (not its login page)", "document.getElementById('grants') !== null").await;
+    let id = env.server().relay.clients().iter().find(|c| c.grant.as_deref() == Some("research")).unwrap().id;
+    let row = dashboard
+        .until(
+            "the grant with its tab and client",
+            &format!(
+                "(() => {{ const r = document.querySelector('[data-grant=research]');
+                   return r && r.textContent.includes('#{id}') ? r.textContent : null; }})()"
+            ),
+        )
+        .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains(&format!("{}", env.fixtures.url())) && row.contains("no evaluate"), "{row}");
+    assert!(row.contains("in 59m") || row.contains("in 1h"), "its expiry: {row}");
+    let badge = dashboard
+        .until(
+            "the tab marked as the grant's",
+            &format!("document.querySelector('[data-grant-of=\"{target}\"]')?.textContent"),
+        )
+        .await;
+    assert_eq!(badge, json!("research"));
+    let clients = dashboard.until("the grant's client", "document.querySelector('#clients tbody').textContent").await;
+    assert!(clients.as_str().unwrap().contains("research"), "{clients}");
+
+    // Revoke: the grant's client is closed, and the grant is gone.
+    let mut events = client.take_events().unwrap();
+    dashboard.eval("document.querySelector('[data-revoke=research]').click()").await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), async { while events.recv().await.is_some() {} }).await;
+    assert!(closed.is_ok() && client.is_closed(), "the grant's client is closed at once");
+    dashboard.until("no grant left", "document.getElementById('no-grants').hidden === false").await;
+    let record = env.server().activity.read(&activity::Query { grant: Some("research".into()), ..Default::default() });
+    assert!(
+        record.iter().any(|e| e.source == activity::Source::Dashboard && e.summary == "revoke the grant"),
+        "{record:?}"
+    );
+    let listed = dashboard
+        .until(
+            "the revoke in the activity",
+            "(() => { const t = document.querySelector('#activity tbody').innerText;
+               return t.includes('revoke the grant') ? t : null; })()",
+        )
+        .await;
+    let revoke = listed.as_str().unwrap().lines().find(|l| l.contains("revoke the grant")).unwrap().to_string();
+    assert!(revoke.contains("dashboard [grant research]"), "{revoke}");
+}

@@ -4,10 +4,11 @@
 //! decided by `net::ui_logins`; these handlers only read and answer.
 //!
 //! What it shows: every profile and its tabs (the user's shared tabs
-//! marked), every connected client, a live view of one tab (a small JPEG
-//! taken when the page asks, never saved), and the activity record. What
-//! it stops: one client's connection, the sharing of one tab, a managed
-//! profile's browser.
+//! marked, with the grant they are lent to), every connected client, the
+//! grants, a live view of one tab (a small JPEG taken when the page asks,
+//! never saved), and the activity record. What it stops: one client's
+//! connection, the sharing of one tab, a managed profile's browser, a
+//! grant.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,6 +53,8 @@ pub(crate) struct Dashboard {
     pub logins: Arc<UiLogins>,
     /// The control API's address, for the login link.
     pub addr: SocketAddr,
+    /// The grants: listed with their tabs and clients, revoked from here.
+    pub lent: Arc<crate::lent::Lent>,
 }
 
 impl Dashboard {
@@ -79,6 +82,7 @@ pub(crate) fn router(dashboard: Dashboard) -> Router {
         .route("/ui/api/disconnect", post(disconnect))
         .route("/ui/api/unshare", post(unshare))
         .route("/ui/api/stop", post(stop_profile))
+        .route("/ui/api/revoke", post(revoke_grant))
         .with_state(dashboard)
         .layer(axum::middleware::from_fn_with_state(logins, ui_guard))
 }
@@ -191,10 +195,12 @@ async fn overview(State(dashboard): State<Dashboard>) -> Response {
         entry["tabList"] = tabs;
         listed.push(entry);
     }
+    let grants = crate::control::http::GrantsState { lent: dashboard.lent.clone(), relay: Some(dashboard.relay.clone()) };
     axum::Json(json!({
         "profiles": listed,
         "extension": dashboard.relay.status_json(),
         "clients": dashboard.relay.clients(),
+        "grants": grants.list(),
     }))
     .into_response()
 }
@@ -292,6 +298,31 @@ async fn stop_profile(State(dashboard): State<Dashboard>, body: axum::body::Byte
             axum::Json(json!(status)).into_response()
         }
         Err(e) => api_error(StatusCode::BAD_REQUEST, &e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    name: String,
+}
+
+/// Revokes a grant: gone from grants.json, its connections closed at once.
+async fn revoke_grant(State(dashboard): State<Dashboard>, body: axum::body::Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<RevokeRequest>(&body) else {
+        return api_error(StatusCode::BAD_REQUEST, "expected {\"name\": \"…\"}");
+    };
+    match dashboard.lent.revoke(&request.name) {
+        Ok(_) => {
+            let mut entry = Entry::now(Source::Dashboard, "dashboard", Kind::Connection, "revoke the grant");
+            entry.grant = Some(request.name);
+            dashboard.activity.record(entry);
+            axum::Json(json!({"ok": true})).into_response()
+        }
+        Err(grants::GrantError::Unknown(name)) => {
+            api_error(StatusCode::NOT_FOUND, &format!("no grant named '{name}'"))
+        }
+        Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
 }
 

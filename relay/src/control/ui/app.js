@@ -116,7 +116,11 @@ function renderProfiles(overview) {
         el("span", { class: "url" }, tab.url));
       if (shared) {
         const clients = (tab.clients || []).map((id) => clientNames.get(id) || `#${id}`);
-        row.prepend(el("span", { class: "shared", title: "shared by you with Browser Relay" }, "shared"));
+        const badge = tab.grant
+          ? el("span", { class: "shared grant", title: `lent to the grant ${tab.grant}`, "data-grant-of": tab.targetId }, tab.grant)
+          : el("span", { class: "shared", title: "shared by you with Browser Relay" }, "shared");
+        if (tab.grant && grantColors.has(tab.grant)) badge.style.background = grantColors.get(tab.grant);
+        row.prepend(badge);
         if (clients.length) row.append(el("span", { class: "muted" }, clients.join(", ")));
       }
       row.append(watchButton(shared ? null : profile.profile, tab));
@@ -136,6 +140,35 @@ function renderProfiles(overview) {
   else if (watching) document.getElementById("view-title").textContent = watching.title;
 }
 
+const grantColors = new Map();
+
+function renderGrants(list) {
+  grantColors.clear();
+  const grants = list.grants || [];
+  for (const grant of grants) grantColors.set(grant.name, grant.colorHex);
+  const body = document.querySelector("#grants tbody");
+  body.replaceChildren(...grants.map((grant) => {
+    const swatch = el("span", { class: "swatch" });
+    swatch.style.background = grant.colorHex;
+    const sites = grant.sites.length ? grant.sites.join(", ") : "any site";
+    const abilities = grant.evaluate ? "" : " · no evaluate";
+    return el("tr", { "data-grant": grant.name },
+      el("td", {}, swatch, grant.name),
+      el("td", { class: "url", title: sites }, sites + abilities),
+      el("td", { class: grant.expires === "expired" ? "warning" : "" }, grant.expires),
+      el("td", { title: grant.tabs.map((t) => t.url).join("\n") }, grant.tabs.length),
+      el("td", { title: grant.clients.map((c) => c.userAgent).join("\n") }, grant.clients.map((c) => `${c.name} #${c.id}`).join(", ") || "none"),
+      el("td", {}, el("button", {
+        type: "button", class: "stop", "data-revoke": grant.name, textContent: "Revoke",
+        onclick: (event) => act(event.target, "/ui/api/revoke", { name: grant.name }, `revoked ${grant.name}`),
+      })));
+  }));
+  document.getElementById("no-grants").hidden = grants.length > 0;
+  const problem = document.getElementById("grants-problem");
+  problem.hidden = !list.problem;
+  problem.textContent = list.problem || "";
+}
+
 function renderClients(clients) {
   clientNames.clear();
   for (const client of clients) clientNames.set(client.id, client.name);
@@ -143,6 +176,7 @@ function renderClients(clients) {
   body.replaceChildren(...clients.map((client) => el("tr", { "data-client": client.id },
     el("td", {}, client.id),
     el("td", { title: client.userAgent }, client.name),
+    el("td", {}, client.grant || "you"),
     el("td", {}, client.profile ? `${client.profile} (whole browser)` : `${client.tabs.length} shared tab(s)`),
     el("td", {}, since(client.since)),
     el("td", {}, client.commands),
@@ -157,7 +191,8 @@ function renderActivity(entries) {
   const body = document.querySelector("#activity tbody");
   body.replaceChildren(...entries.map((entry) => el("tr", { "data-kind": entry.kind },
     el("td", {}, new Date(entry.at).toLocaleTimeString()),
-    el("td", {}, entry.source === "agent" ? `agent (${entry.client})` : entry.clientId ? `${entry.client} #${entry.clientId}` : entry.client),
+    el("td", {}, (entry.source === "agent" ? `agent (${entry.client})` : entry.clientId ? `${entry.client} #${entry.clientId}` : entry.client)
+      + (entry.grant ? ` [grant ${entry.grant}]` : "")),
     el("td", { class: "url" }, [entry.profile, entry.url || entry.tab].filter(Boolean).join(" · ")),
     el("td", {}, `${entry.summary}${entry.count > 1 ? ` ×${entry.count}` : ""}${entry.failed ? " (failed)" : ""}`))));
 }
@@ -165,6 +200,7 @@ function renderActivity(entries) {
 const refresh = once("overview", async () => {
   try {
     const overview = await getJson("/ui/api/overview");
+    renderGrants(overview.grants);
     renderClients(overview.clients);
     renderProfiles(overview);
     status(`updated ${new Date().toLocaleTimeString()}`);
