@@ -842,6 +842,19 @@ impl Relay {
         // Whose group holds it: the extension says; else a popup is its
         // opener's grant's (Chrome opens it into the opener's group).
         let grant = tab.grant.as_deref().map(Arc::from).or_else(|| opener_target.and_then(|t| t.grant.clone()));
+        // A grant's popup that went outside its sites (its first request
+        // leaves before the relay can hold the new tab; the extension's
+        // rules sent it without the person's cookies) is closed before any
+        // client sees it: a grant's tabs stay on its sites.
+        if let Some(held) = grant.as_deref().and_then(|name| self.grant_named(name)).filter(|_| opener_target.is_some())
+            && let Some(refusal) = held.refuses_url(&info.url)
+        {
+            drop(registry);
+            tracing::info!(tab = tab.tab_id, grant = %held.name, "closing a grant's popup outside its sites");
+            self.note_closed_popup(&held, &info.url);
+            self.close_orphans(vec![tab.tab_id]);
+            return Err(CallError::Chrome(refusal));
+        }
         // A popup belongs to the clients driving its opener (see `owners`).
         let mut owners: Vec<u64> =
             opener_target.map(|t| t.subs.iter().map(|s| s.client.id).collect()).unwrap_or_default();

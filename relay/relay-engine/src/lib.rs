@@ -706,6 +706,10 @@ impl Relay {
             "browser": hello.as_ref().map(|h| h.browser_version.clone()),
             "attachedTabs": self.registry().len(),
             "dashboard": self.0.dashboard.get(),
+            // How many grants the relay honours (no names): the extension,
+            // sharing nothing, asks it to know whether to stay connected
+            // for a grant's agents.
+            "grants": self.0.grants.read().unwrap_or_else(|p| p.into_inner()).len(),
         })
     }
 

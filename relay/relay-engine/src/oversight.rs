@@ -228,6 +228,20 @@ impl Relay {
         self.note(entry);
     }
 
+    /// A grant's popup landed outside its sites and was closed.
+    pub(crate) fn note_closed_popup(&self, grant: &grants::Grant, url: &str) {
+        let mut entry = Entry::now(
+            Source::Relay,
+            "Browser Relay",
+            Kind::Tab,
+            format!("closed a popup at {url}: outside the grant's sites ({})", grant.sites.describe()),
+        );
+        entry.url = Some(url.to_string());
+        entry.grant = Some(grant.name.to_string());
+        entry.failed = true;
+        self.note(entry);
+    }
+
     /// A client connected or left.
     pub(crate) fn note_connection(&self, client: &ClientHandle, page: Option<&str>, connected: bool) {
         let Some(record) = self.0.activity.get() else { return };
