@@ -25,7 +25,7 @@ pub struct Chromium {
 /// Flags every test browser gets. The background-networking flags matter on
 /// this machine: without them Chromium floods the closed network. Headless,
 /// unless `BROWSER_RELAY_TEST_HEADED` is set (with a `DISPLAY`, e.g. Xvfb's:
-/// `scripts/screenshot-tab-group.sh`).
+/// `scripts/screenshot-headed.sh`).
 pub fn base_args(profile: &Path) -> Vec<String> {
     let mut args = match std::env::var_os("BROWSER_RELAY_TEST_HEADED") {
         Some(_) => vec!["--window-position=0,0".to_string(), "--window-size=1024,480".into()],

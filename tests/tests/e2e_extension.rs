@@ -747,13 +747,13 @@ async fn without_tab_groups_sharing_works_with_the_badge_alone_and_the_options_p
 }
 
 /// Not a check: the README's picture of the group, made by
-/// `scripts/screenshot-tab-group.sh` (headed Chromium under Xvfb, whose
+/// `scripts/screenshot-headed.sh` (headed Chromium under Xvfb, whose
 /// frame buffer this copies once the tabs are in place).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "makes docs/tab-group.png: run scripts/screenshot-tab-group.sh"]
+#[ignore = "makes docs/tab-group.png: run scripts/screenshot-headed.sh"]
 async fn screenshot_of_the_tab_group() {
-    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-tab-group.sh");
-    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-tab-group.sh");
+    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-headed.sh");
+    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-headed.sh");
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
     // A second shared tab (opened from the first: Chrome puts it into the

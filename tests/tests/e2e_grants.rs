@@ -182,3 +182,41 @@ async fn an_agent_with_a_grant_sees_its_tabs_only_and_stays_on_its_sites() {
     assert!(open.is_error && open.text.contains("the grant 'alpha' may not go to"), "{}", open.text);
     host.close(Duration::from_secs(10)).unwrap();
 }
+
+/// Not a check: the README's picture of two grants' tab groups beside the
+/// person's own, made by `scripts/screenshot-headed.sh grants` (headed
+/// Chromium under Xvfb, whose frame buffer this copies once the windows are
+/// in place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/grants.png: run scripts/screenshot-headed.sh grants"]
+async fn screenshot_of_two_grants() {
+    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-headed.sh grants");
+    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-headed.sh grants");
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    keep_token(&env);
+    let mut clients = Vec::new();
+    for (name, pages) in [("research", ["form.html", "frame.html"]), ("ci-bot", ["index.html?ci", "iframe.html"])] {
+        let url = add_grant(&env, name, &["--sites", &env.fixtures.url()]);
+        let key = url.rsplit("token=").next().unwrap().to_string();
+        let ws = format!("ws://127.0.0.1:{}/cdp?token={key}", env.port);
+        let client = cdp_client::CdpClient::connect(&ws).await.unwrap().with_timeout(Duration::from_secs(20));
+        for page in pages {
+            let url = format!("{}/{page}", env.fixtures.url());
+            client.call("Target.createTarget", json!({"url": url}), None).await.unwrap();
+        }
+        clients.push(client);
+    }
+    env.wait_for_tabs(5, Duration::from_secs(20)).await.unwrap();
+    // The person's window on the left, each grant's window beside it.
+    let person = env.tab_id(&index).await.unwrap();
+    let placed = format!(
+        "chrome.tabs.get({person}).then(async (mine) => {{
+           const windows = (await chrome.windows.getAll()).sort((a, b) => (a.id === mine.windowId ? -1 : b.id === mine.windowId ? 1 : a.id - b.id));
+           for (const [i, w] of windows.entries()) await chrome.windows.update(w.id, {{ left: i * 520, top: 0, width: 520, height: 470, state: 'normal' }});
+           return windows.length; }})"
+    );
+    assert_eq!(env.worker_eval(&placed).await.unwrap(), json!(3), "the person's window and one per grant");
+    // Let the tab strips settle (their animations), then take the frame.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
+}
