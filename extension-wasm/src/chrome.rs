@@ -214,6 +214,7 @@ pub(crate) mod runtime {
 
 /// Globals of the service worker (`window` does not exist there).
 pub(crate) mod global {
+    use js_sys::Promise;
     use wasm_bindgen::prelude::*;
 
     #[wasm_bindgen]
@@ -222,5 +223,11 @@ pub(crate) mod global {
         pub fn set_timeout(handler: &JsValue, ms: f64) -> JsValue;
         #[wasm_bindgen(js_name = clearTimeout)]
         pub fn clear_timeout(id: &JsValue);
+        /// Only the relay's public status route (`Host::ask_relay_status`).
+        #[wasm_bindgen(catch, js_name = fetch)]
+        pub fn fetch(url: &str, init: &JsValue) -> Result<Promise, JsValue>;
+        /// `AbortSignal.timeout`: a fetch's deadline.
+        #[wasm_bindgen(catch, js_namespace = AbortSignal, js_name = timeout)]
+        pub fn abort_after(ms: f64) -> Result<JsValue, JsValue>;
     }
 }

@@ -298,6 +298,27 @@ struct Socket {
     _handlers: Vec<Closure<dyn FnMut(JsValue)>>,
 }
 
+/// How long the relay's status route has to answer (a suspended `serve`
+/// accepts and never answers): the core always hears back.
+const STATUS_DEADLINE_MS: f64 = 5_000.0;
+
+/// `GET http://127.0.0.1:PORT/extension/status` (no token, a public
+/// route): its body, or why there is none.
+async fn relay_status(port: u16) -> Result<String, String> {
+    let mut init = vec![("cache", JsValue::from_str("no-store"))];
+    if let Ok(signal) = global::abort_after(STATUS_DEADLINE_MS) {
+        init.push(("signal", signal));
+    }
+    let url = format!("http://127.0.0.1:{port}/extension/status");
+    let response = settle(global::fetch(&url, &object(&init))).await?;
+    if get(&response, "ok").as_bool() != Some(true) {
+        return Err(format!("HTTP {}", get(&response, "status").as_f64().unwrap_or(0.0)));
+    }
+    let text = get(&response, "text").dyn_into::<js_sys::Function>().map_err(|_| "no body".to_string())?;
+    let body = text.call0(&response).and_then(|p| p.dyn_into::<js_sys::Promise>());
+    settle(body).await?.as_string().ok_or_else(|| "no body".into())
+}
+
 /// Events closer together than this are a flood, and share frames.
 const FLOOD_MS: f64 = 2.0;
 /// The most characters one batched frame holds.
@@ -558,6 +579,13 @@ impl Host for WasmHost {
         let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
         let filled = scope.crypto().and_then(|crypto| crypto.get_random_values_with_u8_array(&mut bytes));
         filled.ok().map(|_| bytes)
+    }
+
+    fn ask_relay_status(&mut self, probe: u64, port: u16) {
+        spawn_local(async move {
+            let outcome = relay_status(port).await;
+            with_core(move |core| core.on_relay_status(probe, outcome));
+        });
     }
 }
 

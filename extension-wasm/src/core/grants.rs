@@ -14,8 +14,17 @@
 //!   NAME".
 //!
 //! A grant the relay no longer lists is gone: its groups are dissolved,
-//! its tabs unshared, its rules and its menu item removed. Tests:
-//! `tests_grants.rs`.
+//! its tabs unshared, its rules and its menu item removed.
+//!
+//! **The link stays while the relay has grants**, shared tab or not: a
+//! grant's agent opens its first tab through it. Whether there are any is
+//! the relay's word: its `grants` notice, and, while the worker shares
+//! nothing and holds no link, its public status route's count
+//! ([`Core::probe_relay`], at the worker's start and on each alarm). A
+//! relay that is not there is simply not there: nothing is retried before
+//! the next alarm, nothing is shown.
+//!
+//! Tests: `tests_grants.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +46,35 @@ pub const MENU_PREFIX: &str = "grant:";
 /// A grant's menu item on the toolbar button.
 pub fn menu_id(grant: &str) -> String {
     format!("{MENU_PREFIX}{grant}")
+}
+
+/// What the relay said of its grants, for the link being made or held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RelayGrants {
+    /// None, or nothing said (a relay older than grants says nothing).
+    None,
+    /// Its status route counted some: the link is made for them and held
+    /// until its `grants` notice, sent right after its welcome (or, should
+    /// none come, until the first watch after the welcome).
+    Counted,
+    /// Its last `grants` notice listed some.
+    Listed,
+}
+
+impl RelayGrants {
+    /// Whether they keep the link.
+    pub(super) fn holds(self) -> bool {
+        self != Self::None
+    }
+}
+
+/// `n` grants, in words (0: the count is not listed yet).
+pub(super) fn how_many(n: usize) -> String {
+    match n {
+        0 => "grants".into(),
+        1 => "1 grant".into(),
+        n => format!("{n} grants"),
+    }
 }
 
 /// The title of a grant's menu item.
@@ -608,6 +646,78 @@ impl<H: Host> Core<H> {
         }
         self.stop_awaiting(tab);
         self.disown(tab);
+    }
+
+    // ---- the link, for the grants -----------------------------------------------
+
+    /// The relay's `grants` notice: whether it has any is its word on
+    /// keeping the link; none left, and nothing shared, it goes.
+    pub(super) fn on_grants_notice(&mut self, list: Vec<GrantGroup>) {
+        self.relay_grants = if list.is_empty() { RelayGrants::None } else { RelayGrants::Listed };
+        self.on_grants(list);
+        self.maybe_idle();
+    }
+
+    /// A link made for the grants the status route counted, welcomed, and
+    /// no `grants` notice by the next watch (a relay of protocol 6 sends it
+    /// right after its welcome): as if it listed none. Whether the link
+    /// went.
+    pub(super) fn grants_unlisted(&mut self) -> bool {
+        if self.link != Link::Ready || self.relay_grants != RelayGrants::Counted {
+            return false;
+        }
+        self.relay_grants = RelayGrants::None;
+        self.maybe_idle();
+        self.link == Link::Idle
+    }
+
+    /// Paired, sharing nothing and holding no link: asks the relay's status
+    /// route whether it has grants (their agents would need the link). One
+    /// probe at a time; the host always answers (a fetch has a deadline).
+    pub(super) fn probe_relay(&mut self) {
+        let idle = self.link == Link::Idle && self.attached.is_empty() && self.reattaching.is_empty();
+        // A pairing link's code connects on its own.
+        let paired = self.settings.token.is_some() && self.settings.pairing_code.is_none();
+        if !idle || !paired || self.probing.is_some() {
+            return;
+        }
+        let probe = self.next_probe;
+        self.next_probe += 1;
+        self.probing = Some(probe);
+        self.host.ask_relay_status(probe, self.settings.port);
+    }
+
+    /// The relay's status route answered `probe` (its JSON body), or did
+    /// not: grants counted, and no other browser's extension holding the
+    /// relay (it takes one at a time), make the worker connect, and the
+    /// link is kept for them. No relay there, or one older than grants (it
+    /// counts none): nothing happens and nothing is shown; the next alarm
+    /// asks again.
+    pub fn on_relay_status(&mut self, probe: u64, outcome: Result<String, String>) {
+        if self.probing != Some(probe) {
+            return;
+        }
+        self.probing = None;
+        let paired = self.settings.token.is_some() && self.settings.pairing_code.is_none();
+        // Shared or connecting meanwhile: the link's own rules hold.
+        if self.link != Link::Idle || !self.attached.is_empty() || !paired {
+            return;
+        }
+        #[derive(Deserialize)]
+        struct RelayStatus {
+            #[serde(default)]
+            connected: bool,
+            #[serde(default)]
+            grants: u64,
+        }
+        let Some(status) = outcome.ok().and_then(|body| serde_json::from_str::<RelayStatus>(&body).ok()) else {
+            return;
+        };
+        if status.grants == 0 || status.connected {
+            return;
+        }
+        self.relay_grants = RelayGrants::Counted;
+        self.ensure_connected();
     }
 
     // ---- the options page --------------------------------------------------------

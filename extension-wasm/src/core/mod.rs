@@ -57,9 +57,9 @@
 //!   `navigation_caused_detach_reattaches_and_reannounces`,
 //!   `reattach_gives_up_after_its_tries_and_says_so`,
 //!   `user_cancel_devtools_and_chrome_pages_stay_detached`.
-//! - **Keepalive** every 20 s while shared (an MV3 worker is stopped after
-//!   ~30 s idle), and a 30 s `chrome.alarms` backstop:
-//!   `keepalive_pings_only_while_shared_and_connected`; e2e
+//! - **Keepalive** every 20 s while shared or held for grants (an MV3
+//!   worker is stopped after ~30 s idle), and a 30 s `chrome.alarms`
+//!   backstop: `keepalive_pings_only_while_shared_and_connected`; e2e
 //!   `the_worker_idles_a_minute_while_shared_and_stays_connected`.
 //! - **A silent relay is left**: a relay that says nothing for three looks
 //!   in a row, 20 s apart (its socket open, or opening, and nothing coming:
@@ -138,7 +138,26 @@
 //!     `a_worker_restart_rehydrates_the_grants_groups_and_replaces_the_rules`;
 //!   - "Share this tab with NAME" on the toolbar button's menu shares a tab
 //!     with that grant, or moves a shared one into its group:
-//!     `share_this_tab_with_a_grant_from_the_toolbar_buttons_menu`.
+//!     `share_this_tab_with_a_grant_from_the_toolbar_buttons_menu`;
+//!   - **the link stays while the relay has grants**, nothing shared (a
+//!     grant's agent opens its first tab through it), with the keepalive
+//!     pings; a `grants` notice that lists none lets it go, and so do a
+//!     welcome older than protocol 6 and, for a link made for grants the
+//!     status route counted, no notice by the next watch:
+//!     `grants_keep_the_link_with_nothing_shared_and_the_last_ones_going_lets_it_go`,
+//!     `a_relay_that_counts_grants_and_lists_none_is_let_go`;
+//!   - paired, with no link and nothing shared, the worker asks the relay's
+//!     public status route (`/extension/status`, no token: it counts
+//!     grants, names none) at its start, on each alarm, for a new pairing
+//!     and after redeeming a pairing link, one question at a time: grants
+//!     counted (and no other browser's extension connected) make it
+//!     connect; none, or no relay there, do nothing and show nothing until
+//!     the next alarm; an unpaired worker asks nothing:
+//!     `idle_and_paired_the_worker_asks_the_relays_status_route_and_connects_for_its_grants`,
+//!     `a_pairing_link_redeemed_with_nothing_shared_asks_whether_its_relay_has_grants` (in `tests.rs`);
+//!   - the relay going away while only grants held the link: no grace (no
+//!     tab to keep) and no backoff loop; the next alarm asks again:
+//!     `the_relay_going_away_while_only_grants_held_the_link_is_asked_for_again_at_the_next_alarm`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
@@ -431,6 +450,12 @@ pub trait Host {
     /// for the nonce of the pairing proof; `None` if there is none (then no
     /// connection: a predictable nonce would let a recorded proof replay).
     fn random_bytes(&mut self) -> Option<[u8; 32]>;
+    /// Asks the relay's public status route (`GET
+    /// http://127.0.0.1:PORT/extension/status`, no token: it names no
+    /// grant, it counts them) whether it has grants. The body comes back
+    /// by [`Core::on_relay_status`] with this `probe`, or why there is
+    /// none (no relay there, a refusal, no answer within a few seconds).
+    fn ask_relay_status(&mut self, probe: u64, port: u16);
 }
 
 /// The relay connection.
@@ -638,6 +663,12 @@ pub struct Core<H: Host> {
     /// The grants, whose each tab is, their windows and rules (see
     /// `grants.rs`).
     grants: grants::Grants,
+    /// What the relay said of its grants, for the link being made or held:
+    /// while it has some, the link is kept with nothing shared.
+    relay_grants: grants::RelayGrants,
+    /// The status probe awaiting its answer, and the next one's number.
+    probing: Option<u64>,
+    next_probe: u64,
 }
 
 impl<H: Host> Core<H> {
@@ -665,6 +696,9 @@ impl<H: Host> Core<H> {
             clients: BTreeMap::new(),
             withdrawn: BTreeSet::new(),
             grants: grants::Grants::default(),
+            relay_grants: grants::RelayGrants::None,
+            probing: None,
+            next_probe: 1,
         }
     }
 
@@ -682,6 +716,15 @@ impl<H: Host> Core<H> {
 
     pub fn status(&self) -> Status {
         let (state, default) = match self.link {
+            // Held for the grants alone: their agents may open tabs.
+            Link::Ready if self.attached.is_empty() && self.relay_grants.holds() => (
+                "connected",
+                format!(
+                    "connected to the relay on 127.0.0.1:{}: {}, nothing shared",
+                    self.settings.dial_port(),
+                    grants::how_many(self.grants.list.len())
+                ),
+            ),
             Link::Ready => ("connected", format!("connected to the relay on 127.0.0.1:{}", self.settings.dial_port())),
             Link::Connecting | Link::Authenticating | Link::Open => {
                 ("connecting", format!("connecting to 127.0.0.1:{}…", self.settings.dial_port()))
@@ -761,6 +804,10 @@ impl<H: Host> Core<H> {
         // redeemed now, as `on_settings` would.
         if !self.attached.is_empty() || self.settings.pairing_code.is_some() {
             self.ensure_connected();
+        } else {
+            // Nothing shared: the relay may still have grants, whose
+            // agents need the link.
+            self.probe_relay();
         }
         self.refresh_badges();
         for tab in plan.released {
@@ -789,12 +836,17 @@ impl<H: Host> Core<H> {
             self.host.disconnect();
             self.link = Link::Idle;
         }
+        self.relay_grants = grants::RelayGrants::None;
+        // A probe of the relay before is not this pairing's.
+        self.probing = None;
         self.attempt = 0;
         // A pairing link's code is redeemed at once (it is good for
         // minutes), also with nothing shared: the link is closed again
         // after the welcome.
         if !self.attached.is_empty() || self.settings.pairing_code.is_some() {
             self.ensure_connected();
+        } else {
+            self.probe_relay();
         }
         self.refresh_badges();
     }
@@ -1321,8 +1373,9 @@ impl<H: Host> Core<H> {
         match (self.link, message) {
             (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
             (Link::Open, RelayMessage::Welcome { protocol_version, sealed, .. }) => {
-                if let Some(bound) = self.redeeming.take()
-                    && !self.keep_sealed_pairing(&bound, sealed.as_deref())
+                let redeemed = self.redeeming.take();
+                if let Some(bound) = &redeemed
+                    && !self.keep_sealed_pairing(bound, sealed.as_deref())
                 {
                     return;
                 }
@@ -1330,6 +1383,7 @@ impl<H: Host> Core<H> {
                 self.link = Link::Ready;
                 if protocol_version < GRANTS_SINCE {
                     // A relay from before grants has none.
+                    self.relay_grants = grants::RelayGrants::None;
                     self.on_grants(Vec::new());
                 }
                 self.attempt = 0;
@@ -1340,15 +1394,19 @@ impl<H: Host> Core<H> {
                 self.host.set_timer(Timer::Keepalive, policy::KEEPALIVE_MS);
                 self.refresh_badges();
                 // A connection made only to redeem a pairing link's code
-                // has done its work.
+                // has done its work (its relay's `grants` notice, sent
+                // next, is not waited for: its status route is asked).
                 self.maybe_idle();
+                if redeemed.is_some() {
+                    self.probe_relay();
+                }
             }
             (Link::Ready, RelayMessage::Ping { nonce }) => self.send(&ExtensionMessage::Pong { nonce }),
             (Link::Ready, RelayMessage::Pong { .. }) => {}
             (Link::Ready, RelayMessage::Clients { tabs }) => {
                 self.clients = tabs.into_iter().map(|t| (t.tab_id, t.clients)).collect();
             }
-            (Link::Ready, RelayMessage::Grants { grants }) => self.on_grants(grants),
+            (Link::Ready, RelayMessage::Grants { grants }) => self.on_grants_notice(grants),
             (Link::Ready, call) => self.on_relay_call(call),
             // Before the relay has proved the pairing (or before its
             // welcome), nothing is obeyed or answered: the other end may be
@@ -1455,6 +1513,9 @@ impl<H: Host> Core<H> {
     fn link_lost(&mut self, error: String, slowest: bool) {
         self.link = Link::Idle;
         self.opened = false;
+        // A link only the grants held is not retried: the next alarm asks
+        // the relay's status route again (`on_alarm`).
+        self.relay_grants = grants::RelayGrants::None;
         self.clients.clear();
         self.host.cancel_timer(Timer::Keepalive);
         self.host.cancel_timer(Timer::RelayWatch);
@@ -1483,6 +1544,9 @@ impl<H: Host> Core<H> {
     /// every 20 s and answers our pings, so each watch hears something.
     fn on_relay_watch(&mut self) {
         if self.link == Link::Idle {
+            return;
+        }
+        if self.grants_unlisted() {
             return;
         }
         if std::mem::take(&mut self.heard) {
@@ -1555,7 +1619,7 @@ impl<H: Host> Core<H> {
             Timer::GroupMove => self.on_group_move_done(),
             Timer::RelayWatch => self.on_relay_watch(),
             Timer::Keepalive => {
-                if self.link == Link::Ready && !self.attached.is_empty() {
+                if self.link == Link::Ready && (!self.attached.is_empty() || self.relay_grants.holds()) {
                     let nonce = self.next_nonce;
                     self.next_nonce += 1;
                     self.send(&ExtensionMessage::Ping { nonce });
@@ -1595,10 +1659,14 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// A `chrome.alarms` tick (a backstop that wakes a stopped worker).
+    /// A `chrome.alarms` tick (a backstop that wakes a stopped worker):
+    /// shared tabs reconnect; with nothing shared, the relay's status
+    /// route is asked whether it has grants.
     pub fn on_alarm(&mut self) {
         if !self.attached.is_empty() && self.link == Link::Idle {
             self.ensure_connected();
+        } else if self.attached.is_empty() {
+            self.probe_relay();
         }
     }
 
@@ -1732,8 +1800,8 @@ impl<H: Host> Core<H> {
         self.refresh_badges();
     }
 
-    /// Nothing shared and nothing pending: close the link and let the
-    /// service worker sleep.
+    /// Nothing shared, nothing pending and no grants: close the link and
+    /// let the service worker sleep.
     fn maybe_idle(&mut self) {
         let attaching = self.pending.values().any(|(p, _)| {
             matches!(
@@ -1742,7 +1810,9 @@ impl<H: Host> Core<H> {
             )
         });
         let opening = !self.grants.opening.is_empty() || !self.grants.awaiting.is_empty();
-        if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching || opening {
+        // The relay has grants: their agents may open a tab at any time.
+        let for_grants = self.link != Link::Idle && self.relay_grants.holds();
+        if !self.attached.is_empty() || !self.reattaching.is_empty() || attaching || opening || for_grants {
             return;
         }
         for timer in [Timer::Reconnect, Timer::Keepalive, Timer::DetachGrace, Timer::RelayWatch] {

@@ -30,6 +30,8 @@ pub(super) struct FakeHost {
     /// What the last `set_batching` said.
     pub(super) batching: bool,
     pub(super) timers: BTreeMap<Timer, u64>,
+    /// Each question to the relay's status route: (probe, port).
+    pub(super) probes: Vec<(u64, u16)>,
     nonces: u8,
 }
 
@@ -84,6 +86,9 @@ impl Host for FakeHost {
         // Distinct per connection, as a real source.
         self.nonces += 1;
         Some([self.nonces; 32])
+    }
+    fn ask_relay_status(&mut self, probe: u64, port: u16) {
+        self.probes.push((probe, port));
     }
 }
 
@@ -849,6 +854,29 @@ fn a_pairing_links_code_is_redeemed_at_once_for_the_token_sealed_to_it() {
     let connects = core.host.connects.len();
     core.on_settings(Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
     assert_eq!(core.host.connects.len(), connects);
+}
+
+/// The link that redeemed the code goes at once (nothing shared), before
+/// its relay's `grants` notice: its status route is asked instead.
+#[test]
+fn a_pairing_link_redeemed_with_nothing_shared_asks_whether_its_relay_has_grants() {
+    let code = "c0de".repeat(16);
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), environment(), StartFacts::default());
+    core.on_alarm();
+    assert!(core.host.probes.is_empty(), "unpaired: nothing asked");
+    core.on_settings(Settings { port: 18792, token: None, pairing_code: Some(code.clone()), pairing_port: Some(4000) });
+    assert!(core.host.probes.is_empty(), "a code connects on its own");
+    core.on_socket_open();
+    let (challenge, welcome) =
+        challenge_and_welcome(&mut core, 4000, &code, |ours, bound| auth::seal(&code, ours, bound, TOKEN));
+    core.relay(challenge);
+    core.relay(welcome);
+    assert_eq!(core.link(), Link::Idle);
+    assert_eq!(core.host.probes, vec![(1, 4000)], "the paired relay's status route");
+    core.on_relay_status(1, Ok(r#"{"connected":false,"grants":1}"#.into()));
+    let dialled: Vec<&str> = core.host.connects.iter().map(|(url, _)| url.as_str()).collect();
+    assert_eq!(dialled, ["ws://127.0.0.1:4000/extension", "ws://127.0.0.1:4000/extension"], "back, for its grant");
 }
 
 #[test]

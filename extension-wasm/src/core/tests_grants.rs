@@ -677,3 +677,201 @@ fn share_this_tab_with_a_grant_from_the_toolbar_buttons_menu() {
     assert_eq!(core.last_call().1, ChromeCall::DebuggerDetach { tab: 11 });
     assert!(!core.attached().contains(&11) && core.announced(11).is_empty());
 }
+
+// ---- the link, for the grants ---------------------------------------------------
+
+impl Core<FakeHost> {
+    /// The relay's status route answers the last question asked of it.
+    fn status_route_says(&mut self, body: &str) {
+        let (probe, _) = *self.host.probes.last().expect("the status route was asked");
+        self.on_relay_status(probe, Ok(body.into()));
+    }
+
+    /// Idle, paired, sharing nothing: the status route counts `grants`, the
+    /// worker connects, proves the pairing and is welcomed.
+    fn connected_for_grants(&mut self) {
+        self.on_alarm();
+        self.status_route_says(r#"{"connected":false,"grants":2}"#);
+        assert_eq!(self.link(), Link::Connecting, "connects for the grants");
+        self.on_socket_open();
+        let hello = self.relay_proves();
+        assert_eq!(hello["hello"]["attachedTabs"], json!([]), "nothing shared");
+        self.welcome();
+    }
+}
+
+#[test]
+fn grants_keep_the_link_with_nothing_shared_and_the_last_ones_going_lets_it_go() {
+    let mut core = paired_no_groups();
+    core.status_route_says(r#"{"connected":false,"grants":0}"#);
+    core.share(5);
+    core.grants_notice(&[ci()]);
+    // The person stops sharing their last tab: ci's agent may still open
+    // one, so the link stays, kept alive.
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    core.on_op_done(core.op_of(&ChromeCall::DebuggerDetach { tab: 5 }), Ok("null".into()));
+    assert_eq!((core.link(), core.host.disconnects), (Link::Ready, 0));
+    assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS));
+    let status = core.status();
+    assert_eq!(status.state, "connected");
+    assert_eq!(status.detail, "connected to the relay on 127.0.0.1:18792: 1 grant, nothing shared");
+    core.on_timer(Timer::Keepalive);
+    assert_eq!(core.last_sent(), json!({"ping": {"nonce": 1}}), "the worker is kept alive");
+    assert_eq!(core.host.timers.get(&Timer::Keepalive), Some(&policy::KEEPALIVE_MS), "re-armed");
+    core.on_alarm();
+    assert_eq!(core.host.probes.len(), 1, "connected: the status route is not asked");
+    // A grant's agent opens its first tab through the link (Chrome
+    // refuses its window here: the relay hears why).
+    core.relay(json!({"tabs.create": {"id": 30, "url": "about:blank", "active": false, "grant": "ci"}}));
+    assert!(matches!(core.last_call().1, ChromeCall::WindowsCreate { focused: false, .. }));
+    core.on_op_done(core.last_call().0, Err("No window".into()));
+    assert_eq!(core.last_sent()["reply"]["error"]["message"], "No window");
+    // The relay revokes ci, its last grant: the link goes.
+    core.grants_notice(&[]);
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1), "no grants, nothing shared");
+    for timer in [Timer::Keepalive, Timer::RelayWatch, Timer::Reconnect, Timer::DetachGrace] {
+        assert!(!core.host.timers.contains_key(&timer), "{timer:?}");
+    }
+    assert_eq!(core.status().state, "idle");
+    core.on_alarm();
+    assert_eq!(core.host.probes.len(), 2, "asked again at the next alarm");
+}
+
+#[test]
+fn idle_and_paired_the_worker_asks_the_relays_status_route_and_connects_for_its_grants() {
+    let mut core = paired_no_groups();
+    assert_eq!(core.host.probes, vec![(1, 18792)], "asked at the worker's start");
+    // No grants: nothing to connect for.
+    core.status_route_says(r#"{"connected":false,"extensionVersion":null,"attachedTabs":0,"grants":0}"#);
+    // A relay older than grants counts none.
+    core.on_alarm();
+    core.status_route_says(r#"{"connected":false,"attachedTabs":0}"#);
+    // No relay there: not there. No retry, nothing shown.
+    core.on_alarm();
+    core.on_relay_status(3, Err("Failed to fetch".into()));
+    // Another browser's extension holds the relay (it takes one at a time).
+    core.on_alarm();
+    core.status_route_says(r#"{"connected":true,"grants":2}"#);
+    assert!(core.host.connects.is_empty());
+    assert!(core.host.timers.is_empty(), "no retry: {:?}", core.host.timers);
+    assert!(core.host.badges.is_empty());
+    let status = core.status();
+    assert_eq!((status.state, status.error), ("idle", None));
+    assert_eq!(status.detail, "no tab is shared: click the toolbar icon on a tab");
+    // One question at a time; a late answer to an old one changes nothing.
+    core.on_alarm();
+    core.on_alarm();
+    assert_eq!(core.host.probes.len(), 5);
+    core.on_relay_status(4, Ok(r#"{"connected":false,"grants":2}"#.into()));
+    assert!(core.host.connects.is_empty());
+    // Grants counted: the worker connects, and keeps the link until the
+    // relay's notice, which lists them.
+    core.status_route_says(r#"{"connected":false,"grants":2}"#);
+    assert_eq!(core.host.connects[0].0, "ws://127.0.0.1:18792/extension");
+    core.on_socket_open();
+    core.relay_proves();
+    core.welcome();
+    assert_eq!((core.link(), core.host.disconnects), (Link::Ready, 0), "held for the notice that follows");
+    let calls = core.host.calls.len();
+    core.grants_notice(&[research(), ci()]);
+    assert!(core.calls_since(calls).contains(&ChromeCall::MenusCreate {
+        id: "grant:research".into(),
+        title: "Share this tab with research".into()
+    }));
+    assert_eq!(core.link(), Link::Ready);
+    assert_eq!(core.status().detail, "connected to the relay on 127.0.0.1:18792: 2 grants, nothing shared");
+    core.on_timer(Timer::Keepalive);
+    assert_eq!(core.last_sent(), json!({"ping": {"nonce": 1}}));
+
+    // An unpaired worker asks nothing.
+    let mut core = Core::new(FakeHost::default());
+    core.start(Settings::default(), environment(), StartFacts::default());
+    core.on_alarm();
+    assert!(core.host.probes.is_empty());
+    // A pairing with a worker sharing tabs: they connect; nothing is asked.
+    let mut core = paired_no_groups();
+    core.share(5);
+    core.status_route_says(r#"{"connected":false,"grants":2}"#);
+    core.on_socket_closed(1006, "");
+    core.on_alarm();
+    assert_eq!(core.host.probes.len(), 1, "only the start's");
+    assert_eq!(core.host.connects.len(), 2, "the alarm reconnects the shared tab");
+    // A new pairing asks at once; an answer for the old one is not its.
+    let mut core = paired_no_groups();
+    core.on_settings(Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
+    assert_eq!(core.host.probes, vec![(1, 18792), (2, 4000)]);
+    core.on_relay_status(1, Ok(r#"{"connected":false,"grants":2}"#.into()));
+    assert!(core.host.connects.is_empty());
+    core.status_route_says(r#"{"connected":false,"grants":1}"#);
+    assert_eq!(core.host.connects[0].0, "ws://127.0.0.1:4000/extension");
+}
+
+#[test]
+fn a_relay_that_counts_grants_and_lists_none_is_let_go() {
+    // Its notice lists none (revoked meanwhile).
+    let mut core = paired_no_groups();
+    core.connected_for_grants();
+    core.grants_notice(&[]);
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1));
+    // No notice at all by the next watch: as if it listed none.
+    let mut core = paired_no_groups();
+    core.connected_for_grants();
+    core.on_timer(Timer::RelayWatch);
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1));
+    assert!(!core.host.timers.contains_key(&Timer::RelayWatch));
+    assert_eq!(core.status().error, None);
+    // A relay that welcomes as one older than grants has none.
+    let mut core = paired_no_groups();
+    core.on_alarm();
+    core.status_route_says(r#"{"connected":false,"grants":2}"#);
+    core.on_socket_open();
+    core.relay_proves();
+    core.relay(json!({"welcome": {"protocolVersion": 5, "relayVersion": "0.1.0"}}));
+    assert_eq!((core.link(), core.host.disconnects), (Link::Idle, 1));
+}
+
+#[test]
+fn the_relay_going_away_while_only_grants_held_the_link_is_asked_for_again_at_the_next_alarm() {
+    let mut core = paired_no_groups();
+    core.connected_for_grants();
+    core.grants_notice(&[ci()]);
+    let probes = core.host.probes.len();
+    core.on_socket_closed(1006, "");
+    assert_eq!(core.link(), Link::Idle);
+    // No tabs to keep: no grace, and no backoff loop.
+    for timer in [Timer::DetachGrace, Timer::Reconnect, Timer::Keepalive, Timer::RelayWatch] {
+        assert!(!core.host.timers.contains_key(&timer), "{timer:?}");
+    }
+    assert!(core.host.badges.is_empty());
+    assert_eq!(core.host.connects.len(), 1);
+    // The next alarm asks the status route again; the relay is not there.
+    core.on_alarm();
+    assert_eq!(core.host.probes.len(), probes + 1);
+    core.status_route_says_nothing();
+    assert_eq!(core.host.connects.len(), 1);
+    assert!(core.host.timers.is_empty(), "{:?}", core.host.timers);
+    // It is back, with its grant: connected again.
+    core.on_alarm();
+    core.status_route_says(r#"{"connected":false,"grants":1}"#);
+    assert_eq!(core.host.connects.len(), 2);
+
+    // A grant's link that a tab then shares follows the tab's rules: the
+    // grace and the backoff, as ever.
+    let mut core = paired_no_groups();
+    core.connected_for_grants();
+    core.grants_notice(&[ci()]);
+    core.share(5);
+    assert_eq!(core.host.connects.len(), 1, "the link held for the grants carries the share");
+    assert_eq!(core.last_sent()["user.toggledAttach"]["attached"], true);
+    core.on_socket_closed(1006, "");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&1000));
+    assert_eq!(core.host.timers.get(&Timer::DetachGrace), Some(&policy::DETACH_GRACE_MS));
+}
+
+impl Core<FakeHost> {
+    /// The status route's question fails (no relay listening).
+    fn status_route_says_nothing(&mut self) {
+        let (probe, _) = *self.host.probes.last().expect("the status route was asked");
+        self.on_relay_status(probe, Err("Failed to fetch".into()));
+    }
+}
