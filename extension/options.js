@@ -252,9 +252,11 @@ async function relayStatus(port) {
   try {
     const s = await response.json();
     const dashboard = typeof s.dashboard === 'string' ? dashboardUrl(s.dashboard) : null;
-    if (!s.connected) return { text: `relay answers on port ${port}, but this browser is not connected to it yet`, dashboard };
+    // How many grants it honours (a relay older than grants says nothing).
+    const grants = Number.isInteger(s.grants) ? `; ${s.grants} grant(s)` : '';
+    if (!s.connected) return { text: `relay answers on port ${port}, but this browser is not connected to it yet${grants}`, dashboard };
     const who = [s.browser, s.extensionVersion && `extension ${s.extensionVersion}`].filter(Boolean).join(', ');
-    return { text: `relay answers on port ${port}; connected${who ? ` (${who})` : ''}; ${s.attachedTabs ?? 0} shared tab(s)`, dashboard };
+    return { text: `relay answers on port ${port}; connected${who ? ` (${who})` : ''}; ${s.attachedTabs ?? 0} shared tab(s)${grants}`, dashboard };
   } catch {
     return { text: `something answers on port ${port}, but it is not Browser Relay` };
   }
