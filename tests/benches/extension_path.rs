@@ -224,6 +224,40 @@ async fn profile_workers(env: &ExtensionEnv, relay: &mut Path, floor: &mut Path,
     println!();
 }
 
+/// A grant held to the fixture's site, a tab of its own at `index` (opened
+/// through the grant's key: in its group, in its window), and a page-level
+/// socket to that tab with the grant's key; the grant's browser-level client
+/// keeps the tab open.
+async fn grant_path(env: &ExtensionEnv, index: &str) -> (cdp_client::CdpClient, Path) {
+    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
+    let new = grants::NewGrant {
+        name: grants::GrantName::parse("bench").unwrap(),
+        sites: grants::Sites::parse_list(&env.fixtures.url()).unwrap(),
+        color: None,
+        expires_in: None,
+        evaluate: true,
+    };
+    let grant = book.add(&env.token, new).unwrap();
+    env.server().lent.reload();
+    let key = grant.key(&env.token, grants::Door::Cdp);
+    let client = cdp_client::CdpClient::connect(&format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str()))
+        .await
+        .unwrap()
+        .with_timeout(Duration::from_secs(20));
+    let url = format!("{index}?grant");
+    let created = client.call("Target.createTarget", json!({"url": url}), None).await.unwrap();
+    let target = created["targetId"].as_str().unwrap().to_string();
+    let socket = format!("ws://127.0.0.1:{}/devtools/page/{target}?token={}", env.port, key.as_str());
+    let mut path = Path::open("grant", &socket).await;
+    let loaded = json!({"expression": format!("location.href === {url:?} && document.readyState === 'complete'"), "returnByValue": true});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.call("Runtime.evaluate", &loaded).await.contains(r#""value":true"#) {
+        assert!(Instant::now() < deadline, "the grant's tab did not load {url}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (client, path)
+}
+
 /// The minimal extension's copy, told the port of the benchmark's socket.
 fn floor_extension(port: u16) -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
@@ -347,14 +381,29 @@ async fn main() {
         env.browser.call("Browser.getVersion", json!({}), None).await.unwrap()["product"].as_str().unwrap_or("?")
     );
 
+    // The same path through a grant: a tab of the grant's own (its group,
+    // its window), on the same page, held to one site.
+    let (_grant_client, mut granted) = grant_path(&env, &index).await;
+
     let small = json!({"expression": "1"});
-    let [r, f, small_direct, p]: [Stats; 4] =
-        round_trips(&mut [&mut relay, &mut floor, &mut direct, &mut proxied], "Runtime.evaluate", &small, rounds)
-            .await
-            .try_into()
-            .unwrap_or_else(|_| unreachable!());
+    let [r, f, small_direct, p, g]: [Stats; 5] = round_trips(
+        &mut [&mut relay, &mut floor, &mut direct, &mut proxied, &mut granted],
+        "Runtime.evaluate",
+        &small,
+        rounds,
+    )
+    .await
+    .try_into()
+    .unwrap_or_else(|_| unreachable!());
     report("Runtime.evaluate(\"1\")", rounds, [&r, &f, &small_direct], "target: p50 <= 1.1x, p99 <= 1.2x");
     report_hop(&r, &f, &small_direct, &p);
+    println!(
+        "  through a grant (its own tab, held to one site): p50 {:.0} µs, p99 {:.0} µs; grant / relay: p50 {:.2}x, p99 {:.2}x   (target: 1.0x)\n",
+        us(g.p50),
+        us(g.p99),
+        us(g.p50) / us(r.p50),
+        us(g.p99) / us(r.p99),
+    );
     if std::env::var_os("PROFILE_WORKERS").is_some() {
         profile_workers(&env, &mut relay, &mut floor, &small).await;
     }

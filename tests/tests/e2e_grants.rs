@@ -183,6 +183,39 @@ async fn an_agent_with_a_grant_sees_its_tabs_only_and_stays_on_its_sites() {
     host.close(Duration::from_secs(10)).unwrap();
 }
 
+/// With nothing of the person's shared, the extension learns of a grant
+/// from the relay's status (at its next look: its 30 s alarm, fired here at
+/// once) and stays connected for it, so a grant's client opens its first
+/// tab; a revoked last grant lets the extension go again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_opens_its_first_tab_with_nothing_of_the_persons_shared() {
+    let env = ExtensionEnv::start().await.expect("the extension, paired, sharing nothing");
+    keep_token(&env);
+    let url = add_grant(&env, "alpha", &[]);
+    // The worker's periodic alarm, now rather than within 30 s.
+    env.worker_eval("chrome.alarms.create('browser-relay-keepalive', { when: Date.now() + 50, periodInMinutes: 0.5 })")
+        .await
+        .unwrap();
+    e2e::wait_for_stats(&env.server().relay, "the extension connected for the grant", Duration::from_secs(20), |s| {
+        s.extension_connected && s.targets == 0
+    })
+    .await
+    .unwrap();
+    let key = url.rsplit("token=").next().unwrap().to_string();
+    let ws = format!("ws://127.0.0.1:{}/cdp?token={key}", env.port);
+    let client = cdp_client::CdpClient::connect(&ws).await.unwrap().with_timeout(Duration::from_secs(20));
+    let page = format!("{}/form.html?first", env.fixtures.url());
+    client.call("Target.createTarget", json!({"url": page}), None).await.expect("the grant's first tab");
+    let group = env.wait_for_group(&page, true, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(group["title"], "alpha", "{group}");
+    client.close();
+    // Its tab goes with its client; the grant revoked, nothing holds the link.
+    cli(&env, &["grant", "revoke", "alpha"]).unwrap();
+    e2e::wait_for_stats(&env.server().relay, "the extension gone", Duration::from_secs(20), |s| !s.extension_connected)
+        .await
+        .unwrap();
+}
+
 /// Not a check: the README's picture of two grants' tab groups beside the
 /// person's own, made by `scripts/screenshot-headed.sh grants` (headed
 /// Chromium under Xvfb, whose frame buffer this copies once the windows are

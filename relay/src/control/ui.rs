@@ -195,7 +195,8 @@ async fn overview(State(dashboard): State<Dashboard>) -> Response {
         entry["tabList"] = tabs;
         listed.push(entry);
     }
-    let grants = crate::control::http::GrantsState { lent: dashboard.lent.clone(), relay: Some(dashboard.relay.clone()) };
+    let grants =
+        crate::control::http::GrantsState { lent: dashboard.lent.clone(), relay: Some(dashboard.relay.clone()) };
     axum::Json(json!({
         "profiles": listed,
         "extension": dashboard.relay.status_json(),
@@ -319,9 +320,7 @@ async fn revoke_grant(State(dashboard): State<Dashboard>, body: axum::body::Byte
             dashboard.activity.record(entry);
             axum::Json(json!({"ok": true})).into_response()
         }
-        Err(grants::GrantError::Unknown(name)) => {
-            api_error(StatusCode::NOT_FOUND, &format!("no grant named '{name}'"))
-        }
+        Err(grants::GrantError::Unknown(name)) => api_error(StatusCode::NOT_FOUND, &format!("no grant named '{name}'")),
         Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
 }
