@@ -286,7 +286,7 @@ async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
         )
         .await;
     let row = row.as_str().unwrap();
-    assert!(row.contains(&format!("{}", env.fixtures.url())) && row.contains("no evaluate"), "{row}");
+    assert!(row.contains(&env.fixtures.url().to_string()) && row.contains("no evaluate"), "{row}");
     assert!(row.contains("in 59m") || row.contains("in 1h"), "its expiry: {row}");
     let badge = dashboard
         .until(
