@@ -38,12 +38,17 @@ if (chrome.tabGroups) {
   chrome.tabGroups.onUpdated.addListener((group) => queue('tabGroups.onUpdated', { group }));
   chrome.tabGroups.onMoved.addListener((group) => queue('tabGroups.onMoved', { group }));
 }
-// Grants: "Share this tab with NAME" on the toolbar button's menu, and a
-// grant's window closing (it is never used again).
+// Grants: "Share this tab with NAME" (and a handoff's "Done") on the
+// toolbar button's menu, and a grant's window closing (it is never used again).
 if (chrome.contextMenus) {
   chrome.contextMenus.onClicked.addListener((info, tab) => queue('contextMenus.onClicked', { info, tab }));
 }
 chrome.windows.onRemoved.addListener((windowId) => queue('windows.onRemoved', { windowId }));
+// The person in the loop: a question's Allow or Deny, a handoff's Done.
+if (chrome.notifications) {
+  chrome.notifications.onButtonClicked.addListener((notificationId, buttonIndex) =>
+    queue('notifications.onButtonClicked', { notificationId, buttonIndex }));
+}
 chrome.alarms.onAlarm.addListener((alarm) => queue('alarms.onAlarm', { alarm }));
 chrome.storage.onChanged.addListener((changes, areaName) => queue('storage.onChanged', { changes, areaName }));
 // Both mean "the worker is starting fresh"; the WASM side treats them alike.

@@ -154,6 +154,23 @@ pub(crate) mod context_menus {
     }
 }
 
+/// `chrome.notifications`: the relay's questions (Allow, Deny) and a
+/// grant's handoffs (Done): create, clear, and what is shown (getAll).
+pub(crate) mod notifications {
+    use js_sys::Promise;
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "notifications"], js_name = create)]
+        pub fn create(id: &str, options: &JsValue) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "notifications"], js_name = clear)]
+        pub fn clear(id: &str) -> Result<Promise, JsValue>;
+        #[wasm_bindgen(catch, js_namespace = ["chrome", "notifications"], js_name = getAll)]
+        pub fn get_all() -> Result<Promise, JsValue>;
+    }
+}
+
 /// `chrome.action`: the toolbar badge and tooltip.
 pub(crate) mod action {
     use js_sys::Promise;

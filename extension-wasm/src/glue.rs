@@ -13,12 +13,13 @@ use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 use crate::chrome::{
-    action, alarms, context_menus, debugger, declarative_net_request, global, runtime, storage, tab_groups, tabs,
-    windows,
+    action, alarms, context_menus, debugger, declarative_net_request, global, notifications, runtime, storage,
+    tab_groups, tabs, windows,
 };
 use crate::core::{
-    Badge, ChromeCall, Core, Environment, GroupId, Host, MENU_PREFIX, NO_GROUP, OpId, PersistedGrants, PersistedTab,
-    Settings, StartFacts, Timer, group_from_chrome, groups_from_chrome, tab_info_from_chrome, tabs_from_chrome,
+    Badge, ChromeCall, Core, DONE_MENU_PREFIX, Environment, GroupId, Host, MENU_PREFIX, NO_GROUP, OpId,
+    PersistedGrants, PersistedTab, Settings, StartFacts, Timer, group_from_chrome, groups_from_chrome,
+    tab_info_from_chrome, tabs_from_chrome,
 };
 use crate::text::rust_string;
 
@@ -252,6 +253,24 @@ async fn run(call: ChromeCall) -> Result<String, String> {
             outcome?
         }
         ChromeCall::MenusRemove { id } => settle(Ok(context_menus::remove(&id))).await?,
+        ChromeCall::NotificationsCreate { id, title, message, buttons } => {
+            let buttons: Array = buttons.into_iter().map(|title| object(&[("title", title.into())])).collect();
+            let options = object(&[
+                ("type", "basic".into()),
+                ("iconUrl", "icons/icon128.png".into()),
+                ("title", title.into()),
+                ("message", message.into()),
+                ("buttons", buttons.into()),
+                ("requireInteraction", JsValue::TRUE),
+                ("priority", JsValue::from_f64(2.0)),
+            ]);
+            let outcome = settle(notifications::create(&id, &options)).await;
+            if let Err(e) = &outcome {
+                web_sys::console::warn_1(&format!("Browser Relay: cannot show a notification: {e}").into());
+            }
+            outcome?
+        }
+        ChromeCall::NotificationsClear { id } => settle(notifications::clear(&id)).await?,
         ChromeCall::MenusRemoveAll => settle(Ok(context_menus::remove_all())).await?,
         ChromeCall::TabsGroup { tabs: ids, group } => {
             let mut pairs = vec![("tabIds", tab_ids(&ids))];
@@ -587,6 +606,10 @@ impl Host for WasmHost {
             with_core(move |core| core.on_relay_status(probe, outcome));
         });
     }
+
+    fn log(&mut self, message: &str) {
+        web_sys::console::warn_1(&format!("Browser Relay: {message}").into());
+    }
 }
 
 async fn read_settings() -> Settings {
@@ -672,6 +695,13 @@ async fn start_facts() -> StartFacts {
         .collect();
     let all = Object::new().into();
     let tabs = settle(tabs::query(&all)).await.map(|t| tabs_from_chrome(&stringify(&t))).unwrap_or_default();
+    // The notifications shown (an object keyed by their ids).
+    let shown = settle(notifications::get_all()).await.unwrap_or(JsValue::UNDEFINED);
+    let notifications = if shown.is_object() {
+        Object::keys(shown.unchecked_ref::<Object>()).iter().filter_map(|id| id.as_string()).collect()
+    } else {
+        Vec::new()
+    };
     let groups = if !tab_groups::present() {
         Err(crate::core::NO_TAB_GROUPS.into())
     } else {
@@ -680,7 +710,7 @@ async fn start_facts() -> StartFacts {
             Err(e) => Err(format!("chrome.tabGroups.query failed: {e}")),
         }
     };
-    StartFacts { persisted, debugger_attached, tabs, groups, grants, session_rules }
+    StartFacts { persisted, debugger_attached, tabs, groups, grants, session_rules, notifications }
 }
 
 /// Called once by `background.js` after the WASM module loaded.
@@ -797,10 +827,19 @@ pub fn dispatch(kind: String, payload: JsValue) {
         }
         "contextMenus.onClicked" => {
             let item = get(&get(&payload, "info"), "menuItemId").as_string().unwrap_or_default();
+            // "Done: give the tab back to NAME": the item names the tab.
+            if let Some(tab) = item.strip_prefix(DONE_MENU_PREFIX).and_then(|t| t.parse::<TabId>().ok()) {
+                return with_core(move |core| core.on_done_clicked(tab));
+            }
             let Some(grant) = item.strip_prefix(MENU_PREFIX).map(str::to_string) else { return };
             if let Some(tab) = tab_of(&get(&payload, "tab")) {
                 with_core(move |core| core.on_menu_clicked(&grant, tab));
             }
+        }
+        "notifications.onButtonClicked" => {
+            let Some(id) = get(&payload, "notificationId").as_string() else { return };
+            let Some(button) = get(&payload, "buttonIndex").as_f64() else { return };
+            with_core(move |core| core.on_notification_button(&id, button as u32));
         }
         "windows.onRemoved" => {
             if let Some(window) = get(&payload, "windowId").as_f64() {

@@ -258,6 +258,8 @@ impl<H: Host> Core<H> {
     /// `tab` is `owner`'s (`None`: the person's): its cookie rules follow
     /// at once.
     pub(super) fn set_owner(&mut self, tab: TabId, owner: Option<String>) {
+        // A handoff to the person is its grant's: another owner ends it.
+        self.handoff_owner_changed(tab, owner.as_deref());
         let changed = match owner {
             Some(grant) => self.grants.tabs.insert(tab, grant.clone()).as_ref() != Some(&grant),
             None => self.grants.tabs.remove(&tab).is_some(),
@@ -353,6 +355,7 @@ impl<H: Host> Core<H> {
         for grant in self.grants.list.clone() {
             self.add_menu(&grant.name);
         }
+        self.handoff_menus_again();
         self.grants.menus_made = true;
     }
 

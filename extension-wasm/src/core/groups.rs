@@ -325,7 +325,7 @@ impl<H: Host> Core<H> {
     /// Names and colours one of our groups as its owner's.
     pub(super) fn style_group(&mut self, group: GroupId) {
         let Some(ours) = self.groups.ours.get(&group) else { return };
-        let (title, color) = self.style_of(&ours.owner);
+        let (title, color) = self.group_style(group, &ours.owner);
         self.start_call(Purpose::GroupStyle(group), ChromeCall::TabGroupsUpdate { group, title, color });
     }
 
@@ -334,6 +334,27 @@ impl<H: Host> Core<H> {
         match owner.as_deref().and_then(|name| self.grants.get(name)) {
             Some(grant) => (grant.name.clone(), grant.color.clone()),
             None => (GROUP_TITLE.into(), GROUP_COLOR.into()),
+        }
+    }
+
+    /// The title and colour `owner`'s group `group` shows: its owner's,
+    /// but while a tab in it is handed to the person, "GRANT needs you:
+    /// REASON" (`person.rs`). Either is ours: the group stays its owner's.
+    fn group_style(&self, group: GroupId, owner: &Owner) -> (String, String) {
+        let (title, color) = self.style_of(owner);
+        (self.handoff_title_of(group).unwrap_or(title), color)
+    }
+
+    /// At the worker's start: each of our groups that does not show its
+    /// style (a handoff's title, which ended with the earlier run's link;
+    /// renamed while the worker was stopped) is styled again.
+    pub(super) fn restyle_found(&mut self, found: &[GroupInfo]) {
+        for group in found {
+            let Some(ours) = self.groups.ours.get(&group.id) else { continue };
+            let (title, color) = self.group_style(group.id, &ours.owner);
+            if group.title.as_deref() != Some(title.as_str()) || group.color.as_deref() != Some(color.as_str()) {
+                self.style_group(group.id);
+            }
         }
     }
 
@@ -583,6 +604,10 @@ impl<H: Host> Core<H> {
             self.groups.outside.remove(&tab);
             self.groups.members.insert(tab, group);
             self.persist();
+            // Handed to the person before it was in the group.
+            if self.in_the_loop.handoffs.contains_key(&tab) {
+                self.title_handoff_group(tab);
+            }
         } else if let Some(info) = self.grants.awaits_relay(tab).then(|| self.grants.new_tab_info(tab)).flatten() {
             // A grant's new tab: in its group, the relay's attach to come.
             self.groups.joining.entry(tab).or_insert((group, info));
@@ -626,6 +651,10 @@ impl<H: Host> Core<H> {
                 if self.groups.members.insert(id, group) != Some(group) {
                     self.groups.outside.remove(&id);
                     self.persist();
+                    // A handoff's title goes with its tab (its group moved
+                    // to another window, or the tab to another of its
+                    // grant's groups).
+                    self.title_handoff_group(id);
                 }
             } else if group == NO_GROUP
                 && self.groups.members.get(&id).is_some_and(|g| self.groups.vanished.iter().any(|(v, _)| v == g))
@@ -701,11 +730,12 @@ impl<H: Host> Core<H> {
         let vanished = &self.groups.vanished;
         let moved = vanished.iter().position(|(g, _)| *g == group.id).or_else(|| {
             let title = group.title.as_deref()?;
-            vanished.iter().position(|(_, owner)| self.style_of(owner).0 == title)
+            vanished.iter().position(|(g, owner)| self.group_style(*g, owner).0 == title)
         });
         if let Some(at) = moved {
-            let (_, owner) = self.groups.vanished.remove(at);
+            let (was, owner) = self.groups.vanished.remove(at);
             self.groups.ours.insert(group.id, OurGroup { window: group.window_id, owner });
+            self.handoff_group_moved(was, group.id);
             self.on_group_updated(group);
         }
     }
@@ -719,7 +749,7 @@ impl<H: Host> Core<H> {
             ours.window = group.window_id;
         }
         let owner = ours.owner.clone();
-        let (title, color) = self.style_of(&owner);
+        let (title, color) = self.group_style(group.id, &owner);
         if group.title.as_deref() != Some(title.as_str()) || group.color.as_deref() != Some(color.as_str()) {
             self.style_group(group.id);
         }

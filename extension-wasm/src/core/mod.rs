@@ -13,7 +13,8 @@
 //! `chrome://` pages, never the last tab), keeping the service worker
 //! alive, reconnecting, re-attaching after navigation, the badge, which of
 //! its tab groups holds a tab (and so whose it is), a grant's window, the
-//! grants' cookie rules and their menu items.
+//! grants' cookie rules and their menu items. The relay's questions and
+//! handoffs to the person it only shows, and reports the person's clicks.
 //!
 //! # The rules, and the tests that check them
 //!
@@ -158,6 +159,44 @@
 //!   - the relay going away while only grants held the link: no grace (no
 //!     tab to keep) and no backoff loop; the next alarm asks again:
 //!     `the_relay_going_away_while_only_grants_held_the_link_is_asked_for_again_at_the_next_alarm`.
+//! - **The person in the loop** (protocol 7; `person.rs`; tests in
+//!   `tests_person.rs`). What to ask, when, and when a handoff is over is
+//!   the relay's; the extension shows and reports:
+//!   - the relay's `ask` (heard only once it is welcomed) is a
+//!     notification (`ask-ID`) with Allow and Deny that stays until
+//!     answered; a click sends `ask.answer` and clears it; closing it
+//!     answers nothing:
+//!     `an_ask_shows_a_notification_with_allow_and_deny_and_a_click_answers_the_relay_and_clears_it`;
+//!   - `ask.closed` clears it, and a click after that answers nothing:
+//!     `ask_closed_clears_its_notification`;
+//!   - the link going (closed, left, new settings) clears every question's
+//!     notification (the relay fails them): a question is answered only
+//!     on the link that asked it:
+//!     `the_link_going_clears_every_questions_notification`;
+//!   - a `handoff` of a tab shared with that grant brings the tab and its
+//!     window to the front, titles its group "GRANT needs you: REASON"
+//!     (60 characters at most, in the grant's colour), badges the tab `?`
+//!     with the same words, and offers Done in a notification and in the
+//!     toolbar button's menu; the new title is the extension's own: the
+//!     group stays the grant's (renamed, it says it again; dragged to
+//!     another window, it is recognised by it):
+//!     `a_handoff_brings_the_tab_to_the_front_retitles_its_group_badges_it_and_offers_done`;
+//!   - Done, in either, sends `handoff.done`; what is shown stays until
+//!     the relay ends the handoff:
+//!     `done_in_the_notification_or_the_menu_answers_handoff_done`;
+//!   - `handoff.end` gives the group its name and the tab its badge back,
+//!     and clears the notification and the menu item:
+//!     `handoff_end_restores_title_and_badge_and_clears_the_notification_and_the_menu_item`;
+//!   - a handoff of a tab not shared with that grant is ignored, and
+//!     logged: `a_handoff_of_a_tab_not_shared_with_that_grant_does_nothing`;
+//!   - a handoff ends here too when its tab is no longer the grant's
+//!     (unshared, moved to another owner's group, closed) or the link goes
+//!     (the relay re-sends nothing):
+//!     `a_handoff_ends_when_its_tab_is_no_longer_the_grants_or_the_link_goes`;
+//!   - the worker's start names each of our groups after its owner again
+//!     and clears the notifications an earlier run left; the group stays
+//!     the grant's:
+//!     `a_worker_restart_during_a_handoff_leaves_the_group_the_grants_under_its_name`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
@@ -166,6 +205,7 @@
 
 mod grants;
 mod groups;
+mod person;
 mod policy;
 mod rules;
 #[cfg(test)]
@@ -174,6 +214,8 @@ mod tests;
 mod tests_grants;
 #[cfg(test)]
 mod tests_groups;
+#[cfg(test)]
+mod tests_person;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -188,6 +230,7 @@ pub use grants::{GrantStatus, GrantTab, GrantWindow, MENU_PREFIX, PersistedGrant
 pub use groups::{
     GROUP_COLOR, GROUP_TITLE, GroupId, GroupInfo, NO_GROUP, NO_TAB_GROUPS, Owner, group_from_chrome, groups_from_chrome,
 };
+pub use person::DONE_MENU_PREFIX;
 pub use policy::Badge;
 pub use rules::{HeaderChange, RESOURCE_TYPES, RULES_PER_GRANT, RuleAction, RuleCondition, SessionRule};
 
@@ -337,7 +380,8 @@ pub enum ChromeCall {
         add: Vec<SessionRule>,
     },
     /// `chrome.contextMenus.create` on the toolbar button (`contexts:
-    /// ["action"]`): "Share this tab with NAME".
+    /// ["action"]`): "Share this tab with NAME", and a handoff's "Done:
+    /// give the tab back to NAME".
     MenusCreate {
         id: String,
         title: String,
@@ -348,6 +392,20 @@ pub enum ChromeCall {
     },
     /// `chrome.contextMenus.removeAll`: what an earlier run made.
     MenusRemoveAll,
+    /// `chrome.notifications.create(id, …)`: a question of the relay's
+    /// (Allow, Deny) or a handoff (Done). Always `type: "basic"`, the
+    /// extension's icon, `requireInteraction: true` and `priority: 2`: it
+    /// stays until answered, cleared or closed by the person.
+    NotificationsCreate {
+        id: String,
+        title: String,
+        message: String,
+        buttons: Vec<String>,
+    },
+    /// `chrome.notifications.clear`.
+    NotificationsClear {
+        id: String,
+    },
     /// The pairing as `chrome.storage.local` holds it now. Result: the
     /// [`Settings`] as JSON.
     ReadPairing,
@@ -390,6 +448,10 @@ pub struct StartFacts {
     /// The ids of the session rules an earlier run left
     /// (`declarativeNetRequest.getSessionRules`): replaced at once.
     pub session_rules: Vec<i64>,
+    /// The ids of the notifications Chrome shows for the extension
+    /// (`chrome.notifications.getAll`): an earlier run's questions and
+    /// handoffs, whose link went with it, are cleared.
+    pub notifications: Vec<String>,
 }
 
 impl Default for StartFacts {
@@ -401,6 +463,7 @@ impl Default for StartFacts {
             groups: Err(groups::NO_TAB_GROUPS.into()),
             grants: PersistedGrants::default(),
             session_rules: Vec::new(),
+            notifications: Vec::new(),
         }
     }
 }
@@ -456,6 +519,9 @@ pub trait Host {
     /// by [`Core::on_relay_status`] with this `probe`, or why there is
     /// none (no relay there, a refusal, no answer within a few seconds).
     fn ask_relay_status(&mut self, probe: u64, port: u16);
+    /// Says something for whoever reads the worker's console (what the
+    /// core ignored, and why).
+    fn log(&mut self, message: &str);
 }
 
 /// The relay connection.
@@ -510,6 +576,9 @@ pub struct SharedTab {
     /// The grant it is shared with (none: the person's own).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+    /// Handed to the person by its grant: "GRANT needs you: REASON".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_you: Option<String>,
 }
 
 /// Whether shared tabs are shown as a tab group.
@@ -565,6 +634,9 @@ enum Purpose {
     GrantTab(grants::NewTab, WindowId),
     /// A grant's new tab, opened blank, sent to its URL.
     OpeningNavigate(TabId),
+    /// A tab handed to the person, made active in its window: its window
+    /// comes to the front next.
+    HandoffFront(TabId),
 }
 
 /// `chrome.tabs.Tab`, the fields we read.
@@ -669,6 +741,9 @@ pub struct Core<H: Host> {
     /// The status probe awaiting its answer, and the next one's number.
     probing: Option<u64>,
     next_probe: u64,
+    /// The relay's questions and handoffs on the current link (see
+    /// `person.rs`).
+    in_the_loop: person::InTheLoop,
 }
 
 impl<H: Host> Core<H> {
@@ -699,6 +774,7 @@ impl<H: Host> Core<H> {
             relay_grants: grants::RelayGrants::None,
             probing: None,
             next_probe: 1,
+            in_the_loop: person::InTheLoop::default(),
         }
     }
 
@@ -745,6 +821,7 @@ impl<H: Host> Core<H> {
                 not_in_group: self.groups.outside.get(&tab.tab_id).cloned(),
                 clients: self.clients.get(&tab.tab_id).cloned().unwrap_or_default(),
                 grant: self.owner(tab.tab_id).cloned(),
+                needs_you: self.handoff_status(tab.tab_id),
             })
             .collect();
         Status {
@@ -783,10 +860,17 @@ impl<H: Host> Core<H> {
     /// grants it saved are kept until the relay lists them again; their
     /// cookie rules replace whatever session rules that run left, and their
     /// menu items are made again.
+    ///
+    /// The person in the loop: a question or a handoff of the earlier run
+    /// ended with its link (the relay re-sends nothing): each of our groups
+    /// is named after its owner again (a handoff had retitled it) and the
+    /// notifications that run left are cleared.
     pub fn start(&mut self, settings: Settings, env: Environment, mut facts: StartFacts) {
         self.settings = settings;
         self.env = env;
         let existing: BTreeSet<TabId> = facts.tabs.iter().map(|t| t.info.tab_id).collect();
+        let found_groups = facts.groups.clone().unwrap_or_default();
+        let notifications = std::mem::take(&mut facts.notifications);
         self.grants.restore(facts.grants.clone(), &existing);
         self.grants.rules.left_by_earlier_run(std::mem::take(&mut facts.session_rules));
         self.sync_rules();
@@ -824,6 +908,10 @@ impl<H: Host> Core<H> {
         for tab in ungrouped {
             self.group_tab(tab);
         }
+        // A handoff ended with the earlier run's link: its group is named
+        // after its owner again, its notification goes.
+        self.restyle_found(&found_groups);
+        self.clear_leftover_notifications(notifications);
     }
 
     pub fn on_settings(&mut self, settings: Settings) {
@@ -835,6 +923,7 @@ impl<H: Host> Core<H> {
         if self.link != Link::Idle {
             self.host.disconnect();
             self.link = Link::Idle;
+            self.link_left_the_loop();
         }
         self.relay_grants = grants::RelayGrants::None;
         // A probe of the relay before is not this pairing's.
@@ -1200,6 +1289,7 @@ impl<H: Host> Core<H> {
             Purpose::GrantWindow(new) => self.on_grant_window(new, generation, outcome),
             Purpose::GrantTab(new, window) => self.on_grant_tab(new, window, generation, outcome),
             Purpose::OpeningNavigate(tab) => self.on_opening_navigated(tab, outcome),
+            Purpose::HandoffFront(tab) => self.on_handoff_front(tab, outcome),
         }
     }
 
@@ -1294,6 +1384,7 @@ impl<H: Host> Core<H> {
 
     pub fn on_tab_replaced(&mut self, added: TabId, removed: TabId) {
         self.groups.replace(added, removed);
+        self.handoff_replaced(added, removed);
         if let Some(grant) = self.grants.tabs.remove(&removed) {
             self.set_owner(added, Some(grant));
         }
@@ -1304,7 +1395,7 @@ impl<H: Host> Core<H> {
             if self.link == Link::Ready {
                 self.send(&ExtensionMessage::TabReplaced { added_tab_id: added, removed_tab_id: removed });
             }
-            self.badge(added, &self.tab_badge());
+            self.badge(added, &self.badge_for(added));
         }
     }
 
@@ -1512,6 +1603,7 @@ impl<H: Host> Core<H> {
     /// if `slowest`), and keep the tabs for the grace period.
     fn link_lost(&mut self, error: String, slowest: bool) {
         self.link = Link::Idle;
+        self.link_left_the_loop();
         self.opened = false;
         // A link only the grants held is not retried: the next alarm asks
         // the relay's status route again (`on_alarm`).
@@ -1713,6 +1805,10 @@ impl<H: Host> Core<H> {
             RelayMessage::WindowsUpdate { id, window_id, focused } => {
                 self.start_call(Purpose::Relay(id), ChromeCall::WindowsUpdate { window: window_id, focused });
             }
+            RelayMessage::Ask { id, title, message, .. } => self.on_ask(id, title, message),
+            RelayMessage::AskClosed { id } => self.on_ask_closed(id),
+            RelayMessage::Handoff { tab_id, grant, reason } => self.on_handoff(tab_id, grant, reason),
+            RelayMessage::HandoffEnd { tab_id } => self.end_handoff(tab_id),
             RelayMessage::Challenge { .. }
             | RelayMessage::Welcome { .. }
             | RelayMessage::Ping { .. }
@@ -1822,6 +1918,7 @@ impl<H: Host> Core<H> {
         if self.link != Link::Idle {
             self.host.disconnect();
             self.link = Link::Idle;
+            self.link_left_the_loop();
         }
     }
 
@@ -1831,7 +1928,7 @@ impl<H: Host> Core<H> {
         self.stop_awaiting(id);
         self.attached.insert(id, tab);
         self.persist();
-        self.badge(id, &self.tab_badge());
+        self.badge(id, &self.badge_for(id));
         self.group_tab(id);
     }
 
@@ -1862,10 +1959,9 @@ impl<H: Host> Core<H> {
     }
 
     fn refresh_badges(&mut self) {
-        let badge = self.tab_badge();
         let tabs: Vec<TabId> = self.attached.keys().copied().collect();
         for tab in tabs {
-            self.badge(tab, &badge);
+            self.badge(tab, &self.badge_for(tab));
         }
     }
 

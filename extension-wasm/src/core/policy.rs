@@ -64,6 +64,9 @@ pub enum Badge {
     Connecting,
     /// Something is wrong; the tooltip says what.
     Error(String),
+    /// Shared, and handed to the person by its grant: "GRANT needs you:
+    /// REASON" (protocol 7).
+    Handoff(String),
 }
 
 impl Badge {
@@ -73,6 +76,7 @@ impl Badge {
             Self::On => "ON",
             Self::Connecting => "…",
             Self::Error(_) => "!",
+            Self::Handoff(_) => "?",
         }
     }
 
@@ -81,6 +85,7 @@ impl Badge {
             Self::Off | Self::On => "#1a7f37",
             Self::Connecting => "#9a6700",
             Self::Error(_) => "#cf222e",
+            Self::Handoff(_) => "#0969da",
         }
     }
 
@@ -92,6 +97,9 @@ impl Badge {
             }
             Self::Connecting => format!("Browser Relay: connecting to the relay on 127.0.0.1:{port}…"),
             Self::Error(why) => format!("Browser Relay: {why}"),
+            Self::Handoff(what) => {
+                format!("Browser Relay: {what}. Done (in its notification, or this button's menu) gives the tab back")
+            }
         }
     }
 }

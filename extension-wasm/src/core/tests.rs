@@ -32,6 +32,8 @@ pub(super) struct FakeHost {
     pub(super) timers: BTreeMap<Timer, u64>,
     /// Each question to the relay's status route: (probe, port).
     pub(super) probes: Vec<(u64, u16)>,
+    /// What the core logged.
+    pub(super) logs: Vec<String>,
     nonces: u8,
 }
 
@@ -89,6 +91,9 @@ impl Host for FakeHost {
     }
     fn ask_relay_status(&mut self, probe: u64, port: u16) {
         self.probes.push((probe, port));
+    }
+    fn log(&mut self, message: &str) {
+        self.logs.push(message.to_string());
     }
 }
 

@@ -9,15 +9,15 @@ use super::tests_groups::{G, in_window, paired_with_groups};
 use super::*;
 
 /// The research grant's tab group in window 1.
-const R: GroupId = 88;
+pub(super) const R: GroupId = 88;
 const LOCAL: &str = r"^(http|ws)://([^/?#@]*@)?127\.0\.0\.1:8765/";
 const WIKI: &str = r"^(https?|wss?)://([^/?#@]*@)?[^/?#@:]+\.wiki\.org(:[0-9]+)?/";
 
-fn research() -> Value {
+pub(super) fn research() -> Value {
     json!({"name": "research", "color": "blue", "sites": [LOCAL, WIKI]})
 }
 
-fn ci() -> Value {
+pub(super) fn ci() -> Value {
     json!({"name": "ci", "color": "green", "sites": []})
 }
 
@@ -46,7 +46,7 @@ fn research_rules(slot: i64, tabs: &[TabId]) -> Value {
 }
 
 impl Core<FakeHost> {
-    fn grants_notice(&mut self, grants: &[Value]) {
+    pub(super) fn grants_notice(&mut self, grants: &[Value]) {
         self.relay(json!({"grants": {"grants": grants}}));
     }
 
@@ -75,13 +75,13 @@ impl Core<FakeHost> {
         }
     }
 
-    fn sent_since(&self, from: usize) -> Vec<Value> {
+    pub(super) fn sent_since(&self, from: usize) -> Vec<Value> {
         self.sent_json()[from..].to_vec()
     }
 
     /// Tab `id` of window 1 shared with research from the toolbar button's
     /// menu, into research's group `R` (made for it).
-    fn shared_with_research(&mut self, id: TabId) {
+    pub(super) fn shared_with_research(&mut self, id: TabId) {
         self.on_menu_clicked("research", tab(id, "https://en.wiki.org/"));
         self.on_op_done(self.op_of(&ChromeCall::DebuggerAttach { tab: id }), Ok("null".into()));
         if self.groups.ours.contains_key(&R) {
@@ -575,6 +575,7 @@ fn a_worker_restart_rehydrates_the_grants_groups_and_replaces_the_rules() {
             ],
         },
         session_rules: vec![1000, 1001, 1002, 4000],
+        ..StartFacts::default()
     };
     let mut core = Core::new(FakeHost::default());
     let settings = Settings { port: 18792, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None };
