@@ -306,7 +306,15 @@ function showTabs(tabs) {
       note.textContent = tab.notInGroup ? `not in the group: ${tab.notInGroup}` : 'not in the group';
       what.append(note);
     }
-    cell(row, 'owner').textContent = tab.grant ? tab.grant : 'you';
+    const owner = cell(row, 'owner');
+    owner.textContent = tab.grant ? tab.grant : 'you';
+    if (tab.needsYou) {
+      // Handed to you by its grant (a login, a CAPTCHA): Done gives it back.
+      const note = document.createElement('div');
+      note.className = 'warn';
+      note.textContent = `${tab.needsYou} (Done, in its notification or the toolbar button's menu, gives it back)`;
+      owner.append(note);
+    }
     const clients = cell(row, 'clients');
     clients.textContent = tab.clients && tab.clients.length
       ? tab.clients.map((c) => `${c.name} (#${c.id})`).join(', ')
