@@ -7,7 +7,7 @@
 
 use anyhow::Context as _;
 use browser_relay::ControlClient;
-use grants::{Door, Grant, GrantBook, GrantName, GroupColor, NewGrant, Sites};
+use grants::{AskKind, Door, Grant, GrantBook, GrantName, GroupColor, NewGrant, Sites};
 use state_dir::StateDir;
 
 use crate::println_stdout;
@@ -37,6 +37,22 @@ pub(crate) enum GrantCommand {
         /// agent API's evaluate and wait with fn).
         #[arg(long)]
         no_evaluate: bool,
+        /// What it asks you about before it happens, comma-separated:
+        /// submit (a form sent), download, upload (a file given to a
+        /// page), new-site (a site its tabs have not been on), input
+        /// (every click and key), or all. You answer in the browser's
+        /// notification, on the dashboard or with `browser-relay allow`.
+        #[arg(long, value_name = "LIST")]
+        ask: Option<String>,
+        #[command(flatten)]
+        ports: Ports,
+    },
+    /// Change what a grant asks you about first (`--ask`, as for add;
+    /// `none` asks nothing); its keys stay.
+    Set {
+        name: String,
+        #[arg(long, value_name = "LIST")]
+        ask: String,
         #[command(flatten)]
         ports: Ports,
     },
@@ -99,7 +115,7 @@ pub(crate) async fn grant_command(state: &StateDir, command: GrantCommand) -> an
     let secret = state.load_or_create_token()?;
     let book = GrantBook::new(state.clone());
     match command {
-        GrantCommand::Add { name, sites, color, expires, no_evaluate, ports } => {
+        GrantCommand::Add { name, sites, color, expires, no_evaluate, ask, ports } => {
             let new = NewGrant {
                 name: GrantName::parse(&name)?,
                 sites: match sites {
@@ -109,10 +125,23 @@ pub(crate) async fn grant_command(state: &StateDir, command: GrantCommand) -> an
                 color: color.map(|c| GroupColor::parse(&c)).transpose().map_err(anyhow::Error::msg)?,
                 expires_in: expires.map(|d| grants::parse_duration(&d)).transpose().map_err(anyhow::Error::msg)?,
                 evaluate: !no_evaluate,
+                ask: AskKind::parse_list(ask.as_deref().unwrap_or_default()).map_err(anyhow::Error::msg)?,
             };
             let grant = book.add(&secret, new)?;
             let told = tell_serve(state, ports.control_port).await;
             println_stdout(&handover(&grant, &secret, &ports, told));
+            Ok(())
+        }
+        GrantCommand::Set { name, ask, ports } => {
+            let ask = AskKind::parse_list(&ask).map_err(anyhow::Error::msg)?;
+            let grant = book.set_ask(&secret, &name, ask)?;
+            let told = tell_serve(state, ports.control_port).await;
+            let serve = match told {
+                Told::Yes => "The running serve honours it now.".to_string(),
+                Told::NoServe => "serve honours it when it starts.".to_string(),
+                Told::Failed(why) => format!("The running serve could not be told ({why}): restart it."),
+            };
+            println_stdout(&format!("Grant '{name}' {}. {serve}", asks_text(&grant.ask)));
             Ok(())
         }
         GrantCommand::Revoke { name, ports } => {
@@ -144,6 +173,7 @@ pub(crate) async fn grant_command(state: &StateDir, command: GrantCommand) -> an
                             serde_json::json!({
                                 "name": g.name, "color": g.color.name(), "sites": g.sites, "expires": g.expiry_text(now),
                                 "expiresAtMs": g.expires_at_ms, "evaluate": g.evaluate, "createdAtMs": g.created_at_ms,
+                                "ask": g.ask,
                             })
                         })
                         .collect();
@@ -188,13 +218,14 @@ fn handover(grant: &Grant, secret: &state_dir::Token, ports: &Ports, told: Told)
     let cdp = format!("http://127.0.0.1:{}/?token={}", ports.port, grant.key(secret, Door::Cdp).as_str());
     let control = grant.key(secret, Door::Control);
     let evaluate = if grant.evaluate { "may run its own JavaScript" } else { "may not run its own JavaScript" };
+    let asks = asks_text(&grant.ask);
     let serve = match told {
         Told::Yes => "The running serve honours it now.".to_string(),
         Told::NoServe => "serve honours it when it starts.".to_string(),
         Told::Failed(why) => format!("The running serve could not be told ({why}): restart it to honour the grant."),
     };
     format!(
-        "Grant '{name}': its tabs may go to {sites}; its tab group is {color}; it expires {expires}; it {evaluate}.\n\
+        "Grant '{name}': its tabs may go to {sites}; its tab group is {color}; it expires {expires}; it {evaluate}; it {asks}.\n\
          {serve}\n\
          Its tabs sit in the \"{name}\" tab group of your Chrome: drag a tab into it to lend it, out of it to take it back\n\
          (or right-click the Browser Relay button: \"Share this tab with {name}\"). It sees no other tab of yours.\n\
@@ -211,6 +242,16 @@ fn handover(grant: &Grant, secret: &state_dir::Token, ports: &Ports, told: Told)
         control = control.as_str(),
         control_port = ports.control_port,
     )
+}
+
+/// What a grant asks the person first, in words: "asks you nothing first",
+/// "asks you before: submit, download".
+fn asks_text(ask: &[AskKind]) -> String {
+    if ask.is_empty() {
+        return "asks you nothing first".into();
+    }
+    let kinds: Vec<&str> = ask.iter().map(|k| k.name()).collect();
+    format!("asks you before: {}", kinds.join(", "))
 }
 
 /// `grant list` as text: a line per grant.
@@ -235,8 +276,10 @@ fn list_text(listed: &serde_json::Value) -> String {
             "serve not running".to_string()
         };
         let evaluate = if grant["evaluate"].as_bool() == Some(false) { ", no evaluate" } else { "" };
+        let asks: Vec<&str> = grant["ask"].as_array().into_iter().flatten().filter_map(|s| s.as_str()).collect();
+        let asks = if asks.is_empty() { String::new() } else { format!(", asks: {}", asks.join(" ")) };
         lines.push(format!(
-            "{}\t{}\tsites: {sites}\texpires: {}{evaluate}\t{now}",
+            "{}\t{}\tsites: {sites}\texpires: {}{evaluate}{asks}\t{now}",
             grant["name"].as_str().unwrap_or_default(),
             grant["color"].as_str().unwrap_or_default(),
             grant["expires"].as_str().unwrap_or_default(),

@@ -31,10 +31,16 @@ pub mod auth;
 /// version 4's extensions (one message per frame). Version 6: grants
 /// (`grants`, a tab's `grant`, `tab.grant`, `tabs.create`'s `grant`);
 /// a relay sends `grants` only to an extension of version 6 or later.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// Version 7: the person in the loop (`ask`, `ask.closed`, `ask.answer`,
+/// `handoff`, `handoff.end`, `handoff.done`).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The first version whose extension keeps grants' tab groups.
 pub const GRANTS_SINCE: u32 = 6;
+
+/// The first version whose extension asks the person (notifications) and
+/// hands tabs over.
+pub const ASKS_SINCE: u32 = 7;
 
 /// The oldest extension protocol the relay still takes.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 4;
@@ -145,6 +151,14 @@ pub struct GrantGroup {
     /// cookies its answer sets are dropped. Empty: every site.
     #[serde(default)]
     pub sites: Vec<String>,
+}
+
+/// The person's answer to a question (`ask.answer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AskAnswer {
+    Allow,
+    Deny,
 }
 
 /// The extension's third message, once both sides proved the pairing: who
@@ -293,6 +307,26 @@ pub enum RelayMessage<'a> {
     /// grant no longer listed are dissolved and their tabs unshared.
     #[serde(rename = "grants")]
     Grants { grants: Vec<GrantGroup> },
+    /// A notice (protocol 7): a grant's action is held until the person
+    /// answers; the extension shows `title` and `message` in a
+    /// notification with Allow and Deny, and answers with `ask.answer`.
+    #[serde(rename = "ask")]
+    Ask { id: u64, grant: String, tab_id: TabId, title: String, message: String },
+    /// A notice (protocol 7): the question `id` needs no answer any more
+    /// (answered elsewhere, or timed out): its notification goes.
+    #[serde(rename = "ask.closed")]
+    AskClosed { id: u64 },
+    /// A notice (protocol 7): a grant's agent hands the tab to the person
+    /// (a login, a CAPTCHA): the tab comes to the front, its group's title
+    /// and badge say "`grant` needs you: `reason`", and a notification
+    /// offers Done (`handoff.done`).
+    #[serde(rename = "handoff")]
+    Handoff { tab_id: TabId, grant: String, reason: String },
+    /// A notice (protocol 7): the handoff of `tab_id` is over (Done, or its
+    /// time ran out): the group's title, the badge and the notification
+    /// are as before.
+    #[serde(rename = "handoff.end")]
+    HandoffEnd { tab_id: TabId },
 }
 
 impl RelayMessage<'_> {
@@ -312,7 +346,11 @@ impl RelayMessage<'_> {
             | Self::Ping { .. }
             | Self::Pong { .. }
             | Self::Clients { .. }
-            | Self::Grants { .. } => None,
+            | Self::Grants { .. }
+            | Self::Ask { .. }
+            | Self::AskClosed { .. }
+            | Self::Handoff { .. }
+            | Self::HandoffEnd { .. } => None,
         }
     }
 
@@ -333,6 +371,10 @@ impl RelayMessage<'_> {
             Self::Pong { .. } => "pong",
             Self::Clients { .. } => "clients",
             Self::Grants { .. } => "grants",
+            Self::Ask { .. } => "ask",
+            Self::AskClosed { .. } => "ask.closed",
+            Self::Handoff { .. } => "handoff",
+            Self::HandoffEnd { .. } => "handoff.end",
         }
     }
 }
@@ -432,6 +474,13 @@ pub enum ExtensionMessage<'a> {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grant: Option<String>,
     },
+    /// The person answered the question `id` in its notification
+    /// (protocol 7).
+    #[serde(rename = "ask.answer")]
+    AskAnswer { id: u64, answer: AskAnswer },
+    /// The person gave the handed-over tab back (Done, protocol 7).
+    #[serde(rename = "handoff.done")]
+    HandoffDone { tab_id: TabId },
     #[serde(rename = "ping")]
     Ping { nonce: u64 },
     #[serde(rename = "pong")]
@@ -455,6 +504,8 @@ impl ExtensionMessage<'_> {
             Self::UserToggledAttach { .. } => "user.toggledAttach",
             Self::DebuggerReattached { .. } => "debugger.reattached",
             Self::TabGrant { .. } => "tab.grant",
+            Self::AskAnswer { .. } => "ask.answer",
+            Self::HandoffDone { .. } => "handoff.done",
             Self::Ping { .. } => "ping",
             Self::Pong { .. } => "pong",
         }

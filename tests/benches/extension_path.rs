@@ -236,6 +236,7 @@ async fn grant_path(env: &ExtensionEnv, index: &str) -> (cdp_client::CdpClient, 
         color: None,
         expires_in: None,
         evaluate: true,
+        ask: Vec::new(),
     };
     let grant = book.add(&env.token, new).unwrap();
     env.server().lent.reload();

@@ -46,6 +46,7 @@ impl FixtureServer {
             .route("/redirect", get(redirect))
             .route("/set-cookie", get(set_cookie))
             .route("/echo", get(echo).post(echo))
+            .route("/attachment", get(attachment))
             .route("/{*path}", get(serve_file).post(echo))
             .route("/", get(|| serve_file(Path("index.html".into()))))
             .layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -128,6 +129,21 @@ async fn set_cookie(
         (header::ACCESS_CONTROL_ALLOW_CREDENTIALS, "true".into()),
     ];
     (headers, "<title>cookie set</title>").into_response()
+}
+
+/// `/attachment?name=N`: a file Chrome downloads, not shows
+/// (`Content-Disposition: attachment`).
+async fn attachment(Query(query): Query<std::collections::HashMap<String, String>>) -> Response {
+    let name: String = query
+        .get("name")
+        .map_or("file.txt", String::as_str)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+        .take(40)
+        .collect();
+    let disposition = format!("attachment; filename=\"{name}\"");
+    ([(header::CONTENT_TYPE, "text/csv".to_string()), (header::CONTENT_DISPOSITION, disposition)], "a,b\n1,2\n")
+        .into_response()
 }
 
 /// `/echo`: a page that says what it got (its method and cookies), with

@@ -94,6 +94,9 @@ struct Inner {
     downloads: tempfile::TempDir,
     /// Bumped whenever the tab list changes, so tests can await a change.
     tabs_changed: watch::Sender<u64>,
+    /// The person-in-the-loop notices the relay sent (`ask`, `ask.closed`,
+    /// `handoff`, `handoff.end`), as sent, in order.
+    notices: watch::Sender<Vec<Value>>,
     stop: CancellationToken,
 }
 
@@ -119,6 +122,7 @@ impl SimExtension {
             proof: Mutex::new(None),
             downloads: tempfile::tempdir()?,
             tabs_changed: watch::Sender::new(0),
+            notices: watch::Sender::new(Vec::new()),
             stop: CancellationToken::new(),
         });
         let sim = Self(inner);
@@ -277,6 +281,43 @@ impl SimExtension {
         if let Some(tx) = &*self.0.relay.lock().unwrap() {
             let _ = tx.send(Message::Text(encode(message).into()));
         }
+    }
+
+    /// Waits for a notice of `kind` (`ask`, `handoff`…) the relay sent,
+    /// the first one not among the first `after` notices.
+    pub async fn notice(&self, kind: &str, after: usize, within: std::time::Duration) -> anyhow::Result<Value> {
+        let mut notices = self.0.notices.subscribe();
+        let found =
+            tokio::time::timeout(within, notices.wait_for(|all| all.iter().skip(after).any(|n| n["type"] == kind)))
+                .await
+                .with_context(|| format!("no '{kind}' notice within {within:?}: {:?}", self.0.notices.borrow()))?
+                .map_err(|_| anyhow!("the simulated extension stopped"))?;
+        Ok(found.iter().skip(after).find(|n| n["type"] == kind).cloned().expect("found"))
+    }
+
+    /// The files in the "user's" downloads folder.
+    pub fn downloaded(&self) -> Vec<String> {
+        let entries = std::fs::read_dir(self.0.downloads.path()).map(|dir| dir.flatten().collect::<Vec<_>>());
+        let mut names: Vec<String> =
+            entries.unwrap_or_default().iter().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// How many notices the relay has sent.
+    pub fn notices_count(&self) -> usize {
+        self.0.notices.borrow().len()
+    }
+
+    /// The person answers a question in its notification (`ask.answer`).
+    pub fn answer_ask(&self, id: u64, allow: bool) {
+        let answer = if allow { shared_protocol::AskAnswer::Allow } else { shared_protocol::AskAnswer::Deny };
+        self.send(&ExtensionMessage::AskAnswer { id, answer });
+    }
+
+    /// The person says Done on a handed-over tab (`handoff.done`).
+    pub fn handoff_done(&self, tab: TabId) {
+        self.send(&ExtensionMessage::HandoffDone { tab_id: tab });
     }
 
     /// The user clicks the toolbar button on `tab`: attach, then tell the relay.
@@ -502,6 +543,19 @@ impl SimExtension {
             }
             RelayMessage::Ping { nonce } => self.send(&ExtensionMessage::Pong { nonce }),
             RelayMessage::Pong { .. } | RelayMessage::Clients { .. } | RelayMessage::Grants { .. } => {}
+            RelayMessage::Ask { .. }
+            | RelayMessage::AskClosed { .. }
+            | RelayMessage::Handoff { .. }
+            | RelayMessage::HandoffEnd { .. } => {
+                // `{"ask": {...}}` kept as `{"type": "ask", ...}`.
+                let mut notice = json!({"type": message.name()});
+                if let Ok(Value::Object(tagged)) = serde_json::from_str::<Value>(&text)
+                    && let Some(Value::Object(fields)) = tagged.into_iter().next().map(|(_, v)| v)
+                {
+                    notice.as_object_mut().expect("an object").extend(fields);
+                }
+                self.0.notices.send_modify(|notices| notices.push(notice));
+            }
             _ => {
                 let id = message.call_id().expect("a call");
                 let faults = self.0.faults.lock().unwrap().clone();
@@ -655,7 +709,11 @@ impl SimExtension {
             | RelayMessage::Ping { .. }
             | RelayMessage::Pong { .. }
             | RelayMessage::Clients { .. }
-            | RelayMessage::Grants { .. } => Err(chrome_error("not a call".into())),
+            | RelayMessage::Grants { .. }
+            | RelayMessage::Ask { .. }
+            | RelayMessage::AskClosed { .. }
+            | RelayMessage::Handoff { .. }
+            | RelayMessage::HandoffEnd { .. } => Err(chrome_error("not a call".into())),
         }
     }
 }

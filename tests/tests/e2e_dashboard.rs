@@ -260,6 +260,7 @@ async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
         color: None,
         expires_in: Some(Duration::from_secs(3600)),
         evaluate: false,
+        ask: vec![grants::AskKind::Submit],
     };
     let grant = book.add(&env.token, new).unwrap();
     env.server().lent.reload();

@@ -35,7 +35,14 @@ struct GrantEnv {
 }
 
 fn new_grant(name: &str, sites: Sites) -> NewGrant {
-    NewGrant { name: GrantName::parse(name).unwrap(), sites, color: None, expires_in: None, evaluate: true }
+    NewGrant {
+        name: GrantName::parse(name).unwrap(),
+        sites,
+        color: None,
+        expires_in: None,
+        evaluate: true,
+        ask: Vec::new(),
+    }
 }
 
 impl GrantEnv {

@@ -47,6 +47,8 @@ pub enum Kind {
     Cookies,
     /// A screenshot or PDF.
     Capture,
+    /// A question to the person and its answer (a grant's `--ask`).
+    Question,
 }
 
 /// Who did it.

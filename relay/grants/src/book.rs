@@ -27,6 +27,8 @@ pub struct NewGrant {
     pub color: Option<GroupColor>,
     pub expires_in: Option<std::time::Duration>,
     pub evaluate: bool,
+    /// What it asks the person about first.
+    pub ask: Vec<crate::AskKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +138,7 @@ impl GrantBook {
                 color,
                 expires_at_ms: new.expires_in.map(|d| now.saturating_add(d.as_millis() as u64)),
                 evaluate: new.evaluate,
+                ask: new.ask,
                 created_at_ms: now,
                 salt: salt.iter().map(|b| format!("{b:02x}")).collect(),
             };
@@ -150,6 +153,17 @@ impl GrantBook {
             let at =
                 grants.iter().position(|g| g.name.as_str() == name).ok_or_else(|| GrantError::Unknown(name.into()))?;
             Ok(grants.remove(at))
+        })
+    }
+
+    /// Changes what a grant asks the person about (`grant set --ask`); its
+    /// keys stay.
+    pub fn set_ask(&self, secret: &Token, name: &str, ask: Vec<crate::AskKind>) -> Result<Grant, GrantError> {
+        self.change(secret, |grants| {
+            let grant =
+                grants.iter_mut().find(|g| g.name.as_str() == name).ok_or_else(|| GrantError::Unknown(name.into()))?;
+            grant.ask = ask;
+            Ok(grant.clone())
         })
     }
 
@@ -179,7 +193,21 @@ mod tests {
             color: None,
             expires_in: None,
             evaluate: true,
+            ask: Vec::new(),
         }
+    }
+
+    #[test]
+    fn what_a_grant_asks_changes_and_its_key_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = GrantBook::new(StateDir::at(dir.path()));
+        let secret = Token::generate();
+        let grant = book.add(&secret, new("shop")).unwrap();
+        let changed = book.set_ask(&secret, "shop", vec![crate::AskKind::Submit]).unwrap();
+        assert_eq!(changed.ask, [crate::AskKind::Submit]);
+        assert_eq!(changed.key(&secret, Door::Cdp), grant.key(&secret, Door::Cdp));
+        assert_eq!(book.load(&secret).unwrap()[0].ask, [crate::AskKind::Submit]);
+        assert!(matches!(book.set_ask(&secret, "nope", vec![]), Err(GrantError::Unknown(_))));
     }
 
     #[test]

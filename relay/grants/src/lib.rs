@@ -160,6 +160,60 @@ impl GroupColor {
     }
 }
 
+/// What a grant asks the person about before it happens (`--ask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AskKind {
+    /// A form submission, or any top-level POST, of one of its tabs.
+    Submit,
+    /// A download starting.
+    Download,
+    /// A file given to a file input (`DOM.setFileInputFiles`).
+    Upload,
+    /// A top-level navigation to a site its tabs have not been on since
+    /// its clients connected.
+    NewSite,
+    /// Every input event of its clients: clicks, keys, typed text.
+    Input,
+}
+
+impl AskKind {
+    pub const ALL: [AskKind; 5] = [Self::Submit, Self::Download, Self::Upload, Self::NewSite, Self::Input];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Submit => "submit",
+            Self::Download => "download",
+            Self::Upload => "upload",
+            Self::NewSite => "new-site",
+            Self::Input => "input",
+        }
+    }
+
+    /// `submit,download,new-site` (or `all`: every kind, input events
+    /// too), comma- or space-separated; `none` (or empty) asks nothing.
+    pub fn parse_list(list: &str) -> Result<Vec<AskKind>, String> {
+        let mut kinds = Vec::new();
+        for word in list.split([',', ' ']).map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "all" => kinds.extend(Self::ALL),
+                "none" => {}
+                word => match Self::ALL.iter().find(|k| k.name() == word) {
+                    Some(kind) => kinds.push(*kind),
+                    None => {
+                        return Err(format!(
+                            "'{word}' is not something a grant can ask about: submit, download, upload, new-site, input or all (or none)"
+                        ));
+                    }
+                },
+            }
+        }
+        kinds.sort();
+        kinds.dedup();
+        Ok(kinds)
+    }
+}
+
 /// Which door a key opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Door {
@@ -184,6 +238,9 @@ pub struct Grant {
     /// Whether its agents may run script of their own (the agent API's
     /// `evaluate` and `wait {fn}`); `--no-evaluate` says no.
     pub evaluate: bool,
+    /// What it asks the person about before it happens (`--ask`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<AskKind>,
     pub created_at_ms: u64,
     /// Part of its keys; drawn when it was made.
     salt: String,
@@ -198,6 +255,11 @@ impl Grant {
         };
         Token::parse(&derive_grant_key(secret.as_str(), purpose, self.name.as_str(), &self.salt))
             .expect("a derived key is 64 hex characters")
+    }
+
+    /// Whether it asks the person before `kind` happens.
+    pub fn asks(&self, kind: AskKind) -> bool {
+        self.ask.contains(&kind)
     }
 
     /// Whether it has expired at `now_ms`.
@@ -408,9 +470,20 @@ mod tests {
             color: GroupColor::Blue,
             expires_at_ms,
             evaluate: true,
+            ask: Vec::new(),
             created_at_ms: 0,
             salt: format!("salt-{name}"),
         }
+    }
+
+    #[test]
+    fn asks_read_as_a_list_and_all_means_every_kind() {
+        assert_eq!(AskKind::parse_list("submit, new-site"), Ok(vec![AskKind::Submit, AskKind::NewSite]));
+        assert_eq!(AskKind::parse_list("all").unwrap(), AskKind::ALL.to_vec());
+        assert_eq!(AskKind::parse_list("none"), Ok(vec![]));
+        assert_eq!(AskKind::parse_list("download download"), Ok(vec![AskKind::Download]));
+        let refused = AskKind::parse_list("submit,buy").unwrap_err();
+        assert!(refused.contains("'buy'") && refused.contains("new-site"), "{refused}");
     }
 
     #[test]

@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use futures_util::StreamExt;
 use futures_util::stream::SplitSink;
+use grants::AskKind;
 use serde_json::{Value, json};
 use shared_protocol::{RawValue, RelayMessage, SendCommand, TabId, encode};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::asking::{AskedTab, Verdict};
 use super::browser_domain::{NO_SESSION, Scope, is_browser_domain, wipe_refusal, withheld_domain};
 use super::cdp::{self, Command, code};
 use super::interception;
@@ -483,6 +485,13 @@ impl Relay {
         // tab it is creating right now sees it gone (`own_created_tab`).
         self.0.clients.remove(&client.id);
         drop(registry);
+        // The sites its grant's tabs have been on count from when its
+        // clients connected (`--ask new-site`).
+        if let Some(grant) = client.grant()
+            && !self.0.clients.iter().any(|c| c.grant().is_some_and(|g| g.name == grant.name))
+        {
+            self.forget_visits(grant.name.as_str());
+        }
         self.holders_changed();
         self.close_orphans(orphans);
         self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
@@ -549,10 +558,31 @@ impl Relay {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
         // A grant's client stays on its sites and its own cookies.
         if let Some(grant) = client.grant() {
-            let page = self.registry().by_tab(tab_id).map(|t| t.target_id.clone());
+            let here = self.registry().by_tab(tab_id).map(|t| (t.target_id.clone(), t.url.clone(), t.handed_over));
+            let Some((page, url, handed_over)) = here else {
+                return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
+            };
             let params = command.params.map(|p| p.get());
-            if let Some(refusal) = lending::refusal(grant, &command.method, params, child, page.as_deref()) {
+            if let Some(refusal) = lending::refusal(grant, &command.method, params, child, Some(&page)) {
                 return reply.err(code::SERVER_ERROR, &refusal);
+            }
+            if handed_over && lending::refused_while_handed_over(&command.method) {
+                return reply.err(code::SERVER_ERROR, &self.handed_refusal(tab_id));
+            }
+            // What the grant asks the person about waits for their answer
+            // here, and this client's later commands behind it.
+            let known = |site: &str| self.visited(grant.name.as_str(), site);
+            let question = lending::command_question(grant, &command.method, params, child, Some(&page), &url, known);
+            if let Some((kind, site, what)) = question
+                && !(kind == AskKind::Input && self.input_runs(client.id, tab_id))
+            {
+                let tab = AskedTab { tab_id, target_id: page.to_string(), url };
+                match self.ask(grant, kind, &site, what, Some(&tab)).await {
+                    Verdict::Allowed if kind == AskKind::Input => self.start_input_run(client.id, tab_id),
+                    Verdict::Allowed if kind == AskKind::NewSite => self.visit(grant.name.as_str(), &site),
+                    Verdict::Allowed => {}
+                    Verdict::Refused(why) => return reply.err(code::SERVER_ERROR, &why),
+                }
             }
         }
         if !self.start_in_flight(&reply) {

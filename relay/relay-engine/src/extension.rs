@@ -454,6 +454,16 @@ impl Relay {
             ExtensionMessage::DebuggerReattached { tab } => self.announce_attached(tab, false),
             ExtensionMessage::UserToggledAttach { tab, attached: false } => self.drop_tab(tab.tab_id),
             ExtensionMessage::TabGrant { tab_id, grant } => self.on_tab_grant(tab_id, grant.as_deref()),
+            ExtensionMessage::AskAnswer { id, answer } => {
+                let answer = match answer {
+                    shared_protocol::AskAnswer::Allow => crate::Answer::Allow,
+                    shared_protocol::AskAnswer::Deny => crate::Answer::Deny,
+                };
+                if let Err(e) = self.answer(id, answer, crate::AnsweredBy::Notification) {
+                    tracing::debug!("an answer from the extension not taken: {e}");
+                }
+            }
+            ExtensionMessage::HandoffDone { tab_id } => self.handoff_done_in_extension(tab_id),
             ExtensionMessage::Ping { nonce } => {
                 // Best effort: a full queue means the extension is not reading.
                 let _ = link.send_now(encode(&RelayMessage::Pong { nonce }));
@@ -606,16 +616,24 @@ impl Relay {
         }
         let target = &*target;
         let wanted = |client: u64| target.wants_event(client, event.session_id, method);
+        // While the person has the tab, what they send (a login's
+        // password, posted) is not for grants' clients.
+        let unposted = target.handed_over.then(|| without_post_data(method, params)).flatten();
+        let params_for = |client: &super::client::ClientHandle| match &unposted {
+            Some(unposted) if client.grant().is_some() => unposted.as_str(),
+            _ => params,
+        };
         match event.session_id {
             None => {
                 // One frame per distinct session id; clients sharing a session
                 // share the bytes. A map, so that the work stays linear in
                 // the number of sessions.
-                let mut built: HashMap<Option<&str>, SharedFrame> = HashMap::new();
+                let mut built: HashMap<(Option<&str>, bool), SharedFrame> = HashMap::new();
                 for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(s.client.id)) {
                     let key = (!sub.bare).then_some(&*sub.session);
+                    let params = params_for(&sub.client);
                     let frame = built
-                        .entry(key)
+                        .entry((key, unposted.is_some() && sub.client.grant().is_some()))
                         .or_insert_with(|| SharedFrame::new(cdp::event(method, params, key), self.client_bytes()));
                     sub.client.send_shared(frame);
                 }
@@ -631,7 +649,12 @@ impl Relay {
             Some(child) => {
                 let frame = SharedFrame::new(cdp::event(method, params, Some(child)), self.client_bytes());
                 for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(s.client.id)) {
-                    client.send_shared(&frame);
+                    match &unposted {
+                        Some(unposted) if client.grant().is_some() => {
+                            client.send(cdp::event(method, unposted, Some(child)));
+                        }
+                        _ => client.send_shared(&frame),
+                    }
                 }
             }
         }
@@ -649,7 +672,12 @@ impl Relay {
                     }
                 }
                 Route::Deliver(delivery) => {
-                    if let Some((client, session)) = target.client_session(delivery.client, delivery.child.as_deref()) {
+                    // A grant's interceptor does not see what the person
+                    // sends from a tab they have.
+                    if let Some((client, session)) = target
+                        .client_session(delivery.client, delivery.child.as_deref())
+                        .filter(|(client, _)| !(target.handed_over && client.grant().is_some()))
+                    {
                         return client.send(cdp::event(delivery.method, &delivery.params, session.as_deref()));
                     }
                     match target.interception.skip(&delivery) {
@@ -877,6 +905,7 @@ impl Relay {
             interception: Default::default(),
             owners,
             grant,
+            handed_over: false,
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         // Under the grant's site hold before any client can drive it.
@@ -892,6 +921,7 @@ impl Relay {
         if let Some(target) = removed {
             self.0.children.retain(|_, tab| *tab != tab_id);
             tracing::info!(tab = tab_id, target = %target.target_id, "tab detached");
+            self.forget_asks_of(tab_id, &target.target_id);
             self.announce_gone(target);
         }
     }
@@ -952,6 +982,19 @@ impl Relay {
             }
         }
     }
+}
+
+/// A request event without the body it sends (`postData`, its entries),
+/// or `None` when it has none to take out.
+fn without_post_data(method: &str, params: &str) -> Option<String> {
+    if method != "Network.requestWillBeSent" || !params.contains("\"postData") {
+        return None;
+    }
+    let mut event: serde_json::Value = serde_json::from_str(params).ok()?;
+    let request = event.get_mut("request")?.as_object_mut()?;
+    request.remove("postData");
+    request.remove("postDataEntries");
+    Some(event.to_string())
 }
 
 /// Page download events re-emitted at the browser level, where Playwright

@@ -278,6 +278,10 @@ pub(crate) const SITE_HOLD: u64 = u64::MAX;
 /// What the site hold looks at: the tab's documents, before they leave.
 const SITE_HOLD_PATTERN: &str = r#"{"urlPattern":"*","resourceType":"Document","requestStage":"Request"}"#;
 
+/// And, when its grant asks before a download, their responses: a
+/// download is known by its response.
+const SITE_HOLD_RESPONSES: &str = r#"{"urlPattern":"*","resourceType":"Document","requestStage":"Response"}"#;
+
 /// Chrome's events of a paused request, which go to one client at a time.
 pub(crate) fn paused_event(method: &str) -> Option<&'static str> {
     match method {
@@ -463,17 +467,33 @@ impl Interception {
     }
 
     /// Puts the site hold first in the tab's own path (not its child
-    /// sessions': a frame may load from anywhere): the `Fetch.enable` that
-    /// puts Chrome in line, or `None` when it holds already.
-    pub(crate) fn hold_sites(&mut self) -> Option<Undo> {
+    /// sessions': a frame may load from anywhere), looking at documents'
+    /// responses too when `responses`: the `Fetch.enable` that puts Chrome
+    /// in line, or `None` when it holds so already.
+    pub(crate) fn hold_sites(&mut self, responses: bool) -> Option<Undo> {
         let (child, books) = self.books(None);
-        if books.interceptors.iter().any(|i| i.client == SITE_HOLD) {
-            return None;
+        let mut patterns: Vec<Pattern> =
+            vec![serde_json::from_str(SITE_HOLD_PATTERN).expect("the hold's pattern reads")];
+        if responses {
+            patterns.push(serde_json::from_str(SITE_HOLD_RESPONSES).expect("the hold's pattern reads"));
         }
-        let pattern: Pattern = serde_json::from_str(SITE_HOLD_PATTERN).expect("the hold's pattern reads");
-        books.interceptors.insert(0, Interceptor { client: SITE_HOLD, patterns: vec![pattern], auth: false });
+        match books.interceptors.iter_mut().find(|i| i.client == SITE_HOLD) {
+            Some(hold) if hold.patterns == patterns => return None,
+            Some(hold) => hold.patterns = patterns,
+            None => books.interceptors.insert(0, Interceptor { client: SITE_HOLD, patterns, auth: false }),
+        }
         let (method, params) = books.in_effect();
         Some(Undo { child, method: method.into(), params })
+    }
+
+    /// Whether the site hold holds the tab's paused request `request_id`
+    /// (it waits for the person's answer).
+    pub(crate) fn site_hold_holds(&self, request_id: &str) -> bool {
+        self.sessions
+            .iter()
+            .find(|(child, _)| child.is_none())
+            .and_then(|(_, books)| books.paused.get(request_id))
+            .is_some_and(|paused| paused.holder == SITE_HOLD)
     }
 
     /// Takes the site hold away (the tab left its grant): what it holds goes

@@ -29,10 +29,11 @@
 
 use std::sync::Arc;
 
-use grants::{Grant, Sites, UrlVerdict};
+use grants::{AskKind, Grant, Sites, UrlVerdict};
 use serde_json::{Value, json};
 use shared_protocol::{GrantGroup, RelayMessage, encode};
 
+use super::asking::{AskedTab, Verdict};
 use super::client::{ClientHandle, SessionKind};
 use super::interception::{Delivery, Route, SITE_HOLD};
 use super::ledger::Undo;
@@ -93,6 +94,104 @@ pub(crate) fn refusal(
         }
         _ => None,
     }
+}
+
+/// What a grant's client's command would ask the person first, if it asks
+/// (its grant's `--ask`): the kind, the site and the words. `tab_url` is
+/// where the tab is; `known` says whether the grant's tabs have been on a
+/// site; `page` is the tab's own frame id.
+pub(crate) fn command_question(
+    grant: &Grant,
+    method: &str,
+    params: Option<&str>,
+    child: Option<&str>,
+    page: Option<&str>,
+    tab_url: &str,
+    known: impl Fn(&str) -> bool,
+) -> Option<(AskKind, String, String)> {
+    let name = &grant.name;
+    let here = grants::host_of(tab_url).unwrap_or_else(|| "this page".into());
+    let asks = |kind| grant.asks(kind);
+    if asks(AskKind::Input) && starts_input(method, params) {
+        let what = match method {
+            "Input.dispatchKeyEvent" | "Input.insertText" | "Input.imeSetComposition" => "type",
+            "Input.dispatchDragEvent" => "drop something",
+            _ => "click",
+        };
+        return Some((AskKind::Input, here.clone(), format!("{name} wants to {what} on {here}")));
+    }
+    if asks(AskKind::Upload) && method == "DOM.setFileInputFiles" {
+        let params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+        let files: Vec<&str> = params
+            .get("files")
+            .and_then(Value::as_array)
+            .map(|files| {
+                files.iter().filter_map(Value::as_str).map(|f| f.rsplit(['/', '\\']).next().unwrap_or(f)).collect()
+            })
+            .unwrap_or_default();
+        let files = match files.as_slice() {
+            [] => "no file (clearing the input)".to_string(),
+            [one] => one.to_string(),
+            many => format!("{} files ({})", many.len(), many.join(", ")),
+        };
+        let files: String = files.chars().filter(|c| !c.is_control()).take(200).collect();
+        return Some((
+            AskKind::Upload,
+            here.clone(),
+            format!("{name} wants to give {files} to a file input on {here}"),
+        ));
+    }
+    if asks(AskKind::NewSite) && method == "Page.navigate" && child.is_none() {
+        let params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+        let frame = params.get("frameId").and_then(Value::as_str);
+        let url = params.get("url").and_then(Value::as_str).unwrap_or_default();
+        let host = grants::host_of(url)?;
+        let top = frame.is_none_or(|frame| Some(frame) == page);
+        if top && !known(&host) && grants::host_of(tab_url).as_deref() != Some(host.as_str()) {
+            let what = format!("{name} wants to go to {host}, a site its tabs have not been on ({url})");
+            return Some((AskKind::NewSite, host, what));
+        }
+    }
+    None
+}
+
+/// Whether an input command starts an action the person is asked about:
+/// a press, a key going down, text, a touch, a drop (not the moves,
+/// releases and wheels around them).
+fn starts_input(method: &str, params: Option<&str>) -> bool {
+    let kind = || {
+        let params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+        params.get("type").and_then(Value::as_str).unwrap_or_default().to_string()
+    };
+    match method {
+        "Input.dispatchMouseEvent" | "Input.emulateTouchFromMouseEvent" => kind() == "mousePressed",
+        "Input.dispatchKeyEvent" => matches!(kind().as_str(), "keyDown" | "rawKeyDown" | "char"),
+        "Input.dispatchTouchEvent" => kind() == "touchStart",
+        "Input.dispatchDragEvent" => kind() == "drop",
+        "Input.insertText" | "Input.imeSetComposition" | "Input.synthesizeTapGesture" => true,
+        _ => false,
+    }
+}
+
+/// What a grant's client may not do in a tab the person has (its grant
+/// handed it over): act in it, take it elsewhere, run script or capture
+/// it (what the person types there is theirs).
+pub(crate) fn refused_while_handed_over(method: &str) -> bool {
+    ["Input.", "Accessibility.", "DOMSnapshot.", "Debugger."].iter().any(|domain| method.starts_with(domain))
+        || matches!(
+            method,
+            "Page.navigate"
+                | "Page.reload"
+                | "Page.navigateToHistoryEntry"
+                | "Page.captureScreenshot"
+                | "Page.startScreencast"
+                | "Page.printToPDF"
+                | "DOM.setFileInputFiles"
+                | "Runtime.evaluate"
+                | "Runtime.callFunctionOn"
+                | "Runtime.compileScript"
+                | "Runtime.runScript"
+        )
 }
 
 /// Domains whose commands name another origin's storage.
@@ -158,24 +257,110 @@ pub(crate) fn answers_cookies(method: &str) -> bool {
 /// What the site hold does with a paused request.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Hold {
-    /// On to the next interceptor, or the network.
-    Pass,
+    /// On to the next interceptor, or the network; a top-level document
+    /// marks its site as one the grant's tabs have been on.
+    Pass { visit: Option<String> },
     /// Failed as `Aborted`: a top-level document outside the sites.
     Refuse { url: String },
+    /// Kept paused until the person answers (`asking.rs`).
+    Ask { kind: AskKind, site: String, what: String, visit: Option<String> },
 }
 
-/// The site hold's verdict on a paused request of `target` (a grant's tab
-/// whose grant has `sites`).
-pub(crate) fn hold_verdict(target: &Target, sites: &Sites, delivery: &Delivery) -> Hold {
+/// The site hold's verdict on a paused request of `target` (a grant's
+/// tab): `known` says whether the grant's tabs have been on a site.
+pub(crate) fn hold_verdict(target: &Target, grant: &Grant, delivery: &Delivery, known: impl Fn(&str) -> bool) -> Hold {
+    let pass = Hold::Pass { visit: None };
     let event: Value = serde_json::from_str(&delivery.params).unwrap_or_default();
     let document = event.get("resourceType").and_then(Value::as_str) == Some("Document");
+    // The person has the tab: it goes where they take it.
+    if !document || delivery.child.is_some() || target.handed_over {
+        return pass;
+    }
     // The page's own frame has the target's id; a frame in it another.
     let top = event.get("frameId").and_then(Value::as_str) == Some(&*target.target_id);
     let url = event.pointer("/request/url").and_then(Value::as_str).unwrap_or_default();
-    match document && top && delivery.child.is_none() && !sites.allows_url(url) {
-        true => Hold::Refuse { url: url.to_string() },
-        false => Hold::Pass,
+    let host = grants::host_of(url);
+    let site = host.clone().unwrap_or_else(|| url.chars().take(80).collect());
+    let name = &grant.name;
+    if event.get("responseStatusCode").is_some() || event.get("responseErrorReason").is_some() {
+        return match grant.asks(AskKind::Download).then(|| download_name(&event)).flatten() {
+            Some(file) => Hold::Ask {
+                kind: AskKind::Download,
+                what: format!("{name} wants to download {file} from {site}"),
+                site,
+                visit: None,
+            },
+            None => pass,
+        };
     }
+    if top && !grant.sites.allows_url(url) {
+        return Hold::Refuse { url: url.to_string() };
+    }
+    let visit = top.then(|| host.clone()).flatten();
+    if grant.asks(AskKind::Submit) && event.pointer("/request/method").and_then(Value::as_str) == Some("POST") {
+        let what = format!("{name} wants to submit a form to {site} ({url})");
+        return Hold::Ask { kind: AskKind::Submit, site, what, visit };
+    }
+    let new_site = host.as_deref().is_some_and(|h| !known(h) && grants::host_of(&target.url).as_deref() != Some(h));
+    if top && grant.asks(AskKind::NewSite) && new_site {
+        let what = format!("{name} wants to go to {site}, a site its tabs have not been on ({url})");
+        return Hold::Ask { kind: AskKind::NewSite, site, what, visit };
+    }
+    Hold::Pass { visit }
+}
+
+/// The file a document response downloads, or `None` when the tab shows
+/// it: an attachment, a type Chrome does not show, or the request of a
+/// link's `download` (Chrome's download manager sends no
+/// `Upgrade-Insecure-Requests`, which every navigation carries).
+fn download_name(event: &Value) -> Option<String> {
+    let status = event.get("responseStatusCode").and_then(Value::as_u64)?;
+    if !(200..300).contains(&status) || status == 204 || status == 205 {
+        return None;
+    }
+    let header = |name: &str| {
+        event.get("responseHeaders")?.as_array()?.iter().find_map(|h| {
+            (h.get("name")?.as_str()?.eq_ignore_ascii_case(name))
+                .then(|| h.get("value")?.as_str().map(str::to_string))?
+        })
+    };
+    let disposition = header("content-disposition").unwrap_or_default();
+    let content_type = header("content-type").unwrap_or_default().to_ascii_lowercase();
+    let link_download = event
+        .pointer("/request/headers")
+        .and_then(Value::as_object)
+        .is_some_and(|headers| !headers.keys().any(|k| k.eq_ignore_ascii_case("upgrade-insecure-requests")));
+    let attachment = disposition.trim_start().to_ascii_lowercase().starts_with("attachment");
+    if !(attachment || link_download || !shown_in_a_tab(&content_type)) {
+        return None;
+    }
+    let named = disposition.split(';').find_map(|part| {
+        let (key, value) = part.trim().split_once('=')?;
+        (key.trim().eq_ignore_ascii_case("filename")).then(|| value.trim().trim_matches('"').to_string())
+    });
+    let url = event.pointer("/request/url").and_then(Value::as_str).unwrap_or_default();
+    let last = url.split(['?', '#']).next().unwrap_or_default().rsplit('/').find(|s| !s.is_empty()).map(str::to_string);
+    let name = named.or(last).unwrap_or_else(|| "a file".into());
+    Some(name.chars().filter(|c| !c.is_control()).take(100).collect())
+}
+
+/// Whether Chrome shows a response of `content_type` in the tab (no type:
+/// it sniffs, and shows).
+fn shown_in_a_tab(content_type: &str) -> bool {
+    let mime = content_type.split(';').next().unwrap_or_default().trim();
+    mime.is_empty()
+        || ["text/", "image/", "video/", "audio/", "multipart/"].iter().any(|p| mime.starts_with(p))
+        || matches!(
+            mime,
+            "application/pdf"
+                | "application/json"
+                | "application/xml"
+                | "application/xhtml+xml"
+                | "application/javascript"
+                | "application/signed-exchange"
+        )
+        || mime.ends_with("+xml")
+        || mime.ends_with("+json")
 }
 
 impl Relay {
@@ -186,6 +371,11 @@ impl Relay {
     pub fn set_grants(&self, grants: Vec<Arc<Grant>>) {
         let names: Vec<String> = grants.iter().map(|g| g.name.to_string()).collect();
         *self.0.grants.write().unwrap_or_else(|p| p.into_inner()) = grants;
+        // What a grant asks may have changed (`grant set --ask`): its tabs'
+        // holds follow.
+        for target in self.registry().iter_mut().filter(|t| t.grant.is_some()) {
+            self.fit_site_hold(target);
+        }
         for client in self.0.clients.iter() {
             if let Some(grant) = client.grant()
                 && !names.iter().any(|n| n == grant.name.as_str())
@@ -235,20 +425,25 @@ impl Relay {
         let _ = link.send_now(encode(&RelayMessage::Grants { grants }));
     }
 
-    /// The sites of `target`'s grant, when it has a list (a hold is needed).
-    pub(crate) fn held_sites(&self, target: &Target) -> Option<Arc<Grant>> {
+    /// The grant of `target`, when its site hold is needed: it has a list
+    /// of sites, or asks the person before a form, a new site or a
+    /// download.
+    pub(crate) fn held_by(&self, target: &Target) -> Option<Arc<Grant>> {
         let grant = self.grant_named(target.grant.as_deref()?)?;
-        (!grant.sites.is_any()).then_some(grant)
+        let asks = [AskKind::Submit, AskKind::NewSite, AskKind::Download].iter().any(|k| grant.asks(*k));
+        (!grant.sites.is_any() || asks).then_some(grant)
     }
 
     /// Puts `target` under its grant's site hold, or takes it away, as its
     /// grant says (called under the registry lock, when a tab is announced
-    /// or moves between groups).
+    /// or moves between groups, and when the grants change).
     pub(crate) fn fit_site_hold(&self, target: &mut Target) {
         let link = self.link();
-        match self.held_sites(target) {
-            Some(_) => {
-                if let (Some(enable), Some(link)) = (target.interception.hold_sites(), &link) {
+        match self.held_by(target) {
+            Some(grant) => {
+                if let (Some(enable), Some(link)) =
+                    (target.interception.hold_sites(grant.asks(AskKind::Download)), &link)
+                {
                     self.send_undo(link, target.tab_id, enable);
                 }
             }
@@ -261,46 +456,106 @@ impl Relay {
     }
 
     /// The site hold decides on a request delivered to it: the route it
-    /// goes on by, or `None` when it ends here (refused, or handed to
-    /// Chrome).
+    /// goes on by, or `None` when it ends here (refused, handed to Chrome,
+    /// or kept until the person answers).
     pub(crate) fn site_hold_decides(
         &self,
         link: Option<&super::extension::ExtensionLink>,
         target: &mut Target,
         delivery: &Delivery,
     ) -> Option<Route> {
-        let verdict = match self.held_sites(target) {
-            Some(grant) => (hold_verdict(target, &grant.sites, delivery), Some(grant)),
-            None => (Hold::Pass, None),
+        let Some(grant) = self.held_by(target) else {
+            return self.site_hold_lets_go(link, target, &delivery.request_id);
         };
-        let request = json!({"requestId": delivery.request_id});
-        match verdict {
-            (Hold::Refuse { url }, Some(grant)) => {
-                let params = json!({"requestId": delivery.request_id, "errorReason": "Aborted"}).to_string();
-                let raw = serde_json::value::RawValue::from_string(params.clone()).ok();
-                // The books forget it; Chrome fails it.
-                target.interception.command(SITE_HOLD, None, "Fetch.failRequest", raw.as_deref());
-                if let Some(link) = link {
-                    self.send_undo(
-                        link,
-                        target.tab_id,
-                        Undo { child: None, method: "Fetch.failRequest".into(), params },
-                    );
+        match hold_verdict(target, &grant, delivery, |site| self.visited(grant.name.as_str(), site)) {
+            Hold::Pass { visit } => {
+                if let Some(site) = visit {
+                    self.visit(grant.name.as_str(), &site);
                 }
+                self.site_hold_lets_go(link, target, &delivery.request_id)
+            }
+            Hold::Refuse { url } => {
+                self.site_hold_fails(link, target, &delivery.request_id);
                 tracing::info!(tab = target.tab_id, grant = %grant.name, "refused a navigation outside the grant's sites");
                 self.note_refused_navigation(target, &grant, &url);
                 None
             }
-            _ => {
-                let raw = serde_json::value::RawValue::from_string(request.to_string()).ok();
-                let outcome = target.interception.command(SITE_HOLD, None, "Fetch.continueRequest", raw.as_deref());
-                if let super::ledger::Decision::Replace { method, params } = outcome.decision
-                    && let Some(link) = link
-                {
-                    self.send_undo(link, target.tab_id, Undo { child: None, method: method.into(), params });
-                }
-                outcome.routes.into_iter().next()
+            Hold::Ask { kind, site, what, visit } => {
+                let verdict = self.ask(&grant, kind, &site, what, Some(&AskedTab::of(target)));
+                let (relay, tab, request_id) = (self.clone(), target.tab_id, delivery.request_id.clone());
+                let grant_name = grant.name.to_string();
+                tokio::spawn(async move {
+                    let verdict = verdict.await;
+                    if verdict == Verdict::Allowed
+                        && let Some(site) = &visit
+                    {
+                        relay.visit(&grant_name, site);
+                    }
+                    relay.site_hold_answered(tab, &request_id, verdict);
+                });
+                None
             }
+        }
+    }
+
+    /// The person answered about a request the site hold keeps: it goes
+    /// on, or fails (and the page's console says why).
+    fn site_hold_answered(&self, tab: shared_protocol::TabId, request_id: &str, verdict: Verdict) {
+        let link = self.link();
+        {
+            let mut registry = self.registry();
+            let Some(target) = registry.by_tab_mut(tab) else { return };
+            if !target.interception.site_hold_holds(request_id) {
+                return;
+            }
+            match &verdict {
+                Verdict::Allowed => {
+                    if let Some(route) = self.site_hold_lets_go(link.as_deref(), target, request_id) {
+                        self.route_paused(link.as_deref(), target, route);
+                    }
+                    return;
+                }
+                Verdict::Refused(_) => self.site_hold_fails(link.as_deref(), target, request_id),
+            }
+        }
+        if let Verdict::Refused(why) = verdict {
+            let relay = self.clone();
+            tokio::spawn(async move {
+                let expression = format!("console.warn({})", Value::String(why));
+                let params = json!({"expression": expression});
+                if let Err(e) = relay.send_session_command(tab, None, "Runtime.evaluate", Some(params)).await {
+                    tracing::debug!(tab, "could not tell the page's console why: {e}");
+                }
+            });
+        }
+    }
+
+    /// The site hold lets `request_id` go on: the route it takes next.
+    fn site_hold_lets_go(
+        &self,
+        link: Option<&super::extension::ExtensionLink>,
+        target: &mut Target,
+        request_id: &str,
+    ) -> Option<Route> {
+        let request = json!({"requestId": request_id});
+        let raw = serde_json::value::RawValue::from_string(request.to_string()).ok();
+        let outcome = target.interception.command(SITE_HOLD, None, "Fetch.continueRequest", raw.as_deref());
+        if let super::ledger::Decision::Replace { method, params } = outcome.decision
+            && let Some(link) = link
+        {
+            self.send_undo(link, target.tab_id, Undo { child: None, method: method.into(), params });
+        }
+        outcome.routes.into_iter().next()
+    }
+
+    /// The site hold fails `request_id` as `Aborted`: the books forget it,
+    /// Chrome fails it.
+    fn site_hold_fails(&self, link: Option<&super::extension::ExtensionLink>, target: &mut Target, request_id: &str) {
+        let params = json!({"requestId": request_id, "errorReason": "Aborted"}).to_string();
+        let raw = serde_json::value::RawValue::from_string(params.clone()).ok();
+        target.interception.command(SITE_HOLD, None, "Fetch.failRequest", raw.as_deref());
+        if let Some(link) = link {
+            self.send_undo(link, target.tab_id, Undo { child: None, method: "Fetch.failRequest".into(), params });
         }
     }
 
@@ -320,6 +575,10 @@ impl Relay {
         let saw: Vec<u64> = clients.iter().filter(|c| c.sees(target)).map(|c| c.id).collect();
         target.grant = grant.map(Arc::from);
         tracing::info!(tab = tab_id, grant, "a shared tab moved to another group");
+        // The person put it there: where it is counts as visited.
+        if let (Some(grant), Some(host)) = (grant, grants::host_of(&target.url)) {
+            self.visit(grant, &host);
+        }
         let lost: Vec<&Arc<ClientHandle>> = clients.iter().filter(|c| saw.contains(&c.id) && !c.sees(target)).collect();
         for client in &lost {
             self.hide_from(client, target);
@@ -466,6 +725,161 @@ mod tests {
         assert_eq!(refusal(&any, "Page.navigate", Some(r#"{"url":"https://mail.test/"}"#), None, None), None);
         assert!(refusal(&any, "Page.navigate", Some(r#"{"url":"file:///etc/passwd"}"#), None, None).is_some());
         assert!(refusal(&any, "Network.clearBrowserCookies", None, None, None).is_some());
+    }
+
+    fn asking(sites: &str, ask: &[AskKind]) -> Grant {
+        let mut grant = grant(sites);
+        grant.ask = ask.to_vec();
+        grant
+    }
+
+    /// A paused document request of `target`'s own frame (`response`: its
+    /// response, with these headers), as the site hold gets it.
+    fn paused(target: &Target, method: &str, url: &str, response: Option<Value>) -> Delivery {
+        let mut headers = json!({"Upgrade-Insecure-Requests": "1", "Accept": "text/html"});
+        if url.contains("download") {
+            headers = json!({"Referer": "http://app.test/"});
+        }
+        let mut event = json!({
+            "requestId": "r1", "frameId": &*target.target_id, "resourceType": "Document",
+            "request": {"url": url, "method": method, "headers": headers},
+        });
+        if let Some(headers) = response {
+            event["responseStatusCode"] = json!(200);
+            event["responseHeaders"] = headers;
+        }
+        Delivery {
+            client: SITE_HOLD,
+            child: None,
+            request_id: "r1".into(),
+            method: "Fetch.requestPaused",
+            params: event.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_site_hold_asks_before_a_form_a_new_site_and_a_download() {
+        let mut target = crate::targets::tests::shared_tab();
+        target.url = "https://app.test/cart".into();
+        let never = |_: &str| false;
+        let g = asking("app.test, shop.test, news.test", &[AskKind::Submit, AskKind::NewSite, AskKind::Download]);
+        let asked = |hold: Hold| match hold {
+            Hold::Ask { kind, .. } => Some(kind),
+            _ => None,
+        };
+        let post = paused(&target, "POST", "https://app.test/checkout", None);
+        assert_eq!(asked(hold_verdict(&target, &g, &post, never)), Some(AskKind::Submit));
+        let Hold::Ask { what, visit, .. } = hold_verdict(&target, &g, &post, never) else { unreachable!() };
+        assert_eq!(what, "research wants to submit a form to app.test (https://app.test/checkout)");
+        assert_eq!(visit.as_deref(), Some("app.test"));
+        // Another site: asked once; where the tab is, or has been, is not new.
+        let shop = paused(&target, "GET", "https://shop.test/", None);
+        assert_eq!(asked(hold_verdict(&target, &g, &shop, never)), Some(AskKind::NewSite));
+        assert_eq!(
+            hold_verdict(&target, &g, &shop, |s| s == "shop.test"),
+            Hold::Pass { visit: Some("shop.test".into()) }
+        );
+        let home = paused(&target, "GET", "https://app.test/next", None);
+        assert_eq!(hold_verdict(&target, &g, &home, never), Hold::Pass { visit: Some("app.test".into()) });
+        // Outside the sites is refused, not asked.
+        let out = paused(&target, "GET", "https://mail.test/", None);
+        assert!(matches!(hold_verdict(&target, &g, &out, never), Hold::Refuse { .. }));
+        // Responses: an attachment, a type no tab shows, a link's download.
+        let shown = paused(
+            &target,
+            "GET",
+            "https://app.test/page",
+            Some(json!([{"name": "Content-Type", "value": "text/html"}])),
+        );
+        assert_eq!(hold_verdict(&target, &g, &shown, never), Hold::Pass { visit: None });
+        let attached = paused(
+            &target,
+            "GET",
+            "https://app.test/x?id=1",
+            Some(json!([{"name": "content-disposition", "value": "attachment; filename=\"invoice.pdf\""}])),
+        );
+        let Hold::Ask { kind, what, .. } = hold_verdict(&target, &g, &attached, never) else { panic!("not asked") };
+        assert_eq!((kind, what.as_str()), (AskKind::Download, "research wants to download invoice.pdf from app.test"));
+        let zip = paused(
+            &target,
+            "GET",
+            "https://app.test/files/all.zip",
+            Some(json!([{"name": "Content-Type", "value": "application/zip"}])),
+        );
+        assert_eq!(asked(hold_verdict(&target, &g, &zip, never)), Some(AskKind::Download));
+        let link = paused(
+            &target,
+            "GET",
+            "https://app.test/download/notes.txt",
+            Some(json!([{"name": "Content-Type", "value": "text/plain"}])),
+        );
+        let Hold::Ask { what, .. } = hold_verdict(&target, &g, &link, never) else {
+            panic!("a link's download not asked")
+        };
+        assert!(what.contains("notes.txt"), "{what}");
+        // A grant that asks nothing; a tab the person has: no question.
+        let quiet = asking("", &[]);
+        assert_eq!(hold_verdict(&target, &quiet, &post, never), Hold::Pass { visit: Some("app.test".into()) });
+        target.handed_over = true;
+        assert_eq!(hold_verdict(&target, &g, &out, never), Hold::Pass { visit: None }, "the person goes anywhere");
+    }
+
+    #[test]
+    fn a_clients_command_asks_at_the_start_of_input_a_file_or_a_new_site() {
+        let g = asking("", &[AskKind::Input, AskKind::Upload, AskKind::NewSite]);
+        let ask = |method: &str, params: Value| {
+            command_question(&g, method, Some(&params.to_string()), None, Some("PAGE"), "https://app.test/", |s| {
+                s == "seen.test"
+            })
+        };
+        let press = ask("Input.dispatchMouseEvent", json!({"type": "mousePressed", "x": 1, "y": 1}));
+        assert_eq!(press, Some((AskKind::Input, "app.test".into(), "research wants to click on app.test".into())));
+        assert_eq!(ask("Input.dispatchMouseEvent", json!({"type": "mouseMoved"})), None);
+        assert_eq!(ask("Input.dispatchMouseEvent", json!({"type": "mouseReleased"})), None);
+        assert_eq!(ask("Input.dispatchKeyEvent", json!({"type": "keyUp"})), None);
+        assert!(ask("Input.dispatchKeyEvent", json!({"type": "rawKeyDown"})).unwrap().2.contains("type on"));
+        assert!(ask("Input.insertText", json!({"text": "hi"})).is_some());
+        let file =
+            ask("DOM.setFileInputFiles", json!({"files": ["/home/me/tax/return.pdf", "C:\\a\\b.png"], "nodeId": 3}));
+        assert_eq!(file.unwrap().2, "research wants to give 2 files (return.pdf, b.png) to a file input on app.test");
+        let new = ask("Page.navigate", json!({"url": "https://news.test/today"})).unwrap();
+        assert_eq!((new.0, new.1.as_str()), (AskKind::NewSite, "news.test"));
+        assert_eq!(ask("Page.navigate", json!({"url": "https://seen.test/"})), None, "visited");
+        assert_eq!(ask("Page.navigate", json!({"url": "https://app.test/other"})), None, "where it is");
+        assert_eq!(ask("Page.navigate", json!({"url": "https://news.test/", "frameId": "FRAME"})), None, "a frame");
+        let quiet = asking("", &[]);
+        assert_eq!(
+            command_question(
+                &quiet,
+                "Input.insertText",
+                Some(r#"{"text":"x"}"#),
+                None,
+                None,
+                "https://app.test/",
+                |_| false
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_handed_over_tab_refuses_what_acts_looks_or_runs_script() {
+        for method in [
+            "Input.insertText",
+            "Runtime.evaluate",
+            "Runtime.callFunctionOn",
+            "Page.navigate",
+            "Page.captureScreenshot",
+            "Accessibility.getFullAXTree",
+            "DOM.setFileInputFiles",
+        ] {
+            assert!(refused_while_handed_over(method), "{method}");
+        }
+        for method in
+            ["Page.getFrameTree", "Runtime.enable", "Fetch.continueRequest", "Target.getTargetInfo", "Network.enable"]
+        {
+            assert!(!refused_while_handed_over(method), "{method}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! is re-emitted as `Browser.download*` at the root, where Playwright
 //! listens.
 
+mod asking;
 mod browser_domain;
 mod capture;
 // A face: a client's command as the relay reads it, and CDP's error codes.
@@ -40,6 +41,7 @@ mod oversight;
 mod queue;
 mod targets;
 
+pub use asking::{ASK_WITHIN, Answer, AnsweredBy, AskError, Handoff, HandoffEnd, Question, SITE_ALLOWANCE};
 pub use capture::NOT_IN_FRONT;
 pub use client::{ClientLabel, client_name};
 pub use discovery::{ListEntry, VersionDocument};
@@ -114,6 +116,9 @@ pub struct RelayConfig {
     /// Whether clients may wipe the user's whole cookie jar or cache
     /// (`allowWipingBrowserData` in config.toml; see `browser_domain::WIPES`).
     pub wipes_allowed: bool,
+    /// How long a question to the person waits for an answer (a grant's
+    /// `--ask`): then it is a no.
+    pub ask_within: Duration,
 }
 
 impl Default for RelayConfig {
@@ -138,6 +143,7 @@ impl Default for RelayConfig {
             capture_timeout: Duration::from_secs(30),
             clients_report: Duration::from_secs(30),
             wipes_allowed: false,
+            ask_within: asking::ASK_WITHIN,
         }
     }
 }
@@ -327,6 +333,11 @@ pub(crate) struct Inner {
     holders: tokio::sync::Notify,
     /// The grants the relay honours (`lending.rs`), as the binary sets them.
     grants: std::sync::RwLock<Vec<Arc<grants::Grant>>>,
+    /// The questions waiting for the person and the tabs handed over
+    /// (`asking.rs`).
+    asking: Mutex<asking::Asking>,
+    /// Bumped whenever a question or a handoff comes or goes.
+    asks_changed: watch::Sender<u64>,
 }
 
 /// `/extension` connections proving the pairing at once: the extension
@@ -379,6 +390,8 @@ impl Relay {
             answered_ns: AtomicU64::new(0),
             holders: tokio::sync::Notify::new(),
             grants: std::sync::RwLock::new(Vec::new()),
+            asking: Mutex::new(asking::Asking::default()),
+            asks_changed: watch::channel(0).0,
             config,
         }))
     }

@@ -206,7 +206,7 @@ impl Relay {
         entry
     }
 
-    fn note(&self, entry: Entry) {
+    pub(crate) fn note(&self, entry: Entry) {
         if let Some(record) = self.0.activity.get() {
             record.record(entry);
         }

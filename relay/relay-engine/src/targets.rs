@@ -108,6 +108,9 @@ pub(crate) struct Target {
     /// sharing): only that grant's clients see it, besides the person's
     /// (`crate::grants`).
     pub grant: Option<Arc<str>>,
+    /// The person has the tab (its grant handed it over, `asking.rs`):
+    /// grants' clients may not act in it or read what is typed there.
+    pub handed_over: bool,
 }
 
 /// Execution contexts of one session on a tab, and which clients enabled
@@ -387,7 +390,7 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn filter(json: &str) -> TargetFilter {
@@ -415,7 +418,7 @@ mod tests {
         assert!(only_pages.matches("page") && !only_pages.matches("tab"));
     }
 
-    fn shared_tab() -> Target {
+    pub(crate) fn shared_tab() -> Target {
         Target {
             tab_id: 1,
             window_id: None,
@@ -432,6 +435,7 @@ mod tests {
             interception: Interception::default(),
             owners: Vec::new(),
             grant: None,
+            handed_over: false,
         }
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct GrantView {
     /// `never`, `in 7h 59m`, `expired`.
     pub expires: String,
     pub evaluate: bool,
+    /// What it asks the person about first (`--ask`).
+    pub ask: Vec<grants::AskKind>,
     pub created_at_ms: u64,
     /// Its shared tabs now (target ids, URLs, titles).
     pub tabs: Vec<relay_engine::SharedTab>,
@@ -65,6 +67,7 @@ impl GrantsState {
                     expires_at_ms: grant.expires_at_ms,
                     expires: grant.expiry_text(now),
                     evaluate: grant.evaluate,
+                    ask: grant.ask.clone(),
                     created_at_ms: grant.created_at_ms,
                     tabs: tabs.iter().filter(|t| its(&t.grant)).cloned().collect(),
                     clients: clients.iter().filter(|c| its(&c.grant)).cloned().collect(),

@@ -1,0 +1,522 @@
+//! The person in the loop: a grant's action held where it becomes real
+//! until the person answers, and a tab handed to the person.
+//!
+//! - **Questions.** A grant given `--ask` (`grants::AskKind`) has the
+//!   matching actions held: a top-level POST or a document to a site its
+//!   tabs have not been on (the site hold keeps the request paused, before
+//!   it leaves Chrome: `lending.rs`), a download (the response held before
+//!   its body), a file given to an input and every input event (the
+//!   client's command held, and its later commands behind it:
+//!   `client.rs`). Whoever started it: an agent's click, a CDP command,
+//!   the page's own script. The person answers in the extension's
+//!   notification, on the dashboard or in a terminal
+//!   ([`Relay::answer`]); no answer in [`ASK_WITHIN`] is a no. Allow: it
+//!   goes on as if never held; "allow for this site" lets the same kind on
+//!   the same site go for [`SITE_ALLOWANCE`]; deny: it never happens, and
+//!   whoever caused it is told the person said no.
+//! - **Handoffs.** A grant's agent hands its tab to the person
+//!   ([`Relay::hand_over`]): the extension brings it to the front and says
+//!   who needs the person and why; while the person has it, the grant's
+//!   input and navigation there are refused; Done (the notification, the
+//!   button's menu, the dashboard, `browser-relay done`) or the agent's
+//!   timeout gives it back.
+//!
+//! Every question, answer and handoff is in the activity record.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use activity::{Entry, Kind, Source};
+use grants::{AskKind, Grant};
+use serde::Serialize;
+use shared_protocol::{RelayMessage, TabId, encode};
+use tokio::sync::{oneshot, watch};
+
+use super::Relay;
+
+/// How long a question waits for the person: then it is a no.
+pub const ASK_WITHIN: Duration = Duration::from_secs(120);
+
+/// How long "allow for this site" lasts.
+pub const SITE_ALLOWANCE: Duration = Duration::from_secs(600);
+
+/// A question to the person, as every surface shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    pub id: u64,
+    pub grant: String,
+    pub kind: AskKind,
+    /// "research wants to submit a form to shop.example.com".
+    pub what: String,
+    /// The site it concerns (a host).
+    pub site: String,
+    /// The tab (its target id) and its URL when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub asked_at: u64,
+    /// When no answer becomes a no (ms since the epoch).
+    pub deadline: u64,
+}
+
+/// The person's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Allow,
+    /// Allow, and the same kind on the same site for [`SITE_ALLOWANCE`].
+    AllowSite,
+    Deny,
+}
+
+/// Where an answer came from, for the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredBy {
+    /// The extension's notification.
+    Notification,
+    Dashboard,
+    /// The control API with the person's key (`browser-relay allow|deny`).
+    Terminal,
+}
+
+impl AnsweredBy {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Notification => "the notification",
+            Self::Dashboard => "the dashboard",
+            Self::Terminal => "the terminal",
+        }
+    }
+}
+
+/// What a held action comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Allowed,
+    /// No, with the words whoever caused it is told.
+    Refused(String),
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    #[error("no question {0} is waiting (answered already, or timed out)")]
+    Unknown(u64),
+    #[error("no tab {0} is handed over")]
+    NotHandedOver(String),
+    #[error("no shared tab has target id {0}")]
+    NoSuchTab(String),
+    #[error("the tab is not the grant's: a grant hands over its own tabs only")]
+    NotTheGrants,
+    #[error("the grant '{0}' is handing this tab over already")]
+    AlreadyHandedOver(String),
+}
+
+#[derive(Debug)]
+struct Waiting {
+    question: Question,
+    reply: oneshot::Sender<Verdict>,
+}
+
+/// A tab the person has.
+#[derive(Debug, Clone)]
+pub struct Handoff {
+    pub grant: String,
+    pub reason: String,
+    pub target_id: String,
+    pub since: u64,
+    /// How it ended, once it has; the agent's call waits on it.
+    over: watch::Sender<Option<HandoffEnd>>,
+}
+
+/// How a handoff ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HandoffEnd {
+    /// The person said Done.
+    Done,
+    /// The agent's time ran out first.
+    TimedOut,
+    /// The tab was closed (or the relay stopped).
+    TabClosed,
+}
+
+impl Serialize for Handoff {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde_json::json!({"grant": self.grant, "reason": self.reason, "targetId": self.target_id, "since": self.since})
+            .serialize(serializer)
+    }
+}
+
+/// The questions waiting, what the person allowed for a while, the sites a
+/// grant's tabs have been on, and the tabs handed over.
+#[derive(Debug, Default)]
+pub(crate) struct Asking {
+    waiting: BTreeMap<u64, Waiting>,
+    next_id: u64,
+    /// (grant, kind, site) → until (ms since the epoch).
+    allowed: HashMap<(String, AskKind, String), u64>,
+    /// The sites a grant's tabs have been on since its clients connected.
+    visited: HashMap<String, HashSet<String>>,
+    /// Tab id → its handoff.
+    handed: HashMap<TabId, Handoff>,
+    /// (client, tab) → until when its input goes on without asking (an
+    /// allowed click's release, the rest of allowed typing).
+    input_runs: HashMap<(u64, TabId), std::time::Instant>,
+}
+
+/// A duration as a person reads it: "2 minutes", "90 seconds".
+fn said_as(within: Duration) -> String {
+    let secs = within.as_secs();
+    match secs {
+        0 => format!("{} ms", within.as_millis()),
+        s if s % 60 == 0 && s >= 60 => format!("{} minute{}", s / 60, if s == 60 { "" } else { "s" }),
+        s => format!("{s} second{}", if s == 1 { "" } else { "s" }),
+    }
+}
+
+/// The tab a question is about.
+#[derive(Debug, Clone)]
+pub(crate) struct AskedTab {
+    pub tab_id: TabId,
+    pub target_id: String,
+    pub url: String,
+}
+
+impl AskedTab {
+    pub(crate) fn of(target: &crate::targets::Target) -> Self {
+        Self { tab_id: target.tab_id, target_id: target.target_id.to_string(), url: target.url.clone() }
+    }
+}
+
+/// How long an allowed input goes on without asking again: the rest of a
+/// click (its release) or of typed text, while the events keep coming.
+pub(crate) const INPUT_RUN: Duration = Duration::from_secs(5);
+
+impl Relay {
+    fn asking(&self) -> std::sync::MutexGuard<'_, Asking> {
+        self.0.asking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes whenever a question or a handoff comes or goes (the
+    /// dashboard's live view, `GET /asks?wait`).
+    pub fn watch_asks(&self) -> watch::Receiver<u64> {
+        self.0.asks_changed.subscribe()
+    }
+
+    fn asks_changed(&self) {
+        self.0.asks_changed.send_modify(|n| *n += 1);
+    }
+
+    /// The questions waiting for the person, oldest first.
+    pub fn questions(&self) -> Vec<Question> {
+        self.asking().waiting.values().map(|w| w.question.clone()).collect()
+    }
+
+    /// The tabs the person has now.
+    pub fn handoffs(&self) -> Vec<Handoff> {
+        self.asking().handed.values().cloned().collect()
+    }
+
+    /// The person answers question `id`.
+    pub fn answer(&self, id: u64, answer: Answer, by: AnsweredBy) -> Result<(), AskError> {
+        let waiting = self.asking().waiting.remove(&id).ok_or(AskError::Unknown(id))?;
+        let question = waiting.question;
+        if answer == Answer::AllowSite {
+            let until = activity::now_millis() + SITE_ALLOWANCE.as_millis() as u64;
+            let key = (question.grant.clone(), question.kind, question.site.clone());
+            self.asking().allowed.insert(key, until);
+        }
+        let verdict = match answer {
+            Answer::Allow | Answer::AllowSite => Verdict::Allowed,
+            Answer::Deny => {
+                Verdict::Refused(format!("Browser Relay: the person said no ({}): {}", by.name(), question.what))
+            }
+        };
+        let said = match answer {
+            Answer::Allow => "allowed",
+            Answer::AllowSite => "allowed for this site for 10 minutes",
+            Answer::Deny => "denied",
+        };
+        self.note_answer(&question, &format!("{said} in {}", by.name()), answer == Answer::Deny);
+        self.close_question(id);
+        let _ = waiting.reply.send(verdict);
+        Ok(())
+    }
+
+    /// Asks the person whether `grant` may do `kind` on `site`: the answer
+    /// (the future resolves at once when the person allowed it for a while).
+    pub(crate) fn ask(
+        &self,
+        grant: &Grant,
+        kind: AskKind,
+        site: &str,
+        what: String,
+        tab: Option<&AskedTab>,
+    ) -> impl Future<Output = Verdict> + Send + 'static {
+        let now = activity::now_millis();
+        let within = self.config().ask_within;
+        let key = (grant.name.to_string(), kind, site.to_string());
+        let pass = {
+            let mut asking = self.asking();
+            asking.allowed.retain(|_, until| *until > now);
+            asking.allowed.contains_key(&key)
+        };
+        let (tx, rx) = oneshot::channel();
+        let id = if pass {
+            let _ = tx.send(Verdict::Allowed);
+            None
+        } else {
+            let question = Question {
+                id: 0,
+                grant: grant.name.to_string(),
+                kind,
+                what,
+                site: site.to_string(),
+                target_id: tab.map(|t| t.target_id.clone()),
+                url: tab.map(|t| t.url.clone()),
+                asked_at: now,
+                deadline: now + within.as_millis() as u64,
+            };
+            let mut asking = self.asking();
+            asking.next_id += 1;
+            let id = asking.next_id;
+            let question = Question { id, ..question };
+            asking.waiting.insert(id, Waiting { question: question.clone(), reply: tx });
+            drop(asking);
+            tracing::info!(id, grant = %question.grant, kind = kind.name(), "asking the person: {}", question.what);
+            self.note_question(&question);
+            self.asks_changed();
+            self.tell_extension_ask(&question, tab.map(|t| t.tab_id));
+            Some(id)
+        };
+        let relay = self.clone();
+        async move {
+            match tokio::time::timeout(within, rx).await {
+                Ok(Ok(verdict)) => verdict,
+                // The relay stopped, or the question was dropped.
+                Ok(Err(_)) => Verdict::Refused("Browser Relay: the question was withdrawn".into()),
+                Err(_) => {
+                    let Some(id) = id else { return Verdict::Allowed };
+                    let waiting = relay.asking().waiting.remove(&id);
+                    relay.close_question(id);
+                    let what = waiting.map(|w| {
+                        relay.note_answer(
+                            &w.question,
+                            &format!("not answered within {}: denied", said_as(within)),
+                            true,
+                        );
+                        w.question.what
+                    });
+                    Verdict::Refused(format!(
+                        "Browser Relay: the person did not answer within {}: {}",
+                        said_as(within),
+                        what.unwrap_or_default()
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Whether `grant`'s tabs have been on `site` since its clients
+    /// connected (a navigation there asks nothing under `new-site`).
+    pub(crate) fn visited(&self, grant: &str, site: &str) -> bool {
+        self.asking().visited.get(grant).is_some_and(|sites| sites.contains(site))
+    }
+
+    /// `grant`'s tabs are on `site` now.
+    pub(crate) fn visit(&self, grant: &str, site: &str) {
+        self.asking().visited.entry(grant.to_string()).or_default().insert(site.to_string());
+    }
+
+    /// `grant`'s last client left: what its tabs visited is forgotten.
+    pub(crate) fn forget_visits(&self, grant: &str) {
+        self.asking().visited.remove(grant);
+    }
+
+    /// Whether `client`'s input on `tab` goes on without asking (the person
+    /// allowed its start a moment ago); each event that goes renews it.
+    pub(crate) fn input_runs(&self, client: u64, tab: TabId) -> bool {
+        let now = std::time::Instant::now();
+        let mut asking = self.asking();
+        asking.input_runs.retain(|_, until| *until > now);
+        match asking.input_runs.get_mut(&(client, tab)) {
+            Some(until) => {
+                *until = now + INPUT_RUN;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The person allowed `client`'s input on `tab`: the rest of it goes.
+    pub(crate) fn start_input_run(&self, client: u64, tab: TabId) {
+        self.asking().input_runs.insert((client, tab), std::time::Instant::now() + INPUT_RUN);
+    }
+
+    fn tell_extension_ask(&self, question: &Question, tab_id: Option<TabId>) {
+        let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) else {
+            return;
+        };
+        let Some(tab_id) = tab_id else { return };
+        let title = format!("{} asks you", question.grant);
+        let within = Duration::from_millis(question.deadline.saturating_sub(question.asked_at));
+        let message = format!("{} (no answer within {} is a no)", question.what, said_as(within));
+        let notice = RelayMessage::Ask { id: question.id, grant: question.grant.clone(), tab_id, title, message };
+        let _ = link.send_now(encode(&notice));
+    }
+
+    fn close_question(&self, id: u64) {
+        self.asks_changed();
+        if let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) {
+            let _ = link.send_now(encode(&RelayMessage::AskClosed { id }));
+        }
+    }
+
+    /// The words a grant's client is refused with on a tab the person has.
+    pub(crate) fn handed_refusal(&self, tab: TabId) -> String {
+        let asking = self.asking();
+        let (grant, reason) =
+            asking.handed.get(&tab).map(|h| (h.grant.as_str(), h.reason.as_str())).unwrap_or(("an agent", "-"));
+        format!(
+            "Browser Relay: the person has this tab ({grant} handed it over: {reason}); it comes back when they say Done"
+        )
+    }
+
+    /// Hands `target_id` (a tab of `grant`'s, or any shared tab for the
+    /// person's own key) to the person, with `reason`, until they say Done
+    /// or `within` passes.
+    pub async fn hand_over(
+        &self,
+        target_id: &str,
+        grant: Option<&Arc<Grant>>,
+        reason: &str,
+        within: Duration,
+    ) -> Result<HandoffEnd, AskError> {
+        let reason: String = reason.chars().filter(|c| !c.is_control()).take(200).collect();
+        let (tab, name, mut over) = {
+            let mut registry = self.registry();
+            let target = registry.by_target_id_mut(target_id).ok_or_else(|| AskError::NoSuchTab(target_id.into()))?;
+            let name = match (grant, target.grant.as_deref()) {
+                (Some(grant), owner) if owner != Some(grant.name.as_str()) => return Err(AskError::NotTheGrants),
+                (Some(grant), _) => grant.name.to_string(),
+                (None, owner) => owner.unwrap_or("an agent").to_string(),
+            };
+            let mut asking = self.asking();
+            if let Some(existing) = asking.handed.get(&target.tab_id) {
+                return Err(AskError::AlreadyHandedOver(existing.grant.clone()));
+            }
+            let (sender, receiver) = watch::channel(None);
+            let handoff = Handoff {
+                grant: name.clone(),
+                reason: reason.clone(),
+                target_id: target_id.to_string(),
+                since: activity::now_millis(),
+                over: sender,
+            };
+            asking.handed.insert(target.tab_id, handoff);
+            target.handed_over = true;
+            (target.tab_id, name, receiver)
+        };
+        tracing::info!(tab, grant = %name, "handing a tab over to the person: {reason}");
+        self.asks_changed();
+        self.note_handoff(&name, target_id, &format!("handed the tab to the person: {reason}"));
+        if let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) {
+            let notice = RelayMessage::Handoff { tab_id: tab, grant: name.clone(), reason: reason.clone() };
+            let _ = link.send_now(encode(&notice));
+        } else if let Err(e) = self.activate_tab(tab).await {
+            tracing::debug!(tab, "could not bring the handed-over tab to the front: {e}");
+        }
+        let ended = tokio::time::timeout(within, over.wait_for(Option::is_some)).await;
+        match ended {
+            Ok(Ok(end)) => Ok(end.unwrap_or(HandoffEnd::TabClosed)),
+            // The relay is stopping.
+            Ok(Err(_)) => Ok(HandoffEnd::TabClosed),
+            Err(_) => {
+                self.end_handoff(tab, HandoffEnd::TimedOut, "its time ran out");
+                Ok(HandoffEnd::TimedOut)
+            }
+        }
+    }
+
+    /// The person says Done on the handed-over tab `target_id`.
+    pub fn handoff_done(&self, target_id: &str, by: AnsweredBy) -> Result<(), AskError> {
+        let tab = self.tab_of_target(target_id).ok_or_else(|| AskError::NotHandedOver(target_id.into()))?;
+        if !self.asking().handed.contains_key(&tab) {
+            return Err(AskError::NotHandedOver(target_id.into()));
+        }
+        self.end_handoff(tab, HandoffEnd::Done, &format!("Done, in {}", by.name()));
+        Ok(())
+    }
+
+    /// The person says Done in the extension (`handoff.done`).
+    pub(crate) fn handoff_done_in_extension(&self, tab: TabId) {
+        self.end_handoff(tab, HandoffEnd::Done, "Done, in the browser");
+    }
+
+    fn end_handoff(&self, tab: TabId, end: HandoffEnd, how: &str) {
+        if let Some(target) = self.registry().by_tab_mut(tab) {
+            target.handed_over = false;
+        }
+        let Some(handoff) = self.asking().handed.remove(&tab) else { return };
+        tracing::info!(tab, grant = %handoff.grant, "the person gives the tab back: {how}");
+        self.note_handoff(&handoff.grant, &handoff.target_id, &format!("the person gave the tab back ({how})"));
+        let _ = handoff.over.send(Some(end));
+        self.asks_changed();
+        if let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) {
+            let _ = link.send_now(encode(&RelayMessage::HandoffEnd { tab_id: tab }));
+        }
+    }
+
+    /// A tab went (called without the registry lock): its handoff is
+    /// over, and its questions are answered no.
+    pub(crate) fn forget_asks_of(&self, tab: TabId, target_id: &str) {
+        let handed = self.asking().handed.remove(&tab);
+        if let Some(handoff) = handed {
+            let _ = handoff.over.send(Some(HandoffEnd::TabClosed));
+            self.asks_changed();
+        }
+        let gone: Vec<u64> = self
+            .asking()
+            .waiting
+            .values()
+            .filter(|w| w.question.target_id.as_deref() == Some(target_id))
+            .map(|w| w.question.id)
+            .collect();
+        for id in gone {
+            let waiting = self.asking().waiting.remove(&id);
+            if let Some(waiting) = waiting {
+                self.close_question(id);
+                self.note_answer(&waiting.question, "the tab was closed: denied", true);
+                let _ = waiting.reply.send(Verdict::Refused("Browser Relay: the tab was closed".into()));
+            }
+        }
+        self.asking().input_runs.retain(|(_, t), _| *t != tab);
+    }
+
+    fn note_question(&self, question: &Question) {
+        let mut entry = Entry::now(Source::Relay, "Browser Relay", Kind::Question, format!("asked: {}", question.what));
+        entry.tab = question.target_id.clone();
+        entry.url = question.url.clone();
+        entry.grant = Some(question.grant.clone());
+        self.note(entry);
+    }
+
+    fn note_answer(&self, question: &Question, said: &str, refused: bool) {
+        let mut entry =
+            Entry::now(Source::Relay, "Browser Relay", Kind::Question, format!("{said}: {}", question.what));
+        entry.tab = question.target_id.clone();
+        entry.grant = Some(question.grant.clone());
+        entry.failed = refused;
+        self.note(entry);
+    }
+
+    fn note_handoff(&self, grant: &str, target_id: &str, summary: &str) {
+        let mut entry = Entry::now(Source::Relay, "Browser Relay", Kind::Tab, summary.to_string());
+        entry.tab = Some(target_id.to_string());
+        entry.grant = Some(grant.to_string());
+        self.note(entry);
+    }
+}
