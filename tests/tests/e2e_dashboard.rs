@@ -320,3 +320,162 @@ async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
     let revoke = listed.as_str().unwrap().lines().find(|l| l.contains("revoke the grant")).unwrap().to_string();
     assert!(revoke.contains("dashboard [grant research]"), "{revoke}");
 }
+
+/// A grant's tab: `expression`'s value there, through the grant's client.
+async fn in_tab(client: &CdpClient, session: &str, expression: &str) -> Value {
+    let params = json!({"expression": expression, "returnByValue": true});
+    let answer = client.call("Runtime.evaluate", params, Some(session)).await.unwrap();
+    answer["result"]["value"].clone()
+}
+
+/// Navigates a grant's tab to `url` and waits for its load.
+async fn load_in_tab(client: &CdpClient, session: &str, url: &str) {
+    client.call("Page.navigate", json!({"url": url}), Some(session)).await.unwrap();
+    let loaded = format!("location.href == {} && document.readyState == 'complete'", json!(url));
+    eventually(&format!("{url} to load"), Duration::from_secs(20), || async {
+        (in_tab(client, session, &loaded).await == json!(true)).then_some(())
+    })
+    .await;
+}
+
+/// The person in the loop, on the dashboard: a grant that asks before a
+/// form goes (`ask: submit`) has its order held, and the dashboard shows
+/// the question at the top within moments of it being asked (its long poll
+/// wakes; the overview's poll has no questions), with the grant's badge,
+/// what it wants, the tab and a countdown. Deny: the POST never reaches
+/// the site. Allow: the next one does. Allow on this site: that one and
+/// the next go, the next without a question. A tab the grant hands over
+/// shows who needs the person and why; Show the tab watches it, Done gives
+/// it back. Each answer is in the activity record once.
+#[tokio::test]
+async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site() {
+    let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
+    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
+    let new = grants::NewGrant {
+        name: grants::GrantName::parse("shop").unwrap(),
+        sites: grants::Sites::parse_list(&env.fixtures.url()).unwrap(),
+        color: None,
+        expires_in: None,
+        evaluate: true,
+        ask: vec![grants::AskKind::Submit],
+    };
+    let grant = book.add(&env.token, new).unwrap();
+    env.server().lent.reload();
+    let key = grant.key(&env.token, grants::Door::Cdp);
+    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
+    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let order = format!("{}/order.html", env.fixtures.url());
+    let created = client.call("Target.createTarget", json!({"url": "about:blank"}), None).await.unwrap();
+    let target = created["targetId"].as_str().unwrap().to_string();
+    let attached =
+        client.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await.unwrap();
+    let session = attached["sessionId"].as_str().unwrap().to_string();
+    load_in_tab(&client, &session, &order).await;
+    let site = env.fixtures.url().trim_start_matches("http://").to_string();
+    let orders = || env.fixtures.requests_to(&site, "/echo?order").len();
+
+    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
+    let dashboard = Dashboard::open(&link).await.expect("the dashboard opens");
+    dashboard
+        .until("the dashboard itself (not its login page)", "document.getElementById('asks-section') !== null")
+        .await;
+    dashboard.until("the page's first look at the questions", "document.getElementById('asks-section').hidden").await;
+    assert_eq!(dashboard.eval("document.body.children[1].id").await, json!("asks-section"), "first under the header");
+
+    // The long poll itself: with the version it has, it waits...
+    let version = dashboard.eval("fetch('/ui/api/asks').then(r => r.json()).then(a => a.version)").await;
+    dashboard
+        .eval(&format!(
+            "window.waited = null; const started = Date.now();
+             fetch('/ui/api/asks?wait={version}').then(r => r.json())
+               .then(asks => {{ window.waited = {{asks, after: Date.now() - started}}; }}); true"
+        ))
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(dashboard.eval("window.waited").await, Value::Null, "nothing changed: the long poll waits");
+
+    // ...and answers when the grant's form is held; the page shows it.
+    let asked = std::time::Instant::now();
+    in_tab(&client, &session, "document.getElementById('buy').click(); true").await;
+    let question = dashboard
+        .until(
+            "the question on the dashboard",
+            "document.querySelector('#asks-section:not([hidden]) [data-question]')?.innerText",
+        )
+        .await;
+    assert!(asked.elapsed() < Duration::from_secs(5), "shown at once, not at the next 25 s: {:?}", asked.elapsed());
+    let question = question.as_str().unwrap();
+    for part in ["shop wants to submit a form to 127.0.0.1", "Fixture Order", "left", "Allow", "Deny"] {
+        assert!(question.contains(part), "{part} in {question}");
+    }
+    assert!(question.contains("Allow on this site for 10 min"), "{question}");
+    let waited = dashboard.until("the long poll's answer", "window.waited").await;
+    assert_eq!(waited["asks"]["questions"][0]["kind"], "submit", "{waited}");
+    assert!(waited["after"].as_u64().unwrap() >= 1000, "it waited for the question: {waited}");
+    let badge = dashboard
+        .eval("(() => { const b = document.querySelector('[data-question] [data-ask-grant]'); return [b.textContent, b.style.backgroundColor]; })()")
+        .await;
+    assert_eq!(badge[0], "shop");
+    assert!(!badge[1].as_str().unwrap().is_empty(), "in the grant's colour: {badge}");
+    assert_eq!(dashboard.eval("document.title").await, "(1) Browser Relay");
+    assert_eq!(orders(), 0, "the order waits for the person");
+
+    // Deny: the question goes, and the order never reaches the site.
+    dashboard.eval("document.querySelector('[data-question] [data-answer=deny]').click()").await;
+    dashboard.until("the questions to go", "document.getElementById('asks-section').hidden").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(orders(), 0, "the denied order never reached the site");
+    assert_eq!(in_tab(&client, &session, "location.pathname").await, "/order.html");
+
+    // Allow: the next order arrives.
+    in_tab(&client, &session, "document.getElementById('buy').click(); true").await;
+    dashboard.until("the second question", "document.querySelector('[data-question] [data-answer=allow]')").await;
+    dashboard.eval("document.querySelector('[data-question] [data-answer=allow]').click()").await;
+    eventually("the allowed order to arrive", Duration::from_secs(20), || async { (orders() == 1).then_some(()) })
+        .await;
+    dashboard.until("the questions to go", "document.getElementById('asks-section').hidden").await;
+
+    // Allow on this site: this order goes, and the next asks nothing.
+    load_in_tab(&client, &session, &order).await;
+    in_tab(&client, &session, "document.getElementById('buy').click(); true").await;
+    dashboard.until("the third question", "document.querySelector('[data-question] [data-answer=allow-site]')").await;
+    dashboard.eval("document.querySelector('[data-question] [data-answer=allow-site]').click()").await;
+    eventually("the order allowed for the site", Duration::from_secs(20), || async { (orders() == 2).then_some(()) })
+        .await;
+    load_in_tab(&client, &session, &order).await;
+    in_tab(&client, &session, "document.getElementById('buy').click(); true").await;
+    eventually("the next order, unasked", Duration::from_secs(20), || async { (orders() == 3).then_some(()) }).await;
+    assert!(env.server().relay.questions().is_empty(), "allowed on this site for 10 minutes");
+
+    // A handoff: who needs the person and why, the tab watched, Done.
+    let shop = env.server().lent.named("shop").unwrap();
+    let relay = env.server().relay.clone();
+    let handed = target.clone();
+    let handing =
+        tokio::spawn(
+            async move { relay.hand_over(&handed, Some(&shop), "log in, please", Duration::from_secs(60)).await },
+        );
+    let row = format!("document.querySelector('[data-handoff=\"{target}\"]')?.innerText");
+    let handoff = dashboard.until("the handoff on the dashboard", &row).await;
+    assert!(handoff.as_str().unwrap().contains("shop needs you: log in, please"), "{handoff}");
+    dashboard.eval(&format!("document.querySelector('[data-show=\"{target}\"]').click()")).await;
+    dashboard
+        .until("the handed-over tab in the live view", "document.getElementById('view').classList.contains('on')")
+        .await;
+    assert!(!handing.is_finished(), "the tab is the person's until Done");
+    dashboard.eval(&format!("document.querySelector('[data-done=\"{target}\"]').click()")).await;
+    let ended = tokio::time::timeout(Duration::from_secs(20), handing).await.expect("Done ends the handoff");
+    assert_eq!(ended.unwrap().unwrap(), relay_engine::HandoffEnd::Done);
+    dashboard.until("the handoff to go", "document.getElementById('asks-section').hidden").await;
+    assert_eq!(dashboard.eval("document.title").await, "Browser Relay");
+
+    // Each answer recorded once, by the relay, as given on the dashboard.
+    let record = env.server().activity.read(&activity::Query { grant: Some("shop".into()), ..Default::default() });
+    let said: Vec<&str> = record.iter().map(|e| e.summary.as_str()).collect();
+    for answer in ["denied", "allowed", "allowed for this site for 10 minutes"] {
+        let told = format!("{answer} in the dashboard: shop wants to submit");
+        assert_eq!(said.iter().filter(|s| s.starts_with(&told)).count(), 1, "{told} once in {said:#?}");
+    }
+    assert!(said.contains(&"the person gave the tab back (Done, in the dashboard)"), "{said:#?}");
+    assert!(record.iter().all(|e| e.source != activity::Source::Dashboard), "not twice: {said:#?}");
+}

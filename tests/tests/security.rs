@@ -975,6 +975,39 @@ async fn the_dashboard_takes_a_one_time_login_its_own_origin_and_a_csrf_token() 
     assert_eq!(status, 404, "past the guard, to the handler: {answer}");
     assert!(answer.contains("no client 424242"), "{answer}");
 
+    // The person's answers to a grant's questions and Done on a handed-over
+    // tab are changes too: the same token; past the guard, the handler says
+    // what it did not find, or what it did not understand.
+    let answers: [(&str, &str, u16, &str); 3] = [
+        ("/ui/api/answer", r#"{"id": 424242, "answer": "allow"}"#, 404, "no question 424242 is waiting"),
+        ("/ui/api/answer", r#"{"id": 424242, "answer": "maybe"}"#, 400, "no answer 'maybe'"),
+        ("/ui/api/handoff-done", r#"{"targetId": "NO-SUCH-TAB"}"#, 404, "no tab NO-SUCH-TAB is handed over"),
+    ];
+    for (path, body, expected, says) in answers {
+        let (status, _) = raw_request(control, &post(path, &host, &[("Cookie", &cookie)], body)).await;
+        assert_eq!(status, 403, "{path} without the CSRF token");
+        assert_eq!(raw_request(control, &post(path, &host, &forged, body)).await.0, 403, "{path}, a forged token");
+        let (status, answer) = raw_request(control, &post(path, &host, &own, body)).await;
+        assert_eq!(status, expected, "{path}: {answer}");
+        assert!(answer.contains(says), "{path}: {answer}");
+    }
+    // What waits for the person: the session's alone, and the long poll
+    // answers at once for a version it has moved on from.
+    assert_eq!(raw_request(control, &get("/ui/api/asks", &host, &[("Authorization", &key)])).await.0, 401);
+    let (status, asks) = raw_request(control, &get("/ui/api/asks", &host, &[("Cookie", &cookie)])).await;
+    assert_eq!(status, 200, "{asks}");
+    let asks: serde_json::Value = serde_json::from_str(asks.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!((&asks["questions"], &asks["handoffs"]), (&serde_json::json!([]), &serde_json::json!([])), "{asks}");
+    let moved_on = format!("/ui/api/asks?wait={}", asks["version"].as_u64().unwrap() + 1);
+    let at_once = tokio::time::timeout(
+        Duration::from_secs(2),
+        raw_request(control, &get(&moved_on, &host, &[("Cookie", &cookie)])),
+    )
+    .await;
+    assert_eq!(at_once.expect("an old version is answered at once").0, 200);
+    let (status, _) = raw_request(control, &get("/ui/api/asks?wait=soon", &host, &[("Cookie", &cookie)])).await;
+    assert_eq!(status, 400, "a version is a number");
+
     // Logging out ends the session.
     let (status, _) = raw_request(control, &post("/ui/api/logout", &host, &own, "{}")).await;
     assert_eq!(status, 200);

@@ -8,7 +8,9 @@
 //! grants, a live view of one tab (a small JPEG taken when the page asks,
 //! never saved), and the activity record. What it stops: one client's
 //! connection, the sharing of one tab, a managed profile's browser, a
-//! grant.
+//! grant. What it answers: the questions a grant's `--ask` holds for the
+//! person, and the tabs a grant handed to them (`/ui/api/asks`, a long
+//! poll, so a question shows within moments of being asked).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use control_engine::Engine;
 use control_engine::api::{GetStatus, Handle, ListTabs, Selected, Status, StopBrowser, TabSelector};
-use relay_engine::Relay;
+use relay_engine::{Answer, AnsweredBy, AskError, Relay};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -43,6 +45,11 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// How long the live view waits for a shared tab's frame.
 const VIEW_WITHIN: Duration = Duration::from_secs(3);
+
+/// How long `GET /ui/api/asks?wait=…` waits for a change before it
+/// answers with what it has (the page asks again at once): a page that
+/// went away without closing its connection holds it no longer than this.
+const ASKS_WAIT: Duration = Duration::from_secs(25);
 
 /// What the dashboard's handlers reach.
 #[derive(Debug, Clone)]
@@ -83,6 +90,9 @@ pub(crate) fn router(dashboard: Dashboard) -> Router {
         .route("/ui/api/unshare", post(unshare))
         .route("/ui/api/stop", post(stop_profile))
         .route("/ui/api/revoke", post(revoke_grant))
+        .route("/ui/api/asks", get(asks))
+        .route("/ui/api/answer", post(answer_question))
+        .route("/ui/api/handoff-done", post(handoff_done))
         .with_state(dashboard)
         .layer(axum::middleware::from_fn_with_state(logins, ui_guard))
 }
@@ -322,6 +332,123 @@ async fn revoke_grant(State(dashboard): State<Dashboard>, body: axum::body::Byte
         }
         Err(grants::GrantError::Unknown(name)) => api_error(StatusCode::NOT_FOUND, &format!("no grant named '{name}'")),
         Err(e) => api_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AsksQuery {
+    /// The `version` of the page's last answer: answer when it changed.
+    wait: Option<u64>,
+}
+
+/// The questions waiting for the person and the tabs handed to them, with
+/// the version they are of. With `?wait=<version>` it answers once they
+/// changed since that version, or after [`ASKS_WAIT`] with what there is:
+/// the page asks again at once, so a question shows the moment it is
+/// asked, and nothing runs between questions but a waiting request.
+async fn asks(State(dashboard): State<Dashboard>, query: Result<Query<AsksQuery>, QueryRejection>) -> Response {
+    let Ok(Query(query)) = query else {
+        return api_error(StatusCode::BAD_REQUEST, "expected ?wait=<version>, the version of the last answer");
+    };
+    // Subscribed before the version is read: a change after it wakes us.
+    let mut changes = dashboard.relay.watch_asks();
+    let seen = *changes.borrow_and_update();
+    if query.wait == Some(seen) {
+        // Err: the relay is stopping; answer with what there is.
+        let _ = tokio::time::timeout(ASKS_WAIT, changes.changed()).await;
+    }
+    // The version is read before the lists: a change between the two is
+    // answered again at the next wait, never missed.
+    let version = *changes.borrow_and_update();
+    axum::Json(asks_now(&dashboard, version)).into_response()
+}
+
+/// The questions and handoffs as the page shows them: each with its
+/// grant's colour and its tab's title and address now (when shared).
+fn asks_now(dashboard: &Dashboard, version: u64) -> Value {
+    let tabs = dashboard.relay.shared_tabs();
+    let tab_of = |target_id: Option<&str>| tabs.iter().find(|t| Some(t.target_id.as_str()) == target_id);
+    let color_of = |grant: &str| dashboard.lent.named(grant).map(|g| g.color.hex().to_string());
+    let questions: Vec<Value> = dashboard
+        .relay
+        .questions()
+        .into_iter()
+        .map(|question| {
+            let tab = tab_of(question.target_id.as_deref());
+            let mut shown = json!(question);
+            shown["colorHex"] = json!(color_of(&question.grant));
+            shown["title"] = json!(tab.map(|t| &t.title));
+            shown
+        })
+        .collect();
+    let mut handoffs = dashboard.relay.handoffs();
+    handoffs.sort_by_key(|h| h.since);
+    let handoffs: Vec<Value> = handoffs
+        .into_iter()
+        .map(|handoff| {
+            let tab = tab_of(Some(&handoff.target_id));
+            let mut shown = json!(handoff);
+            shown["colorHex"] = json!(color_of(&handoff.grant));
+            shown["title"] = json!(tab.map(|t| &t.title));
+            shown["url"] = json!(tab.map(|t| &t.url));
+            shown
+        })
+        .collect();
+    json!({"version": version, "now": activity::now_millis(), "questions": questions, "handoffs": handoffs})
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerRequest {
+    id: u64,
+    answer: String,
+}
+
+/// The person answers a question. The relay records the answer (as given
+/// on the dashboard), so this route records nothing of its own.
+async fn answer_question(State(dashboard): State<Dashboard>, body: axum::body::Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<AnswerRequest>(&body) else {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            "expected {\"id\": <number>, \"answer\": \"allow\" | \"allow-site\" | \"deny\"}",
+        );
+    };
+    let answer = match request.answer.as_str() {
+        "allow" => Answer::Allow,
+        "allow-site" => Answer::AllowSite,
+        "deny" => Answer::Deny,
+        other => {
+            let message = format!("no answer '{other}': say allow, allow-site or deny");
+            return api_error(StatusCode::BAD_REQUEST, &message);
+        }
+    };
+    answer_outcome(dashboard.relay.answer(request.id, answer, AnsweredBy::Dashboard))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct HandoffDoneRequest {
+    target_id: String,
+}
+
+/// The person gives a handed-over tab back (Done). Recorded by the relay.
+async fn handoff_done(State(dashboard): State<Dashboard>, body: axum::body::Bytes) -> Response {
+    let Ok(request) = serde_json::from_slice::<HandoffDoneRequest>(&body) else {
+        return api_error(StatusCode::BAD_REQUEST, "expected {\"targetId\": \"…\"}");
+    };
+    answer_outcome(dashboard.relay.handoff_done(&request.target_id, AnsweredBy::Dashboard))
+}
+
+fn answer_outcome(result: Result<(), AskError>) -> Response {
+    match result {
+        Ok(()) => axum::Json(json!({"ok": true})).into_response(),
+        // Answered already (here, in the notification, in a terminal),
+        // timed out, or the tab went: nothing waits under that name.
+        Err(e @ (AskError::Unknown(_) | AskError::NotHandedOver(_) | AskError::NoSuchTab(_))) => {
+            api_error(StatusCode::NOT_FOUND, &e.to_string())
+        }
+        Err(e) => api_error(StatusCode::CONFLICT, &e.to_string()),
     }
 }
 

@@ -323,12 +323,15 @@ mod tests {
     fn a_change_needs_the_csrf_token_even_with_the_cookie() {
         let logins = UiLogins::new(7777);
         let (session, cookie) = logged_in(&logins);
-        let path = "/ui/api/disconnect";
-        assert_eq!(logins.admit(&Method::POST, path, &headers(&[("cookie", &cookie)])), Err(UiRejection::NoCsrf));
-        let wrong = [("cookie", cookie.as_str()), (CSRF_HEADER, session.id.as_str())];
-        assert_eq!(logins.admit(&Method::POST, path, &headers(&wrong)), Err(UiRejection::NoCsrf));
-        let right = [("cookie", cookie.as_str()), (CSRF_HEADER, session.csrf.as_str())];
-        assert!(logins.admit(&Method::POST, path, &headers(&right)).is_ok());
+        // A stop button, and the person's answer to a grant's question or Done.
+        for path in ["/ui/api/disconnect", "/ui/api/answer", "/ui/api/handoff-done"] {
+            let cookie_only = headers(&[("cookie", &cookie)]);
+            assert_eq!(logins.admit(&Method::POST, path, &cookie_only), Err(UiRejection::NoCsrf), "{path}");
+            let wrong = [("cookie", cookie.as_str()), (CSRF_HEADER, session.id.as_str())];
+            assert_eq!(logins.admit(&Method::POST, path, &headers(&wrong)), Err(UiRejection::NoCsrf), "{path}");
+            let right = [("cookie", cookie.as_str()), (CSRF_HEADER, session.csrf.as_str())];
+            assert!(logins.admit(&Method::POST, path, &headers(&right)).is_ok(), "{path}");
+        }
     }
 
     #[test]

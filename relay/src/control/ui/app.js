@@ -7,6 +7,10 @@ const csrf = document.querySelector('meta[name="csrf"]').content;
 const OVERVIEW_EVERY = 1500;
 const ACTIVITY_EVERY = 2000;
 const VIEW_EVERY = 700;
+// After a failed long poll of the questions (serve restarting, logged
+// out): how long before asking again.
+const ASKS_RETRY = 2000;
+const COUNTDOWN_EVERY = 1000;
 
 let watching = null; // {profile, targetId, title}
 let viewUrl = null;
@@ -83,8 +87,14 @@ function watchButton(profile, tab) {
     "data-watch": tab.targetId,
     textContent: selected ? "Watching" : "Watch",
     disabled: selected,
-    onclick: () => { watching = { profile, targetId: tab.targetId, title: tab.title || tab.url }; refresh(); frame(); },
+    onclick: () => watch(profile, tab.targetId, tab.title || tab.url),
   });
+}
+
+function watch(profile, targetId, title) {
+  watching = { profile, targetId, title };
+  refresh();
+  frame();
 }
 
 function renderProfiles(overview) {
@@ -251,6 +261,109 @@ const frame = once("frame", async () => {
   }
 });
 
+// The questions and the handed-over tabs. The relay's deadlines are by
+// its clock: the countdowns correct for this page's (`now` in each answer).
+let relayClockAhead = 0;
+
+function grantBadge(grant, colorHex) {
+  const badge = el("span", { class: "shared grant", "data-ask-grant": grant }, grant);
+  if (colorHex) badge.style.background = colorHex;
+  return badge;
+}
+
+function askedTab(title, url) {
+  return el("div", { class: "tab" },
+    el("span", { class: "title" }, title || "(a tab)"),
+    el("span", { class: "url" }, url || ""));
+}
+
+function timeLeft(deadline) {
+  const seconds = Math.max(0, Math.ceil((deadline - relayClockAhead - Date.now()) / 1000));
+  return `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")} left`;
+}
+
+function answerQuestion(row, id, answer) {
+  const buttons = row.querySelectorAll("button");
+  for (const button of buttons) button.disabled = true;
+  post("/ui/api/answer", { id, answer })
+    .then(() => status(`answered: ${answer}`))
+    .catch((error) => {
+      status(`the answer failed: ${error.message}`);
+      for (const button of buttons) button.disabled = false;
+    });
+}
+
+const ANSWERS = [["allow", "Allow"], ["allow-site", "Allow on this site for 10 min"], ["deny", "Deny"]];
+
+function renderAsks(asks) {
+  relayClockAhead = asks.now - Date.now();
+  const questions = asks.questions.map((question) => {
+    // "shop wants to submit a form to …": the grant's name is its badge.
+    const what = question.what.startsWith(`${question.grant} `)
+      ? question.what.slice(question.grant.length)
+      : ` ${question.what}`;
+    const row = el("div", { class: "ask", "data-question": question.id },
+      el("div", { class: "what" }, grantBadge(question.grant, question.colorHex), what),
+      askedTab(question.title, question.url));
+    const countdown = el("span", { class: "countdown", "data-deadline": question.deadline }, timeLeft(question.deadline));
+    row.append(el("div", { class: "answers" }, countdown, ...ANSWERS.map(([answer, label]) => el("button", {
+      type: "button", class: answer === "deny" ? "stop" : "", "data-answer": answer, textContent: label,
+      onclick: () => answerQuestion(row, question.id, answer),
+    }))));
+    return row;
+  });
+  const handoffs = asks.handoffs.map((handoff) => el("div", { class: "ask", "data-handoff": handoff.targetId },
+    el("div", { class: "what" }, grantBadge(handoff.grant, handoff.colorHex), ` needs you: ${handoff.reason}`),
+    askedTab(handoff.title, handoff.url),
+    el("div", { class: "answers" },
+      el("span", { class: "muted" }, `since ${new Date(handoff.since - relayClockAhead).toLocaleTimeString()}`),
+      el("button", {
+        type: "button", "data-show": handoff.targetId, textContent: "Show the tab",
+        onclick: () => {
+          watch(null, handoff.targetId, handoff.title || handoff.url);
+          document.getElementById("view-section").scrollIntoView({ block: "nearest" });
+        },
+      }),
+      el("button", {
+        type: "button", "data-done": handoff.targetId, textContent: "Done — give it back",
+        onclick: (event) => act(event.target, "/ui/api/handoff-done", { targetId: handoff.targetId }, `gave ${handoff.grant} its tab back`),
+      }))));
+  document.getElementById("questions").replaceChildren(...questions);
+  document.getElementById("handoffs").replaceChildren(...handoffs);
+  const waiting = questions.length + handoffs.length;
+  document.getElementById("asks-section").hidden = waiting === 0;
+  document.title = waiting ? `(${waiting}) Browser Relay` : "Browser Relay";
+}
+
+function countDown() {
+  for (const countdown of document.querySelectorAll("[data-deadline]")) {
+    countdown.textContent = timeLeft(Number(countdown.dataset.deadline));
+  }
+}
+
+// A long poll: the relay answers when a question or a handoff comes or
+// goes (or after 25 s with what there is), and the page asks again at
+// once, so a question shows the moment it is asked. It goes on while the
+// page is hidden (a waiting request costs nothing) so the tab's title
+// counts what waits.
+async function followAsks() {
+  let version = null;
+  for (;;) {
+    try {
+      const asks = await getJson(version === null ? "/ui/api/asks" : `/ui/api/asks?wait=${version}`);
+      // Unchanged after the wait: the rows stay, and a button under the
+      // person's pointer with them.
+      if (asks.version !== version) renderAsks(asks);
+      version = asks.version;
+    } catch {
+      // A new serve counts its versions anew: start from a fresh answer.
+      // (The overview's poll says what is wrong.)
+      version = null;
+      await new Promise((done) => setTimeout(done, ASKS_RETRY));
+    }
+  }
+}
+
 document.getElementById("logout").addEventListener("click", () => {
   post("/ui/api/logout", {}).finally(() => location.reload());
 });
@@ -260,3 +373,5 @@ refreshActivity();
 setInterval(refresh, OVERVIEW_EVERY);
 setInterval(refreshActivity, ACTIVITY_EVERY);
 setInterval(frame, VIEW_EVERY);
+setInterval(countDown, COUNTDOWN_EVERY);
+followAsks();
