@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use browser_relay::ControlClient;
 use browser_relay::DEFAULT_CONTROL_PORT;
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward,
-    ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
+    Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward, HandOver,
+    HandoffEnded, ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
     ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser, TabInfo, TabSelector,
     TakeScreenshot, TakeSnapshot, Trouble,
 };
@@ -166,6 +166,47 @@ pub(crate) enum AgentCommand {
         #[command(flatten)]
         args: ServiceArgs,
     },
+    /// Hand the tab to the person (a login, a CAPTCHA, a choice only they
+    /// can make) and wait until they say Done: the extension brings it to
+    /// the front and shows REASON; meanwhile the agent may not act there.
+    /// Prints where the tab is when it comes back.
+    Handoff {
+        /// What the person is to do, in a few words.
+        reason: String,
+        /// How long to wait for the person: 90s, 10m (default), 1h at most.
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        #[command(flatten)]
+        args: AgentArgs,
+    },
+    /// The questions waiting for you (a grant's `--ask`: a form, a
+    /// download, a file, a new site, input) and the tabs handed to you.
+    Asks {
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
+    /// Allow what question ID asks (`browser-relay asks` lists them).
+    Allow {
+        id: u64,
+        /// And the same kind on the same site, for this grant, for 10 minutes.
+        #[arg(long)]
+        for_site: bool,
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
+    /// Refuse what question ID asks: it never happens.
+    Deny {
+        id: u64,
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
+    /// Give a handed-over tab back to its agent (TARGET: its targetId; the
+    /// only one handed over when left out).
+    Done {
+        target: Option<String>,
+        #[command(flatten)]
+        args: ServiceArgs,
+    },
     /// What clients and agents did to which tab, newest first: time (UTC),
     /// who, tab, what (typed text is never kept, only its length).
     Activity {
@@ -320,7 +361,12 @@ impl AgentCommand {
                 json: args.json,
             },
             // The person's: no grant reads the record or logs in.
-            Self::Ui { args, .. } | Self::Activity { args, .. } => AgentArgs {
+            Self::Ui { args, .. }
+            | Self::Activity { args, .. }
+            | Self::Asks { args }
+            | Self::Allow { args, .. }
+            | Self::Deny { args, .. }
+            | Self::Done { args, .. } => AgentArgs {
                 profile: None,
                 grant: None,
                 target_id: None,
@@ -343,6 +389,7 @@ impl AgentCommand {
             | Self::Screenshot { args, .. }
             | Self::Console { args, .. }
             | Self::Evaluate { args, .. }
+            | Self::Handoff { args, .. }
             | Self::Pdf(args) => args.clone(),
         }
     }
@@ -367,6 +414,32 @@ async fn run<R: Route>(
         println_stdout(&text(&answer));
     }
     Ok(())
+}
+
+/// `asks` as text: a line per question, then per handoff.
+fn asks_text(answer: &serde_json::Value) -> String {
+    let mut lines = Vec::new();
+    for q in answer["questions"].as_array().into_iter().flatten() {
+        let left = q["deadline"].as_u64().unwrap_or(0).saturating_sub(activity::now_millis()) / 1000;
+        lines.push(format!(
+            "{}\t{}\t{}\t({left} s left: `browser-relay allow {0}` or `deny {0}`)",
+            q["id"],
+            q["kind"].as_str().unwrap_or_default(),
+            q["what"].as_str().unwrap_or_default(),
+        ));
+    }
+    for h in answer["handoffs"].as_array().into_iter().flatten() {
+        lines.push(format!(
+            "handed to you\t{}\t{} needs you: {}\t(`browser-relay done {0}`)",
+            h["targetId"].as_str().unwrap_or_default(),
+            h["grant"].as_str().unwrap_or_default(),
+            h["reason"].as_str().unwrap_or_default(),
+        ));
+    }
+    if lines.is_empty() {
+        return "nothing waits for you".into();
+    }
+    lines.join("\n")
 }
 
 /// A raw call's answer, printed as `--json` asks, or as `text` makes of it.
@@ -548,6 +621,49 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             if !no_open {
                 open_login_link(state, &url);
             }
+            Ok(())
+        }
+        AgentCommand::Handoff { reason, timeout, .. } => {
+            let timeout_ms = timeout
+                .map(|t| grants::parse_duration(&t).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "Waiting for the person to say Done (in the browser, on the dashboard, or `browser-relay done`)…"
+            );
+            run(&client, &args, Selected::new(tab, HandOver { reason, timeout_ms }), |back| {
+                let how = match back.ended {
+                    HandoffEnded::Done => "the person said Done",
+                    HandoffEnded::TimedOut => "the time ran out before the person said Done",
+                    HandoffEnded::TabClosed => "the tab was closed",
+                };
+                let at = back.url.as_deref().map(|u| format!(": {u}")).unwrap_or_default();
+                format!("{how}; tab {}{at}", back.target_id)
+            })
+            .await
+        }
+        AgentCommand::Asks { .. } => {
+            let answer = client.call("GET", "/asks", &[], None).await?;
+            print_value(&args, &answer, asks_text);
+            Ok(())
+        }
+        AgentCommand::Allow { id, for_site, .. } => {
+            let said = if for_site { "allow-site" } else { "allow" };
+            let body = serde_json::json!({"answer": said});
+            let answer = client.call("POST", &format!("/asks/{id}"), &[], Some(&body)).await?;
+            print_value(&args, &answer, |_| format!("allowed question {id}"));
+            Ok(())
+        }
+        AgentCommand::Deny { id, .. } => {
+            let body = serde_json::json!({"answer": "deny"});
+            let answer = client.call("POST", &format!("/asks/{id}"), &[], Some(&body)).await?;
+            print_value(&args, &answer, |_| format!("denied question {id}"));
+            Ok(())
+        }
+        AgentCommand::Done { target, .. } => {
+            let body = serde_json::json!({"targetId": target});
+            let answer = client.call("POST", "/handoff/done", &[], Some(&body)).await?;
+            print_value(&args, &answer, |a| format!("gave tab {} back", a["targetId"].as_str().unwrap_or("?")));
             Ok(())
         }
         AgentCommand::Activity { limit, minutes, client: client_id, tab: target, profile, grant, .. } => {

@@ -14,10 +14,10 @@ use base64::Engine as _;
 use browser_relay::ControlClient;
 use control_engine::api::{
     Act, ActOutcome, ArmDialog, ArmFileChooser, CloseTab, ConsoleReport, DialogArmed, FilesArmed, FindInPage, FocusTab,
-    Found, GetStatus, GoBack, GoForward, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf,
-    ProfileStatus, Profiled, ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope, Screenshot,
-    Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot, TakeSnapshot,
-    add_selector,
+    Found, GetStatus, GoBack, GoForward, HandOver, HandedBack, ListRequests, ListTabs, Navigate, Navigated, OpenTab,
+    Pdf, PrintPdf, ProfileStatus, Profiled, ReadConsole, ReadResponseBody, RequestList, ResponseBody, Route, Scope,
+    Screenshot, Selected, Snapshot, StartBrowser, Status, StopBrowser, TabDone, TabInfo, TabList, TakeScreenshot,
+    TakeSnapshot, add_selector,
 };
 use control_engine::api::{
     ActKind, Click, CloseCurrent, Drag, Evaluate, Fill, Hover, Press, Resize, SelectOptions, TypeText, WaitFor,
@@ -202,6 +202,11 @@ const TOOLS: &[ToolSpec] = &[
         Effect::Destructive,
         "Close the tab (like browser_close_tab on the current tab).",
     ),
+    route::<HandOver>(
+        "browser_handoff",
+        Effect::Additive,
+        "Hand the tab to the person (a login, a CAPTCHA, a payment) and wait until they say Done. You may not act in it meanwhile.",
+    ),
     route::<PrintPdf>(
         "browser_pdf",
         Effect::ReadOnly,
@@ -376,6 +381,7 @@ impl<A: ShownInProfile> Shown for Profiled<A> {
 impl ShownInProfile for TabList {}
 impl ShownInProfile for TabInfo {}
 impl ShownInProfile for TabDone {}
+impl ShownInProfile for HandedBack {}
 impl ShownInProfile for Navigated {}
 impl ShownInProfile for ConsoleReport {}
 impl ShownInProfile for DialogArmed {}
@@ -582,6 +588,7 @@ mod tests {
                     && !["browser_navigate", "browser_back", "browser_forward"].contains(&t.name)
                     && t.name != "browser_handle_dialog"
                     && t.name != "browser_upload_files"
+                    && t.name != "browser_handoff"
             })
             .count();
         assert_eq!(kinds, 11, "one tool per /act kind");
@@ -636,12 +643,13 @@ mod tests {
         }
         // The list measured against Playwright MCP's (20,286) and
         // chrome-devtools-mcp's (29,361) in BENCHMARKS.md; a budget, so that
-        // growth is a decision (19,000 until browser_activity, issue 25).
+        // growth is a decision (19,000 until browser_activity, issue 25;
+        // 19,500 until browser_handoff, issue 41).
         let mut sizes: Vec<(usize, &str)> =
             tools.iter().map(|t| (serde_json::to_string(t).unwrap().len(), t.name.as_ref())).collect();
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         assert!(
-            size < 19_500,
+            size < 20_000,
             "the tool list of {} tools grew to {size} characters; the largest: {:?}",
             tools.len(),
             &sizes[..8]

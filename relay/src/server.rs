@@ -37,6 +37,29 @@ impl SharedTabs for RelayTabs {
         let addr = self.relay.public_base()?.addr;
         Some(format!("ws://{addr}/cdp?token={}", key.as_str()))
     }
+
+    fn hand_over(
+        &self,
+        target_id: String,
+        grant: Option<std::sync::Arc<grants::Grant>>,
+        reason: String,
+        within: std::time::Duration,
+    ) -> futures_util::future::BoxFuture<'static, Result<control_engine::api::HandoffEnded, String>> {
+        let relay = self.relay.clone();
+        Box::pin(async move {
+            let ended =
+                relay.hand_over(&target_id, grant.as_ref(), &reason, within).await.map_err(|e| e.to_string())?;
+            Ok(match ended {
+                relay_engine::HandoffEnd::Done => control_engine::api::HandoffEnded::Done,
+                relay_engine::HandoffEnd::TimedOut => control_engine::api::HandoffEnded::TimedOut,
+                relay_engine::HandoffEnd::TabClosed => control_engine::api::HandoffEnded::TabClosed,
+            })
+        })
+    }
+
+    fn ask_within(&self) -> std::time::Duration {
+        self.relay.config().ask_within
+    }
 }
 
 /// Everything needed to start a relay server.

@@ -184,6 +184,57 @@ impl ExtensionEnv {
         .await
     }
 
+    /// `browser-relay <args>` on this state folder and ports, as the person
+    /// types it: its stdout, or the failure with its stderr.
+    pub fn cli(&self, args: &[&str]) -> Result<String, String> {
+        self.cli_command()(args)
+    }
+
+    /// [`Self::cli`] as a function of its own, to run beside the test (a
+    /// command that waits for the person).
+    pub fn cli_command(&self) -> impl Fn(&[&str]) -> Result<String, String> + Send + 'static {
+        let control = self.server().control_url().expect("the control API runs");
+        let control_port = control.rsplit(':').next().expect("a port").to_string();
+        let (state, port) = (self.state.path().display().to_string(), self.port);
+        move |args: &[&str]| {
+            let output = std::process::Command::new(crate::serve_process::native_exe().expect("the binary"))
+                .args(args)
+                .args(["--state-dir", &state])
+                .env("BROWSER_RELAY_PORT", port.to_string())
+                .env("BROWSER_RELAY_CONTROL_PORT", &control_port)
+                .env_remove("BROWSER_RELAY_GRANT")
+                .output()
+                .expect("the binary runs");
+            let out = String::from_utf8_lossy(&output.stdout).to_string();
+            let err = String::from_utf8_lossy(&output.stderr).to_string();
+            if output.status.success() { Ok(out) } else { Err(format!("{err}{out}")) }
+        }
+    }
+
+    /// The secret in the state folder, as `serve` keeps it, so that the
+    /// CLI run against this environment holds the same one.
+    pub fn keep_token(&self) {
+        let path = self.state.path().join("token");
+        std::fs::write(&path, self.token.as_str()).expect("the token written");
+        #[cfg(unix)]
+        std::fs::set_permissions(&path, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600))
+            .expect("its mode set");
+    }
+
+    /// `grant add NAME ARGS…` with the real CLI: the CDP URL it printed
+    /// (its last line), checked as the person would read it.
+    pub fn add_grant(&self, name: &str, args: &[&str]) -> String {
+        let mut all = vec!["grant", "add", name];
+        all.extend_from_slice(args);
+        let printed = self.cli(&all).unwrap_or_else(|e| panic!("grant add {name}: {e}"));
+        assert!(printed.contains("The running serve honours it now"), "{printed}");
+        assert!(!printed.contains(self.token.as_str()), "never the secret: {printed}");
+        let url = printed.lines().last().expect("a line").to_string();
+        assert!(url.starts_with(&format!("http://127.0.0.1:{}/?token=", self.port)), "{printed}");
+        assert_eq!(self.cli(&["cdp-url", "--grant", name]).unwrap().trim(), url, "cdp-url --grant prints it again");
+        url
+    }
+
     /// The badge text on the tab showing `url`, read from the service worker.
     pub async fn badge(&self, url: &str) -> anyhow::Result<String> {
         badge(&self.browser, &self.id, url).await

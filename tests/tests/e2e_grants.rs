@@ -2,54 +2,12 @@
 //! the real CLI (`browser-relay grant add|revoke`), used by real Playwright
 //! clients, agent commands and an MCP server: the "done when".
 
-use std::process::Command;
 use std::time::Duration;
 
 use e2e::extension_env::ExtensionEnv;
 use e2e::mcp_host::McpHost;
 use e2e::serve_process::native_exe;
 use serde_json::{Value, json};
-
-/// `browser-relay <args>` on `env`'s state folder and ports, as the person
-/// types it: its stdout, or the failure with its stderr.
-fn cli(env: &ExtensionEnv, args: &[&str]) -> Result<String, String> {
-    let control = env.server().control_url().unwrap();
-    let control_port = control.rsplit(':').next().unwrap();
-    let output = Command::new(native_exe().unwrap())
-        .args(args)
-        .args(["--state-dir", &env.state.path().display().to_string()])
-        .env("BROWSER_RELAY_PORT", env.port.to_string())
-        .env("BROWSER_RELAY_CONTROL_PORT", control_port)
-        .env_remove("BROWSER_RELAY_GRANT")
-        .output()
-        .unwrap();
-    let (out, err) =
-        (String::from_utf8_lossy(&output.stdout).to_string(), String::from_utf8_lossy(&output.stderr).to_string());
-    if output.status.success() { Ok(out) } else { Err(format!("{err}{out}")) }
-}
-
-/// The environment's secret in its state folder, as `serve` keeps it, so
-/// that the CLI run against it holds the same one.
-fn keep_token(env: &ExtensionEnv) {
-    let path = env.state.path().join("token");
-    std::fs::write(&path, env.token.as_str()).unwrap();
-    #[cfg(unix)]
-    std::fs::set_permissions(&path, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600))
-        .unwrap();
-}
-
-/// `grant add NAME ARGS…`: the CDP URL it printed (its last line).
-fn add_grant(env: &ExtensionEnv, name: &str, args: &[&str]) -> String {
-    let mut all = vec!["grant", "add", name];
-    all.extend_from_slice(args);
-    let printed = cli(env, &all).unwrap_or_else(|e| panic!("grant add {name}: {e}"));
-    assert!(printed.contains("The running serve honours it now"), "{printed}");
-    assert!(!printed.contains(env.token.as_str()), "never the secret: {printed}");
-    let url = printed.lines().last().unwrap().to_string();
-    assert!(url.starts_with(&format!("http://127.0.0.1:{}/?token=", env.port)), "{printed}");
-    assert_eq!(cli(env, &["cdp-url", "--grant", name]).unwrap().trim(), url, "cdp-url --grant prints it again");
-    url
-}
 
 fn node_env(env: &ExtensionEnv, pairs: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
     let mut all = env.node_env();
@@ -60,9 +18,9 @@ fn node_env(env: &ExtensionEnv, pairs: &[(&'static str, String)]) -> Vec<(&'stat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_playwright_clients_with_two_grants_each_see_only_their_own_groups_tabs() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
-    keep_token(&env);
-    let alpha = add_grant(&env, "alpha", &["--sites", &env.fixtures.url()]);
-    let beta = add_grant(&env, "beta", &["--color", "#00ff00"]);
+    env.keep_token();
+    let alpha = env.add_grant("alpha", &["--sites", &env.fixtures.url()]);
+    let beta = env.add_grant("beta", &["--color", "#00ff00"]);
     let out = e2e::run_node("playwright_grants.mjs", &node_env(&env, &[("ALPHA_URL", alpha), ("BETA_URL", beta)]))
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
@@ -72,7 +30,7 @@ async fn two_playwright_clients_with_two_grants_each_see_only_their_own_groups_t
     };
     // The bound: a drag shows in a second.
     assert!(dragged("dragged-in-ms") < 1000 && dragged("dragged-out-ms") < 1000, "{out}");
-    let listed = cli(&env, &["grant", "list"]).unwrap();
+    let listed = env.cli(&["grant", "list"]).unwrap();
     assert!(
         listed.contains("alpha\tblue\tsites: http://127.0.0.1:") && listed.contains("beta\tgreen\tsites: any site"),
         "{listed}"
@@ -82,8 +40,8 @@ async fn two_playwright_clients_with_two_grants_each_see_only_their_own_groups_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_limited_to_one_site_stays_there_and_sends_no_cookie_of_the_person_elsewhere() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
-    keep_token(&env);
-    let grant = add_grant(&env, "alpha", &["--sites", &env.fixtures.url()]);
+    env.keep_token();
+    let grant = env.add_grant("alpha", &["--sites", &env.fixtures.url()]);
     let person = env.server().http_url();
     // Another origin of the same host: Chrome sends the host's cookies to
     // it as a first party, so only the grant's rule keeps them back.
@@ -105,16 +63,16 @@ async fn a_grant_limited_to_one_site_stays_there_and_sends_no_cookie_of_the_pers
     let record = env.server().activity.answer(&activity::Query { grant: Some("alpha".into()), ..Default::default() });
     let refusals = record.entries.iter().filter(|e| e.source == activity::Source::Relay).count();
     assert!(refusals >= 4, "{:?}", record.entries);
-    let cli_record = cli(&env, &["activity", "--grant", "alpha"]).unwrap();
+    let cli_record = env.cli(&["activity", "--grant", "alpha"]).unwrap();
     assert!(cli_record.contains("[grant alpha]") && cli_record.contains("refused"), "{cli_record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_or_expiring_a_grant_closes_its_playwright_client_and_its_url_then_gets_401() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
-    keep_token(&env);
-    let alpha = add_grant(&env, "alpha", &[]);
-    let brief = add_grant(&env, "brief", &["--expires", "4s"]);
+    env.keep_token();
+    let alpha = env.add_grant("alpha", &[]);
+    let brief = env.add_grant("brief", &["--expires", "4s"]);
     let exe = native_exe().unwrap();
     let control = env.server().control_url().unwrap();
     let revoke = json!([
@@ -138,7 +96,7 @@ async fn revoking_or_expiring_a_grant_closes_its_playwright_client_and_its_url_t
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     assert!(ms("revoked-closed-ms") < 1000, "the issue's bound: closed within a second: {out}");
-    assert!(!cli(&env, &["grant", "list"]).unwrap().contains("alpha"));
+    assert!(!env.cli(&["grant", "list"]).unwrap().contains("alpha"));
 }
 
 /// A grant's agent through the real CLI and a real MCP server: its tabs
@@ -146,26 +104,26 @@ async fn revoking_or_expiring_a_grant_closes_its_playwright_client_and_its_url_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_with_a_grant_sees_its_tabs_only_and_stays_on_its_sites() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
-    keep_token(&env);
-    add_grant(&env, "alpha", &["--sites", &env.fixtures.url(), "--no-evaluate"]);
+    env.keep_token();
+    env.add_grant("alpha", &["--sites", &env.fixtures.url(), "--no-evaluate"]);
     let elsewhere = format!("{}/index.html?agent", env.fixtures.alt_url());
-    let refused = cli(&env, &["open", &elsewhere, "--grant", "alpha"]).unwrap_err();
+    let refused = env.cli(&["open", &elsewhere, "--grant", "alpha"]).unwrap_err();
     assert!(refused.contains("the grant 'alpha' may not go to"), "{refused}");
     let mine = format!("{}/index.html?agent", env.fixtures.url());
-    let opened = cli(&env, &["open", &mine, "--grant", "alpha"]).unwrap();
+    let opened = env.cli(&["open", &mine, "--grant", "alpha"]).unwrap();
     assert!(opened.contains(&mine), "{opened}");
-    let tabs: Value = serde_json::from_str(&cli(&env, &["tabs", "--grant", "alpha", "--json"]).unwrap()).unwrap();
+    let tabs: Value = serde_json::from_str(&env.cli(&["tabs", "--grant", "alpha", "--json"]).unwrap()).unwrap();
     let urls: Vec<&str> = tabs["data"]["tabs"].as_array().unwrap().iter().map(|t| t["url"].as_str().unwrap()).collect();
     assert_eq!(urls, [mine.as_str()], "the grant's tab, not the person's {index}");
-    let person: Value = serde_json::from_str(&cli(&env, &["tabs", "--json"]).unwrap()).unwrap();
+    let person: Value = serde_json::from_str(&env.cli(&["tabs", "--json"]).unwrap()).unwrap();
     assert_eq!(person["data"]["tabs"].as_array().unwrap().len(), 2, "the person sees both: {person}");
-    let evaluate = cli(&env, &["evaluate", "() => document.cookie", "--grant", "alpha"]).unwrap_err();
+    let evaluate = env.cli(&["evaluate", "() => document.cookie", "--grant", "alpha"]).unwrap_err();
     assert!(evaluate.contains("--no-evaluate"), "{evaluate}");
-    let managed = cli(&env, &["tabs", "--profile", "managed", "--grant", "alpha"]).unwrap_err();
+    let managed = env.cli(&["tabs", "--profile", "managed", "--grant", "alpha"]).unwrap_err();
     assert!(managed.contains("grant 'alpha' is lent the person's shared tabs only"), "{managed}");
-    let record = cli(&env, &["activity", "--grant", "alpha", "--json"]);
+    let record = env.cli(&["activity", "--grant", "alpha", "--json"]);
     assert!(record.unwrap().contains("\"grant\":\"alpha\""));
-    let no_record = cli(&env, &["activity", "--grant", "alpha"]);
+    let no_record = env.cli(&["activity", "--grant", "alpha"]);
     assert!(no_record.is_ok(), "the person reads the record");
 
     // MCP, as an agent host starts it with the grant.
@@ -190,8 +148,8 @@ async fn an_agent_with_a_grant_sees_its_tabs_only_and_stays_on_its_sites() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_opens_its_first_tab_with_nothing_of_the_persons_shared() {
     let env = ExtensionEnv::start().await.expect("the extension, paired, sharing nothing");
-    keep_token(&env);
-    let url = add_grant(&env, "alpha", &[]);
+    env.keep_token();
+    let url = env.add_grant("alpha", &[]);
     // The worker's periodic alarm, now rather than within 30 s.
     env.worker_eval("chrome.alarms.create('browser-relay-keepalive', { when: Date.now() + 50, periodInMinutes: 0.5 })")
         .await
@@ -210,7 +168,7 @@ async fn a_grant_opens_its_first_tab_with_nothing_of_the_persons_shared() {
     assert_eq!(group["title"], "alpha", "{group}");
     client.close();
     // Its tab goes with its client; the grant revoked, nothing holds the link.
-    cli(&env, &["grant", "revoke", "alpha"]).unwrap();
+    env.cli(&["grant", "revoke", "alpha"]).unwrap();
     e2e::wait_for_stats(&env.server().relay, "the extension gone", Duration::from_secs(20), |s| !s.extension_connected)
         .await
         .unwrap();
@@ -226,10 +184,10 @@ async fn screenshot_of_two_grants() {
     let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/screenshot-headed.sh grants");
     let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/screenshot-headed.sh grants");
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
-    keep_token(&env);
+    env.keep_token();
     let mut clients = Vec::new();
     for (name, pages) in [("research", ["form.html", "frame.html"]), ("ci-bot", ["index.html?ci", "iframe.html"])] {
-        let url = add_grant(&env, name, &["--sites", &env.fixtures.url()]);
+        let url = env.add_grant(name, &["--sites", &env.fixtures.url()]);
         let key = url.rsplit("token=").next().unwrap().to_string();
         let ws = format!("ws://127.0.0.1:{}/cdp?token={key}", env.port);
         let client = cdp_client::CdpClient::connect(&ws).await.unwrap().with_timeout(Duration::from_secs(20));

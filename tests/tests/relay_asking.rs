@@ -145,7 +145,8 @@ async fn wait_until(client: &CdpClient, session: &str, condition: &str) {
     );
     let params = json!({"expression": expression, "awaitPromise": true});
     let waited = tokio::time::timeout(WITHIN, client.call("Runtime.evaluate", params, Some(session))).await;
-    assert!(waited.is_ok(), "never true in the page: {condition}");
+    let answer = waited.unwrap_or_else(|_| panic!("never true in the page: {condition}"));
+    assert_eq!(answer.unwrap()["result"]["value"], true, "{condition}");
 }
 
 fn refused(result: Result<Value, CdpError>) -> String {
@@ -171,12 +172,28 @@ async fn a_form_waits_for_the_person_and_a_no_never_reaches_the_site() {
     let told = env.ext.notice("ask", 0, WITHIN).await.unwrap();
     assert_eq!(told["id"], question.id, "the extension is told, to show its notification: {told}");
     assert_eq!(env.reached("/echo?order"), 0, "the form waits for the person");
+    // The extension's link drops meanwhile (its worker restarted): the
+    // question is shown again on the new one, and still waits.
+    let before = env.ext.notices_count();
+    env.ext.drop_connection();
+    env.ext.connect(env.server.addr, Some(env.token.as_str())).await.unwrap();
+    let again = env.ext.notice("ask", before, WITHIN).await.unwrap();
+    assert_eq!(again["id"], question.id, "{again}");
+    assert_eq!(env.server.relay.questions().len(), 1);
 
     // Yes, in the browser's notification: it goes on as if never held.
     env.ext.answer_ask(question.id, true);
+    env.ext.notice("ask.closed", 1, WITHIN).await.unwrap();
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while env.reached("/echo?order") == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the allowed form never arrived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The link's drop ended the client's session on the tab: a new one.
+    let attached = client.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await;
+    let session = attached.unwrap()["sessionId"].as_str().unwrap().to_string();
     wait_until(&client, &session, "location.pathname == '/echo'").await;
     assert_eq!(env.reached("/echo?order"), 1);
-    env.ext.notice("ask.closed", 1, WITHIN).await.unwrap();
 
     // No, on the dashboard: it never happens, and the tab stays.
     go(&client, &session, &order).await.unwrap();

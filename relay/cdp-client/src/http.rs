@@ -203,6 +203,19 @@ impl KeptConnection {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> Result<HttpResponse, KeptError> {
+        self.request_within(method, path, headers, body, REQUEST_WITHIN).await
+    }
+
+    /// [`Self::request`], its answer awaited for `within` (a request that
+    /// waits for a person).
+    pub async fn request_within(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        within: Duration,
+    ) -> Result<HttpResponse, KeptError> {
         let failed = |source| KeptError { source, unsent: false };
         let request = build(method, &self.host, path, headers, body).map_err(failed)?;
         let exchange = async {
@@ -214,7 +227,7 @@ impl KeptConnection {
             })?;
             Answer::of(response, None).read().await.map_err(failed)
         };
-        tokio::time::timeout(REQUEST_WITHIN, exchange).await.map_err(|_| failed(std::io::Error::other("timed out")))?
+        tokio::time::timeout(within, exchange).await.map_err(|_| failed(std::io::Error::other("timed out")))?
     }
 }
 

@@ -47,6 +47,9 @@ fn kept(mut text: String) -> String {
 /// How long a new tab may take to be attached and set up.
 const ATTACH_WITHIN: Duration = Duration::from_secs(10);
 
+/// How long a command's answer is awaited.
+pub(crate) const COMMAND_PATIENCE: Duration = Duration::from_secs(30);
+
 /// The answer armed for a tab's next dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DialogHook {
@@ -150,9 +153,10 @@ pub(crate) struct Conn {
 impl Conn {
     /// Over a connected client (the relay's `/cdp`, a session on a
     /// managed browser's pipe): discovers the browser's tabs and attaches to
-    /// each of them before returning.
-    pub(crate) async fn over(profile: &str, client: CdpClient) -> Result<Arc<Self>, CdpError> {
-        let client = client.with_timeout(Duration::from_secs(30));
+    /// each of them before returning. Each command's answer is awaited for
+    /// `patience` ([`COMMAND_PATIENCE`], more for a grant's held actions).
+    pub(crate) async fn over(profile: &str, client: CdpClient, patience: Duration) -> Result<Arc<Self>, CdpError> {
+        let client = client.with_timeout(patience);
         let mut events = client.take_events().expect("a fresh client has its events");
         let conn = Arc::new(Self {
             profile: profile.to_string(),

@@ -29,6 +29,21 @@ pub trait SharedTabs: std::fmt::Debug + Send + Sync {
     /// so that the relay holds the engine's connection to the grant's tabs
     /// and sites (`None`: this relay honours no grant).
     fn cdp_ws_url_for(&self, grant: &grants::Grant) -> Option<String>;
+
+    /// Hands the shared tab `target_id` to the person until they say Done
+    /// or `within` passes (`grant`: the grant whose agent asks, which may
+    /// hand over its own tabs only).
+    fn hand_over(
+        &self,
+        target_id: String,
+        grant: Option<Arc<grants::Grant>>,
+        reason: String,
+        within: std::time::Duration,
+    ) -> futures_util::future::BoxFuture<'static, Result<crate::api::HandoffEnded, String>>;
+
+    /// How long a grant's held action may wait for the person: a grant's
+    /// connection waits that much longer for Chrome's answers.
+    fn ask_within(&self) -> std::time::Duration;
 }
 
 /// The relay this process runs, for the extension driver: what it shares
@@ -165,6 +180,13 @@ impl Engine {
         }
     }
 
+    /// How long a command's answer is awaited: a grant's input, upload or
+    /// navigation may be held until the person answers (`--ask`).
+    fn patience(&self) -> std::time::Duration {
+        let asks = self.0.relay.as_ref().filter(|_| self.grant().is_some_and(|g| !g.ask.is_empty()));
+        crate::conn::COMMAND_PATIENCE + asks.map_or(std::time::Duration::ZERO, |link| link.extension.ask_within())
+    }
+
     /// The grant this engine is lent to, if any.
     pub(crate) fn grant(&self) -> Option<&Arc<grants::Grant>> {
         self.0.grant.as_ref()
@@ -284,7 +306,7 @@ impl Engine {
             BrowserEndpoint::Pipe(channels) => Ok(CdpClient::over(channels)),
         };
         let conn = match client {
-            Ok(client) => Conn::over(&profile.name, client).await,
+            Ok(client) => Conn::over(&profile.name, client, self.patience()).await,
             Err(error) => Err(error),
         };
         let conn = conn.map_err(ControlError::cdp(&profile.name))?;

@@ -12,8 +12,8 @@ use cdp_client::protocol::{Event as _, page, target};
 use settings::{Driver, Profile};
 
 use crate::api::{
-    CloseTab, DialogInfo, FocusTab, Handle, ListTabs, OpenTab, Profiled, Selected, TabDone, TabInfo, TabList,
-    TabSelector,
+    CloseTab, DialogInfo, FocusTab, HandOver, HandedBack, Handle, ListTabs, OpenTab, Profiled, Selected, TabDone,
+    TabInfo, TabList, TabSelector,
 };
 use crate::conn::Conn;
 use crate::engine::Engine;
@@ -190,6 +190,37 @@ impl Handle<CloseTab> for Engine {
         conn.client().send(&close, None).await.map_err(ControlError::cdp(&profile.name))?;
         self.forget_refs(&profile.name, &id);
         Ok(Profiled::new(&profile, TabDone { ok: true, target_id: id }))
+    }
+}
+
+impl Handle<HandOver> for Engine {
+    /// Hands the tab to the person and waits for it back.
+    async fn handle(&self, request: Selected<HandOver>) -> Result<Profiled<HandedBack>, ControlError> {
+        let (profile, conn, id) = self.tab(&request.tab).await?;
+        let link = self.0.relay.as_ref().filter(|_| profile.driver == Driver::Extension).ok_or_else(|| {
+            ControlError::BadRequest(format!(
+                "profile '{}' is a browser Browser Relay runs: its window is yours to use, there is nothing to hand over \
+                 (a handoff is for the tabs you share from your own Chrome)",
+                profile.name
+            ))
+        })?;
+        let reason = request.request.reason.trim().to_string();
+        if reason.is_empty() {
+            return Err(ControlError::BadRequest(
+                "say what the person is to do: reason (\"log in to the shop\", \"solve the CAPTCHA\")".into(),
+            ));
+        }
+        let within = request.request.within();
+        let ended = link
+            .extension
+            .hand_over(id.clone(), self.grant().cloned(), reason, within)
+            .await
+            .map_err(ControlError::NotGranted)?;
+        let now = conn.tabs(None).into_iter().find(|t| t.target_id == id);
+        Ok(Profiled::new(
+            &profile,
+            HandedBack { ended, target_id: id, url: now.as_ref().map(|t| t.url.clone()), title: now.map(|t| t.title) },
+        ))
     }
 }
 

@@ -368,6 +368,34 @@ impl Relay {
         let _ = link.send_now(encode(&notice));
     }
 
+    /// `target` is announced again (the extension's link dropped and came
+    /// back; its worker may have restarted and forgotten): the questions
+    /// about it still waiting and its handoff are shown again (called
+    /// under the registry lock).
+    pub(crate) fn reshow_asks(&self, target: &mut crate::targets::Target) {
+        let (questions, handoff) = {
+            let asking = self.asking();
+            let questions: Vec<Question> = asking
+                .waiting
+                .values()
+                .filter(|w| w.question.target_id.as_deref() == Some(&*target.target_id))
+                .map(|w| w.question.clone())
+                .collect();
+            (questions, asking.handed.get(&target.tab_id).cloned())
+        };
+        for question in questions {
+            self.tell_extension_ask(&question, Some(target.tab_id));
+        }
+        if let Some(handoff) = handoff {
+            target.handed_over = true;
+            if let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) {
+                let notice =
+                    RelayMessage::Handoff { tab_id: target.tab_id, grant: handoff.grant, reason: handoff.reason };
+                let _ = link.send_now(encode(&notice));
+            }
+        }
+    }
+
     fn close_question(&self, id: u64) {
         self.asks_changed();
         if let Some(link) = self.link().filter(|l| l.hello.protocol_version >= shared_protocol::ASKS_SINCE) {

@@ -910,6 +910,9 @@ impl Relay {
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         // Under the grant's site hold before any client can drive it.
         self.fit_site_hold(target);
+        // Back after the extension's link dropped: what waits for the
+        // person about it is shown again.
+        self.reshow_asks(target);
         self.announce_new(target);
         tracing::info!(tab = tab.tab_id, target = %target_id, "tab attached");
         Ok(target_id)

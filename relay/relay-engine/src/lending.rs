@@ -506,6 +506,21 @@ impl Relay {
             let mut registry = self.registry();
             let Some(target) = registry.by_tab_mut(tab) else { return };
             if !target.interception.site_hold_holds(request_id) {
+                // The tab was announced again meanwhile (the extension's
+                // link dropped and came back): its books are new, but the
+                // request may still be paused in Chrome, under the same
+                // id. It is answered there, best effort (Chrome let it go
+                // if its debugger detached).
+                let (method, params) = match &verdict {
+                    Verdict::Allowed => ("Fetch.continueRequest", json!({"requestId": request_id})),
+                    Verdict::Refused(_) => {
+                        ("Fetch.failRequest", json!({"requestId": request_id, "errorReason": "Aborted"}))
+                    }
+                };
+                if let Some(link) = &link {
+                    let undo = Undo { child: None, method: method.into(), params: params.to_string() };
+                    self.send_undo(link, tab, undo);
+                }
                 return;
             }
             match &verdict {

@@ -90,6 +90,9 @@ pub struct ControlClient {
     /// The grant whose session it opens (`token` is then the grant's
     /// control key), held to the grant's tabs and sites.
     grant: Option<String>,
+    /// How long an answer is awaited (a route may ask for longer:
+    /// `Route::patience`).
+    patience: std::time::Duration,
 }
 
 impl std::fmt::Debug for ControlClient {
@@ -105,7 +108,15 @@ impl std::fmt::Debug for ControlClient {
 
 impl ControlClient {
     pub fn new(port: u16, token: Token) -> Self {
-        Self { port, token, surface: Surface::Http, idle: Default::default(), revive: None, grant: None }
+        Self {
+            port,
+            token,
+            surface: Surface::Http,
+            idle: Default::default(),
+            revive: None,
+            grant: None,
+            patience: cdp_client::http::REQUEST_WITHIN,
+        }
     }
 
     /// A client of the grant `name` (`--grant`), whose control key (derived
@@ -114,6 +125,8 @@ impl ControlClient {
     pub fn as_grant(mut self, name: &str, key: Token) -> Self {
         self.grant = Some(name.to_string());
         self.token = key;
+        // Its input, uploads and navigations may wait for the person (`--ask`).
+        self.patience = cdp_client::http::REQUEST_WITHIN + relay_engine::ASK_WITHIN;
         self
     }
 
@@ -152,7 +165,8 @@ impl ControlClient {
             Method::Delete => ("DELETE", query_pairs(request), None),
             Method::Post => ("POST", Vec::new(), Some(Value::Object(request.to_json()))),
         };
-        let value = self.call(method, &path, &query, body.as_ref()).await?;
+        let within = request.request.patience().unwrap_or(self.patience);
+        let value = self.call_within(method, &path, &query, body.as_ref(), within).await?;
         serde_json::from_value(value).map_err(|e| ClientError::Unexpected { path, reason: e.to_string() })
     }
 
@@ -164,9 +178,21 @@ impl ControlClient {
         query: &[(String, String)],
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
+        self.call_within(method, path, query, body, self.patience).await
+    }
+
+    /// [`Self::call`], its answer awaited for `within`.
+    pub async fn call_within(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(String, String)],
+        body: Option<&Value>,
+        within: std::time::Duration,
+    ) -> Result<Value, ClientError> {
         let encoded: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(query).finish();
         let target = if encoded.is_empty() { path.to_string() } else { format!("{path}?{encoded}") };
-        let response = self.raw(method, &target, &[], body).await?;
+        let response = self.raw_within(method, &target, &[], body, within).await?;
         let value: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
         if response.status == 200 {
             return Ok(value);
@@ -190,6 +216,17 @@ impl ControlClient {
         headers: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Result<HttpResponse, ClientError> {
+        self.raw_within(method, path, headers, body, self.patience).await
+    }
+
+    async fn raw_within(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+        within: std::time::Duration,
+    ) -> Result<HttpResponse, ClientError> {
         let body = body.map(Value::to_string);
         let (mut proven, mut reused) = self.proven().await?;
         let mut proved_again = false;
@@ -204,8 +241,8 @@ impl ControlClient {
             all.extend_from_slice(headers);
             // An error leaves the connection behind: whoever answers next
             // is met on a new one, and proves itself first.
-            let response = match proven.connection.request(method, path, &all, body.as_deref().map(str::as_bytes)).await
-            {
+            let sent = body.as_deref().map(str::as_bytes);
+            let response = match proven.connection.request_within(method, path, &all, sent, within).await {
                 Ok(response) => response,
                 // A kept connection the server closed before the request
                 // was written (it never left): a new one, as an HTTP

@@ -14,8 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
 use control_engine::api::{
-    Act, ArmDialog, ArmFileChooser, CloseTab, ControlApi, FindInPage, FocusTab, GetStatus, GoBack, GoForward, Handle,
-    ImageType, Lend, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
+    Act, ArmDialog, ArmFileChooser, CloseTab, ControlApi, FindInPage, FocusTab, GetStatus, GoBack, GoForward, HandOver,
+    Handle, ImageType, Lend, ListProfiles, ListRequests, ListTabs, Method, Navigate, OpenTab, PrintPdf, ReadConsole,
     ReadResponseBody, Route, Selected, StartBrowser, StopBrowser, TakeScreenshot, TakeSnapshot, query_object,
 };
 use control_engine::{ControlError, ErrorKind, Surface};
@@ -116,6 +116,19 @@ pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras
                     relay: extras.dashboard.as_ref().map(|d| d.relay.clone()),
                 });
             extra.merge(grants)
+        }
+        None => extra,
+    };
+    // The person in the loop: their questions and the tabs handed to them.
+    let extra = match extras.dashboard.as_ref().map(|d| d.relay.clone()) {
+        Some(relay) => {
+            listed.extend(["GET /asks", "POST /asks/{id}", "POST /handoff/done"].map(String::from));
+            let asks = Router::new()
+                .route("/asks", get(crate::control::asks::list))
+                .route("/asks/{id}", post(crate::control::asks::answer))
+                .route("/handoff/done", post(crate::control::asks::done))
+                .with_state(relay);
+            extra.merge(asks)
         }
         None => extra,
     };
@@ -314,7 +327,7 @@ async fn signed(response: Response, sessions: &Sessions, nonces: &SessionNonces,
     Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-fn error_body(status: StatusCode, code: &str, message: &str, hint: Option<String>) -> Response {
+pub(crate) fn error_body(status: StatusCode, code: &str, message: &str, hint: Option<String>) -> Response {
     let mut error = json!({"code": code, "message": message});
     if let Some(hint) = hint {
         error["hint"] = json!(hint);

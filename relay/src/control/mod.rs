@@ -2,6 +2,7 @@
 //! ([`http`]) and the agent's client of it ([`client`]), which the CLI's
 //! agent commands and the MCP server share.
 
+pub(crate) mod asks;
 pub(crate) mod client;
 pub(crate) mod grants;
 pub(crate) mod http;

@@ -123,7 +123,7 @@ impl Rejection {
                 "the grant '{name}' has expired: its keys open nothing any more (the person can give a new one: `browser-relay grant add`)"
             ),
             Self::PersonOnly(name) => format!(
-                "the grant '{name}' reaches the person's shared tabs only: this route is the person's (a managed profile, the grants)"
+                "the grant '{name}' reaches the person's shared tabs only: this route is the person's (a managed profile, the grants, the answers to questions)"
             ),
         }
     }

@@ -54,6 +54,13 @@ pub trait Route: Serialize + DeserializeOwned + JsonSchema + Debug + Send + Sync
     const PATH: &'static str;
     const SCOPE: Scope;
     type Answer: Serialize + DeserializeOwned + Debug + Send + 'static;
+
+    /// How long a client waits for this request's answer, when the answer
+    /// may take longer than a request's usual minute (a handoff waits for
+    /// the person).
+    fn patience(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Which profile and tab a request is about. Both default: the profile to
@@ -235,7 +242,8 @@ macro_rules! for_each_route {
             Act,
             ArmDialog,
             ArmFileChooser,
-            PrintPdf
+            PrintPdf,
+            HandOver
         }
     };
 }
@@ -263,6 +271,19 @@ macro_rules! route {
             const PATH: &'static str = $path;
             const SCOPE: Scope = Scope::$scope;
             type Answer = $answer;
+        }
+    };
+    ($request:ty, $method:ident $path:literal, $scope:ident => $answer:ty, patience: $patience:expr) => {
+        impl Route for $request {
+            const METHOD: Method = Method::$method;
+            const PATH: &'static str = $path;
+            const SCOPE: Scope = Scope::$scope;
+            type Answer = $answer;
+
+            fn patience(&self) -> Option<std::time::Duration> {
+                #[allow(clippy::redundant_closure_call)]
+                Some(($patience)(self))
+            }
         }
     };
 }
@@ -893,6 +914,60 @@ pub struct Pdf {
     pub path: PathBuf,
     pub pages: usize,
     pub bytes: usize,
+}
+
+// ---- the person in the loop ------------------------------------------------
+
+/// How long a handoff waits for the person by default, and at most.
+pub const HANDOFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+pub const HANDOFF_TIMEOUT_MAX_MS: u64 = 60 * 60 * 1000;
+
+/// `POST /handoff {reason}`: hands the tab to the person (a login, a
+/// CAPTCHA, a choice only they can make) and waits until they say Done or
+/// `timeoutMs` passes. Meanwhile the agent may not act in the tab. The
+/// extension brings the tab to the front and shows `reason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandOver {
+    /// What the person is to do.
+    pub reason: String,
+    /// Default 600000 (10 min), at most 3600000.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
+    pub timeout_ms: Option<u64>,
+}
+route!(HandOver, Post "/handoff", Tab => Profiled<HandedBack>, patience: |h: &HandOver| h.within() + std::time::Duration::from_secs(30));
+
+impl HandOver {
+    /// How long it waits for the person.
+    pub fn within(&self) -> std::time::Duration {
+        self.timeout_ms
+            .map_or(HANDOFF_TIMEOUT, |ms| std::time::Duration::from_millis(ms.clamp(1_000, HANDOFF_TIMEOUT_MAX_MS)))
+    }
+}
+
+/// How a handoff ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HandoffEnded {
+    /// The person said Done: the tab is the agent's again.
+    Done,
+    /// `timeoutMs` passed first; the tab is the agent's again.
+    TimedOut,
+    /// The tab was closed meanwhile.
+    TabClosed,
+}
+
+/// The tab back from the person: how it ended, and where the tab is now
+/// (the person may have gone on, after a login).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandedBack {
+    pub ended: HandoffEnded,
+    pub target_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 // ---- actions and hooks -----------------------------------------------------

@@ -302,6 +302,11 @@ impl Canned for ArmFileChooser {
         )
     }
 }
+impl Canned for HandOver {
+    fn canned(request: &Selected<Self>) -> Profiled<HandedBack> {
+        profiled(request, HandedBack { ended: HandoffEnded::Done, target_id: target(request), url: None, title: None })
+    }
+}
 impl Canned for PrintPdf {
     fn canned(request: &Selected<Self>) -> Profiled<Pdf> {
         profiled(request, Pdf { target_id: target(request), path: "/media/page.pdf".into(), pages: 2, bytes: 900 })
@@ -600,6 +605,13 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
             ("/armed", json!(["/tmp/a.txt"])),
         ),
         ("POST", "/pdf", r#"{"targetId":"T1"}"#, handed(on(None, Some("T1")), PrintPdf {}), ("/pages", json!(2))),
+        (
+            "POST",
+            "/handoff",
+            r#"{"targetId":"T1","reason":"log in","timeoutMs":90000}"#,
+            handed(on(None, Some("T1")), HandOver { reason: "log in".into(), timeout_ms: Some(90_000) }),
+            ("/ended", json!("done")),
+        ),
     ];
     for (method, path, body, call, (pointer, expected)) in cases {
         let reply = send(&engine, method, path, body, &[]).await;
