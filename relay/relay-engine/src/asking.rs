@@ -71,6 +71,18 @@ pub enum Answer {
     Deny,
 }
 
+impl Answer {
+    /// The word every surface takes: `allow`, `allow-site` or `deny`.
+    pub fn parse(word: &str) -> Result<Self, AskError> {
+        match word {
+            "allow" => Ok(Self::Allow),
+            "allow-site" => Ok(Self::AllowSite),
+            "deny" => Ok(Self::Deny),
+            other => Err(AskError::NoSuchAnswer(other.chars().take(40).collect())),
+        }
+    }
+}
+
 /// Where an answer came from, for the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnsweredBy {
@@ -104,6 +116,8 @@ pub(crate) enum Verdict {
 pub enum AskError {
     #[error("no question {0} is waiting (answered already, or timed out)")]
     Unknown(u64),
+    #[error("no answer '{0}': say allow, allow-site or deny")]
+    NoSuchAnswer(String),
     #[error("no tab {0} is handed over")]
     NotHandedOver(String),
     #[error("no shared tab has target id {0}")]

@@ -51,14 +51,13 @@ pub(crate) async fn answer(
     Path(id): Path<u64>,
     body: Result<axum::Json<Answered>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let said = match body.as_ref().map(|b| b.answer.as_str()) {
-        Ok("allow") => Answer::Allow,
-        Ok("allow-site") => Answer::AllowSite,
-        Ok("deny") => Answer::Deny,
-        _ => {
-            let message = "expected {\"answer\": \"allow\" | \"allow-site\" | \"deny\"}";
-            return error_body(StatusCode::BAD_REQUEST, "bad_request", message, None);
-        }
+    let Ok(axum::Json(Answered { answer })) = body else {
+        let message = "expected {\"answer\": \"allow\" | \"allow-site\" | \"deny\"}";
+        return error_body(StatusCode::BAD_REQUEST, "bad_request", message, None);
+    };
+    let said = match Answer::parse(&answer) {
+        Ok(said) => said,
+        Err(e) => return error_body(StatusCode::BAD_REQUEST, "bad_request", &e.to_string(), None),
     };
     match relay.answer(id, said, AnsweredBy::Terminal) {
         Ok(()) => axum::Json(json!({"ok": true, "id": id})).into_response(),

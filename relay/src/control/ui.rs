@@ -414,14 +414,9 @@ async fn answer_question(State(dashboard): State<Dashboard>, body: axum::body::B
             "expected {\"id\": <number>, \"answer\": \"allow\" | \"allow-site\" | \"deny\"}",
         );
     };
-    let answer = match request.answer.as_str() {
-        "allow" => Answer::Allow,
-        "allow-site" => Answer::AllowSite,
-        "deny" => Answer::Deny,
-        other => {
-            let message = format!("no answer '{other}': say allow, allow-site or deny");
-            return api_error(StatusCode::BAD_REQUEST, &message);
-        }
+    let answer = match Answer::parse(&request.answer) {
+        Ok(answer) => answer,
+        Err(e) => return api_error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     answer_outcome(dashboard.relay.answer(request.id, answer, AnsweredBy::Dashboard))
 }
