@@ -638,7 +638,8 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
                     HandoffEnded::TabClosed => "the tab was closed",
                 };
                 let at = back.url.as_deref().map(|u| format!(": {u}")).unwrap_or_default();
-                format!("{how}; tab {}{at}", back.target_id)
+                let page = back.snapshot.as_deref().map(|s| format!("\n{s}")).unwrap_or_default();
+                format!("{how}; tab {}{at}{page}", back.target_id)
             })
             .await
         }

@@ -98,6 +98,38 @@ async fn a_grants_form_waits_for_the_person_who_answers_in_a_terminal() {
     assert!(again.contains("answered already, or timed out"), "{again}");
 }
 
+/// The "done when": Playwright's click on a form's submit button,
+/// through a grant that asks, sends nothing until `browser-relay allow`;
+/// with `deny` nothing arrives and the page says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_playwright_click_on_submit_waits_for_allow_and_a_deny_sends_nothing() {
+    let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension, sharing a tab of the person's");
+    env.keep_token();
+    let url = env.add_grant("shop", &["--sites", &env.fixtures.url(), "--ask", "submit"]);
+    let mut pairs = env.node_env();
+    pairs.push(("GRANT_URL", url));
+    let script = tokio::spawn(async move { e2e::run_node("playwright_ask_submit.mjs", &pairs).await });
+    let host = format!("127.0.0.1:{}", env.fixtures.addr.port());
+
+    let asked = question(&env).await;
+    assert_eq!(asked.kind, grants::AskKind::Submit);
+    assert!(env.fixtures.requests_to(&host, "/echo?order").is_empty(), "held before it left");
+    env.cli(&["allow", &asked.id.to_string()]).unwrap();
+
+    let asked = loop {
+        let next = question(&env).await;
+        if next.id != asked.id {
+            break next;
+        }
+    };
+    env.cli(&["deny", &asked.id.to_string()]).unwrap();
+    let out = script.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(out.contains("denied-navigation"), "{out}");
+    assert_eq!(env.fixtures.requests_to(&host, "/echo?order").len(), 1, "the denied form never arrived");
+    let record = env.cli(&["activity", "--grant", "shop"]).unwrap();
+    assert!(record.contains("allowed in the terminal") && record.contains("denied in the terminal"), "{record}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_hands_a_tab_to_the_person_over_mcp_until_done() {
     let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension, sharing a tab of the person's");
@@ -150,6 +182,8 @@ async fn an_agent_hands_a_tab_to_the_person_over_mcp_until_done() {
     let back: Value = serde_json::from_str(&answer.text).unwrap();
     assert_eq!(back["ended"], "done", "{back}");
     assert_eq!(back["url"], signin.as_str(), "{back}");
+    let page = back["snapshot"].as_str().unwrap_or_default();
+    assert!(page.contains("button \"Sign in\" [ref="), "the page now, with fresh refs: {back}");
     let deadline = tokio::time::Instant::now() + WITHIN;
     while env.group_of(&signin).await.unwrap()["title"] != "helper" {
         assert!(tokio::time::Instant::now() < deadline, "the group's title never came back");

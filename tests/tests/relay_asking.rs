@@ -411,6 +411,7 @@ async fn a_handed_over_tab_is_the_persons_until_they_say_done() {
 
     // The grant may not act, look or run script in the tab meanwhile.
     for (method, params) in [
+        ("Input.dispatchKeyEvent", json!({"type": "keyDown", "key": "a", "text": "a"})),
         ("Input.insertText", json!({"text": "x"})),
         ("Runtime.evaluate", json!({"expression": "document.getElementById('card').value"})),
         ("Page.captureScreenshot", json!({})),

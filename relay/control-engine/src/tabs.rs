@@ -12,8 +12,8 @@ use cdp_client::protocol::{Event as _, page, target};
 use settings::{Driver, Profile};
 
 use crate::api::{
-    CloseTab, DialogInfo, FocusTab, HandOver, HandedBack, Handle, ListTabs, OpenTab, Profiled, Selected, TabDone,
-    TabInfo, TabList, TabSelector,
+    CloseTab, DialogInfo, FocusTab, HandOver, HandedBack, Handle, HandoffEnded, ListTabs, OpenTab, Profiled, Selected,
+    TabDone, TabInfo, TabList, TabSelector, TakeSnapshot,
 };
 use crate::conn::Conn;
 use crate::engine::Engine;
@@ -193,6 +193,9 @@ impl Handle<CloseTab> for Engine {
     }
 }
 
+/// How much of the page a handoff's answer shows (its interactive snapshot).
+const HANDED_BACK_SNAPSHOT: usize = 4_000;
+
 impl Handle<HandOver> for Engine {
     /// Hands the tab to the person and waits for it back.
     async fn handle(&self, request: Selected<HandOver>) -> Result<Profiled<HandedBack>, ControlError> {
@@ -217,10 +220,23 @@ impl Handle<HandOver> for Engine {
             .await
             .map_err(ControlError::NotGranted)?;
         let now = conn.tabs(None).into_iter().find(|t| t.target_id == id);
-        Ok(Profiled::new(
-            &profile,
-            HandedBack { ended, target_id: id, url: now.as_ref().map(|t| t.url.clone()), title: now.map(|t| t.title) },
-        ))
+        // What the page shows now, with fresh refs: the person may have
+        // gone on (signed in, landed elsewhere), and the old refs are stale.
+        let snapshot = match (&now, ended) {
+            (Some(_), HandoffEnded::Done | HandoffEnded::TimedOut) => {
+                let look =
+                    TakeSnapshot { interactive: true, max_chars: Some(HANDED_BACK_SNAPSHOT), ..Default::default() };
+                let selector = TabSelector { profile: Some(profile.name.clone()), target_id: Some(id.clone()) };
+                let taken = Handle::<TakeSnapshot>::handle(self, Selected::new(selector, look)).await;
+                taken
+                    .map_err(|e| tracing::warn!(target_id = %id, "no snapshot of the tab handed back: {e}"))
+                    .ok()
+                    .and_then(|s| s.snapshot.clone())
+            }
+            _ => None,
+        };
+        let (url, title) = (now.as_ref().map(|t| t.url.clone()), now.map(|t| t.title));
+        Ok(Profiled::new(&profile, HandedBack { ended, target_id: id, url, title, snapshot }))
     }
 }
 

@@ -968,6 +968,10 @@ pub struct HandedBack {
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The page now, as `GET /snapshot?interactive=true` shows it (cut
+    /// short), with fresh refs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 // ---- actions and hooks -----------------------------------------------------

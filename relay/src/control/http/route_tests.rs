@@ -304,7 +304,16 @@ impl Canned for ArmFileChooser {
 }
 impl Canned for HandOver {
     fn canned(request: &Selected<Self>) -> Profiled<HandedBack> {
-        profiled(request, HandedBack { ended: HandoffEnded::Done, target_id: target(request), url: None, title: None })
+        profiled(
+            request,
+            HandedBack {
+                ended: HandoffEnded::Done,
+                target_id: target(request),
+                url: None,
+                title: None,
+                snapshot: None,
+            },
+        )
     }
 }
 impl Canned for PrintPdf {
