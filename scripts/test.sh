@@ -34,7 +34,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy on the extension's WASM glue (wasm32)"
 cargo clippy -p extension-wasm --target wasm32-unknown-unknown --locked -- -D warnings
 # The crates that make the binary (the e2e crate is Linux's test bench).
-product=(-p shared-protocol -p state-dir -p cdp-client -p relay-engine -p settings -p activity -p managed-driver -p control-engine -p browser-relay)
+product=(-p shared-protocol -p state-dir -p cdp-client -p grants -p relay-engine -p settings -p activity -p managed-driver -p control-engine -p browser-relay)
 # Cross builds: their own target folder (kept between runs), and no
 # incremental state (nobody edits against them; it would double the folder).
 cross() { CARGO_INCREMENTAL=0 cargo "$1" --target-dir "$cross_target_dir" --locked "${@:2}"; }

@@ -184,12 +184,14 @@ impl ExtensionEnv {
         .await
     }
 
+    #[cfg(unix)]
     /// `browser-relay <args>` on this state folder and ports, as the person
     /// types it: its stdout, or the failure with its stderr.
     pub fn cli(&self, args: &[&str]) -> Result<String, String> {
         self.cli_command()(args)
     }
 
+    #[cfg(unix)]
     /// [`Self::cli`] as a function of its own, to run beside the test (a
     /// command that waits for the person).
     pub fn cli_command(&self) -> impl Fn(&[&str]) -> Result<String, String> + Send + 'static {
@@ -221,6 +223,7 @@ impl ExtensionEnv {
             .expect("its mode set");
     }
 
+    #[cfg(unix)]
     /// `grant add NAME ARGS…` with the real CLI: the CDP URL it printed
     /// (its last line), checked as the person would read it.
     pub fn add_grant(&self, name: &str, args: &[&str]) -> String {

@@ -249,25 +249,30 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
     dashboard.until("the dashboard to show it stopped", "!document.querySelector('[data-stop-profile=managed]')").await;
 }
 
+/// Makes the grant `new` (as `grant add` does, and `serve` is told), and
+/// connects a CDP client with its key.
+async fn lend(env: &ExtensionEnv, new: grants::NewGrant) -> CdpClient {
+    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
+    let grant = book.add(&env.token, new).unwrap();
+    env.server().lent.reload();
+    let key = grant.key(&env.token, grants::Door::Cdp);
+    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
+    CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20))
+}
+
 #[tokio::test]
 async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
     let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
-    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
-    let sites = grants::Sites::parse_list(&env.fixtures.url()).unwrap();
     let new = grants::NewGrant {
         name: grants::GrantName::parse("research").unwrap(),
-        sites,
+        sites: grants::Sites::parse_list(&env.fixtures.url()).unwrap(),
         color: None,
         expires_in: Some(Duration::from_secs(3600)),
         evaluate: false,
         ask: vec![grants::AskKind::Submit],
     };
-    let grant = book.add(&env.token, new).unwrap();
-    env.server().lent.reload();
     // The grant's client opens a tab of its own.
-    let key = grant.key(&env.token, grants::Door::Cdp);
-    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
-    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let client = lend(&env, new).await;
     let page = format!("{}/form.html?research", env.fixtures.url());
     let created = client.call("Target.createTarget", json!({"url": page}), None).await.unwrap();
     let target = created["targetId"].as_str().unwrap().to_string();
@@ -350,7 +355,6 @@ async fn load_in_tab(client: &CdpClient, session: &str, url: &str) {
 #[tokio::test]
 async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site() {
     let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
-    let book = grants::GrantBook::new(state_dir::StateDir::at(env.state.path()));
     let new = grants::NewGrant {
         name: grants::GrantName::parse("shop").unwrap(),
         sites: grants::Sites::parse_list(&env.fixtures.url()).unwrap(),
@@ -359,11 +363,7 @@ async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site(
         evaluate: true,
         ask: vec![grants::AskKind::Submit],
     };
-    let grant = book.add(&env.token, new).unwrap();
-    env.server().lent.reload();
-    let key = grant.key(&env.token, grants::Door::Cdp);
-    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
-    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let client = lend(&env, new).await;
     let order = format!("{}/order.html", env.fixtures.url());
     let created = client.call("Target.createTarget", json!({"url": "about:blank"}), None).await.unwrap();
     let target = created["targetId"].as_str().unwrap().to_string();
