@@ -300,6 +300,8 @@ pub(crate) fn is_interception(method: &str) -> bool {
             | "Fetch.continueRequest"
             | "Fetch.continueResponse"
             | "Fetch.continueWithAuth"
+            | "Fetch.getResponseBody"
+            | "Fetch.takeResponseBodyAsStream"
             | "Fetch.fulfillRequest"
             | "Fetch.failRequest"
     )
@@ -370,17 +372,20 @@ impl Interception {
                 let Some(request_id) = params.get("requestId").and_then(Value::as_str).map(str::to_string) else {
                     return Outcome::default();
                 };
-                let Some(paused) = books.paused.get_mut(&request_id) else {
-                    return Outcome::default();
-                };
-                if paused.holder != client {
-                    // Another client holds it; on Chrome's port this client's
-                    // session would not know the id.
+                // Only the request this client holds: one it was never
+                // handed, or that another holds (the relay's site hold
+                // waiting for the person, say), is unknown to its session,
+                // as on Chrome's port; it never reaches Chrome.
+                let Some(paused) = books.paused.get_mut(&request_id).filter(|p| p.holder == client) else {
                     let decision = Decision::Refuse {
                         code: crate::cdp::code::INVALID_PARAMS,
                         message: "Invalid InterceptionId.".into(),
                     };
                     return Outcome { decision, routes: Vec::new() };
+                };
+                // Reading a held response's body changes nothing of its path.
+                if matches!(method, "Fetch.getResponseBody" | "Fetch.takeResponseBodyAsStream") {
+                    return Outcome { decision: Decision::Forward, routes: Vec::new() };
                 }
                 params.remove("requestId");
                 let hands_on = match (method, paused.stage) {
@@ -650,11 +655,12 @@ mod tests {
                 params: r#"{"headers":[{"name":"x-by","value":"one"}],"requestId":"R1"}"#.into()
             }
         );
-        // Done with: a late answer is Chrome's to judge.
-        assert_eq!(
+        // Done with: a late answer is refused as Chrome refuses an id it
+        // no longer holds, and never reaches it.
+        assert!(matches!(
             command(&mut books, 2, "Fetch.continueRequest", r#"{"requestId":"R1"}"#).decision,
-            Decision::Forward
-        );
+            Decision::Refuse { .. }
+        ));
     }
 
     #[test]
@@ -765,6 +771,30 @@ mod tests {
         assert_eq!(delivery.child.as_deref(), Some("CHILD"));
         books.forget_child("CHILD");
         assert!(books.forget_client(1).is_empty(), "the gone child is not undone");
+    }
+
+    #[test]
+    fn a_request_is_answered_only_by_the_client_that_holds_it() {
+        let mut books = Interception::default();
+        assert!(matches!(command(&mut books, 1, "Fetch.enable", "{}").decision, Decision::Replace { .. }));
+        let unseen = command(&mut books, 1, "Fetch.continueRequest", r#"{"requestId":"never-paused"}"#);
+        assert!(matches!(unseen.decision, Decision::Refuse { .. }), "an id the relay never handed out: {unseen:?}");
+        let route = books.paused(None, "Fetch.requestPaused", &paused("https://a.test/", "7"));
+        assert_eq!(delivered_to(&route), 1);
+        // Held by the relay's site hold (waiting for the person): nobody else answers it.
+        books.hold_sites(false);
+        let route = books.paused(None, "Fetch.requestPaused", &paused("https://a.test/doc", "8"));
+        assert_eq!(delivered_to(&route), SITE_HOLD);
+        for method in ["Fetch.continueRequest", "Fetch.failRequest", "Fetch.getResponseBody"] {
+            let stolen = command(&mut books, 1, method, r#"{"requestId":"8","errorReason":"Failed"}"#);
+            assert!(matches!(stolen.decision, Decision::Refuse { .. }), "{method}: {stolen:?}");
+        }
+        assert!(books.site_hold_holds("8"), "still held");
+        // Its own: its body read as is, then continued.
+        let read = command(&mut books, 1, "Fetch.getResponseBody", r#"{"requestId":"7"}"#);
+        assert_eq!(read.decision, Decision::Forward);
+        let continued = command(&mut books, 1, "Fetch.continueRequest", r#"{"requestId":"7"}"#);
+        assert!(matches!(continued.decision, Decision::Replace { .. }), "{continued:?}");
     }
 
     #[test]
