@@ -101,16 +101,23 @@ impl FileView for RealFiles {
     }
 
     fn which(&self, name: &str) -> Option<PathBuf> {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-            .map(|dir| dir.join(name))
-            .find(|candidate| self.is_executable(candidate))
+        search_path(&std::env::var_os("PATH")?, name, |candidate| self.is_executable(candidate))
     }
 
     fn list(&self, dir: &Path) -> Vec<PathBuf> {
         std::fs::read_dir(dir).map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default()
     }
+}
+
+/// `name` in the folders of `path` (a `PATH` value), the first that
+/// `is_executable` takes. Only absolute folders: an empty entry or a
+/// relative one means the working folder, where anyone who can write there
+/// would plant the browser Browser Relay runs.
+fn search_path(path: &std::ffi::OsStr, name: &str, is_executable: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -421,6 +428,18 @@ mod tests {
         assert_eq!(windows(&places, std::slice::from_ref(&local)).unwrap(), local);
         let machine = PathBuf::from(r"C:\Program Files (x86)").join(r"Microsoft\Edge\Application\msedge.exe");
         assert_eq!(windows(&places, std::slice::from_ref(&machine)).unwrap(), machine);
+    }
+
+    #[test]
+    fn path_search_skips_empty_and_relative_entries() {
+        // A `chromium` in the working folder, planted, and one in a real folder.
+        let real = std::env::temp_dir().join("bin");
+        let planted =
+            |p: &Path| p == Path::new("chromium") || p == Path::new("bin/chromium") || p == real.join("chromium");
+        let path = std::env::join_paths([PathBuf::new(), PathBuf::from("bin"), real.clone()]).unwrap();
+        assert_eq!(search_path(&path, "chromium", planted), Some(real.join("chromium")));
+        let only_relative = std::env::join_paths([PathBuf::new(), PathBuf::from("bin")]).unwrap();
+        assert_eq!(search_path(&only_relative, "chromium", planted), None);
     }
 
     #[test]
