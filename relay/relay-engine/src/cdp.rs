@@ -201,4 +201,20 @@ mod tests {
         let deep = format!(r#"{{"id":3,"method":5,"params":{}{}}}"#, "[".repeat(5000), "]".repeat(5000));
         assert_eq!(Command::parse(&deep).unwrap_err().id, Some(3), "the id is found at any depth");
     }
+
+    /// Issue 46, item 4: the activity record reads the method this parse
+    /// gives; a second `method` or `params` never reaches the extension
+    /// beside it, and an escaped key is the key it spells.
+    #[test]
+    fn a_repeated_member_is_refused_and_an_escaped_one_read_as_it_spells() {
+        for text in [
+            r#"{"id":1,"method":"DOM.getDocument","method":"Runtime.evaluate","params":{"expression":"steal()"}}"#,
+            r#"{"id":1,"method":"Runtime.evaluate","params":{"expression":"1"},"params":{"expression":"steal()"}}"#,
+        ] {
+            let bad = Command::parse(text).unwrap_err();
+            assert_eq!((bad.code, bad.id), (code::INVALID_REQUEST, Some(1)), "{text}");
+        }
+        let escaped = Command::parse(r#"{"id":1,"\u006dethod":"Runtime.\u0065valuate","\u0070arams":{}}"#).unwrap();
+        assert_eq!((escaped.method.as_ref(), escaped.params.map(RawValue::get)), ("Runtime.evaluate", Some("{}")));
+    }
 }
