@@ -453,7 +453,7 @@ fn print_value(args: &AgentArgs, answer: &serde_json::Value, text: impl FnOnce(&
 
 /// One line per activity entry: time, who, where, what.
 pub(crate) fn activity_text(answer: &serde_json::Value) -> String {
-    let Ok(activity::Answer { recording, entries }) = serde_json::from_value(answer.clone()) else {
+    let Ok(activity::Answer { recording, entries, dropped_today }) = serde_json::from_value(answer.clone()) else {
         return "no activity recorded".into();
     };
     if !recording {
@@ -483,7 +483,13 @@ pub(crate) fn activity_text(answer: &serde_json::Value) -> String {
             format!("{}  {who}  {}  {}{count}{failed}", activity::utc_text(entry.at), place.join(" · "), entry.summary)
         })
         .collect();
-    lines.join("\n")
+    let mut text = lines.join("\n");
+    if dropped_today > 0 {
+        text.push_str(&format!(
+            "\n(today's record was full: its {dropped_today} oldest entries were dropped to keep the newest)"
+        ));
+    }
+    text
 }
 
 /// A profile as the user reads it: what it is, its state, and where a

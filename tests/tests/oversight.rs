@@ -3,7 +3,8 @@
 //! and its command count; a client disconnected by the user sees its
 //! socket close and why; a tab whose sharing the user stops is detached
 //! and gone for every client; and the activity record gets a client's
-//! navigation and click with its tab, and not its framework's reads.
+//! navigation and click with its tab, and not its framework's reads, and
+//! a page's huge URL cut.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use cdp_client::{CdpClient, CdpEvent};
 use e2e::fake_extension::{FakeExtension, Mode, fake_tab, fake_target_id, hello};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::json;
+use shared_protocol::{ExtensionMessage, TabInfo};
 use state_dir::Token;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_tungstenite::tungstenite::Message;
@@ -25,9 +27,14 @@ struct Setup {
 
 /// A relay with a scripted extension that shares tab 4 and answers every call.
 async fn setup() -> Setup {
+    setup_with(e2e::test_options).await
+}
+
+/// [`setup`] with the server's options made by `options`.
+async fn setup_with(options: impl FnOnce(Option<Token>) -> browser_relay::ServerOptions) -> Setup {
     e2e::init_logging();
     let token = Token::generate();
-    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.expect("relay starts");
+    let server = RunningServer::start(options(Some(token.clone()))).await.expect("relay starts");
     let ext = FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![fake_tab(4)])), Mode::Echo)
         .await
         .expect("extension connects");
@@ -147,4 +154,47 @@ async fn the_record_has_a_clients_navigation_and_click_on_its_tab_and_not_its_re
     assert_eq!(navigation.url.as_deref(), Some("https://example.test/4"), "the page it left");
     assert_eq!(navigation.client_id, Some(setup.server.relay.clients()[0].id));
     assert_eq!(setup.server.relay.clients()[0].commands, 6, "setAutoAttach and the five");
+}
+
+/// Issue 46, item 3: a page's URL (here 2 MiB) went whole into each entry,
+/// so eight actions filled the day's 16 MiB file and every later entry, of
+/// every client, was dropped until midnight.
+#[tokio::test]
+async fn a_pages_huge_url_cannot_blind_the_record() {
+    let state = tempfile::tempdir().unwrap();
+    let root = state.path().to_path_buf();
+    let options = move |token| {
+        let mut options = e2e::test_options(token);
+        options.state_root = Some(root);
+        options.record_activity = true;
+        options
+    };
+    let setup = setup_with(options).await;
+    let (client, _events, session) = setup.client().await;
+    // The page goes to a 2 MiB address (and says so in its title).
+    let huge = format!("https://evil.test/?{}", "a".repeat(2 << 20));
+    let tab = TabInfo { url: huge.clone(), title: huge.clone(), ..fake_tab(4) };
+    setup.ext.send(&ExtensionMessage::TabUpdated { tab });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while setup.server.relay.shared_tabs()[0].url != huge {
+        assert!(tokio::time::Instant::now() < deadline, "the tab's new address never came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for x in 0..20 {
+        let press = json!({"type": "mousePressed", "x": x, "y": 1, "button": "left", "clickCount": 1});
+        client.call("Input.dispatchMouseEvent", press, Some(&session)).await.unwrap();
+    }
+    let (other, _other_events, other_session) = setup.client().await;
+    other.call("Page.navigate", json!({"url": "https://example.test/next"}), Some(&other_session)).await.unwrap();
+    let record = setup.server.activity.read(&activity::Query { limit: Some(100), ..activity::Query::default() });
+    let clicks = record.iter().filter(|e| e.summary.starts_with("left click")).count();
+    assert_eq!(clicks, 20);
+    assert_eq!(record[0].summary, "navigate to https://example.test/next", "a later client's entry is kept");
+    for entry in &record {
+        let url = entry.url.as_deref().unwrap_or_default();
+        assert!(url.len() < 400, "an entry keeps a URL of {} bytes", url.len());
+    }
+    let files = std::fs::read_dir(state.path().join("activity")).unwrap();
+    let size: u64 = files.map(|f| f.unwrap().metadata().unwrap().len()).sum();
+    assert!(size < 64 << 10, "the record holds {size} bytes");
 }

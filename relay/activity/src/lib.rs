@@ -14,6 +14,13 @@
 //! order, not in the order of writing. Typed text is never kept, only how long it was; nor
 //! are cookie values, dialog prompt text or any token.
 //!
+//! Bounded: every text an entry keeps (a URL, a page's title in a
+//! question, a summary, a name) is cut at [`TEXT_MAX`] characters with a
+//! marker ([`Entry::cut`], in [`ActivityRecord::record`]), so a page's
+//! 2 MB URL costs the record what a short one does; and a day's file that
+//! is full rolls, keeping its newest entries ([`Answer::dropped_today`]
+//! says how many went).
+//!
 //! Cost: [`ActivityRecord::record`] takes a lock and pushes; the file is
 //! written by [`ActivityRecord::keep_writing`] off the command path, at most
 //! twice a second, and only when something happened.
@@ -142,12 +149,58 @@ impl Entry {
             && (self.kind == Kind::Evaluation || self.summary == next.summary)
             && next.at.saturating_sub(self.at) <= RUN_WINDOW.as_millis() as u64
     }
+
+    /// This entry with each of its texts in at most [`TEXT_MAX`]
+    /// characters ([`cut`]): what a page or a client put in a URL, a title
+    /// or a name cannot make an entry large.
+    pub fn cut(mut self) -> Self {
+        for text in [&mut self.client, &mut self.summary]
+            .into_iter()
+            .chain([&mut self.profile, &mut self.tab, &mut self.url, &mut self.grant].into_iter().flatten())
+        {
+            cut_in_place(text);
+        }
+        self
+    }
+}
+
+/// The characters of one text an entry keeps: a longer one keeps this
+/// many and a marker that says how long it was.
+pub const TEXT_MAX: usize = 300;
+/// Room for the marker: a text at most this much longer than
+/// [`TEXT_MAX`] is kept whole, so a text cut once is not cut again.
+const MARKER_ROOM: usize = 40;
+
+/// `text` in at most [`TEXT_MAX`] characters and a marker that says how
+/// long it was (`https://a.test/?q=xxx… (cut: 2097152 characters)`);
+/// only the start of a long text is copied.
+pub fn cut(text: &str) -> String {
+    if text.len() <= TEXT_MAX + MARKER_ROOM {
+        return text.to_string();
+    }
+    let kept_len = text.char_indices().nth(TEXT_MAX).map_or(text.len(), |(at, _)| at);
+    let rest = text[kept_len..].chars().count();
+    if rest <= MARKER_ROOM {
+        return text.to_string();
+    }
+    format!("{}… (cut: {} characters)", &text[..kept_len], TEXT_MAX + rest)
+}
+
+fn cut_in_place(text: &mut String) {
+    if text.len() > TEXT_MAX + MARKER_ROOM {
+        *text = cut(text);
+    }
 }
 
 /// How long after a run's first entry the same entry still joins it.
 pub const RUN_WINDOW: Duration = Duration::from_secs(10);
 /// Entries kept in memory when there is no folder (tests, `--no-control`).
 const KEPT_IN_MEMORY: usize = 2000;
+/// How much later than its time an entry is written at most (an
+/// evaluation run when its window ends, after the writer's pause), with
+/// room to spare: a reader that asks from a time on reads back only this
+/// far before it.
+const WRITTEN_LATE_MAX: Duration = Duration::from_secs(60);
 /// How often the writer looks for new entries at most.
 const WRITE_EVERY: Duration = Duration::from_millis(500);
 /// How many days of record are kept by default, and how many day files.
@@ -215,6 +268,14 @@ pub struct Answer {
     pub recording: bool,
     /// Newest first.
     pub entries: Vec<Entry>,
+    /// How many of today's oldest entries went because its file was full:
+    /// the record keeps the newest (0: none went).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_today: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The record: cheap to clone, shared by the relay and the control API.
@@ -242,8 +303,6 @@ struct Buffer {
     evaluations: Vec<Entry>,
     /// Without a folder: the newest entries.
     memory: VecDeque<Entry>,
-    /// Entries a full day's file could not take.
-    dropped: u64,
 }
 
 impl ActivityRecord {
@@ -271,12 +330,15 @@ impl ActivityRecord {
         self.0.buffer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Adds an entry (folded into the last one when it repeats it).
+    /// Adds an entry, its texts cut ([`Entry::cut`]), folded into the
+    /// last one when it repeats it.
     pub fn record(&self, entry: Entry) {
         if !self.0.on {
             return;
         }
+        let entry = entry.cut();
         let mut buffer = self.buffer();
+        let first = buffer.pending.is_empty();
         if entry.kind == Kind::Evaluation {
             match buffer.evaluations.iter_mut().find(|run| run.absorbs(&entry)) {
                 Some(run) => {
@@ -285,20 +347,18 @@ impl ActivityRecord {
                 }
                 None => buffer.evaluations.push(entry),
             }
-            return;
-        }
-        if let Some(last) = buffer.pending.last_mut()
+        } else if let Some(last) = buffer.pending.last_mut()
             && last.absorbs(&entry)
         {
             last.count += 1;
             last.summary = entry.summary;
             last.url = entry.url.or(last.url.take());
-            return;
+        } else {
+            buffer.pending.push(entry);
         }
-        let first = buffer.pending.is_empty();
-        buffer.pending.push(entry);
+        let woken = first && !buffer.pending.is_empty();
         drop(buffer);
-        if first {
+        if woken {
             self.0.wake.notify_one();
         }
     }
@@ -359,13 +419,8 @@ impl ActivityRecord {
             .collect();
         match dir.append(&lines, SystemTime::now()) {
             Ok(Appended::Written) => {}
-            Ok(Appended::DayFull) => {
-                let mut buffer = self.buffer();
-                buffer.dropped += pending.len() as u64;
-                tracing::warn!(
-                    dropped = buffer.dropped,
-                    "today's activity file is full; entries are dropped until tomorrow"
-                );
+            Ok(Appended::Rolled { dropped }) => {
+                tracing::warn!(dropped, "today's activity file was full; its oldest entries went to keep the newest")
             }
             Err(e) => tracing::warn!(dir = %dir.path().display(), "could not write the activity record: {e}"),
         }
@@ -403,10 +458,14 @@ impl ActivityRecord {
     /// The answer to a reader: whether the record is on, and the entries
     /// `query` wants.
     pub fn answer(&self, query: &Query) -> Answer {
-        Answer { recording: self.is_on(), entries: self.read(query) }
+        let entries = self.read(query);
+        let dropped_today = self.0.dir.as_ref().map_or(0, |dir| dir.dropped(SystemTime::now()));
+        Answer { recording: self.is_on(), entries, dropped_today }
     }
 
-    /// The entries `query` wants, newest first.
+    /// The entries `query` wants, newest first. Asked from a time on
+    /// (`since`, as the dashboard asks for what is new), only the files'
+    /// newest lines are read, back to [`WRITTEN_LATE_MAX`] before it.
     pub fn read(&self, query: &Query) -> Vec<Entry> {
         self.flush();
         let limit = query.limit();
@@ -414,12 +473,15 @@ impl ActivityRecord {
         // asked, put it in time order, then cut.
         let over = limit + 64;
         let open: Vec<Entry> = self.buffer().evaluations.iter().filter(|run| query.wants(run)).cloned().collect();
+        let written_since = query.since.map(|since| since.saturating_sub(WRITTEN_LATE_MAX.as_millis() as u64));
         let mut entries: Vec<Entry> = match &self.0.dir {
             Some(dir) => dir
                 .newest_first()
                 .filter_map(|line| serde_json::from_str::<Entry>(&line).ok())
+                .take_while(|entry| written_since.is_none_or(|since| entry.at >= since))
                 .filter(|entry| query.wants(entry))
                 .take(over)
+                .map(Entry::cut)
                 .collect(),
             None => self.buffer().memory.iter().rev().filter(|entry| query.wants(entry)).take(over).cloned().collect(),
         };
@@ -481,6 +543,114 @@ mod tests {
                 ("Playwright", Some("T1"), 2, "click at (10, 20)"),
             ]
         );
+    }
+
+    #[test]
+    fn a_long_text_keeps_its_start_and_says_how_long_it_was_once() {
+        assert_eq!(cut("short"), "short");
+        let exact = "é".repeat(TEXT_MAX + MARKER_ROOM);
+        assert_eq!(cut(&exact), exact, "within the marker's room: whole");
+        let long = format!("{}{}", "é".repeat(TEXT_MAX), "x".repeat(1000));
+        let once = cut(&long);
+        assert_eq!(once, format!("{}… (cut: {} characters)", "é".repeat(TEXT_MAX), TEXT_MAX + 1000));
+        assert_eq!(cut(&once), once, "a text cut once is not cut again");
+        let entry = Entry {
+            url: Some(long.clone()),
+            tab: Some(long.clone()),
+            profile: Some(long.clone()),
+            grant: Some(long.clone()),
+            ..Entry::now(Source::Agent, long.clone(), Kind::Input, long.clone())
+        }
+        .cut();
+        let (url, tab, profile, grant) =
+            (entry.url.unwrap(), entry.tab.unwrap(), entry.profile.unwrap(), entry.grant.unwrap());
+        for text in [&entry.client, &entry.summary, &url, &tab, &profile, &grant] {
+            assert_eq!(*text, once);
+        }
+        // An agent's `/act` kind and ref, as the record keeps them.
+        let (_, summary) =
+            summary::agent_call("POST", "/act", &serde_json::json!({"kind": "click", "ref": "e".repeat(1 << 20)}))
+                .unwrap();
+        let record = ActivityRecord::new(None, DEFAULT_RETENTION);
+        record.record(Entry::now(Source::Agent, "http", Kind::Input, summary));
+        assert!(record.read(&Query::default())[0].summary.chars().count() <= TEXT_MAX + MARKER_ROOM);
+    }
+
+    /// Issue 46, item 3: a page's 2 MB URL (and title) went whole into
+    /// every entry, so eight actions filled the day's 16 MiB and every
+    /// later entry of every client was dropped until midnight.
+    #[test]
+    fn a_pages_huge_url_and_title_cannot_blind_the_day() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        let url = format!("https://evil.test/?{}", "a".repeat(2 << 20));
+        let title = "T".repeat(1 << 20);
+        for n in 0..20 {
+            record.record(Entry {
+                url: Some(url.clone()),
+                tab: Some(format!("T{n}")),
+                ..Entry::now(Source::Relay, "Browser Relay", Kind::Question, format!("asked: {title}"))
+            });
+            record.flush();
+        }
+        record.record(Entry { client_id: Some(9), ..click("Playwright", "T1") });
+        record.flush();
+        let entries = record.read(&Query { limit: Some(100), ..Query::default() });
+        assert_eq!(entries.len(), 21);
+        assert_eq!(entries[0].client_id, Some(9), "another client's click is kept");
+        for entry in &entries[1..] {
+            let url = entry.url.as_deref().unwrap();
+            assert!(url.starts_with("https://evil.test/?aaa") && url.chars().count() < TEXT_MAX + 40, "{url:.400}");
+            assert!(url.ends_with(&format!("… (cut: {} characters)", (2 << 20) + 19)), "{url:.400}");
+            assert!(entry.summary.starts_with("asked: TTT") && entry.summary.chars().count() < TEXT_MAX + 40);
+        }
+        let size: u64 = std::fs::read_dir(dir.path()).unwrap().map(|f| f.unwrap().metadata().unwrap().len()).sum();
+        assert!(size < 64 << 10, "the day's file holds {size} bytes");
+    }
+
+    /// Issue 46, item 3: once the day's file was full, every later entry
+    /// was dropped until midnight. Now the day keeps its newest entries,
+    /// and says how many of its oldest went.
+    #[test]
+    fn a_full_day_keeps_the_newest_entries_and_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        let old = Entry::now(Source::Cdp, "Flood", Kind::Input, "x".repeat(200));
+        let line = serde_json::to_string(&old).unwrap() + "\n";
+        // Today's file filled to its brim, as a flood of entries leaves it.
+        let lines = line.repeat((16 << 20) / line.len());
+        assert_eq!(dir.append(&lines, SystemTime::now()).unwrap(), Appended::Written);
+        assert_eq!(record.answer(&Query::default()).dropped_today, 0);
+        record.record(Entry { client_id: Some(9), ..click("Playwright", "T1") });
+        record.flush();
+        let answer = record.answer(&Query { limit: Some(2), ..Query::default() });
+        assert_eq!(answer.entries[0].client_id, Some(9), "the newest entry is kept");
+        assert_eq!(answer.entries[1].client, "Flood");
+        assert!(answer.dropped_today > 1000, "{}", answer.dropped_today);
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json["droppedToday"], answer.dropped_today);
+    }
+
+    /// The dashboard asks for what is new every few seconds: it must not
+    /// read back the whole day each time.
+    #[test]
+    fn asked_since_a_time_the_record_reads_back_only_to_shortly_before_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = state_dir::StateDir::at(root.path()).activity();
+        let record = ActivityRecord::new(Some(dir.clone()), DEFAULT_RETENTION);
+        let now = now_millis();
+        // Written first but stamped now: found only by reading the whole file.
+        record.record(Entry { at: now, ..click("Early", "T1") });
+        record.flush();
+        record.record(Entry { at: now - 3_600_000, ..click("Old", "T1") });
+        record.flush();
+        record.record(Entry { at: now + 1, ..click("New", "T1") });
+        record.flush();
+        let clients = |query: Query| -> Vec<String> { record.read(&query).into_iter().map(|e| e.client).collect() };
+        assert_eq!(clients(Query::default()), ["New", "Early", "Old"]);
+        assert_eq!(clients(Query { since: Some(now - 1000), ..Query::default() }), ["New"]);
     }
 
     #[test]

@@ -266,7 +266,8 @@ impl Relay {
         };
         let session = command.session_id.as_deref().or(client.default_session.as_deref());
         let target_id = session.and_then(|session| self.target_of_session(client, session));
-        let url = target_id.as_deref().and_then(|t| self.registry().by_target_id(t).map(|t| t.url.clone()));
+        // Cut as it is copied: a page's URL can run to megabytes.
+        let url = target_id.as_deref().and_then(|t| self.registry().by_target_id(t).map(|t| activity::cut(&t.url)));
         let mut entry = Self::client_entry(client, kind, summary);
         entry.tab = target_id.map(|t| t.to_string());
         entry.url = url;

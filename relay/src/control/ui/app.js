@@ -6,6 +6,12 @@
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const OVERVIEW_EVERY = 1500;
 const ACTIVITY_EVERY = 2000;
+// The activity table's newest entries; after the first answer each poll
+// asks only for what is new since a little before the newest it has (an
+// evaluation's count grows for 10 s after its time), so a poll never
+// reads the day's record back.
+const ACTIVITY_SHOWN = 200;
+const ACTIVITY_AGAIN = 30000;
 const VIEW_EVERY = 700;
 // After a failed long poll of the questions (serve restarting, logged
 // out): how long before asking again.
@@ -13,6 +19,7 @@ const ASKS_RETRY = 2000;
 const COUNTDOWN_EVERY = 1000;
 
 let watching = null; // {profile, targetId, title}
+let activityShown = null; // newest first
 let viewUrl = null;
 // One request of each kind at a time: a slow answer (a tab busy with an
 // agent's action) does not pile up more behind it.
@@ -197,7 +204,12 @@ function renderClients(clients) {
   document.getElementById("no-clients").hidden = clients.length > 0;
 }
 
-function renderActivity(entries) {
+function renderActivity(entries, droppedToday) {
+  const dropped = document.getElementById("activity-dropped");
+  dropped.hidden = !droppedToday;
+  dropped.textContent = droppedToday
+    ? `Today's record was full: its ${droppedToday} oldest entries were dropped to keep the newest.`
+    : "";
   const body = document.querySelector("#activity tbody");
   body.replaceChildren(...entries.map((entry) => el("tr", { "data-kind": entry.kind },
     el("td", {}, new Date(entry.at).toLocaleTimeString()),
@@ -221,8 +233,16 @@ const refresh = once("overview", async () => {
 
 const refreshActivity = once("activity", async () => {
   try {
-    const answer = await getJson("/ui/api/activity?limit=200");
-    renderActivity(answer.entries);
+    const newest = activityShown?.[0];
+    const since = newest ? newest.at - ACTIVITY_AGAIN : null;
+    const query = new URLSearchParams({ limit: ACTIVITY_SHOWN });
+    if (since !== null) query.set("since", since);
+    const answer = await getJson(`/ui/api/activity?${query}`);
+    // A full answer may leave out entries since `since`: it is the newest.
+    activityShown = since === null || answer.entries.length >= ACTIVITY_SHOWN
+      ? answer.entries
+      : [...answer.entries, ...activityShown.filter((entry) => entry.at < since)].slice(0, ACTIVITY_SHOWN);
+    renderActivity(activityShown, answer.droppedToday);
     if (!answer.recording) {
       document.querySelector("#activity tbody").replaceChildren(el("tr", {}, el("td", { colSpan: 4, class: "muted" },
         "The activity record is off (recordActivity = false in config.toml).")));
