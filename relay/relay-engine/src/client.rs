@@ -504,9 +504,10 @@ impl Relay {
             Err(bad) => return client.send(cdp::error(bad.id, bad.code, &bad.message, None)),
         };
         let explicit = command.session_id.as_deref();
-        self.note_command(client, &command);
         // The user's cookie jar and cache are theirs, on every session.
-        if let Some(refusal) = wipe_refusal(&command.method, self.config().wipes_allowed) {
+        let refusal = wipe_refusal(&command.method, self.config().wipes_allowed);
+        self.note_command(client, &command, refusal.is_some());
+        if let Some(refusal) = refusal {
             return Replier { client, id: command.id, session: explicit }.err(code::SERVER_ERROR, &refusal);
         }
         let Some(session) = explicit.or(client.default_session.as_deref()) else {

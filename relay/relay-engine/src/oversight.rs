@@ -256,8 +256,10 @@ impl Relay {
     }
 
     /// A client's command: counted, and recorded when it is one the record
-    /// keeps, with the tab it went to.
-    pub(crate) fn note_command(&self, client: &ClientHandle, command: &Command<'_>) {
+    /// keeps, with the tab it went to; as failed when the relay `refused`
+    /// it (a wipe of the person's cookies), so the record never says a
+    /// refused command ran, nor leaves out that it was tried.
+    pub(crate) fn note_command(&self, client: &ClientHandle, command: &Command<'_>, refused: bool) {
         client.commands_sent.fetch_add(1, Ordering::Relaxed);
         let Some(record) = self.0.activity.get() else { return };
         let Some((kind, summary)) = activity::summary::cdp_command(&command.method, command.params.map(|p| p.get()))
@@ -271,6 +273,7 @@ impl Relay {
         let mut entry = Self::client_entry(client, kind, summary);
         entry.tab = target_id.map(|t| t.to_string());
         entry.url = url;
+        entry.failed = refused;
         record.record(entry);
     }
 
