@@ -3,6 +3,9 @@
 //! form held until the person answers in a terminal (the extension shows
 //! the question meanwhile), and an agent's `browser_handoff` gives the tab
 //! to the person (its group and badge say so) until `browser-relay done`.
+//! Two ignored tests set up the docs' pictures of a question, on the
+//! dashboard and as Chrome's notification (`scripts/screenshot-headed.sh
+//! asking`, `… notification`).
 
 use std::time::Duration;
 
@@ -192,4 +195,99 @@ async fn an_agent_hands_a_tab_to_the_person_over_mcp_until_done() {
     let title = host.call("browser_evaluate", json!({"fn": "() => document.title"})).unwrap();
     assert!(!title.is_error && title.text.contains("Fixture Sign-in"), "the tab is the agent's again: {}", title.text);
     host.close(Duration::from_secs(10)).unwrap();
+}
+
+// ---- the docs' pictures (scripts/screenshot-headed.sh) ----------------------
+
+/// What the pictures show: the grant "shop" (asks before a form goes) has
+/// opened the fixture's order form in its window and clicked Buy; the order
+/// waits for the person, and the extension shows the question. The
+/// question, the form's URL and the agent's waiting call.
+async fn a_question_waits(
+    env: &ExtensionEnv,
+) -> (relay_engine::Question, String, tokio::task::JoinHandle<Result<String, String>>) {
+    env.keep_token();
+    env.add_grant("shop", &["--sites", &env.fixtures.url(), "--ask", "submit"]);
+    let order = format!("{}/order.html", env.fixtures.url());
+    env.cli(&["open", &order, "--grant", "shop"]).unwrap();
+    let clicking = click_in_background(env, "() => { document.getElementById('buy').click(); return 'sent' }");
+    let asked = question(env).await;
+    let notification = format!("ask-{}", asked.id);
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while !notifications(env).await.contains(&notification) {
+        assert!(tokio::time::Instant::now() < deadline, "the extension never showed the question");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    env.wait_for_group(&order, true, WITHIN).await.unwrap();
+    (asked, order, clicking)
+}
+
+/// Moves the window of the tab whose URL starts with each prefix to
+/// `[left, top, width, height]` and brings it to the front, in order.
+async fn place_windows(env: &ExtensionEnv, places: &[(&str, [u32; 4])]) {
+    for (prefix, [left, top, width, height]) in places {
+        let placed = format!(
+            "chrome.tabs.query({{}}).then(tabs => tabs.find(t => t.url.startsWith({prefix:?})))
+               .then(t => chrome.windows.update(t.windowId, {{ left: {left}, top: {top}, width: {width},
+                 height: {height}, state: 'normal', focused: true }})).then(w => w.id)"
+        );
+        env.worker_eval(&placed).await.unwrap_or_else(|e| panic!("the window of {prefix}: {e:#}"));
+    }
+}
+
+/// Copies Xvfb's screen (the script's `XVFB_FRAME`) to `SCREENSHOT_XWD`,
+/// once the windows have settled (their tab strips animate).
+async fn take_the_frame(mode: &str) {
+    let frame = std::env::var("XVFB_FRAME").unwrap_or_else(|_| panic!("run scripts/screenshot-headed.sh {mode}"));
+    let copy = std::env::var("SCREENSHOT_XWD").unwrap_or_else(|_| panic!("run scripts/screenshot-headed.sh {mode}"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
+}
+
+/// The dashboard's Questions panel (in a window of the person's browser)
+/// beside the grant's window, its order waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/ask-dashboard.png: run scripts/screenshot-headed.sh asking"]
+async fn screenshot_of_a_question_on_the_dashboard() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("the extension, sharing a tab of the person's");
+    let (asked, order, clicking) = a_question_waits(&env).await;
+    // The person opens the dashboard (its login link) in a window of its own.
+    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
+    let created = env.browser.call("Target.createTarget", json!({"url": link, "newWindow": true}), None).await.unwrap();
+    let attached = env
+        .browser
+        .call("Target.attachToTarget", json!({"targetId": created["targetId"], "flatten": true}), None)
+        .await
+        .unwrap();
+    let session = attached["sessionId"].as_str().unwrap().to_string();
+    let shown = "document.querySelector('#asks-section:not([hidden]) [data-question]')?.innerText";
+    let question = e2e::control_env::eventually("the question on the dashboard", WITHIN, || async {
+        let params = json!({"expression": shown, "returnByValue": true});
+        // Between the login link and the dashboard there is no document.
+        let value = env.browser.call("Runtime.evaluate", params, Some(&session)).await.ok()?["result"]["value"].clone();
+        value.as_str().map(str::to_string)
+    })
+    .await;
+    assert!(question.contains("shop wants to submit a form"), "{question}");
+    let dashboard = env.server().control_url().unwrap();
+    // The person's own window behind; the dashboard, and the grant's window beside it.
+    place_windows(&env, &[(&index, [0, 0, 1024, 420]), (&dashboard, [0, 0, 880, 420]), (&order, [880, 0, 560, 420])])
+        .await;
+    take_the_frame("asking").await;
+    env.cli(&["deny", &asked.id.to_string()]).unwrap();
+    let _ = clicking.await.unwrap();
+}
+
+/// The extension's notification (drawn by the desktop's notification
+/// daemon, over D-Bus) beside the grant's window, its order waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes docs/ask-notification.png: run scripts/screenshot-headed.sh notification"]
+async fn screenshot_of_a_question_notification() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("the extension, sharing a tab of the person's");
+    let (asked, order, clicking) = a_question_waits(&env).await;
+    // The grant's window in front of the person's, the notification beside it.
+    place_windows(&env, &[(&index, [0, 0, 760, 300]), (&order, [0, 0, 760, 300])]).await;
+    take_the_frame("notification").await;
+    env.cli(&["deny", &asked.id.to_string()]).unwrap();
+    let _ = clicking.await.unwrap();
 }
