@@ -163,6 +163,8 @@ fn roll(path: &Path, len: u64, lines: &[u8]) -> io::Result<Appended> {
         }
         dropped += count_newlines(&chunk[..n]);
     }
+    // Closed before the file is replaced: Windows renames over no open file.
+    drop(head);
     let total = before + dropped;
     let rolling = path.with_extension("jsonl.rolling");
     match fs::remove_file(&rolling) {
