@@ -200,7 +200,7 @@ impl RunningServer {
                 engine: engine.clone(),
                 relay: relay.clone(),
                 activity: activity.clone(),
-                logins: std::sync::Arc::new(UiLogins::new(bound.port())),
+                logins: std::sync::Arc::new(UiLogins::default()),
                 addr: bound,
                 lent: lent.clone(),
             };

@@ -8,6 +8,9 @@
 //! its Stop sharing button makes the extension let the tab go, and its Stop
 //! browser button stops the managed Chrome.
 //!
+//! The dashboard's session is its page's alone: a CDP client of the
+//! person's Chrome finds nothing in its cookies that opens it.
+//!
 //! With `DASHBOARD_SCREENSHOT=<path>` the test also saves the dashboard as
 //! a PNG there (`scripts/screenshot-dashboard.sh` makes docs/dashboard.png).
 
@@ -80,6 +83,10 @@ impl Dashboard {
         .await
     }
 }
+
+/// The `fetch` options of a request the dashboard's page makes: its
+/// session, from its tab's `sessionStorage`, in its header.
+const SESSION_HEADERS: &str = "{headers: {'x-browser-relay-session': sessionStorage.getItem('browserRelaySession')}}";
 
 fn is_red(rgb: &Value) -> bool {
     let c = |i: usize| rgb[i].as_i64().unwrap_or(-1);
@@ -326,9 +333,9 @@ async fn the_dashboard_lists_the_grants_with_their_tabs_and_revokes_one() {
     assert!(revoke.contains("dashboard [grant research]"), "{revoke}");
 }
 
-/// A grant's tab: `expression`'s value there, through the grant's client.
+/// A tab's `expression`'s value (a promise's, awaited), through `client`.
 async fn in_tab(client: &CdpClient, session: &str, expression: &str) -> Value {
-    let params = json!({"expression": expression, "returnByValue": true});
+    let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
     let answer = client.call("Runtime.evaluate", params, Some(session)).await.unwrap();
     answer["result"]["value"].clone()
 }
@@ -382,12 +389,15 @@ async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site(
     dashboard.until("the page's first look at the questions", "document.getElementById('asks-section').hidden").await;
     assert_eq!(dashboard.eval("document.body.children[1].id").await, json!("asks-section"), "first under the header");
 
-    // The long poll itself: with the version it has, it waits...
-    let version = dashboard.eval("fetch('/ui/api/asks').then(r => r.json()).then(a => a.version)").await;
+    // The long poll itself (with the page's session, as the page asks):
+    // with the version it has, it waits...
+    let version = dashboard
+        .eval(&format!("fetch('/ui/api/asks', {SESSION_HEADERS}).then(r => r.json()).then(a => a.version)"))
+        .await;
     dashboard
         .eval(&format!(
             "window.waited = null; const started = Date.now();
-             fetch('/ui/api/asks?wait={version}').then(r => r.json())
+             fetch('/ui/api/asks?wait={version}', {SESSION_HEADERS}).then(r => r.json())
                .then(asks => {{ window.waited = {{asks, after: Date.now() - started}}; }}); true"
         ))
         .await;
@@ -478,4 +488,143 @@ async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site(
     }
     assert!(said.contains(&"the person gave the tab back (Done, in the dashboard)"), "{said:#?}");
     assert!(record.iter().all(|e| e.source != activity::Source::Dashboard), "not twice: {said:#?}");
+}
+
+/// One raw HTTP/1.1 GET, as curl would send it: the status and the answer.
+async fn raw_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream.write_all(format!("{request}\r\n").as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ =
+        tokio::time::timeout(Duration::from_secs(10), tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer))
+            .await;
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    (answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), answer)
+}
+
+/// Issue 46, item 2: `Storage.getCookies` and `Network.getAllCookies`
+/// hand any CDP client of the person's Chrome the cookies of the whole
+/// profile, and the dashboard's session was one (`HttpOnly` keeps a cookie
+/// from a page's script, not from CDP). The person opens the dashboard in
+/// their own browser through its login link; a client with their CDP key,
+/// on a shared tab, takes every cookie Chrome has for 127.0.0.1 and
+/// replays them, as curl would, on the dashboard's API: 401, and the page
+/// fetched with them holds no session. None of them is the dashboard's.
+/// The person's dashboard tab goes on working with its session, which only
+/// that tab holds: a reload keeps it, a tab opened on the dashboard's
+/// address without a login says how to log in, and Log out ends it.
+#[tokio::test]
+async fn a_cdp_client_of_the_persons_browser_finds_no_dashboard_session_in_its_cookies() {
+    let (env, _index) = ExtensionEnv::sharing_index().await.expect("the extension shares the index tab");
+    let shared = env.server().relay.shared_tabs()[0].target_id.clone();
+    let control = env.server().control_url().unwrap();
+    let control_addr = control.trim_start_matches("http://").to_string();
+
+    // The person's dashboard, in their own Chrome (the test's hands open it),
+    // in a window of its own: a tab opened beside a shared one would join
+    // its group, shared.
+    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
+    let created = env.browser.call("Target.createTarget", json!({"url": link, "newWindow": true}), None).await.unwrap();
+    let attached = env
+        .browser
+        .call("Target.attachToTarget", json!({"targetId": created["targetId"], "flatten": true}), None)
+        .await
+        .unwrap();
+    let person = attached["sessionId"].as_str().unwrap().to_string();
+    let shown = format!("document.querySelector('[data-tab=\"{shared}\"]') !== null");
+    eventually("the person's dashboard, showing the shared tab", Duration::from_secs(20), || async {
+        let params = json!({"expression": shown, "returnByValue": true});
+        // Between the login link and the page there is no document.
+        let value = env.browser.call("Runtime.evaluate", params, Some(&person)).await.ok()?["result"]["value"].clone();
+        (value == json!(true)).then_some(())
+    })
+    .await;
+    let shared_now = env.server().relay.shared_tabs();
+    assert!(shared_now.iter().all(|t| !t.url.contains("/ui")), "the dashboard's tab is not shared: {shared_now:?}");
+
+    // A client with the person's CDP key, on the shared tab: every cookie.
+    let key = browser_relay::cdp_key(&env.token);
+    let url = format!("ws://127.0.0.1:{}/cdp?token={}", env.port, key.as_str());
+    let client = CdpClient::connect(&url).await.unwrap().with_timeout(Duration::from_secs(20));
+    let attached =
+        client.call("Target.attachToTarget", json!({"targetId": shared, "flatten": true}), None).await.unwrap();
+    let session = attached["sessionId"].as_str().unwrap().to_string();
+    let mut cookies = client.call("Network.getAllCookies", json!({}), Some(&session)).await.unwrap()["cookies"].clone();
+    let root = client.call("Storage.getCookies", json!({}), None).await.unwrap();
+    cookies.as_array_mut().unwrap().extend(root["cookies"].as_array().unwrap().iter().cloned());
+    let loopback: Vec<String> = cookies
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["domain"] == "127.0.0.1" || c["domain"] == "localhost")
+        .map(|c| format!("{}={}", c["name"].as_str().unwrap(), c["value"].as_str().unwrap()))
+        .collect();
+
+    // Replayed, as curl would: the API says 401, and the page holds no session.
+    let jar = loopback.join("; ");
+    for path in ["/ui/api/overview", "/ui/api/asks", &format!("/ui/api/view?targetId={shared}")] {
+        let (status, answer) = raw_get(&control_addr, path, &[("Cookie", &jar)]).await;
+        assert_eq!(status, 401, "{path} with every cookie of 127.0.0.1 ({loopback:?}): {answer}");
+    }
+    let (status, page) = raw_get(&control_addr, "/ui", &[("Cookie", &jar)]).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(r#"name="session" content="""#), "the page fetched with them holds no session: {page}");
+    assert!(loopback.iter().all(|c| !c.starts_with("browser_relay_ui")), "a cookie of the dashboard's: {loopback:?}");
+
+    // The person's dashboard tab goes on: its session, only in that tab, in its header.
+    let token = in_tab(&env.browser, &person, "sessionStorage.getItem('browserRelaySession')").await;
+    let token = token.as_str().expect("the dashboard tab's session").to_string();
+    assert!(loopback.iter().all(|c| !c.contains(&token)), "{loopback:?}");
+    assert_eq!(in_tab(&env.browser, &person, "location.href").await, json!(format!("{control}/ui")), "no code left");
+    let (status, overview) = raw_get(&control_addr, "/ui/api/overview", &[("x-browser-relay-session", &token)]).await;
+    assert_eq!(status, 200, "{overview}");
+
+    // A reload of that tab keeps its session; a tab opened on the dashboard's
+    // address without a login says how to log in; Log out ends the session.
+    let page_says = |session: String, expression: String| {
+        let browser = &env.browser;
+        async move {
+            let params = json!({"expression": expression, "returnByValue": true});
+            let value = browser.call("Runtime.evaluate", params, Some(&session)).await.ok()?["result"]["value"].clone();
+            value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+        }
+    };
+    in_tab(&env.browser, &person, "window.beforeReload = true").await;
+    env.browser.call("Page.reload", json!({}), Some(&person)).await.unwrap();
+    let status_line =
+        "!window.beforeReload && document.getElementById('status').textContent.startsWith('updated') && location.href";
+    eventually("the reloaded dashboard, updated", Duration::from_secs(20), || {
+        page_says(person.clone(), status_line.into())
+    })
+    .await;
+    let signed_out =
+        "document.getElementById('signed-out').hidden ? '' : document.getElementById('signed-out').innerText";
+    let other = env
+        .browser
+        .call("Target.createTarget", json!({"url": format!("{control}/ui"), "newWindow": true}), None)
+        .await
+        .unwrap();
+    let other = env
+        .browser
+        .call("Target.attachToTarget", json!({"targetId": other["targetId"], "flatten": true}), None)
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let says = eventually("a tab without a login to say how", Duration::from_secs(20), || {
+        page_says(other.clone(), signed_out.into())
+    })
+    .await;
+    assert!(says.contains("not logged in") && says.contains("browser-relay ui"), "{says}");
+    in_tab(&env.browser, &person, "document.getElementById('logout').click(); true").await;
+    let says = eventually("Log out", Duration::from_secs(20), || page_says(person.clone(), signed_out.into())).await;
+    assert!(says.contains("Logged out") && says.contains("browser-relay ui"), "{says}");
+    let (status, _) = raw_get(&control_addr, "/ui/api/overview", &[("x-browser-relay-session", &token)]).await;
+    assert_eq!(status, 401, "the session ended");
+    assert_eq!(in_tab(&env.browser, &person, "sessionStorage.length").await, json!(0), "and left the tab");
 }

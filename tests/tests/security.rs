@@ -874,110 +874,135 @@ fn header_of<'a>(response: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// The dashboard (`/ui`): reached only through a one-time login link that
-/// only a holder of the control key can ask for (never the token), then an
-/// HttpOnly, SameSite=Strict cookie; its API takes nothing else (not the
-/// key), answers only its own origin and never another site, and every
-/// change needs the page's CSRF token.
+/// only a holder of the control key can ask for (never the token); the
+/// login's answer hands the page a session token once, which every API
+/// request, read or change, carries in `x-browser-relay-session`. No
+/// cookie: the page's shell carries no secret, and whatever a program
+/// replays of what the browser sends by itself (a cookie, as curl would)
+/// opens nothing (issue 46, item 1). The API takes nothing else (not the
+/// key), and answers only its own origin, never another site.
 #[tokio::test]
-async fn the_dashboard_takes_a_one_time_login_its_own_origin_and_a_csrf_token() {
+async fn the_dashboard_takes_a_one_time_login_its_own_origin_and_a_session_header() {
     e2e::init_logging();
     let WithControl { server, token, control, .. } = serve_with_control(|_| {}).await;
     let host = format!("127.0.0.1:{}", control.port());
     let key = format!("Bearer {}", browser_relay::control_key(&token).as_str());
+    const SESSION: &str = "x-browser-relay-session";
+    let body_of = |answer: &str| answer.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    let session_in = |page: &str| {
+        page.split(r#"name="session" content=""#).nth(1).and_then(|rest| rest.split('"').next()).map(str::to_string)
+    };
 
     // The link: only for the key; it carries a code, not a key.
     let (status, _) = raw_request(control, &post("/ui/login-link", &host, &[], "{}")).await;
     assert_eq!(status, 401, "a login link without the control key");
     let (status, answer) = raw_request(control, &post("/ui/login-link", &host, &[("Authorization", &key)], "{}")).await;
     assert_eq!(status, 200, "{answer}");
-    let body: serde_json::Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let body: serde_json::Value = serde_json::from_str(&body_of(&answer)).unwrap();
     let link = body["url"].as_str().unwrap().to_string();
     assert!(link.starts_with(&format!("http://{host}/ui/login?code=")), "{link}");
     let secrets = [token.as_str().to_string(), browser_relay::control_key(&token).as_str().to_string()];
     assert!(secrets.iter().all(|s| !link.contains(s.as_str())), "the link carries no key");
     let login = link.trim_start_matches(&format!("http://{host}"));
 
-    // Without a login: nothing, and a page that says what to do.
-    let (status, page) = raw_request(control, &get("/ui", &host, &[])).await;
-    assert_eq!(status, 401);
-    assert!(page.contains("browser-relay ui"), "{page}");
-    let (status, _) = raw_request(control, &get("/ui/api/overview", &host, &[("Authorization", &key)])).await;
-    assert_eq!(status, 401, "the dashboard's API does not take the control key");
+    // Without a login: the page's shell, which says what to do; no data.
+    let (status, shell) = raw_request(control, &get("/ui", &host, &[])).await;
+    assert_eq!(status, 200, "{shell}");
+    assert!(shell.contains("browser-relay ui"), "{shell}");
+    assert_eq!(session_in(&shell).as_deref(), Some(""), "the shell holds no session");
+    for path in ["/ui/api/overview", "/ui/api/asks"] {
+        let (status, answer) = raw_request(control, &get(path, &host, &[])).await;
+        assert_eq!(status, 401, "{path}: {answer}");
+        assert!(answer.contains("browser-relay ui"), "{answer}");
+        let (status, _) = raw_request(control, &get(path, &host, &[("Authorization", &key)])).await;
+        assert_eq!(status, 401, "{path}: the dashboard's API does not take the control key");
+    }
 
-    // The code works once and sets a strict, script-proof cookie.
+    // The code works once; its answer is the page with the session in it,
+    // and sets no cookie.
     let (status, logged_in) = raw_request(control, &get(login, &host, &[("Sec-Fetch-Site", "cross-site")])).await;
     assert_eq!(status, 200, "{logged_in}");
-    let set_cookie = header_of(&logged_in, "set-cookie").expect("a session cookie").to_string();
-    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
-        assert!(set_cookie.contains(part), "{set_cookie}");
-    }
+    assert_eq!(header_of(&logged_in, "set-cookie"), None, "no cookie: nothing the browser sends by itself");
+    let session = session_in(&logged_in).expect("the page, with its session");
+    assert_eq!(session.len(), 64, "{session}");
     let (status, _) = raw_request(control, &get(login, &host, &[])).await;
     assert_eq!(status, 403, "a login link used twice");
-    let cookie = set_cookie.split(';').next().unwrap().to_string();
+    let csp = header_of(&logged_in, "content-security-policy").unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
 
-    // The page: its CSRF token, and headers that keep it to itself.
+    // What a program could lift and replay, as curl would: a cookie (the
+    // session under the name the dashboard's cookie had), the page's shell
+    // fetched with it. The shell reveals no session; the API answers 401.
+    let cookie = format!("browser_relay_ui_{}={session}", control.port());
     let (status, page) = raw_request(control, &get("/ui", &host, &[("Cookie", &cookie)])).await;
     assert_eq!(status, 200);
-    let csrf =
-        page.split(r#"name="csrf" content=""#).nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_string();
-    assert_eq!(csrf.len(), 64, "{csrf}");
-    let csp = header_of(&page, "content-security-policy").unwrap();
-    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
-    let (status, overview) = raw_request(control, &get("/ui/api/overview", &host, &[("Cookie", &cookie)])).await;
+    assert_eq!(session_in(&page).as_deref(), Some(""), "the page fetched with a cookie holds no session");
+    assert!(!body_of(&page).contains(&session), "no session in the page's shell");
+    for path in ["/ui/api/overview", "/ui/api/view?targetId=T", "/ui/api/asks", "/ui/api/activity"] {
+        let (status, answer) = raw_request(control, &get(path, &host, &[("Cookie", &cookie)])).await;
+        assert_eq!(status, 401, "{path} with a cookie alone: {answer}");
+    }
+
+    // With the page's header: the data.
+    let own_origin = format!("http://{host}");
+    let reads = [(SESSION, session.as_str()), ("Sec-Fetch-Site", "same-origin")];
+    let (status, overview) = raw_request(control, &get("/ui/api/overview", &host, &reads)).await;
     assert_eq!(status, 200, "{overview}");
     assert!(overview.contains("\"profiles\""), "{overview}");
     assert!(
-        secrets.iter().all(|s| !overview.contains(s.as_str()) && !page.contains(s.as_str())),
+        secrets.iter().all(|s| !overview.contains(s.as_str()) && !logged_in.contains(s.as_str())),
         "no key in the dashboard"
     );
+    let (status, view) = raw_request(control, &get("/ui/api/view", &host, &reads)).await;
+    assert_eq!(status, 400, "past the guard, to the handler: {view}");
 
-    // Other origins, other sites, other hosts: refused, cookie or not.
-    let own_origin = format!("http://{host}");
+    // Other origins, other sites, other hosts: refused, session or not.
     let rebound = format!("evil.example:{}", control.port());
+    let zeros = "0".repeat(64);
     let refused: Vec<HttpCase> = vec![
         (
             "another site's page",
             "/ui/api/overview".into(),
             &host,
-            vec![("Cookie", &cookie), ("Origin", "http://evil.example")],
+            vec![(SESSION, &session), ("Origin", "http://evil.example")],
             403,
         ),
         (
             "another port's page",
             "/ui/api/overview".into(),
             &host,
-            vec![("Cookie", &cookie), ("Origin", "http://127.0.0.1:1")],
+            vec![(SESSION, &session), ("Origin", "http://127.0.0.1:1")],
             403,
         ),
         (
             "a cross-site fetch",
             "/ui/api/overview".into(),
             &host,
-            vec![("Cookie", &cookie), ("Sec-Fetch-Site", "cross-site")],
+            vec![(SESSION, &session), ("Sec-Fetch-Site", "cross-site")],
             403,
         ),
-        ("DNS rebinding", "/ui/api/overview".into(), &rebound, vec![("Cookie", &cookie)], 403),
+        ("DNS rebinding", "/ui/api/overview".into(), &rebound, vec![(SESSION, &session)], 403),
+        ("a forged session", "/ui/api/overview".into(), &host, vec![(SESSION, &zeros)], 401),
     ];
     for (what, path, host, headers, expected) in &refused {
         let (status, _) = raw_request(control, &get(path, host, headers)).await;
         assert_eq!(status, *expected, "{what}");
     }
 
-    // A change: the cookie alone is not enough; the page's token is.
+    // A change: the cookie alone is nothing; the page's session is.
     let change = r#"{"clientId": 424242}"#;
     let (status, _) = raw_request(control, &post("/ui/api/disconnect", &host, &[("Cookie", &cookie)], change)).await;
-    assert_eq!(status, 403, "a change without the CSRF token");
-    let zeros = "0".repeat(64);
-    let forged = [("Cookie", cookie.as_str()), ("x-browser-relay-csrf", zeros.as_str())];
-    assert_eq!(raw_request(control, &post("/ui/api/disconnect", &host, &forged, change)).await.0, 403);
-    let own = [("Cookie", cookie.as_str()), ("x-browser-relay-csrf", csrf.as_str()), ("Origin", own_origin.as_str())];
+    assert_eq!(status, 401, "a change with a cookie alone");
+    let forged = [(SESSION, zeros.as_str())];
+    assert_eq!(raw_request(control, &post("/ui/api/disconnect", &host, &forged, change)).await.0, 401);
+    let own = [(SESSION, session.as_str()), ("Origin", own_origin.as_str())];
     let (status, answer) = raw_request(control, &post("/ui/api/disconnect", &host, &own, change)).await;
     assert_eq!(status, 404, "past the guard, to the handler: {answer}");
     assert!(answer.contains("no client 424242"), "{answer}");
 
     // The person's answers to a grant's questions and Done on a handed-over
-    // tab are changes too: the same token; past the guard, the handler says
-    // what it did not find, or what it did not understand.
+    // tab are changes too: the same session; past the guard, the handler
+    // says what it did not find, or what it did not understand.
     let answers: [(&str, &str, u16, &str); 3] = [
         ("/ui/api/answer", r#"{"id": 424242, "answer": "allow"}"#, 404, "no question 424242 is waiting"),
         ("/ui/api/answer", r#"{"id": 424242, "answer": "maybe"}"#, 400, "no answer 'maybe'"),
@@ -985,32 +1010,28 @@ async fn the_dashboard_takes_a_one_time_login_its_own_origin_and_a_csrf_token() 
     ];
     for (path, body, expected, says) in answers {
         let (status, _) = raw_request(control, &post(path, &host, &[("Cookie", &cookie)], body)).await;
-        assert_eq!(status, 403, "{path} without the CSRF token");
-        assert_eq!(raw_request(control, &post(path, &host, &forged, body)).await.0, 403, "{path}, a forged token");
+        assert_eq!(status, 401, "{path} with a cookie alone");
+        assert_eq!(raw_request(control, &post(path, &host, &forged, body)).await.0, 401, "{path}, a forged session");
         let (status, answer) = raw_request(control, &post(path, &host, &own, body)).await;
         assert_eq!(status, expected, "{path}: {answer}");
         assert!(answer.contains(says), "{path}: {answer}");
     }
     // What waits for the person: the session's alone, and the long poll
     // answers at once for a version it has moved on from.
-    assert_eq!(raw_request(control, &get("/ui/api/asks", &host, &[("Authorization", &key)])).await.0, 401);
-    let (status, asks) = raw_request(control, &get("/ui/api/asks", &host, &[("Cookie", &cookie)])).await;
+    let (status, asks) = raw_request(control, &get("/ui/api/asks", &host, &reads)).await;
     assert_eq!(status, 200, "{asks}");
-    let asks: serde_json::Value = serde_json::from_str(asks.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let asks: serde_json::Value = serde_json::from_str(&body_of(&asks)).unwrap();
     assert_eq!((&asks["questions"], &asks["handoffs"]), (&serde_json::json!([]), &serde_json::json!([])), "{asks}");
     let moved_on = format!("/ui/api/asks?wait={}", asks["version"].as_u64().unwrap() + 1);
-    let at_once = tokio::time::timeout(
-        Duration::from_secs(2),
-        raw_request(control, &get(&moved_on, &host, &[("Cookie", &cookie)])),
-    )
-    .await;
+    let at_once =
+        tokio::time::timeout(Duration::from_secs(2), raw_request(control, &get(&moved_on, &host, &reads))).await;
     assert_eq!(at_once.expect("an old version is answered at once").0, 200);
-    let (status, _) = raw_request(control, &get("/ui/api/asks?wait=soon", &host, &[("Cookie", &cookie)])).await;
+    let (status, _) = raw_request(control, &get("/ui/api/asks?wait=soon", &host, &reads)).await;
     assert_eq!(status, 400, "a version is a number");
 
     // Logging out ends the session.
     let (status, _) = raw_request(control, &post("/ui/api/logout", &host, &own, "{}")).await;
     assert_eq!(status, 200);
-    assert_eq!(raw_request(control, &get("/ui", &host, &[("Cookie", &cookie)])).await.0, 401);
+    assert_eq!(raw_request(control, &get("/ui/api/overview", &host, &reads)).await.0, 401);
     server.stop().await;
 }

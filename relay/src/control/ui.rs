@@ -101,7 +101,7 @@ pub(crate) fn router(dashboard: Dashboard) -> Router {
 /// headers every dashboard answer carries.
 async fn ui_guard(State(logins): State<Arc<UiLogins>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    let mut response = match logins.admit(request.method(), &path, request.headers()) {
+    let mut response = match logins.admit(&path, request.headers()) {
         Ok(session) => {
             if let Some(session) = session {
                 request.extensions_mut().insert(session);
@@ -145,9 +145,11 @@ fn asset(mime: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, mime)], body).into_response()
 }
 
-/// The page, with the session's CSRF token for its changes.
-async fn page(axum::Extension(session): axum::Extension<Admitted>) -> Response {
-    axum::response::Html(PAGE.replace("{{csrf}}", &session.csrf)).into_response()
+/// The page's shell: the same for everyone, with no session in it (any
+/// local program may fetch it). A tab that logged in finds its session in
+/// its own `sessionStorage`; any other says how to log in.
+async fn page() -> Response {
+    axum::response::Html(PAGE.replace("{{session}}", "")).into_response()
 }
 
 #[derive(Deserialize)]
@@ -156,27 +158,24 @@ struct LoginQuery {
     code: String,
 }
 
-/// Redeems a login link: the session cookie, and a page that moves on to
-/// the dashboard (the code leaves the address bar). Not a redirect: a
-/// redirect chain that began on another site (the local file
-/// `browser-relay ui` opens) would not send a `SameSite=Strict` cookie;
-/// the page's own navigation is same-origin and does.
+/// Redeems a login link: the page itself, with the new session's token in
+/// it, once. The page keeps the token in its tab's `sessionStorage`, sends
+/// it in `x-browser-relay-session` on every API request, and moves its
+/// address to `/ui` (the spent code leaves the address bar). No cookie, no
+/// redirect: the token is in no URL (no history entry keeps it) and in
+/// nothing the browser would send by itself.
 async fn login(State(dashboard): State<Dashboard>, query: Result<Query<LoginQuery>, QueryRejection>) -> Response {
     let session = query.ok().and_then(|Query(q)| dashboard.logins.redeem(&q.code));
     let Some(session) = session else {
         let message = "this login link was used already or is too old: run `browser-relay ui` for a new one";
         return (StatusCode::FORBIDDEN, html_message("Browser Relay", message)).into_response();
     };
-    let cookie = dashboard.logins.set_cookie(&session);
-    let page = "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=\"0;url=/ui\">\
-                <title>Browser Relay</title><p>Logged in. <a href=/ui>Open the dashboard</a>.</p>";
-    ([(header::SET_COOKIE, cookie)], axum::response::Html(page)).into_response()
+    axum::response::Html(PAGE.replace("{{session}}", &session.token)).into_response()
 }
 
 async fn logout(State(dashboard): State<Dashboard>, axum::Extension(session): axum::Extension<Admitted>) -> Response {
-    dashboard.logins.end(&session.id);
-    (StatusCode::OK, [(header::SET_COOKIE, dashboard.logins.clear_cookie())], axum::Json(json!({"ok": true})))
-        .into_response()
+    dashboard.logins.end(&session.token);
+    axum::Json(json!({"ok": true})).into_response()
 }
 
 /// Every profile with its tabs, the user's shared tabs, and every client.

@@ -4,24 +4,29 @@
 //! - The way in is a login link from `browser-relay ui` (which asks the
 //!   control API with its key): it carries a one-time code, good for
 //!   [`CODE_TTL`], never the token or a key.
-//! - Redeeming the code sets a session cookie: `HttpOnly` (no script reads
-//!   it), `SameSite=Strict` (no other site's page sends it), `Path=/ui`,
-//!   named after the port (cookies do not tell ports apart).
+//! - Redeeming the code answers the page itself with a new session token
+//!   in it, once: the page keeps it in its tab's `sessionStorage` (a
+//!   reload keeps it; no other tab, origin or program has it) and sends it
+//!   in [`SESSION_HEADER`] on every API request, reads and changes alike.
+//!   No cookie: a cookie is sent to every port of 127.0.0.1, and Chrome
+//!   hands the profile's cookies to any CDP client of the person's tabs
+//!   (`Network.getAllCookies`), so whatever a cookie carries, a local
+//!   program or a CDP key holder could replay. The page's shell (`/ui`,
+//!   what a reload or a typed address fetches) carries no secret.
 //! - Every request: a loopback `Host` (DNS rebinding); no `Origin` but the
 //!   dashboard's own (`http://<Host>`); no `Sec-Fetch-Site` but
 //!   `same-origin` (or `none`, a typed address, for the page itself). The
 //!   login link alone may come from anywhere (`browser-relay ui` opens it
 //!   from a local file): a code only comes from a holder of the control
-//!   key, and guessing one (256 bits) is hopeless.
-//! - Every change (`POST`) also carries the session's CSRF token in
-//!   [`CSRF_HEADER`], which only the dashboard's own page has.
+//!   key, and guessing one (256 bits) is hopeless. A header is no proof of
+//!   a page (curl sends none); the session token is.
 //!
 //! Each rule is in SECURITY.md with the test that tries to break it.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use subtle::ConstantTimeEq as _;
 
 use super::guard::is_loopback_host;
@@ -33,13 +38,13 @@ pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Login links not yet used, and sessions, kept at once (the oldest go).
 const MAX_CODES: usize = 8;
 const MAX_SESSIONS: usize = 8;
-/// The header every dashboard change carries its CSRF token in.
-pub(crate) const CSRF_HEADER: &str = "x-browser-relay-csrf";
+/// The header every request of the dashboard's page to its API carries
+/// the session token in.
+pub(crate) const SESSION_HEADER: &str = "x-browser-relay-session";
 
 #[derive(Debug)]
 struct UiSession {
-    id: String,
-    csrf: String,
+    token: String,
     expires: Instant,
 }
 
@@ -51,20 +56,20 @@ struct State {
 
 /// The dashboard's login codes and sessions (in memory: a new serve asks
 /// for a new login).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct UiLogins {
-    port: u16,
     state: Mutex<State>,
 }
 
 /// What a request to the dashboard is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UiRoute {
-    /// `/ui/login?code=…`: no session yet.
+    /// `/ui/login?code=…`: no session yet; its answer hands the page one.
     Login,
     /// `/ui/app.js`, `/ui/app.css`, `/favicon.ico`: the same for everyone, no secrets.
     Asset,
-    /// `/ui`: the page.
+    /// `/ui`: the page's shell, the same for everyone, no secrets (the
+    /// page finds its session in its tab, or says how to log in).
     Page,
     /// `/ui/api/*`: the dashboard's data and its stop buttons.
     Api,
@@ -88,7 +93,6 @@ pub(crate) enum UiRejection {
     ForeignOrigin(String),
     CrossSite(String),
     NoSession,
-    NoCsrf,
 }
 
 impl UiRejection {
@@ -110,31 +114,22 @@ impl UiRejection {
                 )
             }
             Self::CrossSite(site) => format!("requests from other sites are refused (Sec-Fetch-Site: {site})"),
-            Self::NoSession => "not logged in: run `browser-relay ui` and open the link it prints".into(),
-            Self::NoCsrf => format!("a dashboard change needs the page's CSRF token in {CSRF_HEADER}"),
+            Self::NoSession => format!(
+                "no dashboard session in {SESSION_HEADER} (a cookie is not one): open the dashboard with `browser-relay ui`"
+            ),
         }
     }
 }
 
-/// A request's session: its id (for logout) and CSRF token (for the page).
+/// A request's session: its token (for logout).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Admitted {
-    pub id: String,
-    pub csrf: String,
+    pub token: String,
 }
 
 impl UiLogins {
-    pub(crate) fn new(port: u16) -> Self {
-        Self { port, state: Mutex::default() }
-    }
-
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The session cookie's name: one per control port.
-    pub(crate) fn cookie_name(&self) -> String {
-        format!("browser_relay_ui_{}", self.port)
     }
 
     /// A new one-time login code.
@@ -157,8 +152,8 @@ impl UiLogins {
         state.codes.retain(|(_, expires)| *expires > now);
         let index = position_of(state.codes.iter().map(|(c, _)| c.as_str()), code)?;
         state.codes.remove(index);
-        let session = UiSession { id: random_hex().ok()?, csrf: random_hex().ok()?, expires: now + SESSION_TTL };
-        let admitted = Admitted { id: session.id.clone(), csrf: session.csrf.clone() };
+        let session = UiSession { token: random_hex().ok()?, expires: now + SESSION_TTL };
+        let admitted = Admitted { token: session.token.clone() };
         state.sessions.retain(|s| s.expires > now);
         if state.sessions.len() >= MAX_SESSIONS {
             state.sessions.remove(0);
@@ -168,30 +163,25 @@ impl UiLogins {
     }
 
     /// Ends a session (logout).
-    pub(crate) fn end(&self, id: &str) {
+    pub(crate) fn end(&self, token: &str) {
         let mut state = self.state();
-        if let Some(index) = position_of(state.sessions.iter().map(|s| s.id.as_str()), id) {
+        if let Some(index) = position_of(state.sessions.iter().map(|s| s.token.as_str()), token) {
             state.sessions.remove(index);
         }
     }
 
-    fn session(&self, id: &str) -> Option<Admitted> {
+    fn session(&self, token: &str) -> Option<Admitted> {
         let mut state = self.state();
         let now = Instant::now();
         state.sessions.retain(|s| s.expires > now);
-        let index = position_of(state.sessions.iter().map(|s| s.id.as_str()), id)?;
-        let session = &state.sessions[index];
-        Some(Admitted { id: session.id.clone(), csrf: session.csrf.clone() })
+        let index = position_of(state.sessions.iter().map(|s| s.token.as_str()), token)?;
+        Some(Admitted { token: state.sessions[index].token.clone() })
     }
 
-    /// Decides one dashboard request: `Ok(None)` for the login and the
-    /// assets, `Ok(Some(session))` for the page and the API.
-    pub(crate) fn admit(
-        &self,
-        method: &Method,
-        path: &str,
-        headers: &HeaderMap,
-    ) -> Result<Option<Admitted>, UiRejection> {
+    /// Decides one dashboard request: `Ok(None)` for the login, the page's
+    /// shell and the assets, `Ok(Some(session))` for the API, which takes
+    /// the session from [`SESSION_HEADER`] alone, for every method.
+    pub(crate) fn admit(&self, path: &str, headers: &HeaderMap) -> Result<Option<Admitted>, UiRejection> {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
         if !is_loopback_host(host) {
             return Err(UiRejection::NonLoopbackHost);
@@ -212,42 +202,15 @@ impl UiLogins {
                 return Err(UiRejection::CrossSite(site.to_string()));
             }
         }
-        if matches!(route, UiRoute::Login | UiRoute::Asset) {
+        if route != UiRoute::Api {
             return Ok(None);
         }
-        let session =
-            cookie(headers, &self.cookie_name()).and_then(|id| self.session(&id)).ok_or(UiRejection::NoSession)?;
-        if method != Method::GET {
-            let presented = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
-            if !bool::from(presented.as_bytes().ct_eq(session.csrf.as_bytes())) {
-                return Err(UiRejection::NoCsrf);
-            }
+        let presented = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if presented.is_empty() {
+            return Err(UiRejection::NoSession);
         }
-        Ok(Some(session))
+        self.session(presented).map(Some).ok_or(UiRejection::NoSession)
     }
-
-    /// The `Set-Cookie` value of a new session.
-    pub(crate) fn set_cookie(&self, session: &Admitted) -> String {
-        format!(
-            "{}={}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
-            self.cookie_name(),
-            session.id,
-            SESSION_TTL.as_secs()
-        )
-    }
-
-    /// The `Set-Cookie` value that ends the session in the browser.
-    pub(crate) fn clear_cookie(&self) -> String {
-        format!("{}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0", self.cookie_name())
-    }
-}
-
-/// The value of cookie `name` in the request's `Cookie` headers.
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
-        let (key, value) = pair.trim().split_once('=')?;
-        (key == name).then(|| value.to_string())
-    })
 }
 
 /// Where `wanted` is among `items`, comparing each in constant time.
@@ -274,6 +237,21 @@ mod tests {
 
     const HOST: &str = "127.0.0.1:7777";
 
+    /// Every API route, reads and changes alike.
+    const API: [&str; 11] = [
+        "/ui/api/overview",
+        "/ui/api/activity",
+        "/ui/api/view",
+        "/ui/api/asks",
+        "/ui/api/answer",
+        "/ui/api/handoff-done",
+        "/ui/api/disconnect",
+        "/ui/api/unshare",
+        "/ui/api/stop",
+        "/ui/api/revoke",
+        "/ui/api/logout",
+    ];
+
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         map.insert(header::HOST, HeaderValue::from_static(HOST));
@@ -283,16 +261,14 @@ mod tests {
         map
     }
 
-    fn logged_in(logins: &UiLogins) -> (Admitted, String) {
+    fn logged_in(logins: &UiLogins) -> Admitted {
         let code = logins.issue_code().unwrap();
-        let session = logins.redeem(&code).unwrap();
-        let cookie = format!("{}={}", logins.cookie_name(), session.id);
-        (session, cookie)
+        logins.redeem(&code).unwrap()
     }
 
     #[test]
     fn a_login_code_works_once() {
-        let logins = UiLogins::new(7777);
+        let logins = UiLogins::default();
         let code = logins.issue_code().unwrap();
         assert_eq!(code.len(), 64);
         assert!(logins.redeem(&code).is_some());
@@ -301,90 +277,97 @@ mod tests {
         assert!(logins.redeem(&"0".repeat(64)).is_none());
     }
 
+    /// Issue 46, item 1: a cookie went to every port of 127.0.0.1 and to
+    /// any CDP client of the person's Chrome, and opened the API alone.
     #[test]
-    fn the_page_and_the_api_need_the_session_cookie() {
-        let logins = UiLogins::new(7777);
-        let (session, cookie) = logged_in(&logins);
-        for path in ["/ui", "/ui/api/overview"] {
-            assert_eq!(logins.admit(&Method::GET, path, &headers(&[])), Err(UiRejection::NoSession), "{path}");
-            let wrong = format!("{}={}", logins.cookie_name(), "f".repeat(64));
-            assert_eq!(logins.admit(&Method::GET, path, &headers(&[("cookie", &wrong)])), Err(UiRejection::NoSession));
-            // Another serve's cookie (another port) is not this one's.
-            let other = format!("browser_relay_ui_7778={}", session.id);
-            assert_eq!(logins.admit(&Method::GET, path, &headers(&[("cookie", &other)])), Err(UiRejection::NoSession));
-            let admitted = logins.admit(&Method::GET, path, &headers(&[("cookie", &format!("a=b; {cookie}"))]));
-            assert_eq!(admitted, Ok(Some(session.clone())), "{path}");
+    fn every_api_route_needs_the_session_header_and_a_cookie_is_no_session() {
+        let logins = UiLogins::default();
+        let session = logged_in(&logins);
+        assert_eq!(session.token.len(), 64);
+        let token = session.token.as_str();
+        // What a program that lifted a cookie could send: the token as the
+        // old session cookie was named (this port's and another's), and in
+        // the old CSRF header.
+        let cookie = format!("browser_relay_ui_7777={token}");
+        let replayed: [&[(&str, &str)]; 5] = [
+            &[],
+            &[("cookie", &cookie)],
+            &[("cookie", &cookie), ("x-browser-relay-csrf", token)],
+            &[("cookie", &format!("{SESSION_HEADER}={token}"))],
+            &[(SESSION_HEADER, "")],
+        ];
+        for path in API {
+            for sent in replayed {
+                assert_eq!(logins.admit(path, &headers(sent)), Err(UiRejection::NoSession), "{path} {sent:?}");
+            }
+            let wrong = "f".repeat(64);
+            assert_eq!(logins.admit(path, &headers(&[(SESSION_HEADER, &wrong)])), Err(UiRejection::NoSession));
+            let own = [(SESSION_HEADER, token), ("origin", "http://127.0.0.1:7777"), ("sec-fetch-site", "same-origin")];
+            assert_eq!(logins.admit(path, &headers(&own)), Ok(Some(session.clone())), "{path}");
+            assert_eq!(logins.admit(path, &headers(&[(SESSION_HEADER, token)])), Ok(Some(session.clone())));
         }
-        logins.end(&session.id);
-        assert_eq!(logins.admit(&Method::GET, "/ui", &headers(&[("cookie", &cookie)])), Err(UiRejection::NoSession));
+        assert_eq!(UiRejection::NoSession.status(), StatusCode::UNAUTHORIZED);
+        assert!(UiRejection::NoSession.message().contains("browser-relay ui"));
+        logins.end(token);
+        let ended = headers(&[(SESSION_HEADER, token)]);
+        assert_eq!(logins.admit("/ui/api/overview", &ended), Err(UiRejection::NoSession), "after logout");
     }
 
     #[test]
-    fn a_change_needs_the_csrf_token_even_with_the_cookie() {
-        let logins = UiLogins::new(7777);
-        let (session, cookie) = logged_in(&logins);
-        // A stop button, and the person's answer to a grant's question or Done.
-        for path in ["/ui/api/disconnect", "/ui/api/answer", "/ui/api/handoff-done"] {
-            let cookie_only = headers(&[("cookie", &cookie)]);
-            assert_eq!(logins.admit(&Method::POST, path, &cookie_only), Err(UiRejection::NoCsrf), "{path}");
-            let wrong = [("cookie", cookie.as_str()), (CSRF_HEADER, session.id.as_str())];
-            assert_eq!(logins.admit(&Method::POST, path, &headers(&wrong)), Err(UiRejection::NoCsrf), "{path}");
-            let right = [("cookie", cookie.as_str()), (CSRF_HEADER, session.csrf.as_str())];
-            assert!(logins.admit(&Method::POST, path, &headers(&right)).is_ok(), "{path}");
+    fn the_page_shell_and_the_assets_need_no_session_and_carry_none() {
+        let logins = UiLogins::default();
+        for path in ["/ui", "/ui/", "/ui/app.js", "/ui/app.css", "/favicon.ico", "/ui/login"] {
+            assert_eq!(logins.admit(path, &headers(&[])), Ok(None), "{path}");
         }
+        // Logged in or not, the shell is the same (`Ok(None)`: no session for its handler).
+        let session = logged_in(&logins);
+        assert_eq!(logins.admit("/ui", &headers(&[(SESSION_HEADER, &session.token)])), Ok(None));
     }
 
     #[test]
     fn only_the_dashboards_own_origin_and_a_loopback_host_get_in() {
-        let logins = UiLogins::new(7777);
-        let (session, cookie) = logged_in(&logins);
-        let csrf = session.csrf.as_str();
+        let logins = UiLogins::default();
+        let session = logged_in(&logins);
+        let token = session.token.as_str();
         for origin in
             ["http://evil.example", "http://127.0.0.1:7778", "http://localhost:7777", "null", "chrome-extension://abc"]
         {
-            let sent = [("cookie", cookie.as_str()), (CSRF_HEADER, csrf), ("origin", origin)];
+            let sent = [(SESSION_HEADER, token), ("origin", origin)];
             assert_eq!(
-                logins.admit(&Method::POST, "/ui/api/stop", &headers(&sent)),
+                logins.admit("/ui/api/stop", &headers(&sent)),
                 Err(UiRejection::ForeignOrigin(origin.into())),
                 "{origin}"
             );
-            assert!(logins.admit(&Method::GET, "/ui/login", &headers(&[("origin", origin)])).is_err(), "{origin}");
+            assert!(logins.admit("/ui/login", &headers(&[("origin", origin)])).is_err(), "{origin}");
+            assert!(logins.admit("/ui", &headers(&[("origin", origin)])).is_err(), "{origin}");
         }
-        let own = [("cookie", cookie.as_str()), (CSRF_HEADER, csrf), ("origin", "http://127.0.0.1:7777")];
-        assert!(logins.admit(&Method::POST, "/ui/api/stop", &headers(&own)).is_ok());
-        let mut rebound = headers(&[("cookie", cookie.as_str())]);
+        let own = [(SESSION_HEADER, token), ("origin", "http://127.0.0.1:7777")];
+        assert!(logins.admit("/ui/api/stop", &headers(&own)).is_ok());
+        let mut rebound = headers(&[(SESSION_HEADER, token)]);
         rebound.insert(header::HOST, HeaderValue::from_static("evil.example:7777"));
-        assert_eq!(logins.admit(&Method::GET, "/ui", &rebound), Err(UiRejection::NonLoopbackHost));
-        assert_eq!(logins.admit(&Method::GET, "/ui/app.js", &rebound), Err(UiRejection::NonLoopbackHost));
+        for path in ["/ui", "/ui/app.js", "/ui/api/overview"] {
+            assert_eq!(logins.admit(path, &rebound), Err(UiRejection::NonLoopbackHost), "{path}");
+        }
     }
 
     #[test]
     fn other_sites_cannot_send_the_user_through_the_dashboard() {
-        let logins = UiLogins::new(7777);
-        let (_, cookie) = logged_in(&logins);
+        let logins = UiLogins::default();
+        let session = logged_in(&logins);
+        let token = session.token.as_str();
         for site in ["cross-site", "same-site"] {
             for path in ["/ui", "/ui/api/overview", "/ui/app.js"] {
-                let sent = [("cookie", cookie.as_str()), ("sec-fetch-site", site)];
-                assert_eq!(logins.admit(&Method::GET, path, &headers(&sent)), Err(UiRejection::CrossSite(site.into())));
+                let sent = [(SESSION_HEADER, token), ("sec-fetch-site", site)];
+                assert_eq!(logins.admit(path, &headers(&sent)), Err(UiRejection::CrossSite(site.into())));
             }
         }
         // The login link is opened from a file (cross-site): its code is the proof.
-        assert_eq!(logins.admit(&Method::GET, "/ui/login", &headers(&[("sec-fetch-site", "cross-site")])), Ok(None));
+        assert_eq!(logins.admit("/ui/login", &headers(&[("sec-fetch-site", "cross-site")])), Ok(None));
         // A typed address opens the page; the API is only the page's.
-        let typed = [("cookie", cookie.as_str()), ("sec-fetch-site", "none")];
-        assert!(logins.admit(&Method::GET, "/ui", &headers(&typed)).is_ok());
-        assert!(logins.admit(&Method::GET, "/ui/api/overview", &headers(&typed)).is_err());
-        let own = [("cookie", cookie.as_str()), ("sec-fetch-site", "same-origin")];
-        assert!(logins.admit(&Method::GET, "/ui/api/overview", &headers(&own)).is_ok());
-    }
-
-    #[test]
-    fn the_cookie_is_http_only_strict_and_scoped_to_the_dashboard() {
-        let logins = UiLogins::new(7777);
-        let (session, _) = logged_in(&logins);
-        let cookie = logins.set_cookie(&session);
-        for part in ["browser_relay_ui_7777=", "HttpOnly", "SameSite=Strict", "Path=/ui"] {
-            assert!(cookie.contains(part), "{cookie} lacks {part}");
-        }
+        assert_eq!(logins.admit("/ui", &headers(&[("sec-fetch-site", "none")])), Ok(None));
+        let typed = [(SESSION_HEADER, token), ("sec-fetch-site", "none")];
+        assert!(logins.admit("/ui/api/overview", &headers(&typed)).is_err());
+        let own = [(SESSION_HEADER, token), ("sec-fetch-site", "same-origin")];
+        assert!(logins.admit("/ui/api/overview", &headers(&own)).is_ok());
     }
 }

@@ -3,7 +3,25 @@
 // never markup); it polls only while the page is visible.
 "use strict";
 
-const csrf = document.querySelector('meta[name="csrf"]').content;
+// The session: the login's answer hands this page its token once (a meta
+// tag that no later answer carries: the shell at /ui is the same for
+// everyone). It is kept in this tab's sessionStorage, so a reload keeps
+// it while no other tab, origin or program has it, and sent in a header
+// on every request to the API; the browser sends nothing by itself that
+// opens the dashboard (no cookie).
+const SESSION_HEADER = "x-browser-relay-session";
+const SESSION_KEY = "browserRelaySession";
+const session = (() => {
+  const given = document.querySelector('meta[name="session"]');
+  if (given?.content) sessionStorage.setItem(SESSION_KEY, given.content);
+  given?.remove();
+  // The login link's spent code leaves the address bar (and a reload asks for /ui).
+  if (location.pathname !== "/ui") history.replaceState(null, "", "/ui");
+  return sessionStorage.getItem(SESSION_KEY);
+})();
+// Set when this tab's session ends (or it had none): the polls stop.
+let signedOutAlready = false;
+const timers = [];
 const OVERVIEW_EVERY = 1500;
 const ACTIVITY_EVERY = 2000;
 // The activity table's newest entries; after the first answer each poll
@@ -46,27 +64,45 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
-async function getJson(path) {
-  const response = await fetch(path, { credentials: "same-origin" });
+// Every request to the API: the session in its header, no cookie. A 401
+// (no session, logged out, a new serve) ends this page's session.
+async function call(path, options = {}) {
+  if (signedOutAlready) throw new Error("not logged in");
+  const headers = { ...options.headers, [SESSION_HEADER]: session };
+  const response = await fetch(path, { ...options, headers, credentials: "omit" });
   if (response.status === 401) {
-    status("logged out: run `browser-relay ui` for a new link");
-    throw new Error("logged out");
+    signedOut("This tab's login has ended (logged out, or serve restarted).");
+    throw new Error("not logged in");
   }
+  return response;
+}
+
+async function getJson(path) {
+  const response = await call(path);
   const body = await response.json();
   if (!response.ok) throw new Error(body.error?.message || response.statusText);
   return body;
 }
 
 async function post(path, body) {
-  const response = await fetch(path, {
+  const response = await call(path, {
     method: "POST",
-    credentials: "same-origin",
-    headers: { "content-type": "application/json", "x-browser-relay-csrf": csrf },
+    headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
   });
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(answer.error?.message || response.statusText);
   return answer;
+}
+
+// No session in this tab: say how to log in, and ask the API nothing more.
+function signedOut(why) {
+  signedOutAlready = true;
+  sessionStorage.removeItem(SESSION_KEY);
+  for (const timer of timers) clearInterval(timer);
+  for (const node of document.body.children) node.hidden = node.id !== "signed-out";
+  document.getElementById("signed-out-why").textContent = why;
+  document.title = "Browser Relay";
 }
 
 function status(text) {
@@ -265,7 +301,7 @@ const frame = once("frame", async () => {
   const query = new URLSearchParams({ targetId: watching.targetId });
   if (watching.profile) query.set("profile", watching.profile);
   try {
-    const response = await fetch(`/ui/api/view?${query}`, { credentials: "same-origin" });
+    const response = await call(`/ui/api/view?${query}`);
     if (!response.ok) throw new Error((await response.json()).error?.message || response.statusText);
     const blob = await response.blob();
     const view = document.getElementById("view");
@@ -368,7 +404,7 @@ function countDown() {
 // counts what waits.
 async function followAsks() {
   let version = null;
-  for (;;) {
+  while (!signedOutAlready) {
     try {
       const asks = await getJson(version === null ? "/ui/api/asks" : `/ui/api/asks?wait=${version}`);
       // Unchanged after the wait: the rows stay, and a button under the
@@ -385,13 +421,17 @@ async function followAsks() {
 }
 
 document.getElementById("logout").addEventListener("click", () => {
-  post("/ui/api/logout", {}).finally(() => location.reload());
+  post("/ui/api/logout", {}).finally(() => signedOut("Logged out."));
 });
-document.addEventListener("visibilitychange", () => { refresh(); refreshActivity(); });
-refresh();
-refreshActivity();
-setInterval(refresh, OVERVIEW_EVERY);
-setInterval(refreshActivity, ACTIVITY_EVERY);
-setInterval(frame, VIEW_EVERY);
-setInterval(countDown, COUNTDOWN_EVERY);
-followAsks();
+if (session) {
+  document.addEventListener("visibilitychange", () => { refresh(); refreshActivity(); });
+  refresh();
+  refreshActivity();
+  timers.push(setInterval(refresh, OVERVIEW_EVERY));
+  timers.push(setInterval(refreshActivity, ACTIVITY_EVERY));
+  timers.push(setInterval(frame, VIEW_EVERY));
+  timers.push(setInterval(countDown, COUNTDOWN_EVERY));
+  followAsks();
+} else {
+  signedOut("This tab is not logged in to the dashboard.");
+}
