@@ -387,6 +387,9 @@ async fn the_dashboard_asks_the_person_and_a_denied_form_never_reaches_the_site(
         .until("the dashboard itself (not its login page)", "document.getElementById('asks-section') !== null")
         .await;
     dashboard.until("the page's first look at the questions", "document.getElementById('asks-section').hidden").await;
+    // The page keeps its session before it asks anything (the requests
+    // below are made with it).
+    dashboard.until("the page's session kept", "sessionStorage.getItem('browserRelaySession') !== null").await;
     assert_eq!(dashboard.eval("document.body.children[1].id").await, json!("asks-section"), "first under the header");
 
     // The long poll itself (with the page's session, as the page asks):

@@ -149,6 +149,41 @@ async fn wait_until(client: &CdpClient, session: &str, condition: &str) {
     assert_eq!(answer.unwrap()["result"]["value"], true, "{condition}");
 }
 
+/// One command with params written as they are (`params`: raw JSON text),
+/// on a page session of `target`, over a raw socket of the grant: its
+/// answer.
+async fn raw_call(env: &AskEnv, target: &str, method: &str, params: &str) -> Value {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    let url = format!("ws://{}/cdp?token={}", env.server.addr, env.grant.key(&env.token, Door::Cdp).as_str());
+    let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.unwrap();
+    let attach = json!({"id": 1, "method": "Target.attachToTarget", "params": {"targetId": target, "flatten": true}});
+    let frames = [attach.to_string(), String::new()];
+    let mut session = String::new();
+    for (id, frame) in (1u64..).zip(frames) {
+        let frame = if id == 1 {
+            frame
+        } else {
+            format!(r#"{{"id":{id},"method":"{method}","sessionId":"{session}","params":{params}}}"#)
+        };
+        socket.send(Message::Text(frame.into())).await.unwrap();
+        let answer = loop {
+            let next = tokio::time::timeout(WITHIN, socket.next()).await.unwrap().unwrap().unwrap();
+            let Message::Text(text) = next else { continue };
+            let value: Value = serde_json::from_str(&text).unwrap();
+            if value["id"] == id {
+                break value;
+            }
+        };
+        if id == 1 {
+            session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+        } else {
+            return answer;
+        }
+    }
+    unreachable!("two frames, two answers")
+}
+
 fn refused(result: Result<Value, CdpError>) -> String {
     match result {
         Err(CdpError::Protocol { message, .. }) => message,
@@ -176,6 +211,7 @@ async fn a_form_waits_for_the_person_and_a_no_never_reaches_the_site() {
     // question is shown again on the new one, and still waits.
     let before = env.ext.notices_count();
     env.ext.drop_connection();
+    e2e::wait_for_stats(&env.server.relay, "the old link gone", WITHIN, |s| !s.extension_connected).await.unwrap();
     env.ext.connect(env.server.addr, Some(env.token.as_str())).await.unwrap();
     let again = env.ext.notice("ask", before, WITHIN).await.unwrap();
     assert_eq!(again["id"], question.id, "{again}");
@@ -236,6 +272,44 @@ async fn no_answer_in_time_is_a_no() {
     assert!(env.server.relay.answer(question.id, Answer::Allow, AnsweredBy::Terminal).is_err(), "too late");
     assert_eq!(eval(&client, &session, "location.pathname").await, "/order.html");
     assert_eq!(env.reached("/echo?order"), 0);
+}
+
+/// A question its grant leaves (revoked: the grants the relay honours no
+/// longer hold it) is a no: the held form fails in Chrome, never sent on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_whose_grant_ends_sends_nothing() {
+    let env = AskEnv::start(&[AskKind::Submit], None).await;
+    let (client, mut events) = env.grant_client().await;
+    let order = format!("{}/order.html", env.fixtures.url());
+    let (target, session) = open(&client, &mut events, &order).await;
+    // The person watches the tab with their own key.
+    let (person, mut seen) = env.client(&browser_relay::cdp_key(&env.token)).await;
+    let attached = person.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await;
+    let person_session = attached.unwrap()["sessionId"].as_str().unwrap().to_string();
+    person.call("Page.enable", json!({}), Some(&person_session)).await.unwrap();
+    // A grant's client cannot slip params past the relay's reading (a lone
+    // surrogate: Chrome's parser takes it, serde's Value does not).
+    let answer =
+        raw_call(&env, &target, "Fetch.continueRequest", r#"{"requestId":"interception-job-1.0","x":"\ud800"}"#).await;
+    assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("plain JSON"), "{answer}");
+
+    eval(&client, &session, "document.getElementById('buy').click(); true").await;
+    env.question().await;
+    env.server.relay.set_grants(Vec::new());
+    let mut changed = env.server.relay.watch_asks();
+    tokio::time::timeout(WITHIN, changed.wait_for(|_| env.server.relay.questions().is_empty())).await.unwrap().unwrap();
+    // The held navigation ends where it was: it stopped loading, and never landed.
+    loop {
+        let event = tokio::time::timeout(WITHIN, seen.recv()).await.unwrap().unwrap();
+        if event.method == "Page.frameNavigated" {
+            assert!(!event.params.to_string().contains("/echo"), "the held form went on: {event:?}");
+        }
+        if event.method == "Page.frameStoppedLoading" {
+            break;
+        }
+    }
+    assert_eq!(env.reached("/echo?order"), 0, "the held form never reached the site");
+    assert!(env.answers()[0].ends_with(&format!("({}/echo?order)", env.fixtures.url())), "{:?}", env.answers());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,6 +472,7 @@ async fn a_handed_over_tab_is_the_persons_until_they_say_done() {
     let order = format!("{}/order.html", env.fixtures.url());
     let (target, session) = open(&client, &mut events, &order).await;
     client.call("Network.enable", json!({}), Some(&session)).await.unwrap();
+    client.call("Page.enable", json!({}), Some(&session)).await.unwrap();
     let relay = env.server.relay.clone();
     let grant = Arc::new(env.grant.clone());
     let handing = {
@@ -415,6 +490,8 @@ async fn a_handed_over_tab_is_the_persons_until_they_say_done() {
         ("Input.insertText", json!({"text": "x"})),
         ("Runtime.evaluate", json!({"expression": "document.getElementById('card').value"})),
         ("Page.captureScreenshot", json!({})),
+        ("Page.addScriptToEvaluateOnNewDocument", json!({"source": "1"})),
+        ("DOM.getDocument", json!({})),
         ("Page.navigate", json!({"url": format!("{}/form.html", env.fixtures.url())})),
     ] {
         let message = refused(client.call(method, params, Some(&session)).await);
@@ -425,26 +502,33 @@ async fn a_handed_over_tab_is_the_persons_until_they_say_done() {
     }
 
     // The person types their password and sends the form (here through
-    // their own key): the grant's client sees the request go, not what it sent.
+    // their own key): the grant's client hears the tab go on, not what was
+    // sent, and can ask Chrome for none of it.
     let (person, _person_events) = env.client(&browser_relay::cdp_key(&env.token)).await;
     let attached = person.call("Target.attachToTarget", json!({"targetId": target, "flatten": true}), None).await;
     let person_session = attached.unwrap()["sessionId"].as_str().unwrap().to_string();
     let typed = "document.getElementById('card').value = 'hunter2'; document.getElementById('buy').click(); true";
     eval(&person, &person_session, typed).await;
-    let sent = loop {
-        let event = e2e::next_event(&mut events, "Network.requestWillBeSent", WITHIN).await;
-        if event.params["request"]["url"].as_str().unwrap().contains("/echo?order") {
+    let landed = loop {
+        let event = e2e::next_event(&mut events, "Page.frameNavigated", WITHIN).await;
+        if event.params["frame"]["url"].as_str().unwrap().contains("/echo?order") {
             break event;
         }
     };
-    assert_eq!(sent.params["request"]["method"], "POST");
-    assert!(!sent.params.to_string().contains("hunter2"), "the grant saw what the person sent: {}", sent.params);
-
+    let request_id = landed.params["frame"]["loaderId"].as_str().unwrap().to_string();
+    assert_eq!(env.reached("/echo?order"), 1, "the person's form went");
+    while let Ok(event) = events.try_recv() {
+        assert!(event.method != "Network.requestWillBeSent", "the grant heard the person's request: {event:?}");
+        assert!(!event.params.to_string().contains("hunter2"), "the grant saw what the person sent: {event:?}");
+    }
     // Done, in the browser: the grant's call returns, and the tab is its again.
     env.ext.handoff_done(env.server.relay.tab_of_target(&target).unwrap());
     assert_eq!(handing.await.unwrap().unwrap(), HandoffEnd::Done);
     env.ext.notice("handoff.end", 1, WITHIN).await.unwrap();
     assert_eq!(eval(&client, &session, "location.pathname").await, "/echo");
+    let body = client.call("Network.getRequestPostData", json!({"requestId": request_id}), Some(&session)).await;
+    let message = refused(body);
+    assert!(message.contains("that request was the person's"), "{message}");
 
     // The agent's time running out gives it back too.
     let ended = relay.hand_over(&target, Some(&grant), "a CAPTCHA", Duration::from_millis(300)).await.unwrap();

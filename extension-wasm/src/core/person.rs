@@ -281,9 +281,9 @@ impl<H: Host> Core<H> {
         }
     }
 
-    /// The link leaves `Ready`: every question's notification goes (the
-    /// relay fails them), and every handoff ends here (the relay re-sends
-    /// nothing on a new link).
+    /// The link leaves `Ready`: every question's notification goes, and
+    /// every handoff ends here; the relay shows what still waits again
+    /// when the tab is announced on a new link (`ask`, `handoff`).
     pub(super) fn link_left_the_loop(&mut self) {
         for id in std::mem::take(&mut self.in_the_loop.asks) {
             self.clear_notification(ask_notification(id));

@@ -2,24 +2,28 @@
 //! until the person answers, and a tab handed to the person.
 //!
 //! - **Questions.** A grant given `--ask` (`grants::AskKind`) has the
-//!   matching actions held: a top-level POST or a document to a site its
-//!   tabs have not been on (the site hold keeps the request paused, before
-//!   it leaves Chrome: `lending.rs`), a download (the response held before
-//!   its body), a file given to an input and every input event (the
-//!   client's command held, and its later commands behind it:
-//!   `client.rs`). Whoever started it: an agent's click, a CDP command,
-//!   the page's own script. The person answers in the extension's
-//!   notification, on the dashboard or in a terminal
-//!   ([`Relay::answer`]); no answer in [`ASK_WITHIN`] is a no. Allow: it
-//!   goes on as if never held; "allow for this site" lets the same kind on
-//!   the same site go for [`SITE_ALLOWANCE`]; deny: it never happens, and
+//!   matching actions held: a document POST or a top-level document to a
+//!   site its tabs have not been on (the site hold keeps the request
+//!   paused, before it leaves Chrome: `lending.rs`), a download (the
+//!   response held before its body), files given to an input or dropped
+//!   on the page, and the start of its input (the client's command held,
+//!   and its later commands behind it: `client.rs`). Whoever started it:
+//!   an agent's click, a CDP command, the page's own script. The person
+//!   answers in the extension's notification, on the dashboard or in a
+//!   terminal ([`Relay::answer`]); no answer in [`ASK_WITHIN`] is a no, and
+//!   so is a question whose tab, grant or client goes first. Allow: it goes
+//!   on as if never held (an allowed input's rest for a few seconds);
+//!   "allow for this site" lets the same kind on the same site go for
+//!   [`SITE_ALLOWANCE`] (files excepted); deny: it never happens, and
 //!   whoever caused it is told the person said no.
 //! - **Handoffs.** A grant's agent hands its tab to the person
 //!   ([`Relay::hand_over`]): the extension brings it to the front and says
 //!   who needs the person and why; while the person has it, the grant's
-//!   input and navigation there are refused; Done (the notification, the
-//!   button's menu, the dashboard, `browser-relay done`) or the agent's
-//!   timeout gives it back.
+//!   clients may do nothing there but watch where it goes
+//!   (`lending::refused_while_handed_over`, `shown_while_handed_over`);
+//!   Done (the notification, the button's menu, the dashboard,
+//!   `browser-relay done`), the agent's timeout, or the agent no longer
+//!   waiting gives it back.
 //!
 //! Every question, answer and handoff is in the activity record.
 
@@ -37,6 +41,9 @@ use super::Relay;
 
 /// How long a question waits for the person: then it is a no.
 pub const ASK_WITHIN: Duration = Duration::from_secs(120);
+
+/// How many questions of one grant may wait at once.
+pub(crate) const WAITING_PER_GRANT: usize = 8;
 
 /// How long "allow for this site" lasts.
 pub const SITE_ALLOWANCE: Duration = Duration::from_secs(600);
@@ -176,9 +183,18 @@ pub(crate) struct Asking {
     visited: HashMap<String, HashSet<String>>,
     /// Tab id → its handoff.
     handed: HashMap<TabId, Handoff>,
-    /// (client, tab) → until when its input goes on without asking (an
+    /// (client, tab) → its allowed input going on without asking (an
     /// allowed click's release, the rest of allowed typing).
-    input_runs: HashMap<(u64, TabId), std::time::Instant>,
+    input_runs: HashMap<(u64, TabId), InputRun>,
+}
+
+/// Input the person allowed, going on.
+#[derive(Debug)]
+struct InputRun {
+    /// Renewed by each event, up to `ends`.
+    until: std::time::Instant,
+    ends: std::time::Instant,
+    site: String,
 }
 
 /// A duration as a person reads it: "2 minutes", "90 seconds".
@@ -188,6 +204,45 @@ fn said_as(within: Duration) -> String {
         0 => format!("{} ms", within.as_millis()),
         s if s % 60 == 0 && s >= 60 => format!("{} minute{}", s / 60, if s == 60 { "" } else { "s" }),
         s => format!("{s} second{}", if s == 1 { "" } else { "s" }),
+    }
+}
+
+/// A question still waiting when whoever asked it stops waiting: it is
+/// withdrawn (dropped with the future that waits for it).
+struct Unasked {
+    relay: Relay,
+    id: Option<u64>,
+}
+
+impl Unasked {
+    /// Answered: nothing to take away.
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Unasked {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let waiting = self.relay.asking().waiting.remove(&id);
+        if let Some(waiting) = waiting {
+            self.relay.close_question(id);
+            self.relay.note_answer(&waiting.question, "no longer waited for: withdrawn", true);
+        }
+    }
+}
+
+/// A handoff whose agent stopped waiting: it ends.
+struct Abandoned {
+    relay: Relay,
+    tab: Option<TabId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(tab) = self.tab.take() {
+            self.relay.end_handoff(tab, HandoffEnd::TimedOut, "the agent stopped waiting");
+        }
     }
 }
 
@@ -206,8 +261,10 @@ impl AskedTab {
 }
 
 /// How long an allowed input goes on without asking again: the rest of a
-/// click (its release) or of typed text, while the events keep coming.
+/// click (its release) or of typed text, while the events keep coming
+/// (each renews it), on the same site, and never past [`INPUT_RUN_MAX`].
 pub(crate) const INPUT_RUN: Duration = Duration::from_secs(5);
+pub(crate) const INPUT_RUN_MAX: Duration = Duration::from_secs(30);
 
 impl Relay {
     fn asking(&self) -> std::sync::MutexGuard<'_, Asking> {
@@ -238,6 +295,12 @@ impl Relay {
     pub fn answer(&self, id: u64, answer: Answer, by: AnsweredBy) -> Result<(), AskError> {
         let waiting = self.asking().waiting.remove(&id).ok_or(AskError::Unknown(id))?;
         let question = waiting.question;
+        // A file is asked about each time: a yes for the site would give
+        // the page any file for ten minutes.
+        let answer = match (answer, question.kind) {
+            (Answer::AllowSite, AskKind::Upload) => Answer::Allow,
+            (answer, _) => answer,
+        };
         if answer == Answer::AllowSite {
             let until = activity::now_millis() + SITE_ALLOWANCE.as_millis() as u64;
             let key = (question.grant.clone(), question.kind, question.site.clone());
@@ -279,6 +342,19 @@ impl Relay {
             asking.allowed.contains_key(&key)
         };
         let (tx, rx) = oneshot::channel();
+        // A page looping on a form, or an agent on a click, asks no more
+        // than a few questions at once: the rest are no at once.
+        let crowded = self.asking().waiting.values().filter(|w| w.question.grant == grant.name.as_str()).count()
+            >= WAITING_PER_GRANT;
+        if crowded && !pass {
+            tracing::info!(grant = %grant.name, "too many questions wait for the person: refused without asking");
+            let _ = tx.send(Verdict::Refused(format!(
+                "Browser Relay: {WAITING_PER_GRANT} questions of this grant already wait for the person: {what}"
+            )));
+            return futures_util::future::Either::Left(
+                async move { rx.await.unwrap_or(Verdict::Refused(String::new())) },
+            );
+        }
         let id = if pass {
             let _ = tx.send(Verdict::Allowed);
             None
@@ -306,32 +382,30 @@ impl Relay {
             self.tell_extension_ask(&question, tab.map(|t| t.tab_id));
             Some(id)
         };
-        let relay = self.clone();
-        async move {
-            match tokio::time::timeout(within, rx).await {
+        // Whoever stops waiting (a client gone, a request dropped) takes
+        // the question away with it: none waits for an answer no one reads.
+        let mut unasked = Unasked { relay: self.clone(), id };
+        let mut rx = rx;
+        futures_util::future::Either::Right(async move {
+            let verdict = match tokio::time::timeout(within, &mut rx).await {
                 Ok(Ok(verdict)) => verdict,
-                // The relay stopped, or the question was dropped.
+                // The relay stopped, or the question was withdrawn.
                 Ok(Err(_)) => Verdict::Refused("Browser Relay: the question was withdrawn".into()),
-                Err(_) => {
-                    let Some(id) = id else { return Verdict::Allowed };
-                    let waiting = relay.asking().waiting.remove(&id);
-                    relay.close_question(id);
-                    let what = waiting.map(|w| {
-                        relay.note_answer(
-                            &w.question,
-                            &format!("not answered within {}: denied", said_as(within)),
-                            true,
-                        );
-                        w.question.what
-                    });
-                    Verdict::Refused(format!(
-                        "Browser Relay: the person did not answer within {}: {}",
-                        said_as(within),
-                        what.unwrap_or_default()
-                    ))
-                }
-            }
-        }
+                Err(_) => match unasked.id.and_then(|id| unasked.relay.asking().waiting.remove(&id)) {
+                    Some(waiting) => {
+                        let said = format!("not answered within {}: denied", said_as(within));
+                        unasked.relay.close_question(waiting.question.id);
+                        unasked.relay.note_answer(&waiting.question, &said, true);
+                        let why = format!("Browser Relay: the person did not answer within {}", said_as(within));
+                        Verdict::Refused(format!("{why}: {}", waiting.question.what))
+                    }
+                    // Answered just as the time ran out: that answer counts.
+                    None => rx.await.unwrap_or(Verdict::Refused("Browser Relay: the question was withdrawn".into())),
+                },
+            };
+            unasked.disarm();
+            verdict
+        })
     }
 
     /// Whether `grant`'s tabs have been on `site` since its clients
@@ -350,24 +424,29 @@ impl Relay {
         self.asking().visited.remove(grant);
     }
 
-    /// Whether `client`'s input on `tab` goes on without asking (the person
-    /// allowed its start a moment ago); each event that goes renews it.
-    pub(crate) fn input_runs(&self, client: u64, tab: TabId) -> bool {
+    /// Whether `client`'s input on `tab` goes on without asking: the person
+    /// allowed its start a moment ago, on `site`. Each event that goes
+    /// renews it for [`INPUT_RUN`], up to [`INPUT_RUN_MAX`] after the yes;
+    /// another site, or a pause, asks again.
+    pub(crate) fn input_runs(&self, client: u64, tab: TabId, site: &str) -> bool {
         let now = std::time::Instant::now();
         let mut asking = self.asking();
-        asking.input_runs.retain(|_, until| *until > now);
+        asking.input_runs.retain(|_, run| run.until > now && run.ends > now);
         match asking.input_runs.get_mut(&(client, tab)) {
-            Some(until) => {
-                *until = now + INPUT_RUN;
+            Some(run) if run.site == site => {
+                run.until = (now + INPUT_RUN).min(run.ends);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// The person allowed `client`'s input on `tab`: the rest of it goes.
-    pub(crate) fn start_input_run(&self, client: u64, tab: TabId) {
-        self.asking().input_runs.insert((client, tab), std::time::Instant::now() + INPUT_RUN);
+    /// The person allowed `client`'s input on `tab` (on `site`): the rest
+    /// of it goes, for a while.
+    pub(crate) fn start_input_run(&self, client: u64, tab: TabId, site: &str) {
+        let now = std::time::Instant::now();
+        let run = InputRun { until: now + INPUT_RUN, ends: now + INPUT_RUN_MAX, site: site.to_string() };
+        self.asking().input_runs.insert((client, tab), run);
     }
 
     fn tell_extension_ask(&self, question: &Question, tab_id: Option<TabId>) {
@@ -471,7 +550,11 @@ impl Relay {
         } else if let Err(e) = self.activate_tab(tab).await {
             tracing::debug!(tab, "could not bring the handed-over tab to the front: {e}");
         }
+        // An agent that stops waiting (its request dropped) gives the tab
+        // back: no handoff outlives whoever waits for it.
+        let mut abandoned = Abandoned { relay: self.clone(), tab: Some(tab) };
         let ended = tokio::time::timeout(within, over.wait_for(Option::is_some)).await;
+        abandoned.tab = None;
         match ended {
             Ok(Ok(end)) => Ok(end.unwrap_or(HandoffEnd::TabClosed)),
             // The relay is stopping.
@@ -520,22 +603,23 @@ impl Relay {
             let _ = handoff.over.send(Some(HandoffEnd::TabClosed));
             self.asks_changed();
         }
-        let gone: Vec<u64> = self
-            .asking()
-            .waiting
-            .values()
-            .filter(|w| w.question.target_id.as_deref() == Some(target_id))
-            .map(|w| w.question.id)
-            .collect();
-        for id in gone {
-            let waiting = self.asking().waiting.remove(&id);
-            if let Some(waiting) = waiting {
-                self.close_question(id);
-                self.note_answer(&waiting.question, "the tab was closed: denied", true);
-                let _ = waiting.reply.send(Verdict::Refused("Browser Relay: the tab was closed".into()));
-            }
-        }
+        self.withdraw_questions(|q| q.target_id.as_deref() == Some(target_id), "the tab was closed");
         self.asking().input_runs.retain(|(_, t), _| *t != tab);
+    }
+
+    /// The questions `which` takes are withdrawn: answered no, because of
+    /// `why` (recorded, and said to whoever caused them).
+    pub(crate) fn withdraw_questions(&self, which: impl Fn(&Question) -> bool, why: &str) {
+        let gone: Vec<Waiting> = {
+            let mut asking = self.asking();
+            let ids: Vec<u64> = asking.waiting.values().filter(|w| which(&w.question)).map(|w| w.question.id).collect();
+            ids.iter().filter_map(|id| asking.waiting.remove(id)).collect()
+        };
+        for waiting in gone {
+            self.close_question(waiting.question.id);
+            self.note_answer(&waiting.question, &format!("{why}: denied"), true);
+            let _ = waiting.reply.send(Verdict::Refused(format!("Browser Relay: {why}")));
+        }
     }
 
     fn note_question(&self, question: &Question) {

@@ -559,11 +559,26 @@ impl Relay {
         let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
         // A grant's client stays on its sites and its own cookies.
         if let Some(grant) = client.grant() {
-            let here = self.registry().by_tab(tab_id).map(|t| (t.target_id.clone(), t.url.clone(), t.handed_over));
-            let Some((page, url, handed_over)) = here else {
+            let params = command.params.map(|p| p.get());
+            let here = self.registry().by_tab(tab_id).map(|t| {
+                let persons = lending::reads_a_request(&command.method) && t.names_a_persons_request(params);
+                (t.target_id.clone(), t.url.clone(), t.handed_over, persons)
+            });
+            let Some((page, url, handed_over, persons_request)) = here else {
                 return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
             };
-            let params = command.params.map(|p| p.get());
+            if persons_request {
+                let message = "Browser Relay: that request was the person's, sent while they had the tab";
+                return reply.err(code::SERVER_ERROR, message);
+            }
+            // Every rule below reads the params; what they cannot read (a
+            // lone surrogate, a number past f64: Chrome's parser takes
+            // both) would pass them all. A grant's client sends what the
+            // relay can read, or nothing.
+            if params.is_some_and(|p| serde_json::from_str::<Value>(p).is_err()) {
+                let message = "Browser Relay: params a grant sends must be plain JSON (no lone surrogate, no number out of range)";
+                return reply.err(code::INVALID_PARAMS, message);
+            }
             if let Some(refusal) = lending::refusal(grant, &command.method, params, child, Some(&page)) {
                 return reply.err(code::SERVER_ERROR, &refusal);
             }
@@ -575,14 +590,37 @@ impl Relay {
             let known = |site: &str| self.visited(grant.name.as_str(), site);
             let question = lending::command_question(grant, &command.method, params, child, Some(&page), &url, known);
             if let Some((kind, site, what)) = question
-                && !(kind == AskKind::Input && self.input_runs(client.id, tab_id))
+                && !(kind == AskKind::Input && self.input_runs(client.id, tab_id, &site))
             {
-                let tab = AskedTab { tab_id, target_id: page.to_string(), url };
-                match self.ask(grant, kind, &site, what, Some(&tab)).await {
-                    Verdict::Allowed if kind == AskKind::Input => self.start_input_run(client.id, tab_id),
-                    Verdict::Allowed if kind == AskKind::NewSite => self.visit(grant.name.as_str(), &site),
-                    Verdict::Allowed => {}
-                    Verdict::Refused(why) => return reply.err(code::SERVER_ERROR, &why),
+                let tab = AskedTab { tab_id, target_id: page.to_string(), url: url.clone() };
+                let verdict = tokio::select! {
+                    verdict = self.ask(grant, kind, &site, what, Some(&tab)) => verdict,
+                    // Gone meanwhile: nothing of it is sent.
+                    () = client.kill.cancelled() => return,
+                };
+                if let Verdict::Refused(why) = verdict {
+                    return reply.err(code::SERVER_ERROR, &why);
+                }
+                // The yes was for this tab as it was: where it is now, and
+                // whose, is read again.
+                let now = self.registry().by_tab(tab_id).map(|t| (grants::host_of(&t.url), t.handed_over));
+                let changed = match now {
+                    None => Some("the tab was closed"),
+                    Some((_, true)) => Some("the tab was handed to the person"),
+                    Some((host, _)) if host != grants::host_of(&url) => Some("the tab went to another site"),
+                    _ if self.grant_named(grant.name.as_str()).is_none_or(|g| !Arc::ptr_eq(&g, grant)) => {
+                        Some("the grant ended")
+                    }
+                    _ => None,
+                };
+                if let Some(changed) = changed {
+                    let message = format!("Browser Relay: {changed} while the person was asked; nothing was done");
+                    return reply.err(code::SERVER_ERROR, &message);
+                }
+                match kind {
+                    AskKind::Input => self.start_input_run(client.id, tab_id, &site),
+                    AskKind::NewSite => self.visit(grant.name.as_str(), &site),
+                    _ => {}
                 }
             }
         }

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::browser_domain::withheld_message;
 use super::cdp;
 use super::interception::{self, Route};
+use super::lending;
 use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, SharedFrame, write_loop};
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
@@ -614,47 +615,47 @@ impl Relay {
         if method.starts_with("Runtime.executionContext") {
             target.track_runtime_event(event.session_id, method, params);
         }
+        if target.handed_over && method == "Network.requestWillBeSent" {
+            target.note_persons_request(params);
+        }
         let target = &*target;
-        let wanted = |client: u64| target.wants_event(client, event.session_id, method);
-        // While the person has the tab, what they send (a login's
-        // password, posted) is not for grants' clients.
-        let unposted = target.handed_over.then(|| without_post_data(method, params)).flatten();
-        let params_for = |client: &super::client::ClientHandle| match &unposted {
-            Some(unposted) if client.grant().is_some() => unposted.as_str(),
-            _ => params,
+        // While the person has the tab, a grant's client hears where it is
+        // and what loads, not what is in it or sent from it.
+        let hidden = target.handed_over && !lending::shown_while_handed_over(method);
+        let wanted = |client: &super::client::ClientHandle| {
+            target.wants_event(client.id, event.session_id, method) && !(hidden && client.grant().is_some())
         };
         match event.session_id {
             None => {
                 // One frame per distinct session id; clients sharing a session
                 // share the bytes. A map, so that the work stays linear in
                 // the number of sessions.
-                let mut built: HashMap<(Option<&str>, bool), SharedFrame> = HashMap::new();
-                for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(s.client.id)) {
+                let mut built: HashMap<Option<&str>, SharedFrame> = HashMap::new();
+                for sub in target.subs.iter().filter(|s| s.kind == SubKind::Page && wanted(&s.client)) {
                     let key = (!sub.bare).then_some(&*sub.session);
-                    let params = params_for(&sub.client);
                     let frame = built
-                        .entry((key, unposted.is_some() && sub.client.grant().is_some()))
+                        .entry(key)
                         .or_insert_with(|| SharedFrame::new(cdp::event(method, params, key), self.client_bytes()));
                     sub.client.send_shared(frame);
                 }
                 if let Some(browser_method) = download_event(method) {
                     // Playwright listens for downloads at the browser level.
                     let frame = SharedFrame::new(cdp::event(browser_method, params, None), self.client_bytes());
-                    for client in distinct_clients(target, |s| s.kind == SubKind::Page && !s.bare && s.parent.is_none())
-                    {
+                    let hears = |s: &super::targets::Subscription| {
+                        s.kind == SubKind::Page
+                            && !s.bare
+                            && s.parent.is_none()
+                            && !(hidden && s.client.grant().is_some())
+                    };
+                    for client in distinct_clients(target, hears) {
                         client.send_shared(&frame);
                     }
                 }
             }
             Some(child) => {
                 let frame = SharedFrame::new(cdp::event(method, params, Some(child)), self.client_bytes());
-                for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(s.client.id)) {
-                    match &unposted {
-                        Some(unposted) if client.grant().is_some() => {
-                            client.send(cdp::event(method, unposted, Some(child)));
-                        }
-                        _ => client.send_shared(&frame),
-                    }
+                for client in distinct_clients(target, |s| s.kind == SubKind::Page && wanted(&s.client)) {
+                    client.send_shared(&frame);
                 }
             }
         }
@@ -906,6 +907,7 @@ impl Relay {
             owners,
             grant,
             handed_over: false,
+            persons_requests: Default::default(),
         });
         let target = registry.by_tab_mut(tab.tab_id).expect("just inserted");
         // Under the grant's site hold before any client can drive it.
@@ -985,19 +987,6 @@ impl Relay {
             }
         }
     }
-}
-
-/// A request event without the body it sends (`postData`, its entries),
-/// or `None` when it has none to take out.
-fn without_post_data(method: &str, params: &str) -> Option<String> {
-    if method != "Network.requestWillBeSent" || !params.contains("\"postData") {
-        return None;
-    }
-    let mut event: serde_json::Value = serde_json::from_str(params).ok()?;
-    let request = event.get_mut("request")?.as_object_mut()?;
-    request.remove("postData");
-    request.remove("postDataEntries");
-    Some(event.to_string())
 }
 
 /// Page download events re-emitted at the browser level, where Playwright

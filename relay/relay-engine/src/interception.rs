@@ -369,8 +369,14 @@ impl Interception {
                 Outcome { decision: Decision::Replace { method, params }, routes }
             }
             _ => {
+                // No readable id: refused here, never sent on for Chrome to
+                // read otherwise (fail closed).
                 let Some(request_id) = params.get("requestId").and_then(Value::as_str).map(str::to_string) else {
-                    return Outcome::default();
+                    let decision = Decision::Refuse {
+                        code: crate::cdp::code::INVALID_PARAMS,
+                        message: "Invalid InterceptionId.".into(),
+                    };
+                    return Outcome { decision, routes: Vec::new() };
                 };
                 // Only the request this client holds: one it was never
                 // handed, or that another holds (the relay's site hold
@@ -501,14 +507,25 @@ impl Interception {
             .is_some_and(|paused| paused.holder == SITE_HOLD)
     }
 
-    /// Takes the site hold away (the tab left its grant): what it holds goes
-    /// on, and Chrome is put in line. Empty when it did not hold.
+    /// Takes the site hold away (the tab left its grant, its grant ended
+    /// or asks no more): what it holds waits for the person, and fails, as
+    /// no answer is a no; Chrome is put in line. Empty when it did not
+    /// hold.
     pub(crate) fn release_sites(&mut self) -> Vec<Route> {
         let (child, books) = self.books(None);
         if !books.interceptors.iter().any(|i| i.client == SITE_HOLD) {
             return Vec::new();
         }
-        let mut routes = books.release(SITE_HOLD, &child);
+        let mut held: Vec<String> =
+            books.paused.iter().filter(|(_, p)| p.holder == SITE_HOLD).map(|(id, _)| id.clone()).collect();
+        held.sort();
+        let mut routes = Vec::new();
+        for request_id in held {
+            books.paused.remove(&request_id);
+            let params = json!({"requestId": request_id, "errorReason": "Aborted"}).to_string();
+            routes.push(Route::Chrome(Undo { child: child.clone(), method: "Fetch.failRequest".into(), params }));
+        }
+        routes.extend(books.release(SITE_HOLD, &child));
         let (method, params) = books.in_effect();
         routes.push(Route::Chrome(Undo { child, method: method.into(), params }));
         routes
@@ -779,6 +796,9 @@ mod tests {
         assert!(matches!(command(&mut books, 1, "Fetch.enable", "{}").decision, Decision::Replace { .. }));
         let unseen = command(&mut books, 1, "Fetch.continueRequest", r#"{"requestId":"never-paused"}"#);
         assert!(matches!(unseen.decision, Decision::Refuse { .. }), "an id the relay never handed out: {unseen:?}");
+        // Params the relay cannot read (a lone surrogate) are not Chrome's to read either.
+        let unread = command(&mut books, 1, "Fetch.continueRequest", r#"{"requestId":"8","x":"\ud800"}"#);
+        assert!(matches!(unread.decision, Decision::Refuse { .. }), "{unread:?}");
         let route = books.paused(None, "Fetch.requestPaused", &paused("https://a.test/", "7"));
         assert_eq!(delivered_to(&route), 1);
         // Held by the relay's site hold (waiting for the person): nobody else answers it.

@@ -65,11 +65,23 @@ pub(crate) fn refusal(
             let url = str_at("/url").unwrap_or_default();
             (!sites.allows_url(url)).then(|| outside(grant, url))
         }
-        // A request's URL changed on its way: the hold saw the old one.
+        // A request changed on its way: the hold saw the old one. A grant
+        // that asks the person watches requests, and rewrites none: what
+        // the person was asked about (or not) is what goes.
         "Fetch.continueRequest" | "Network.continueInterceptedRequest" => {
+            let asks = [AskKind::Submit, AskKind::NewSite].iter().any(|k| grant.asks(*k));
+            let rewrites = ["/url", "/method", "/postData"].iter().any(|p| params.pointer(p).is_some());
+            if asks && rewrites {
+                return Some(format!(
+                    "Browser Relay: the grant '{name}' asks the person first: it may not change a request's URL, method or body"
+                ));
+            }
             let url = str_at("/url")?;
             (!sites.is_any() && !sites.allows_url(url)).then(|| outside(grant, url))
         }
+        "Fetch.fulfillRequest" | "Fetch.continueResponse" if grant.asks(AskKind::Download) => Some(format!(
+            "Browser Relay: the grant '{name}' asks the person before a download: it may not answer requests itself"
+        )),
         "Network.clearBrowserCookies" | "Storage.clearCookies" => {
             Some(format!("Browser Relay: the grant '{name}' may not clear the person's cookies"))
         }
@@ -112,6 +124,18 @@ pub(crate) fn command_question(
     let name = &grant.name;
     let here = grants::host_of(tab_url).unwrap_or_else(|| "this page".into());
     let asks = |kind| grant.asks(kind);
+    // Files dropped on the page are files given to it, as through a file
+    // input.
+    let dropped_files = (method == "Input.dispatchDragEvent")
+        .then(|| params.and_then(|p| serde_json::from_str::<Value>(p).ok()))
+        .flatten()
+        .filter(|p| p.get("type").and_then(Value::as_str) == Some("drop"))
+        .and_then(|p| p.pointer("/data/files").and_then(Value::as_array).filter(|f| !f.is_empty()).cloned());
+    if asks(AskKind::Upload) && dropped_files.is_some() {
+        let files = dropped_files.unwrap_or_default();
+        let files = files_said(files.iter().filter_map(Value::as_str));
+        return Some((AskKind::Upload, here.clone(), format!("{name} wants to drop {files} on {here}")));
+    }
     if asks(AskKind::Input) && starts_input(method, params) {
         let what = match method {
             "Input.dispatchKeyEvent" | "Input.insertText" | "Input.imeSetComposition" => "type",
@@ -122,19 +146,8 @@ pub(crate) fn command_question(
     }
     if asks(AskKind::Upload) && method == "DOM.setFileInputFiles" {
         let params: Value = params.and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
-        let files: Vec<&str> = params
-            .get("files")
-            .and_then(Value::as_array)
-            .map(|files| {
-                files.iter().filter_map(Value::as_str).map(|f| f.rsplit(['/', '\\']).next().unwrap_or(f)).collect()
-            })
-            .unwrap_or_default();
-        let files = match files.as_slice() {
-            [] => "no file (clearing the input)".to_string(),
-            [one] => one.to_string(),
-            many => format!("{} files ({})", many.len(), many.join(", ")),
-        };
-        let files: String = files.chars().filter(|c| !c.is_control()).take(200).collect();
+        let files = params.get("files").and_then(Value::as_array).cloned().unwrap_or_default();
+        let files = files_said(files.iter().filter_map(Value::as_str));
         return Some((
             AskKind::Upload,
             here.clone(),
@@ -155,6 +168,18 @@ pub(crate) fn command_question(
     None
 }
 
+/// Files as a question names them: their names (not their folders), how
+/// many.
+fn files_said<'a>(paths: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = paths.map(|f| f.rsplit(['/', '\\']).next().unwrap_or(f)).collect();
+    let said = match names.as_slice() {
+        [] => "no file (clearing the input)".to_string(),
+        [one] => one.to_string(),
+        many => format!("{} files ({})", many.len(), many.join(", ")),
+    };
+    said.chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
 /// Whether an input command starts an action the person is asked about:
 /// a press, a key going down, text, a touch, a drop (not the moves,
 /// releases and wheels around them).
@@ -173,25 +198,63 @@ fn starts_input(method: &str, params: Option<&str>) -> bool {
     }
 }
 
-/// What a grant's client may not do in a tab the person has (its grant
-/// handed it over): act in it, take it elsewhere, run script or capture
-/// it (what the person types there is theirs).
+/// What a grant's client may still do in a tab the person has (its grant
+/// handed it over): turn domains on and off, read the frame tree and
+/// history, answer a request it held before. Nothing that acts, reads the
+/// page or runs script: what the person types there is theirs.
 pub(crate) fn refused_while_handed_over(method: &str) -> bool {
-    ["Input.", "Accessibility.", "DOMSnapshot.", "Debugger."].iter().any(|domain| method.starts_with(domain))
+    let allowed = method.ends_with(".enable")
+        || method.ends_with(".disable")
+        || (method.starts_with("Fetch.") && method != "Fetch.fulfillRequest")
         || matches!(
             method,
-            "Page.navigate"
-                | "Page.reload"
-                | "Page.navigateToHistoryEntry"
-                | "Page.captureScreenshot"
-                | "Page.startScreencast"
-                | "Page.printToPDF"
-                | "DOM.setFileInputFiles"
-                | "Runtime.evaluate"
-                | "Runtime.callFunctionOn"
-                | "Runtime.compileScript"
-                | "Runtime.runScript"
+            "Page.getFrameTree"
+                | "Page.getNavigationHistory"
+                | "Page.getLayoutMetrics"
+                | "Page.setLifecycleEventsEnabled"
+                | "Page.stopScreencast"
+                | "Runtime.runIfWaitingForDebugger"
+                | "Runtime.releaseObject"
+                | "Runtime.releaseObjectGroup"
+                | "Target.setAutoAttach"
+        );
+    !allowed
+}
+
+/// The events of a tab the person has that a grant's client still gets:
+/// where the tab is and what loads, not what is in it or sent from it.
+pub(crate) fn shown_while_handed_over(method: &str) -> bool {
+    method.starts_with("Target.")
+        || method.starts_with("Inspector.")
+        || method.starts_with("Runtime.executionContext")
+        || matches!(
+            method,
+            "Page.frameNavigated"
+                | "Page.navigatedWithinDocument"
+                | "Page.frameAttached"
+                | "Page.frameDetached"
+                | "Page.frameStartedLoading"
+                | "Page.frameStoppedLoading"
+                | "Page.domContentEventFired"
+                | "Page.loadEventFired"
+                | "Page.lifecycleEvent"
         )
+}
+
+/// The commands that read a request's body or answer: refused to a
+/// grant's client for a request the person made in a tab they had.
+pub(crate) fn reads_a_request(method: &str) -> bool {
+    matches!(
+        method,
+        "Network.getRequestPostData"
+            | "Network.getResponseBody"
+            | "Network.getResponseBodyForInterception"
+            | "Network.takeResponseBodyForInterceptionAsStream"
+            | "Network.replayXHR"
+            | "Network.streamResourceContent"
+            | "Fetch.getResponseBody"
+            | "Fetch.takeResponseBodyAsStream"
+    )
 }
 
 /// Domains whose commands name another origin's storage.
@@ -272,8 +335,7 @@ pub(crate) fn hold_verdict(target: &Target, grant: &Grant, delivery: &Delivery, 
     let pass = Hold::Pass { visit: None };
     let event: Value = serde_json::from_str(&delivery.params).unwrap_or_default();
     let document = event.get("resourceType").and_then(Value::as_str) == Some("Document");
-    // The person has the tab: it goes where they take it.
-    if !document || delivery.child.is_some() || target.handed_over {
+    if !document || delivery.child.is_some() {
         return pass;
     }
     // The page's own frame has the target's id; a frame in it another.
@@ -282,8 +344,11 @@ pub(crate) fn hold_verdict(target: &Target, grant: &Grant, delivery: &Delivery, 
     let host = grants::host_of(url);
     let site = host.clone().unwrap_or_else(|| url.chars().take(80).collect());
     let name = &grant.name;
+    // The person has the tab: what they do there is not asked about (the
+    // grant's sites still hold: a tab handed back stays within them).
+    let asks = |kind| grant.asks(kind) && !target.handed_over;
     if event.get("responseStatusCode").is_some() || event.get("responseErrorReason").is_some() {
-        return match grant.asks(AskKind::Download).then(|| download_name(&event)).flatten() {
+        return match asks(AskKind::Download).then(|| download_name(&event)).flatten() {
             Some(file) => Hold::Ask {
                 kind: AskKind::Download,
                 what: format!("{name} wants to download {file} from {site}"),
@@ -297,12 +362,12 @@ pub(crate) fn hold_verdict(target: &Target, grant: &Grant, delivery: &Delivery, 
         return Hold::Refuse { url: url.to_string() };
     }
     let visit = top.then(|| host.clone()).flatten();
-    if grant.asks(AskKind::Submit) && event.pointer("/request/method").and_then(Value::as_str) == Some("POST") {
+    if asks(AskKind::Submit) && event.pointer("/request/method").and_then(Value::as_str) == Some("POST") {
         let what = format!("{name} wants to submit a form to {site} ({url})");
         return Hold::Ask { kind: AskKind::Submit, site, what, visit };
     }
     let new_site = host.as_deref().is_some_and(|h| !known(h) && grants::host_of(&target.url).as_deref() != Some(h));
-    if top && grant.asks(AskKind::NewSite) && new_site {
+    if top && asks(AskKind::NewSite) && new_site {
         let what = format!("{name} wants to go to {site}, a site its tabs have not been on ({url})");
         return Hold::Ask { kind: AskKind::NewSite, site, what, visit };
     }
@@ -392,6 +457,7 @@ impl Relay {
     /// Closes every connection of the grant `name` at once, with `reason`
     /// in its close frame (revoked, expired).
     pub fn end_grant(&self, name: &str, reason: &str) {
+        self.withdraw_questions(|q| q.grant == name, "the grant ended");
         for client in self.0.clients.iter() {
             if client.grant().is_some_and(|g| g.name.as_str() == name) {
                 tracing::info!(client = client.id, grant = name, "closing a grant's client: {reason}");
@@ -447,12 +513,22 @@ impl Relay {
                     self.send_undo(link, target.tab_id, enable);
                 }
             }
-            None => {
-                for route in target.interception.release_sites() {
-                    self.route_paused(link.as_deref(), target, route);
-                }
-            }
+            None => self.release_site_hold(target, "the tab is no longer under a grant that asks"),
         }
+    }
+
+    /// Takes `target`'s site hold away: what it keeps for the person fails
+    /// (no answer is a no) and their questions are withdrawn, the others go
+    /// on. Before the tab leaves its grant, its grant ends or asks no more,
+    /// or the tab stops being shared (Chrome lets a paused request go when
+    /// its debugger detaches).
+    pub(crate) fn release_site_hold(&self, target: &mut Target, why: &str) {
+        let link = self.link();
+        for route in target.interception.release_sites() {
+            self.route_paused(link.as_deref(), target, route);
+        }
+        let target_id = target.target_id.to_string();
+        self.withdraw_questions(|q| q.target_id.as_deref() == Some(target_id.as_str()), why);
     }
 
     /// The site hold decides on a request delivered to it: the route it
@@ -836,7 +912,15 @@ mod tests {
         let quiet = asking("", &[]);
         assert_eq!(hold_verdict(&target, &quiet, &post, never), Hold::Pass { visit: Some("app.test".into()) });
         target.handed_over = true;
-        assert_eq!(hold_verdict(&target, &g, &out, never), Hold::Pass { visit: None }, "the person goes anywhere");
+        assert!(
+            matches!(hold_verdict(&target, &g, &out, never), Hold::Refuse { .. }),
+            "the sites hold for the person too"
+        );
+        assert_eq!(
+            hold_verdict(&target, &g, &post, never),
+            Hold::Pass { visit: Some("app.test".into()) },
+            "the person's own form"
+        );
     }
 
     #[test]
@@ -878,22 +962,73 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_that_asks_rewrites_no_request_and_a_drop_of_files_is_an_upload() {
+        let g = asking("", &[AskKind::Submit, AskKind::Download, AskKind::Upload]);
+        let refused = |method: &str, params: Value| refusal(&g, method, Some(&params.to_string()), None, Some("PAGE"));
+        for rewrite in [
+            json!({"requestId": "1", "method": "POST", "postData": "eA=="}),
+            json!({"requestId": "1", "url": "https://app.test/x"}),
+        ] {
+            assert!(refused("Fetch.continueRequest", rewrite.clone()).unwrap().contains("may not change"), "{rewrite}");
+        }
+        assert_eq!(refused("Fetch.continueRequest", json!({"requestId": "1"})), None, "a plain continue goes");
+        assert!(refused("Fetch.fulfillRequest", json!({"requestId": "1", "responseCode": 200})).is_some());
+        let quiet = asking("", &[]);
+        assert_eq!(
+            refusal(&quiet, "Fetch.fulfillRequest", Some(r#"{"requestId":"1","responseCode":200}"#), None, None),
+            None
+        );
+        let drop = json!({"type": "drop", "x": 1, "y": 1, "data": {"items": [], "files": ["/home/me/.ssh/id_ed25519"], "dragOperationsMask": 1}});
+        let (kind, _, what) = command_question(
+            &g,
+            "Input.dispatchDragEvent",
+            Some(&drop.to_string()),
+            None,
+            None,
+            "https://app.test/",
+            |_| true,
+        )
+        .unwrap();
+        assert_eq!((kind, what.as_str()), (AskKind::Upload, "research wants to drop id_ed25519 on app.test"));
+    }
+
+    #[test]
     fn a_handed_over_tab_refuses_what_acts_looks_or_runs_script() {
         for method in [
             "Input.insertText",
             "Runtime.evaluate",
             "Runtime.callFunctionOn",
+            "Runtime.addBinding",
             "Page.navigate",
             "Page.captureScreenshot",
+            "Page.addScriptToEvaluateOnNewDocument",
+            "Page.handleJavaScriptDialog",
+            "Page.close",
+            "DOM.setOuterHTML",
+            "DOM.getOuterHTML",
             "Accessibility.getFullAXTree",
             "DOM.setFileInputFiles",
+            "Network.getRequestPostData",
+            "LayerTree.makeSnapshot",
+            "Page.screencastFrameAck",
+            "Fetch.fulfillRequest",
         ] {
             assert!(refused_while_handed_over(method), "{method}");
         }
         for method in
-            ["Page.getFrameTree", "Runtime.enable", "Fetch.continueRequest", "Target.getTargetInfo", "Network.enable"]
+            ["Page.getFrameTree", "Runtime.enable", "Network.enable", "Fetch.continueRequest", "Page.stopScreencast"]
         {
             assert!(!refused_while_handed_over(method), "{method}");
+        }
+        assert!(shown_while_handed_over("Page.frameNavigated") && shown_while_handed_over("Target.detachedFromTarget"));
+        for method in [
+            "Network.requestWillBeSent",
+            "Page.screencastFrame",
+            "Runtime.consoleAPICalled",
+            "Runtime.bindingCalled",
+            "DOM.attributeModified",
+        ] {
+            assert!(!shown_while_handed_over(method), "{method}");
         }
     }
 

@@ -164,6 +164,11 @@ impl Relay {
     pub async fn stop_sharing(&self, target_id: &str) -> Result<(), StopError> {
         let tab_id = self.shared_tab(target_id)?;
         let url = self.registry().by_tab(tab_id).map(|t| t.url.clone());
+        // What the site hold keeps for the person fails first: Chrome lets
+        // a paused request go when its debugger detaches.
+        if let Some(target) = self.registry().by_tab_mut(tab_id) {
+            self.release_site_hold(target, "the person stopped sharing the tab");
+        }
         self.call(|id| RelayMessage::DebuggerDetach { id, tab_id }).await?;
         // Chrome tells the extension nothing of a detach it asked for.
         self.drop_tab(tab_id);

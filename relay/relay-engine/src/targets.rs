@@ -111,7 +111,15 @@ pub(crate) struct Target {
     /// The person has the tab (its grant handed it over, `asking.rs`):
     /// grants' clients may not act in it or read what is typed there.
     pub handed_over: bool,
+    /// The requests the person made while they had the tab: no grant's
+    /// client reads their bodies, then or later (bounded: the newest
+    /// [`PERSONS_REQUESTS_KEPT`]).
+    pub persons_requests: std::collections::VecDeque<String>,
 }
+
+/// How many of the person's requests a tab remembers (see
+/// [`Target::persons_requests`]).
+pub(crate) const PERSONS_REQUESTS_KEPT: usize = 4096;
 
 /// Execution contexts of one session on a tab, and which clients enabled
 /// Runtime there (Chrome only knows that the shared session did).
@@ -320,6 +328,32 @@ impl Target {
     /// itself) reaches `client`: the client, and the session id its frame
     /// carries (`None` on a page-level endpoint). `None` when the client
     /// holds no page session here.
+    /// The person sent a request while they had the tab (`params`: its
+    /// `Network.requestWillBeSent`): its id is kept, so no grant's client
+    /// reads its body.
+    pub(crate) fn note_persons_request(&mut self, params: &str) {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Sent {
+            request_id: String,
+        }
+        if let Ok(sent) = serde_json::from_str::<Sent>(params) {
+            if self.persons_requests.len() >= PERSONS_REQUESTS_KEPT {
+                self.persons_requests.pop_front();
+            }
+            self.persons_requests.push_back(sent.request_id);
+        }
+    }
+
+    /// Whether `params` (of a command that reads a request) name a request
+    /// the person made while they had the tab.
+    pub(crate) fn names_a_persons_request(&self, params: Option<&str>) -> bool {
+        let id = params
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|p| p.get("requestId").and_then(serde_json::Value::as_str).map(str::to_string));
+        id.is_some_and(|id| self.persons_requests.iter().any(|r| *r == id))
+    }
+
     pub(crate) fn client_session(
         &self,
         client: u64,
@@ -436,6 +470,7 @@ pub(crate) mod tests {
             owners: Vec::new(),
             grant: None,
             handed_over: false,
+            persons_requests: Default::default(),
         }
     }
 

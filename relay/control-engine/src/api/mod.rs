@@ -921,6 +921,9 @@ pub struct Pdf {
 /// How long a handoff waits for the person by default, and at most.
 pub const HANDOFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 pub const HANDOFF_TIMEOUT_MAX_MS: u64 = 60 * 60 * 1000;
+/// At least this long: a tab handed over is not taken back from the person
+/// in the middle of what they do.
+pub const HANDOFF_TIMEOUT_MIN_MS: u64 = 30 * 1000;
 
 /// `POST /handoff {reason}`: hands the tab to the person (a login, a
 /// CAPTCHA, a choice only they can make) and waits until they say Done or
@@ -931,7 +934,7 @@ pub const HANDOFF_TIMEOUT_MAX_MS: u64 = 60 * 60 * 1000;
 pub struct HandOver {
     /// What the person is to do.
     pub reason: String,
-    /// Default 600000 (10 min), at most 3600000.
+    /// Default 600000 (10 min), 30000 to 3600000.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole_millis")]
     pub timeout_ms: Option<u64>,
 }
@@ -940,8 +943,9 @@ route!(HandOver, Post "/handoff", Tab => Profiled<HandedBack>, patience: |h: &Ha
 impl HandOver {
     /// How long it waits for the person.
     pub fn within(&self) -> std::time::Duration {
-        self.timeout_ms
-            .map_or(HANDOFF_TIMEOUT, |ms| std::time::Duration::from_millis(ms.clamp(1_000, HANDOFF_TIMEOUT_MAX_MS)))
+        self.timeout_ms.map_or(HANDOFF_TIMEOUT, |ms| {
+            std::time::Duration::from_millis(ms.clamp(HANDOFF_TIMEOUT_MIN_MS, HANDOFF_TIMEOUT_MAX_MS))
+        })
     }
 }
 
