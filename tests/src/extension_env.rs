@@ -238,6 +238,19 @@ impl ExtensionEnv {
         url
     }
 
+    /// The person opens the dashboard in their own Chrome, through a fresh
+    /// login link, in a window of its own (a tab opened beside a shared one
+    /// would join its group, shared): the tab's session on Chrome's own
+    /// port (the test's hands).
+    pub async fn open_dashboard_window(&self) -> anyhow::Result<String> {
+        let link =
+            self.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap_or_default().to_string();
+        let created = self.browser.call("Target.createTarget", json!({"url": link, "newWindow": true}), None).await?;
+        let params = json!({"targetId": created["targetId"], "flatten": true});
+        let attached = self.browser.call("Target.attachToTarget", params, None).await?;
+        Ok(attached["sessionId"].as_str().unwrap_or_default().to_string())
+    }
+
     /// The badge text on the tab showing `url`, read from the service worker.
     pub async fn badge(&self, url: &str) -> anyhow::Result<String> {
         badge(&self.browser, &self.id, url).await

@@ -252,14 +252,7 @@ async fn screenshot_of_a_question_on_the_dashboard() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("the extension, sharing a tab of the person's");
     let (asked, order, clicking) = a_question_waits(&env).await;
     // The person opens the dashboard (its login link) in a window of its own.
-    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
-    let created = env.browser.call("Target.createTarget", json!({"url": link, "newWindow": true}), None).await.unwrap();
-    let attached = env
-        .browser
-        .call("Target.attachToTarget", json!({"targetId": created["targetId"], "flatten": true}), None)
-        .await
-        .unwrap();
-    let session = attached["sessionId"].as_str().unwrap().to_string();
+    let session = env.open_dashboard_window().await.unwrap();
     let shown = "document.querySelector('#asks-section:not([hidden]) [data-question]')?.innerText";
     let question = e2e::control_env::eventually("the question on the dashboard", WITHIN, || async {
         let params = json!({"expression": shown, "returnByValue": true});

@@ -530,14 +530,7 @@ async fn a_cdp_client_of_the_persons_browser_finds_no_dashboard_session_in_its_c
     // The person's dashboard, in their own Chrome (the test's hands open it),
     // in a window of its own: a tab opened beside a shared one would join
     // its group, shared.
-    let link = env.control.ok("POST", "/ui/login-link", None).await["url"].as_str().unwrap().to_string();
-    let created = env.browser.call("Target.createTarget", json!({"url": link, "newWindow": true}), None).await.unwrap();
-    let attached = env
-        .browser
-        .call("Target.attachToTarget", json!({"targetId": created["targetId"], "flatten": true}), None)
-        .await
-        .unwrap();
-    let person = attached["sessionId"].as_str().unwrap().to_string();
+    let person = env.open_dashboard_window().await.unwrap();
     let shown = format!("document.querySelector('[data-tab=\"{shared}\"]') !== null");
     eventually("the person's dashboard, showing the shared tab", Duration::from_secs(20), || async {
         let params = json!({"expression": shown, "returnByValue": true});
