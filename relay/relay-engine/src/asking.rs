@@ -226,8 +226,8 @@ impl Drop for Unasked {
         let Some(id) = self.id.take() else { return };
         let waiting = self.relay.asking().waiting.remove(&id);
         if let Some(waiting) = waiting {
-            self.relay.close_question(id);
             self.relay.note_answer(&waiting.question, "no longer waited for: withdrawn", true);
+            self.relay.close_question(id);
         }
     }
 }
@@ -394,8 +394,9 @@ impl Relay {
                 Err(_) => match unasked.id.and_then(|id| unasked.relay.asking().waiting.remove(&id)) {
                     Some(waiting) => {
                         let said = format!("not answered within {}: denied", said_as(within));
-                        unasked.relay.close_question(waiting.question.id);
+                        // Recorded before anyone hears it is over.
                         unasked.relay.note_answer(&waiting.question, &said, true);
+                        unasked.relay.close_question(waiting.question.id);
                         let why = format!("Browser Relay: the person did not answer within {}", said_as(within));
                         Verdict::Refused(format!("{why}: {}", waiting.question.what))
                     }
@@ -616,8 +617,8 @@ impl Relay {
             ids.iter().filter_map(|id| asking.waiting.remove(id)).collect()
         };
         for waiting in gone {
-            self.close_question(waiting.question.id);
             self.note_answer(&waiting.question, &format!("{why}: denied"), true);
+            self.close_question(waiting.question.id);
             let _ = waiting.reply.send(Verdict::Refused(format!("Browser Relay: {why}")));
         }
     }
