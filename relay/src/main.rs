@@ -298,7 +298,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Rotate { port, control_port, extension_id } => {
             // A running serve keeps the old secret in memory: rotating under
-            // it would leave the two out of step.
+            // it would leave the two out of step. Every relay of this state
+            // folder holds its lock, on whatever port (state-dir's
+            // serving.rs); the ports are asked too, for one from before.
+            let _alone = state.hold_for_rotation()?;
             for taken in [port, control_port] {
                 let addr = std::net::SocketAddr::from(([127, 0, 0, 1], taken));
                 if browser_relay::is_taken(addr) {

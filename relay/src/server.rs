@@ -117,6 +117,8 @@ pub struct RunningServer {
     pub activity: ActivityRecord,
     /// The grants it honours.
     pub lent: std::sync::Arc<crate::lent::Lent>,
+    /// The state folder's mark that this server runs from it.
+    _serving: Option<state_dir::ServingLock>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -130,6 +132,19 @@ impl RunningServer {
         let control_listener = match options.control_addr {
             Some(control_addr) if options.state_root.is_some() => Some(net::bind_loopback(control_addr).await?),
             _ => None,
+        };
+        // Served from the state folder until this server is dropped:
+        // `rotate` refuses meanwhile, whatever the ports (serving.rs).
+        let serving = match &options.state_root {
+            Some(root) => {
+                let control = control_listener.as_ref().and_then(|l| l.local_addr().ok());
+                let where_ = match control {
+                    Some(control) => format!("relay on {addr}, control API on {control}"),
+                    None => format!("relay on {addr}"),
+                };
+                Some(state_dir::StateDir::at(root).hold_serving(&where_)?)
+            }
+            None => None,
         };
         let pairing_codes = options.state_root.as_ref().map(|root| state_dir::StateDir::at(root).pairing_codes());
         let relay = Relay::new(options.relay, options.pairing.clone(), pairing_codes);
@@ -212,7 +227,7 @@ impl RunningServer {
             tasks.push(tokio::spawn(net::serve(listener, router, options.limits, shutdown.clone())));
             control = Some((bound, engine));
         }
-        Ok(Self { addr, relay, control, browsers, activity, lent, shutdown, tasks })
+        Ok(Self { addr, relay, control, browsers, activity, lent, _serving: serving, shutdown, tasks })
     }
 
     /// `http://127.0.0.1:PORT` of the control API, when it runs.

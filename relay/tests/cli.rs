@@ -949,6 +949,30 @@ fn rotate_replaces_the_secret_only_while_serve_is_stopped() {
     drop(listening);
 }
 
+/// A serve on ports other than the ones `rotate` is told (before: only
+/// those were asked, so the secret changed under a running serve, whose
+/// clients and extension then lost it at once).
+#[test]
+fn rotate_finds_a_serve_on_any_port_by_its_state_folder() {
+    let home = tempfile::tempdir().unwrap();
+    let (running, control, _) = serve_until_listening(home.path(), &[]);
+    let (_, before, _) = browser_relay(home.path(), &["token"]);
+    let (elsewhere, other_control) = (free_port().to_string(), free_port().to_string());
+    let (code, _, stderr) =
+        browser_relay(home.path(), &["rotate", "--port", &elsewhere, "--control-port", &other_control]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("stop it first") && stderr.contains(&format!("control API on 127.0.0.1:{control}")),
+        "{stderr}"
+    );
+    assert_eq!(browser_relay(home.path(), &["token"]).1, before, "the secret is kept");
+    drop(running);
+    let (code, _, stderr) =
+        browser_relay(home.path(), &["rotate", "--port", &elsewhere, "--control-port", &other_control]);
+    assert_eq!(code, 0, "serve stopped: {stderr}");
+    assert_ne!(browser_relay(home.path(), &["token"]).1, before, "a new secret");
+}
+
 /// One raw HTTP/1.1 GET with `host` as its Host header: the status code,
 /// or why there was none within 5 s.
 fn status_of_get(port: u16, path: &str, host: &str) -> Result<u16, String> {

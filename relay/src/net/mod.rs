@@ -50,6 +50,9 @@ pub enum BindError {
     NotLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {error}{}", hint_for(.addr, .error))]
     Io { addr: SocketAddr, error: std::io::Error },
+    /// The state folder is being rotated, or cannot be marked as served.
+    #[error(transparent)]
+    StateFolder(#[from] state_dir::ServingError),
 }
 
 /// What to do about a port that cannot be had, as the CLI shows hints.

@@ -10,9 +10,11 @@ mod activity;
 mod media;
 mod pairing;
 mod private;
+mod serving;
 pub use activity::{ActivityDir, Appended, civil_from_days};
 pub use media::{MediaDir, Retention};
 pub use pairing::{CODE_LIFETIME, PairingCodes};
+pub use serving::{RotationLock, ServingError, ServingLock};
 
 /// Name of the environment variable that overrides the state directory.
 pub const HOME_ENV: &str = "BROWSER_RELAY_HOME";
