@@ -72,7 +72,10 @@ async fn revoking_or_expiring_a_grant_closes_its_playwright_client_and_its_url_t
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     env.keep_token();
     let alpha = env.add_grant("alpha", &[]);
-    let brief = env.add_grant("brief", &["--expires", "4s"]);
+    // Long enough for Node to start and both clients to connect on a loaded
+    // 2-core machine (4 s was not: CI saw the grant expire before
+    // `brief connects`), short enough to wait for.
+    let brief = env.add_grant("brief", &["--expires", "15s"]);
     let exe = native_exe().unwrap();
     let control = env.server().control_url().unwrap();
     let revoke = json!([
