@@ -16,7 +16,7 @@ mod shutdown;
 // What the binary and the end-to-end tests use, at the root.
 pub use control::DEFAULT_CONTROL_PORT;
 pub use control::client::{ClientError, ControlClient, StartServer};
-pub use keys::{cdp_key, control_key};
+pub use keys::{cdp_key, control_key, extension_key};
 pub use lent::Lent;
 pub use net::guard::{DEFAULT_EXTENSION_ID, Guard, Rejection, RouteClass, is_loopback_host};
 pub use net::sessions::{Sessions, client_secret};

@@ -81,9 +81,11 @@ enum Command {
         #[arg(long)]
         pair: bool,
     },
-    /// Print this install's secret (created on first use, mode 0600): what
-    /// the extension's options page pairs with. CDP clients get a key of
-    /// their own (`cdp-url`), HTTP agents another (`--control`).
+    /// Print the extension's key: what its options page pairs with (or open
+    /// `pair`'s link instead). Each door has a key of its own, derived from
+    /// the install's secret (the token file, created on first use, mode
+    /// 0600), which opens none: CDP clients get theirs from `cdp-url`, HTTP
+    /// agents theirs with `--control`.
     Token {
         /// The control API's key for HTTP agents (`Authorization: Bearer …`),
         /// which opens no CDP route and pairs nothing.
@@ -292,7 +294,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Grant(command) => grant::grant_command(&state, command).await,
         Command::Token { control } => {
             let token = state.load_or_create_token()?;
-            let shown = if control { browser_relay::control_key(&token) } else { token };
+            // A door's key, never the secret (browser_relay::keys).
+            let shown = if control { browser_relay::control_key(&token) } else { browser_relay::extension_key(&token) };
             println_stdout(shown.as_str());
             Ok(())
         }
@@ -404,7 +407,8 @@ fn pairing_text(state: &StateDir, token: &state_dir::Token, port: u16, ids: &[St
         _ => " (one per extension id: the one of the extension you installed opens)",
     };
     let tail = |text: &str| text[text.len() - 6..].to_string();
-    let (token_tail, code_tail) = (tail(token.as_str()), tail(code.as_str()));
+    // The extension names its pairing by the end of the key it holds.
+    let (token_tail, code_tail) = (tail(browser_relay::extension_key(token).as_str()), tail(code.as_str()));
     let minutes = state_dir::CODE_LIFETIME.as_secs() / 60;
     Ok(format!(
         "Open this link in Chrome (paste it into the address bar) to pair the Browser Relay extension{which}:\n\n{}\n\n\

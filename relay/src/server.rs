@@ -204,10 +204,11 @@ impl RunningServer {
                     }
                 }
             }));
-            // The control API proves itself with the pairing token, which
-            // serve has even when clients need none (--no-auth-control).
+            // The control API proves itself with the control key (derived
+            // from the secret, which serve has even when clients need none:
+            // --no-auth-control), never with the secret itself (keys.rs).
             let sessions = std::sync::Arc::new(
-                crate::net::sessions::Sessions::new(options.pairing.clone())
+                crate::net::sessions::Sessions::new(options.pairing.as_ref().map(crate::keys::control_key))
                     .on_port(bound.port())
                     .with_grants(lent.clone()),
             );

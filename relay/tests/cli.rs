@@ -58,12 +58,13 @@ fn profiles_and_pairing_and_endpoints() {
         stdout.starts_with("default: auto") && stdout.contains("chrome\t") && stdout.contains("#FF4500"),
         "{stdout}"
     );
-    let (_, token, _) = browser_relay(home.path(), &["token"]);
-    let token = token.trim();
-    assert_eq!(token.len(), 64);
-    // CDP clients and HTTP agents get keys of their own, derived from the
-    // secret: neither is the secret, nor each other.
-    let secret = state_dir::Token::parse(token).unwrap();
+    let (_, printed, _) = browser_relay(home.path(), &["token"]);
+    // Each door gets a key of its own, derived from the secret: none is
+    // the secret, nor another's. `token` prints the extension's.
+    let secret = state_dir::StateDir::at(home.path()).load_or_create_token().unwrap();
+    let token = secret.as_str();
+    assert_eq!(printed.trim(), browser_relay::extension_key(&secret).as_str());
+    assert!(!printed.contains(token), "`token` prints the secret: {printed}");
     let cdp_key = browser_relay::cdp_key(&secret);
     let (_, url, _) = browser_relay(home.path(), &["cdp-url"]);
     assert_eq!(url.trim(), format!("http://127.0.0.1:18792/?token={}", cdp_key.as_str()));
@@ -128,9 +129,10 @@ impl Drop for Running {
     }
 }
 
-/// This install's token, as `browser-relay token` prints it.
+/// This install's secret, from its token file (`browser-relay token`
+/// prints the extension's key, not the secret).
 fn token_of(home: &std::path::Path) -> String {
-    browser_relay(home, &["token"]).1.trim().to_string()
+    state_dir::StateDir::at(home).load_or_create_token().unwrap().as_str().to_string()
 }
 
 /// Neither `text` nor serve's log (so far) holds the token.

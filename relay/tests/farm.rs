@@ -102,7 +102,9 @@ impl Serve {
             assert!(Instant::now() < deadline, "serve did not start: {log}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        let token = browser_relay(home.path(), &["token"]).await.1.trim().to_string();
+        // The install's secret (`browser-relay token` prints the
+        // extension's key): no line may show it, nor a key derived from it.
+        let token = state_dir::StateDir::at(home.path()).load_or_create_token().unwrap().as_str().to_string();
         let secrets = secrets.iter().map(|s| s.to_string()).collect();
         Self { _child: child, home, port, control, token, secrets }
     }
@@ -113,6 +115,11 @@ impl Serve {
 
     fn path(&self) -> &Path {
         self.home.path()
+    }
+
+    /// The relay's CDP key (what clients send; the secret opens no door).
+    fn cdp_key(&self) -> String {
+        browser_relay::cdp_key(&state_dir::Token::parse(&self.token).unwrap()).as_str().to_string()
     }
 
     /// `browser-relay mcp` on this serve, as an agent host runs it; no
@@ -505,7 +512,7 @@ async fn after_the_farm_drops_the_connection_the_next_request_reconnects() {
     assert!(snapshot["snapshot"].is_string(), "{snapshot}");
     // A relay client reconnects too.
     farm.front.drop_connections();
-    let version = format!("http://127.0.0.1:{}/profiles/farm/json/version?token={}", serve.port, serve.token);
+    let version = format!("http://127.0.0.1:{}/profiles/farm/json/version?token={}", serve.port, serve.cdp_key());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (status, body) = cdp_client::http::get(&version).await.unwrap();
@@ -601,7 +608,7 @@ async fn an_untrusted_certificate_and_a_silent_endpoint_are_clear_errors_in_time
             "{message}"
         );
         // The relay's route for CDP clients says the same.
-        let url = format!("http://127.0.0.1:{}/profiles/{profile}/json/version?token={}", serve.port, serve.token);
+        let url = format!("http://127.0.0.1:{}/profiles/{profile}/json/version?token={}", serve.port, serve.cdp_key());
         let (status, body) = cdp_client::http::get(&url).await.unwrap();
         assert!(status == 502 && body.contains("not signed by a CA"), "{status} {body}");
         serve.assert_no_farm_secret("the relay's answer", &body);
@@ -647,7 +654,7 @@ async fn requests_at_once_to_a_farm_that_is_down_share_one_attempt() {
          [profiles.silent]\ndriver = \"managed\"\ncdpUrl = \"https://127.0.0.1:{port}/?token={token}\"\n"
     );
     let serve = Serve::start(&config, &[&token]).await;
-    let version = format!("http://127.0.0.1:{}/profiles/silent/json/version?token={}", serve.port, serve.token);
+    let version = format!("http://127.0.0.1:{}/profiles/silent/json/version?token={}", serve.port, serve.cdp_key());
 
     let agent = || serve.api("GET", "/tabs?profile=silent", None);
     let client = || cdp_client::http::get(&version);

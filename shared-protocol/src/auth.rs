@@ -45,17 +45,20 @@ impl Prover {
 }
 
 /// What a key derived from the install's secret is for ([`derive_key`]).
-/// The secret itself pairs the extension and proves the control API's
-/// sessions; each derived key opens one door only, so one that leaks (the
-/// CDP key travels in every client's URL, to whatever listens on the port)
-/// opens no other.
+/// Each door has its own, and the secret itself opens none: one that leaks
+/// (the CDP key travels in every client's URL, to whatever listens on the
+/// port; the extension's sits in the browser's storage) opens no other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyPurpose {
     /// What CDP clients present (`browser-relay cdp-url`).
     Cdp,
     /// What an HTTP agent presents to the control API
-    /// (`browser-relay token --control`).
+    /// (`browser-relay token --control`), and what the CLI and the MCP
+    /// server prove their sessions with.
     Control,
+    /// What the extension proves the pairing with (protocol 8): it is
+    /// given this key, never the secret (`browser-relay token` prints it).
+    Extension,
 }
 
 /// The key for `purpose`, derived from the install's `secret`: 64 hex
@@ -64,6 +67,7 @@ pub fn derive_key(secret: &str, purpose: KeyPurpose) -> String {
     let label: &[u8] = match purpose {
         KeyPurpose::Cdp => b"browser-relay/2 key cdp",
         KeyPurpose::Control => b"browser-relay/2 key control",
+        KeyPurpose::Extension => b"browser-relay/2 key extension",
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
     mac.update(label);
@@ -79,6 +83,8 @@ pub fn derive_grant_key(secret: &str, purpose: KeyPurpose, name: &str, salt: &st
     let label: &[u8] = match purpose {
         KeyPurpose::Cdp => b"browser-relay/2 grant cdp",
         KeyPurpose::Control => b"browser-relay/2 grant control",
+        // No grant pairs an extension; a label of its own all the same.
+        KeyPurpose::Extension => b"browser-relay/2 grant extension",
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
     for part in [label, name.as_bytes(), salt.as_bytes()] {

@@ -32,8 +32,14 @@ pub mod auth;
 /// (`grants`, a tab's `grant`, `tab.grant`, `tabs.create`'s `grant`);
 /// a relay sends `grants` only to an extension of version 6 or later.
 /// Version 7: the person in the loop (`ask`, `ask.closed`, `ask.answer`,
-/// `handoff`, `handoff.end`, `handoff.done`).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// `handoff`, `handoff.end`, `handoff.done`). Version 8: the extension
+/// proves the pairing with a key of its own, derived from the install's
+/// secret (`auth::KeyPurpose::Extension`), and a pairing link's `welcome`
+/// seals that key: the secret never reaches the browser. An extension
+/// holding a secret from before proves the key it derives from it and
+/// keeps that key in its place. Older extensions (which prove the secret
+/// itself) are told to update.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The first version whose extension keeps grants' tab groups.
 pub const GRANTS_SINCE: u32 = 6;
@@ -42,8 +48,9 @@ pub const GRANTS_SINCE: u32 = 6;
 /// hands tabs over.
 pub const ASKS_SINCE: u32 = 7;
 
-/// The oldest extension protocol the relay still takes.
-pub const OLDEST_PROTOCOL_VERSION: u32 = 4;
+/// The oldest extension protocol the relay still takes: 8, the first
+/// whose extension holds a key of its own rather than the secret.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 8;
 
 /// The first version whose extension may batch messages into a frame.
 pub const BATCHES_SINCE: u32 = 5;

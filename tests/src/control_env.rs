@@ -110,7 +110,7 @@ impl ControlEnv {
     pub async fn cdp_url(&self, profile: &str) -> String {
         let status = self.api.ok("GET", &format!("/?profile={profile}"), None).await;
         let endpoint = status["cdpEndpoint"].as_str().expect("a CDP endpoint").to_string();
-        format!("{endpoint}?token={}", self.token.as_str())
+        format!("{endpoint}?token={}", browser_relay::cdp_key(&self.token).as_str())
     }
 
     pub fn fixture(&self, path: &str) -> String {
@@ -162,7 +162,7 @@ impl ControlEnv {
     /// A GET on the relay (not the control API), with the token: (status,
     /// body).
     pub async fn relay_get(&self, path: &str) -> (u16, String) {
-        let url = format!("http://{}{path}?token={}", self.server.addr, self.token.as_str());
+        let url = format!("http://{}{path}?token={}", self.server.addr, browser_relay::cdp_key(&self.token).as_str());
         crate::http_get(&url).await.unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 

@@ -97,7 +97,8 @@ pub async fn extension_endpoint() -> anyhow::Result<(ExtensionEnv, Endpoint)> {
     let server = env.server();
     let ws = server.relay.version_json()["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string();
     let base = format!("http://127.0.0.1:{}", env.port);
-    let endpoint = Endpoint::new("extension", server.http_url(), ws, base, env.token.as_str(), &env.fixtures);
+    let key = browser_relay::cdp_key(&env.token);
+    let endpoint = Endpoint::new("extension", server.http_url(), ws, base, key.as_str(), &env.fixtures);
     Ok((env, endpoint))
 }
 
@@ -131,6 +132,8 @@ impl Managed {
         browsers.start(&profile).await?;
         let fixtures = FixtureServer::start().await?;
         let base = format!("http://{}/profiles/managed", server.addr);
+        // Clients hold the CDP key, never the secret (browser_relay::keys).
+        let token = browser_relay::cdp_key(&token);
         let (_, version) = crate::http_get(&format!("{base}/json/version?token={}", token.as_str())).await?;
         let version: Value = serde_json::from_str(&version)?;
         let ws = version["webSocketDebuggerUrl"].as_str().unwrap_or_default().to_string();

@@ -466,7 +466,8 @@ pub fn pairing_link(id: &str, port: u16, state: &std::path::Path, token: &Token)
 /// Opens a pairing link (`chrome-extension://<id>/options.html#port=…&code=…`,
 /// as `browser-relay pair` prints it) in a new tab of `chrome`, as a user
 /// pastes it, waits until the worker has redeemed it (storage holds `port`
-/// and `token`), and closes the tab again.
+/// and the extension's key derived from `token`, never the secret), and
+/// closes the tab again.
 pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: &Token) -> anyhow::Result<()> {
     let LoadedPage { client: pairing, mut events, target, session } = open_loaded_page(&chrome.ws_url, link).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -483,7 +484,8 @@ pub async fn open_pairing_link(chrome: &Chromium, link: &str, port: u16, token: 
         )
         .await?;
     let stored = &result["result"]["value"];
-    if stored["relayPort"] != json!(port) || stored["relayToken"] != json!(token.as_str()) {
+    let key = browser_relay::extension_key(token);
+    if stored["relayPort"] != json!(port) || stored["relayToken"] != json!(key.as_str()) {
         bail!("pairing stored {result}");
     }
     // Wait until the options tab is really gone: Chrome gives a toolbar

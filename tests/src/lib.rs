@@ -86,7 +86,11 @@ impl RelayEnv {
     /// initial `about:blank`), through the relay's page-level endpoint.
     async fn wait_for_load(&self) -> anyhow::Result<()> {
         let target = self.ext.target_id(self.tab.tab_id).context("attached tab has a target")?;
-        let url = format!("ws://{}/devtools/page/{target}?token={}", self.server.addr, self.token.as_str());
+        let url = format!(
+            "ws://{}/devtools/page/{target}?token={}",
+            self.server.addr,
+            browser_relay::cdp_key(&self.token).as_str()
+        );
         let page = cdp_client::CdpClient::connect(&url).await?;
         let mut events = page.take_events().context("events")?;
         page.call("Page.enable", serde_json::json!({}), None).await?;

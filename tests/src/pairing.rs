@@ -18,7 +18,17 @@ pub struct ExtensionProof {
 }
 
 impl ExtensionProof {
-    pub fn new(key: Option<&str>, port: u16) -> Self {
+    /// As the extension of the install whose secret is `secret`: it proves
+    /// the extension's key derived from it (protocol 8), as the real one
+    /// does once paired (and does with a secret kept from before).
+    pub fn new(secret: Option<&str>, port: u16) -> Self {
+        let key = secret.map(|secret| auth::derive_key(secret, auth::KeyPurpose::Extension));
+        Self::with_key(key.as_deref(), port)
+    }
+
+    /// As an extension that proves `key` itself (the secret, to show it
+    /// pairs nothing; another door's key).
+    pub fn with_key(key: Option<&str>, port: u16) -> Self {
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).expect("random");
         Self { nonce: auth::nonce_hex(&random), key: key.map(str::to_string), code_id: None, port }
@@ -26,7 +36,7 @@ impl ExtensionProof {
 
     /// As the extension that holds a pairing link's `code` and nothing else.
     pub fn with_code(code: &str, port: u16) -> Self {
-        Self { code_id: Some(auth::pairing_code_id(code)), ..Self::new(Some(code), port) }
+        Self { code_id: Some(auth::pairing_code_id(code)), ..Self::with_key(Some(code), port) }
     }
 
     /// The secret the relay sealed for our code in its `challenge`.

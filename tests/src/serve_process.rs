@@ -152,9 +152,11 @@ pub async fn chrome_sharing(link: &str, port: u16, token: &Token, url: &str) -> 
     Ok((chrome, hands))
 }
 
-/// The relay's `/json/list`, with the token as a CDP client sends it.
-pub async fn listed_targets(port: u16, token: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, body) = crate::http_get(&format!("http://127.0.0.1:{port}/json/list?token={token}")).await?;
+/// The relay's `/json/list`, with the CDP key (derived from the install's
+/// `secret`) as a CDP client sends it.
+pub async fn listed_targets(port: u16, secret: &str) -> anyhow::Result<Vec<Value>> {
+    let key = browser_relay::cdp_key(&Token::parse(secret).context("the install's secret")?);
+    let (status, body) = crate::http_get(&format!("http://127.0.0.1:{port}/json/list?token={}", key.as_str())).await?;
     if status != 200 {
         bail!("/json/list answered {status}: {body}");
     }

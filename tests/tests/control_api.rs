@@ -40,7 +40,7 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
         ("POST", "/pdf"),
         ("GET", "/no-such-route"),
     ];
-    let good_auth = format!("Bearer {}", env.token.as_str());
+    let good_auth = format!("Bearer {}", browser_relay::control_key(&env.token).as_str());
     for (method, path) in routes {
         let url = format!("{}{path}", env.base);
         let no_token = http_client::request(method, &url, &[], None).await.unwrap();
@@ -74,9 +74,14 @@ async fn every_route_needs_the_token_a_loopback_host_and_no_origin() {
     assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
     assert!(raw.contains("not a loopback name"), "{raw}");
     // The token in the query works too (for curl one-liners).
-    let query = http_client::request("GET", &format!("{}/profiles?token={}", env.base, env.token.as_str()), &[], None)
-        .await
-        .unwrap();
+    let query = http_client::request(
+        "GET",
+        &format!("{}/profiles?token={}", env.base, browser_relay::control_key(&env.token).as_str()),
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(query.status, 200, "{}", query.text());
 }
 
@@ -84,7 +89,7 @@ async fn raw_request(env: &ControlEnv, head: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = env.base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("{head}Authorization: Bearer {}\r\n\r\n", env.token.as_str());
+    let request = format!("{head}Authorization: Bearer {}\r\n\r\n", browser_relay::control_key(&env.token).as_str());
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut out)).await.unwrap().unwrap();
@@ -116,7 +121,7 @@ async fn errors_are_json_an_agent_can_act_on() {
     let garbage = http_client::request(
         "POST",
         &format!("{}/navigate", env.base),
-        &[("Authorization", &format!("Bearer {}", env.token.as_str()))],
+        &[("Authorization", &format!("Bearer {}", browser_relay::control_key(&env.token).as_str()))],
         Some(b"{\"url\": "),
     )
     .await
@@ -145,7 +150,7 @@ async fn errors_are_json_an_agent_can_act_on() {
     let big = http_client::request(
         "POST",
         &format!("{}/start", env.base),
-        &[("Authorization", &format!("Bearer {}", env.token.as_str()))],
+        &[("Authorization", &format!("Bearer {}", browser_relay::control_key(&env.token).as_str()))],
         Some(&oversized),
     )
     .await
@@ -241,8 +246,9 @@ async fn the_session_route_proves_the_server_and_opens_nothing_without_the_token
     let (server_nonce, proof) = (opened["nonce"].as_str().unwrap(), opened["proof"].as_str().unwrap());
     // Only a holder of the token derives the session's secret...
     let port = env.base.rsplit(':').next().unwrap().parse().unwrap();
-    let secret = browser_relay::client_secret(&env.token, port, &nonce, server_nonce, proof)
-        .expect("the server proved this install's token");
+    let secret =
+        browser_relay::client_secret(&browser_relay::control_key(&env.token), port, &nonce, server_nonce, proof)
+            .expect("the server proved this install's token");
     let with = |secret: &str| format!("Bearer {secret}");
     let tabs = format!("{}/profiles", env.base);
     let ok = http_client::request("GET", &tabs, &[("Authorization", &with(&secret))], None).await.unwrap();

@@ -165,6 +165,34 @@ fn the_relay_allows_exactly_the_pinned_extension_id() {
     assert_eq!(id, browser_relay::DEFAULT_EXTENSION_ID, "extension/EXTENSION_ID and the relay's default agree");
 }
 
+/// A pairing made before protocol 8 left the install's secret in the
+/// browser's storage. On its next connection the real extension proves the
+/// key of its own the relay proves (derived from the secret) and keeps that
+/// key in the secret's place: no new pairing, and the secret is gone from
+/// the browser (issue 46, item 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pairing_that_kept_the_secret_moves_to_the_extensions_key_without_a_new_pairing() {
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let key = browser_relay::extension_key(&env.token);
+    let before = env.server().relay.stats().extension_connections;
+    // As an extension from before left it: the secret itself.
+    let secret = env.token.as_str();
+    env.worker_eval(&format!("chrome.storage.local.set({{relayToken: {secret:?}}}).then(() => true)")).await.unwrap();
+    // The worker takes the change, reconnects, and pairs again by itself.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stats = env.server().relay.stats();
+        if stats.extension_connections > before && stats.extension_connected && stats.targets == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the extension did not come back: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored = env.worker_eval("chrome.storage.local.get(['relayToken']).then(s => s.relayToken)").await.unwrap();
+    assert_eq!(stored, json!(key.as_str()), "the extension's key in the secret's place");
+    assert_eq!(env.badge(&index).await.unwrap(), "ON");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
     let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
@@ -400,7 +428,8 @@ async fn json_protocol_and_put_json_new_answer_as_chrome_does() {
     }
 
     // PUT /json/new opens a real, attached tab whose page socket works.
-    let token = env.token.as_str();
+    let key = browser_relay::cdp_key(&env.token);
+    let token = key.as_str();
     let url = format!("{}/index.html?from-json-new", env.fixtures.url());
     let get =
         cdp_client::http::request("GET", &format!("{base}/json/new?{url}&token={token}"), &[], None).await.unwrap();
@@ -896,8 +925,10 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
             (text(&question), text(&said).unwrap_or_default(), text(&address).unwrap_or_default())
         }
     };
-    let (port, tail) = (env.port, &env.token.as_str()[58..]);
-    let ours = (Some(u64::from(port)), Some(env.token.as_str().to_string()));
+    // The extension holds its own key, never the secret (protocol 8).
+    let key = browser_relay::extension_key(&env.token);
+    let (port, tail) = (env.port, &key.as_str()[58..]);
+    let ours = (Some(u64::from(port)), Some(key.as_str().to_string()));
     let pairing = || async {
         let kept = env.worker_eval(stored).await.unwrap();
         (kept["relayPort"].as_u64(), kept["relayToken"].as_str().map(str::to_string))
@@ -931,13 +962,14 @@ async fn a_pairing_link_asks_before_it_replaces_the_pairing() {
     // Accepted: the worker redeems the code with the other relay, which
     // now holds the extension.
     let (question, said, _) = open(link, "replace-yes").await;
-    let other_tail = &other_token.as_str()[58..];
+    let other_key = browser_relay::extension_key(&other_token);
+    let other_tail = &other_key.as_str()[58..];
     assert!(
         question.is_some()
             && said.contains(&format!("Paired with the relay on port {other_port} (token …{other_tail})")),
         "{said}"
     );
-    assert_eq!(pairing().await, (Some(u64::from(other_port)), Some(other_token.as_str().to_string())));
+    assert_eq!(pairing().await, (Some(u64::from(other_port)), Some(other_key.as_str().to_string())));
     assert_eq!(codes_left(), 0, "the code is spent");
     // A click shares the tab through the relay it is now paired with.
     env.click_toolbar(&env.index_url()).await.unwrap();
@@ -1023,7 +1055,9 @@ async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
         .unwrap();
     let (asked, said) = (&result["result"]["value"][0], &result["result"]["value"][1]);
     assert!(asked.as_str().unwrap_or_default().contains(&format!("(code …{tail})")), "{result}");
-    let token_tail = &token.as_str()[58..];
+    // Named by the end of the key it holds (the extension's own).
+    let key = browser_relay::extension_key(token);
+    let token_tail = &key.as_str()[58..];
     assert_eq!(said, &json!(format!("Paired with the relay on port {port} (token …{token_tail}).")), "{result}");
     page.client.call("Target.closeTarget", json!({"targetId": page.target}), None).await.unwrap();
 
@@ -1032,6 +1066,7 @@ async fn a_pairing_link_leaves_no_secret_in_chromes_history() {
     let holds = |text: &str| kept.windows(text.len()).any(|window| window == text.as_bytes());
     assert!(holds(&code), "Chrome's history records the link as opened (else this test looks in the wrong place)");
     assert!(!holds(token.as_str()), "Chrome's history holds the secret");
+    assert!(!holds(key.as_str()), "Chrome's history holds the extension's key");
 }
 
 /// `browser-relay serve` suspended (Ctrl-Z in its terminal, a stopped

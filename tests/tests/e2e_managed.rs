@@ -110,9 +110,10 @@ async fn managed_profile_lifecycle_with_playwright_through_the_relay() {
 
     // Playwright through the relay's guarded endpoint, like any CDP client.
     let fixtures = e2e::FixtureServer::start().await.unwrap();
-    let endpoint = format!("http://{}/profiles/managed/?token={}", server.addr, token.as_str());
+    let key = browser_relay::cdp_key(&token);
+    let endpoint = format!("http://{}/profiles/managed/?token={}", server.addr, key.as_str());
     let (status, version) =
-        e2e::http_get(&format!("http://{}/profiles/managed/json/version?token={}", server.addr, token.as_str()))
+        e2e::http_get(&format!("http://{}/profiles/managed/json/version?token={}", server.addr, key.as_str()))
             .await
             .unwrap();
     assert_eq!(status, 200, "{version}");

@@ -36,7 +36,8 @@ async fn evaluate(client: &CdpClient, expression: &str, session: Option<&str>) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_level_endpoint_takes_commands_without_session_id() {
     let env = RelayEnv::start().await.unwrap();
-    let list_url = format!("http://{}/json/list?token={}", env.server.addr, env.token.as_str());
+    let list_url =
+        format!("http://{}/json/list?token={}", env.server.addr, browser_relay::cdp_key(&env.token).as_str());
     let (status, list) = http_get(&list_url).await.unwrap();
     assert_eq!(status, 200, "{list}");
     let list: Value = serde_json::from_str(&list).unwrap();

@@ -115,7 +115,7 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
 
     // Playwright, twice: each run connects, works and leaves, and the tab
     // stays shared with nothing of the client left behind.
-    let relay_http = format!("http://127.0.0.1:{port}/?token={}", token.as_str());
+    let relay_http = format!("http://127.0.0.1:{port}/?token={}", browser_relay::cdp_key(&token).as_str());
     for run in 1..=2 {
         let out = e2e::run_node("wine_client.mjs", &[("RELAY_HTTP", relay_http.clone()), ("FIXTURE", fixtures.url())])
             .await

@@ -809,7 +809,10 @@ fn loopback_hosts_are_exactly_the_ones_a_browser_resolves_to_loopback() {
 
 /// The secrets and the guards built with them, shared by every case.
 struct Guards {
+    /// The install's secret: it opens no door (each has its own key).
     token: Token,
+    cdp_key: Token,
+    control_key: Token,
     session: String,
     relay: Guard,
     relay_open: Guard,
@@ -820,25 +823,34 @@ struct Guards {
 impl Guards {
     fn new() -> Self {
         let token = Token::generate();
-        let sessions = std::sync::Arc::new(Sessions::new(Some(token.clone())));
+        let (cdp_key, control_key) = (browser_relay::cdp_key(&token), browser_relay::control_key(&token));
+        let sessions = std::sync::Arc::new(Sessions::new(Some(control_key.clone())));
         let nonce = shared_protocol::auth::nonce_hex(&[7; 32]);
         let opened = sessions.open(&nonce).expect("a session");
-        let session = client_secret(&token, 0, &nonce, &opened.nonce, &opened.proof).expect("the server proves it");
+        let session =
+            client_secret(&control_key, 0, &nonce, &opened.nonce, &opened.proof).expect("the server proves it");
         Self {
             relay: Guard::new(Some(token.clone()), vec![DEFAULT_EXTENSION_ID.into()]),
             relay_open: Guard::new(None, vec![DEFAULT_EXTENSION_ID.into()]),
             control: Guard::control(Some(token.clone()), sessions),
             control_open: Guard::control(None, std::sync::Arc::new(Sessions::new(None))),
             token,
+            cdp_key,
+            control_key,
             session,
         }
     }
 
     /// Puts the real secrets where a case has placeholders, in the case
-    /// the case chose (the token is hex: either case is the token).
+    /// the case chose (keys are hex: either case is the key): `TOKEN` the
+    /// install's secret, `CDPKEY` and `CTLKEY` the doors' keys, `SECRET` a
+    /// control session's secret.
     fn fill(&self, text: &str, upper: bool) -> String {
-        let token = if upper { self.token.as_str().to_ascii_uppercase() } else { self.token.as_str().to_string() };
-        text.replace("TOKEN", &token).replace("SECRET", &self.session)
+        let cased = |key: &Token| if upper { key.as_str().to_ascii_uppercase() } else { key.as_str().to_string() };
+        text.replace("TOKEN", &cased(&self.token))
+            .replace("CDPKEY", &cased(&self.cdp_key))
+            .replace("CTLKEY", &cased(&self.control_key))
+            .replace("SECRET", &self.session)
     }
 }
 
@@ -891,17 +903,17 @@ fn guarded_request() -> impl Strategy<Value = GuardedRequest> {
         any_text(24),
     ];
     let query = prop_oneof![
-        "token=TOKEN",
-        "[a-z]{1,4}=[a-z0-9]{0,4}&token=TOKEN",
-        "token=TOKEN&token=[a-f0-9]{0,8}",
-        "token=[a-f0-9]{0,8}&token=TOKEN",
-        "token=(TOKEN|SECRET)[a-z0-9%]{1,3}",
+        "token=(TOKEN|CDPKEY|CTLKEY)",
+        "[a-z]{1,4}=[a-z0-9]{0,4}&token=(TOKEN|CDPKEY|CTLKEY)",
+        "token=(TOKEN|CDPKEY|CTLKEY)&token=[a-f0-9]{0,8}",
+        "token=[a-f0-9]{0,8}&token=(TOKEN|CDPKEY|CTLKEY)",
+        "token=(TOKEN|CDPKEY|CTLKEY|SECRET)[a-z0-9%]{1,3}",
         "(token|tok%65n|TOKEN)=[a-zA-Z0-9%+&=]{0,70}",
         any_text(40),
     ];
     let authorization = prop_oneof![
-        "(Bearer|bearer|Basic) {0,2}(TOKEN|SECRET)? {0,2}",
-        "Bearer (TOKEN|SECRET)[a-z0-9]{1,2}",
+        "(Bearer|bearer|Basic) {0,2}(TOKEN|CDPKEY|CTLKEY|SECRET)? {0,2}",
+        "Bearer (TOKEN|CDPKEY|CTLKEY|SECRET)[a-z0-9]{1,2}",
         "Bearer [a-zA-Z0-9]{0,70}",
         any_text(24),
     ];
@@ -1000,7 +1012,9 @@ fn the_guard_refuses_foreign_hosts_web_origins_and_requests_without_the_token() 
                 let quoted = host.map_or(0, |h| h.len()) + origin.as_ref().map_or(0, String::len);
                 prop_assert!(rejection.message().len() <= quoted + 512, "{}", context);
                 if matches!(rejection, Rejection::MissingToken | Rejection::WrongToken) {
-                    prop_assert!(!rejection.message().contains(guards.token.as_str()), "{}", context);
+                    for key in [&guards.token, &guards.cdp_key, &guards.control_key] {
+                        prop_assert!(!rejection.message().contains(key.as_str()), "{}", context);
+                    }
                 }
             }
             if !with_token {
@@ -1022,11 +1036,13 @@ fn the_guard_refuses_foreign_hosts_web_origins_and_requests_without_the_token() 
             if class == RouteClass::Extension {
                 prop_assert!(ours, "/extension without our Origin: {}", context);
             }
-            // Token routes open only to a request that carries the token or
-            // (control API) an open session's secret.
+            // Token routes open only to a request that carries the door's
+            // own key or (control API) an open session's secret; never to
+            // the install's secret alone.
             if with_token && class == RouteClass::Client {
                 let session = control && carries(&guards.session, query.as_deref(), &headers);
-                prop_assert!(carries(guards.token.as_str(), query.as_deref(), &headers) || session, "{}", context);
+                let key = if control { &guards.control_key } else { &guards.cdp_key };
+                prop_assert!(carries(key.as_str(), query.as_deref(), &headers) || session, "{}", context);
             }
         }
         Ok(())
@@ -1034,31 +1050,47 @@ fn the_guard_refuses_foreign_hosts_web_origins_and_requests_without_the_token() 
 }
 
 #[test]
-fn the_token_or_a_session_secret_opens_every_token_route() {
+fn each_doors_key_or_a_session_secret_opens_every_token_route_and_the_install_secret_none() {
     let _shared = shared();
     let guards = Guards::new();
-    let presented = prop_oneof![
-        "token=TOKEN(&[a-z]{1,4}=[a-z0-9%]{0,6}){0,3}",
-        "Bearer {1,3}TOKEN {0,2}",
-        "Bearer {1,3}SECRET {0,2}",
-    ];
+    let presented =
+        prop_oneof!["token=KEY(&[a-z]{1,4}=[a-z0-9%]{0,6}){0,3}", "Bearer {1,3}KEY {0,2}", "Bearer {1,3}SECRET {0,2}",];
     let request = (loopback_host(), route_path(), presented, any::<bool>());
     fuzz(config(1), request, |(host, path, presented, upper)| {
-        let presented = guards.fill(&presented, upper);
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_str(&host).map_err(fail)?);
-        let query = match presented.strip_prefix("Bearer") {
-            Some(_) => {
-                headers.insert(header::AUTHORIZATION, HeaderValue::from_str(&presented).map_err(fail)?);
-                None
-            }
-            None => Some(presented.as_str()),
+        // One request with `key` where the case says KEY: its verdict.
+        let check = |guard: &Guard, key: &str| -> Result<Result<(), Rejection>, TestCaseError> {
+            let presented = guards.fill(&presented.replace("KEY", key), upper);
+            let mut headers = headers.clone();
+            let query = match presented.strip_prefix("Bearer") {
+                Some(_) => {
+                    headers.insert(header::AUTHORIZATION, HeaderValue::from_str(&presented).map_err(fail)?);
+                    None
+                }
+                None => Some(presented.as_str()),
+            };
+            Ok(guard.check(&path, query, &headers))
         };
-        let by_session = presented.contains(&guards.session);
-        if !by_session && RouteClass::of(&path) != RouteClass::Extension {
-            prop_assert_eq!(guards.relay.check(&path, query, &headers), Ok(()), "{:?} {:?}", path, query);
+        let by_session = presented.contains("SECRET");
+        let class = RouteClass::of(&path);
+        if !by_session && class != RouteClass::Extension {
+            prop_assert_eq!(check(&guards.relay, "CDPKEY")?, Ok(()), "{:?} {:?}", path, presented);
         }
-        prop_assert_eq!(guards.control.check(&path, query, &headers), Ok(()), "{:?} {:?}", path, query);
+        if !by_session && class == RouteClass::Client {
+            prop_assert_eq!(check(&guards.relay, "TOKEN")?, Err(Rejection::WrongToken), "the secret: {:?}", path);
+            prop_assert_eq!(check(&guards.relay, "CTLKEY")?, Err(Rejection::WrongToken), "another door's: {:?}", path);
+        }
+        prop_assert_eq!(check(&guards.control, "CTLKEY")?, Ok(()), "{:?} {:?}", path, presented);
+        if !by_session && path != "/session" {
+            prop_assert_eq!(check(&guards.control, "TOKEN")?, Err(Rejection::WrongToken), "the secret: {:?}", path);
+            prop_assert_eq!(
+                check(&guards.control, "CDPKEY")?,
+                Err(Rejection::WrongToken),
+                "another door's: {:?}",
+                path
+            );
+        }
         Ok(())
     });
 }

@@ -44,7 +44,7 @@ async fn setup_with(options: impl FnOnce(Option<Token>) -> browser_relay::Server
 
 impl Setup {
     fn cdp_url(&self) -> String {
-        format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str())
+        format!("ws://{}/cdp?token={}", self.server.addr, browser_relay::cdp_key(&self.token).as_str())
     }
 
     /// A client attached to the shared tab: (client, events, page session).

@@ -48,11 +48,16 @@ impl Setup {
 
     /// The page-level endpoint of the fake tab `tab`.
     fn page_url(&self, tab: i64) -> String {
-        format!("ws://{}/devtools/page/{}?token={}", self.server.addr, fake_target_id(tab), self.token.as_str())
+        format!(
+            "ws://{}/devtools/page/{}?token={}",
+            self.server.addr,
+            fake_target_id(tab),
+            browser_relay::cdp_key(&self.token).as_str()
+        )
     }
 
     async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>) {
-        let url = format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str());
+        let url = format!("ws://{}/cdp?token={}", self.server.addr, browser_relay::cdp_key(&self.token).as_str());
         let client = CdpClient::connect(&url).await.expect("client connects").with_timeout(Duration::from_secs(5));
         let events = client.take_events().unwrap();
         (client, events)
@@ -117,7 +122,7 @@ async fn bad_input_gets_cdp_errors_and_the_connection_survives() {
     let setup = relay().await;
     let _ext = setup.extension(&[1], Mode::Echo).await;
     setup.wait_targets(1).await;
-    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, browser_relay::cdp_key(&setup.token).as_str());
     // A raw socket, to see the error frames themselves.
     let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     use futures_util::{SinkExt, StreamExt};
@@ -322,7 +327,7 @@ async fn one_extension_at_a_time_and_handshake_rules() {
     })
     .await;
     // No extension yet: /cdp answers 503 with advice after the grace wait.
-    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, browser_relay::cdp_key(&setup.token).as_str());
     match tokio_tungstenite::connect_async(url.clone()).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             assert_eq!(response.status(), 503);
@@ -506,7 +511,7 @@ async fn client_count_is_capped_and_stopping_the_server_closes_sockets() {
     let _ext = setup.extension(&[1], Mode::Echo).await;
     let (a, _) = setup.client().await;
     let (_b, _) = setup.client().await;
-    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, browser_relay::cdp_key(&setup.token).as_str());
     match tokio_tungstenite::connect_async(url).await {
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => assert_eq!(response.status(), 503),
         other => panic!("a third client should get 503, got {other:?}"),
@@ -528,7 +533,7 @@ async fn a_burst_of_handshakes_never_overshoots_the_client_cap() {
     })
     .await;
     let _ext = setup.extension(&[1], Mode::Echo).await;
-    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, browser_relay::cdp_key(&setup.token).as_str());
     let burst = (0..12).map(|_| tokio_tungstenite::connect_async(url.clone()));
     let results = futures_util::future::join_all(burst).await;
     let mut refused = 0;
@@ -567,7 +572,7 @@ async fn a_script_reconnecting_in_a_loop_never_finds_the_cap_full_of_clients_tha
 async fn a_client_that_stops_reading_is_disconnected_not_waited_for() {
     let (setup, ext) = sharing_one_tab(RelayConfig { client_queue: 8, ..RelayConfig::default() }).await;
     // A raw socket that auto-attaches and then never reads again.
-    let url = format!("ws://{}/cdp?token={}", setup.server.addr, setup.token.as_str());
+    let url = format!("ws://{}/cdp?token={}", setup.server.addr, browser_relay::cdp_key(&setup.token).as_str());
     let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     use futures_util::SinkExt;
     stalled

@@ -45,7 +45,7 @@ impl Setup {
     /// A browser-level client, attached to the shared tab: (client, its
     /// events, the page session).
     async fn client(&self) -> (CdpClient, UnboundedReceiver<CdpEvent>, String) {
-        let url = format!("ws://{}/cdp?token={}", self.server.addr, self.token.as_str());
+        let url = format!("ws://{}/cdp?token={}", self.server.addr, browser_relay::cdp_key(&self.token).as_str());
         let client = CdpClient::connect(&url).await.expect("client connects").with_timeout(Duration::from_secs(5));
         let mut events = client.take_events().unwrap();
         e2e::auto_attach(&client).await;

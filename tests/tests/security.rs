@@ -94,7 +94,10 @@ async fn relay_with_extension() -> Relay {
 async fn http_routes_check_host_origin_and_token() {
     let relay = relay_with_extension().await;
     let addr = relay.server.addr;
-    let token = relay.token.as_str();
+    // Clients hold the CDP key; the install's secret opens no door (R5).
+    let key = browser_relay::cdp_key(&relay.token);
+    let token = key.as_str();
+    let secret = format!("/json/version?token={}", relay.token.as_str());
     let host = format!("127.0.0.1:{}", addr.port());
     let with_token = format!("/json/version?token={token}");
     let bearer = format!("Bearer {token}");
@@ -107,6 +110,7 @@ async fn http_routes_check_host_origin_and_token() {
         ("trailing slash (Playwright)", format!("/json/version/?token={token}"), &host, vec![], 200),
         ("no token", "/json/version".into(), &host, vec![], 401),
         ("wrong token", wrong, &host, vec![], 401),
+        ("the install's secret", secret, &host, vec![], 401),
         ("token in the wrong place", format!("/json/list?tok={token}"), &host, vec![], 401),
         ("DNS rebinding Host", with_token.clone(), "evil.example", vec![], 403),
         ("rebinding Host with our port", with_token.clone(), &rebinding_with_port, vec![], 403),
@@ -190,7 +194,9 @@ async fn http_routes_check_host_origin_and_token() {
 async fn websocket_upgrades_check_host_origin_and_token() {
     let relay = relay_with_extension().await;
     let addr = relay.server.addr;
-    let token = relay.token.as_str();
+    let key = browser_relay::cdp_key(&relay.token);
+    let token = key.as_str();
+    let with_secret = format!("/cdp?token={}", relay.token.as_str());
     let cdp = format!("/cdp?token={token}");
     let ext_origin = format!("chrome-extension://{DEFAULT_EXTENSION_ID}");
     let ext_protocols = "browser-relay.v2".to_string();
@@ -200,6 +206,7 @@ async fn websocket_upgrades_check_host_origin_and_token() {
         ("CDP client with token", cdp.clone(), vec![], 101),
         ("browser endpoint path", format!("/devtools/browser/anything?token={token}"), vec![], 101),
         ("CDP client without token", "/cdp".into(), vec![], 401),
+        ("CDP client with the install's secret", with_secret, vec![], 401),
         ("CDP client with a bearer token", "/cdp".into(), vec![("Authorization", &bearer)], 101),
         (
             "CDP client with the token as subprotocol",
@@ -270,7 +277,8 @@ async fn websocket_upgrades_check_host_origin_and_token() {
 async fn urls_are_built_from_the_bound_address_never_from_host() {
     let relay = relay_with_extension().await;
     let addr = relay.server.addr;
-    let request = get(&format!("/json/version?token={}", relay.token.as_str()), "localhost:1", &[]);
+    let request =
+        get(&format!("/json/version?token={}", browser_relay::cdp_key(&relay.token).as_str()), "localhost:1", &[]);
     let (status, response) = raw_request(addr, &request).await;
     assert_eq!(status, 200, "{response}");
     let expected = format!("\"webSocketDebuggerUrl\":\"ws://127.0.0.1:{}/devtools/browser/", addr.port());
@@ -316,6 +324,71 @@ async fn the_extension_allow_list_is_configurable() {
         ws_status(server.addr, "/extension", &headers("chrome-extension://abcdefghijklmnopabcdefghijklmnop")).await,
         101
     );
+}
+
+/// One door per key (issue 46, item 6): the extension holds a key of its
+/// own, derived from the secret. A program that has the secret itself, or
+/// an extension from before protocol 8 (which proved the secret), pairs
+/// nothing; the extension's key pairs, and opens no other door.
+#[tokio::test]
+async fn only_the_extensions_own_key_pairs_never_the_secret_nor_an_older_protocol() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use shared_protocol::RelayMessage;
+    use tokio_tungstenite::tungstenite::Message;
+    e2e::init_logging();
+    let WithControl { server, token: secret, control, .. } = serve_with_control(|_| {}).await;
+    let port = server.addr.port();
+    // What the relay says to one proof: its close (code, reason), or the welcome.
+    let pair = |proof: e2e::pairing::ExtensionProof, version: u32| async move {
+        let mut socket = extension_socket(server.addr).await;
+        socket.send(Message::Text(proof.auth_frame(version).into())).await.unwrap();
+        let first = match tokio::time::timeout(Duration::from_secs(5), socket.next()).await.unwrap() {
+            Some(Ok(Message::Text(text))) => text.to_string(),
+            Some(Ok(Message::Close(Some(frame)))) => return Err((u16::from(frame.code), frame.reason.to_string())),
+            other => panic!("neither a challenge nor a close: {other:?}"),
+        };
+        let RelayMessage::Challenge { nonce, proof: relay_proof } = RelayMessage::parse(&first).unwrap() else {
+            panic!("not a challenge: {first}")
+        };
+        let Ok([prove, hello_frame]) = proof.answer_frames(&nonce, &relay_proof, hello(vec![])) else {
+            return Err((0, "the relay proved another key".to_string()));
+        };
+        socket.send(Message::Text(prove.into())).await.unwrap();
+        socket.send(Message::Text(hello_frame.into())).await.unwrap();
+        match tokio::time::timeout(Duration::from_secs(5), socket.next()).await.unwrap() {
+            Some(Ok(Message::Text(text))) => Ok((socket, text.to_string())),
+            Some(Ok(Message::Close(Some(frame)))) => Err((u16::from(frame.code), frame.reason.to_string())),
+            other => panic!("neither a welcome nor a close: {other:?}"),
+        }
+    };
+    let version = shared_protocol::PROTOCOL_VERSION;
+    // The secret itself: the relay proves another key, and takes no proof of it.
+    let refused = pair(e2e::pairing::ExtensionProof::with_key(Some(secret.as_str()), port), version).await;
+    assert_eq!(refused.err().map(|(_, why)| why).as_deref(), Some("the relay proved another key"));
+    // Another door's key: the same.
+    let cdp = browser_relay::cdp_key(&secret);
+    let refused = pair(e2e::pairing::ExtensionProof::with_key(Some(cdp.as_str()), port), version).await;
+    assert!(refused.is_err(), "the CDP key paired an extension");
+    // An extension of protocol 7 (it proved the secret): told to update.
+    let (code, why) = pair(e2e::pairing::ExtensionProof::new(Some(secret.as_str()), port), 7).await.err().unwrap();
+    assert_eq!(code, shared_protocol::close_code::PROTOCOL_MISMATCH, "{why}");
+    assert!(why.contains("update the one that is older"), "{why}");
+    assert!(!server.relay.stats().extension_connected);
+    // The extension's key pairs...
+    let key = browser_relay::extension_key(&secret);
+    let (socket, welcome) =
+        pair(e2e::pairing::ExtensionProof::with_key(Some(key.as_str()), port), version).await.expect("paired");
+    assert!(welcome.contains("welcome"), "{welcome}");
+    assert!(server.relay.stats().extension_connected);
+    drop(socket);
+    // ... and opens no other door.
+    let host = format!("127.0.0.1:{port}");
+    let bearer = format!("Bearer {}", key.as_str());
+    let (status, _) = raw_request(server.addr, &get("/json/list", &host, &[("Authorization", &bearer)])).await;
+    assert_eq!(status, 401, "the extension's key opened the CDP routes");
+    let control_host = format!("127.0.0.1:{}", control.port());
+    let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &bearer)])).await;
+    assert_eq!(status, 401, "the extension's key opened the control API");
 }
 
 #[tokio::test]
@@ -387,7 +460,7 @@ async fn oversized_client_messages_close_only_that_client() {
     let _ext =
         FakeExtension::connect(server.addr, Some(token.as_str()), Some(hello(vec![])), Mode::Echo).await.unwrap();
     assert!(server.relay.wait_for_extension(Duration::from_secs(5)).await);
-    let url = format!("ws://{}/cdp?token={}", server.addr, token.as_str());
+    let url = format!("ws://{}/cdp?token={}", server.addr, browser_relay::cdp_key(&token).as_str());
     let big = cdp_client::CdpClient::connect(&url).await.unwrap();
     let small = cdp_client::CdpClient::connect(&url).await.unwrap();
     let huge =
@@ -458,7 +531,7 @@ async fn the_public_protocol_route_opens_no_farm_connection_and_names_no_profile
     assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "the public route opened the farm");
     // With the token, the farm is used (so the count above is zero for
     // want of a call, not of a way to reach it).
-    let with_token = format!("/profiles/farm/json/version?token={}", token.as_str());
+    let with_token = format!("/profiles/farm/json/version?token={}", browser_relay::cdp_key(&token).as_str());
     let _ = raw_request(server.addr, &get(&with_token, &host, &[])).await;
     assert!(connections.load(std::sync::atomic::Ordering::SeqCst) > 0, "the tokened route reaches the farm");
 }
@@ -635,9 +708,17 @@ async fn the_key_cdp_clients_send_opens_no_other_door() {
     let host = format!("127.0.0.1:{}", server.addr.port());
     let control_host = format!("127.0.0.1:{}", control.port());
 
+    // The install's secret opens neither door (it pairs nothing either:
+    // the extension has a key of its own). Before, it opened both.
+    let with_secret = format!("Bearer {}", secret.as_str());
+    let (status, _) = raw_request(server.addr, &get("/json/list", &host, &[("Authorization", &with_secret)])).await;
+    assert_eq!(status, 401, "the secret opened the relay's CDP routes");
+    let (status, _) = raw_request(control, &get("/profiles", &control_host, &[("Authorization", &with_secret)])).await;
+    assert_eq!(status, 401, "the secret opened the control API");
     // The key a client is handed, as Playwright reads it from /json/version.
+    let cdp_key = browser_relay::cdp_key(&secret);
     let (status, version) =
-        raw_request(server.addr, &get(&format!("/json/version?token={}", secret.as_str()), &host, &[])).await;
+        raw_request(server.addr, &get(&format!("/json/version?token={}", cdp_key.as_str()), &host, &[])).await;
     assert_eq!(status, 200, "{version}");
     let ws = version.split("webSocketDebuggerUrl\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
     let key = ws.split("token=").nth(1).unwrap().to_string();
@@ -772,8 +853,10 @@ async fn a_pairing_links_code_brings_the_secret_sealed_once() {
         let RelayMessage::Welcome { sealed, .. } = RelayMessage::parse(&welcome).unwrap() else {
             panic!("not a welcome: {welcome}")
         };
-        let opened = proof.unseal(&nonce, sealed.as_deref().expect("the secret, sealed"));
-        assert_eq!(opened.as_deref(), Some(token.as_str()), "the code that was not proved before was still good");
+        let opened = proof.unseal(&nonce, sealed.as_deref().expect("the extension's key, sealed"));
+        let key = browser_relay::extension_key(&token);
+        assert_eq!(opened.as_deref(), Some(key.as_str()), "the code that was not proved before was still good");
+        assert_ne!(opened.as_deref(), Some(token.as_str()), "never the secret itself, even sealed");
         assert!(server.relay.stats().extension_connected, "the code paired");
         let _ = socket.close(None).await;
     }

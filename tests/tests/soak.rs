@@ -62,8 +62,9 @@ impl Serve {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        let out = Command::new(&bin).arg("token").env("BROWSER_RELAY_HOME", home.path()).output().unwrap();
-        let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        // The install's secret, as serve made it (`browser-relay token`
+        // prints the extension's key, not the secret).
+        let token = state_dir::StateDir::at(home.path()).load_or_create_token().unwrap().as_str().to_string();
         Self { child, addr, token, _home: home }
     }
 
@@ -82,7 +83,7 @@ impl Serve {
     }
 
     fn cdp_url(&self) -> String {
-        format!("ws://{}/cdp?token={}", self.addr, self.token)
+        format!("ws://{}/cdp?token={}", self.addr, cdp_key(&self.token))
     }
 }
 
@@ -218,7 +219,7 @@ async fn soak_relay_memory() {
 
     // 512 screenshots of 2 MiB asked for and never read.
     let (before_shots, _) = serve.memory();
-    let url = format!("ws://{}/devtools/page/{page}?token={}", serve.addr, serve.token);
+    let url = format!("ws://{}/devtools/page/{page}?token={}", serve.addr, cdp_key(&serve.token));
     let (mut stalled, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     use futures_util::{SinkExt, StreamExt};
     let started = Instant::now();
@@ -373,4 +374,9 @@ async fn soak_faults_with_real_chrome() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("no process left in Chrome's group");
+}
+
+/// The CDP key of the install whose secret is `secret`: what clients send.
+fn cdp_key(secret: &str) -> String {
+    browser_relay::cdp_key(&state_dir::Token::parse(secret).expect("a secret")).as_str().to_string()
 }

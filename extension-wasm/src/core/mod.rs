@@ -1514,15 +1514,35 @@ impl<H: Host> Core<H> {
         let proves = |key: &str| {
             auth::is_nonce(relay_nonce) && auth::verify(key, Prover::Relay, &self.auth_nonce, &bound, proof)
         };
+        let by_code = self.settings.pairing_code.as_deref().is_some_and(proves);
+        // A pairing from before protocol 8 holds the install's secret; the
+        // relay proves the extension's key derived from it. That key takes
+        // the secret's place in storage now: the secret leaves the browser
+        // with no new pairing.
+        let same_relay = self.settings.dial_port() == self.settings.port;
+        let upgraded = match self.settings.token.as_deref() {
+            Some(held) if !by_code && same_relay && !proves(held) => {
+                Some(auth::derive_key(held, auth::KeyPurpose::Extension)).filter(|key| proves(key))
+            }
+            _ => None,
+        };
+        if let Some(key) = upgraded {
+            let port = self.settings.port;
+            self.host.save_pairing(Some((&key, port)));
+            self.settings = Settings { port, token: Some(key), pairing_code: None, pairing_port: None };
+            self.host.log("the pairing now holds the extension's own key in place of the relay's secret");
+        }
+        let proves = |key: &str| {
+            auth::is_nonce(relay_nonce) && auth::verify(key, Prover::Relay, &self.auth_nonce, &bound, proof)
+        };
         let code = self.settings.pairing_code.clone();
         let token = self.settings.token.clone();
-        let (by_code, by_token) = (code.as_deref().is_some_and(proves), token.as_deref().is_some_and(proves));
+        let by_token = token.as_deref().is_some_and(proves);
         // A pairing link's code, while it waits, is what both sides prove;
         // the token comes sealed for it in the welcome. A relay on our
         // pairing's port that proves the token we hold instead did not
         // take the code (it is older than pairing codes): the code is
         // forgotten and the link goes on with the token.
-        let same_relay = self.settings.dial_port() == self.settings.port;
         let key = match (code, token) {
             (Some(code), _) if by_code => {
                 self.redeeming = Some(bound.clone());

@@ -980,6 +980,44 @@ fn a_relay_older_than_pairing_codes_keeps_the_pairing_it_has() {
     assert_eq!(core.settings().token.as_deref(), Some(TOKEN));
 }
 
+/// A pairing from before protocol 8 holds the install's secret. The relay
+/// proves the extension's key derived from it: the extension takes that
+/// key in the secret's place (in storage too) and proves it, with no new
+/// pairing; the secret is gone from the browser. A program that proves
+/// the secret itself (a relay from before, or one that stole it) is not
+/// our relay any more.
+#[test]
+fn a_pairing_that_holds_the_secret_moves_to_the_extensions_own_key_on_its_next_connection() {
+    let key = auth::derive_key(TOKEN, auth::KeyPurpose::Extension);
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    let extension_nonce = core.last_sent()["auth"]["nonce"].as_str().unwrap().to_string();
+    let (challenge, welcome) = challenge_and_welcome(&mut core, 18792, &key, |_, _| None);
+    let bound = auth::on_port(challenge["challenge"]["nonce"].as_str().unwrap(), 18792);
+    core.relay(challenge);
+    let prove = core.sent_json().into_iter().find(|m| m.get("prove").is_some()).expect("a proof");
+    let presented = prove["prove"]["proof"].as_str().unwrap();
+    assert!(auth::verify(&key, Prover::Extension, &extension_nonce, &bound, presented), "it proves the key");
+    assert!(!auth::verify(TOKEN, Prover::Extension, &extension_nonce, &bound, presented));
+    core.relay(welcome);
+    assert_eq!(core.link(), Link::Ready);
+    assert_eq!(core.host.saved_pairings, vec![Some((key.clone(), 18792))], "stored in the secret's place");
+    assert_eq!(core.settings().token.as_deref(), Some(key.as_str()));
+
+    // Later, something on the port proves the secret: refused.
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    let (challenge, _) = challenge_and_welcome(&mut core, 18792, TOKEN, |_, _| None);
+    core.relay(challenge);
+    assert_ne!(core.link(), Link::Ready);
+    assert!(core.status().error.unwrap_or_default().contains("is not your paired relay"));
+    assert_eq!(core.host.saved_pairings.len(), 1, "nothing else stored");
+}
+
 #[test]
 fn a_relay_that_accepts_but_never_answers_the_handshake_is_retried() {
     let mut core = paired();

@@ -134,7 +134,7 @@ async fn close_with(mut socket: WebSocket, code: u16, reason: &str) {
 }
 
 /// A pairing link's code the extension proved in its handshake: spent, and
-/// the secret sealed for it, only once the connection holds the
+/// the extension's key sealed for it, only once the connection holds the
 /// extension's place (else the code stays good for the next try).
 struct Redemption {
     id: String,
@@ -173,7 +173,7 @@ impl Relay {
             return close_with(socket, POLICY_VIOLATION, "another Browser Relay extension is already connected").await;
         };
         // A pairing link's code, proved: spent now (of two redemptions at
-        // once, the second is refused), and only now does the secret go,
+        // once, the second is refused), and only now does the extension's key go,
         // sealed for the code, in the welcome. Whoever knows the code and
         // does not prove it gets nothing, and spends nothing.
         let sealed = match redemption {
@@ -183,7 +183,9 @@ impl Relay {
                 if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
                     return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
                 }
-                shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, token.as_str())
+                // The extension's key, not the secret (protocol 8).
+                let key = self.0.extension_key.as_ref().expect("derived with the pairing token");
+                shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, key.as_str())
             }
         };
         let config = self.config().clone();
@@ -327,7 +329,7 @@ impl Relay {
         if !auth::is_nonce(&extension_nonce) {
             return Err((close_code::BAD_MESSAGE, "the auth nonce is not 32 bytes of hex".into()));
         }
-        let Some(token) = &self.0.pairing else {
+        let (Some(token), Some(extension_key)) = (&self.0.pairing, &self.0.extension_key) else {
             return Err((close_code::NOT_PAIRED, "this relay has no pairing token".into()));
         };
         // A pairing link's code: the proofs are made with it, and the token
@@ -340,7 +342,9 @@ impl Relay {
                 None => return Err((close_code::NOT_PAIRED, UNKNOWN_CODE.into())),
             },
         };
-        let key = code.as_ref().unwrap_or(token);
+        // The extension's own key, never the secret: what leaks from a
+        // browser's storage opens the extension's door alone.
+        let key = code.as_ref().unwrap_or(extension_key);
         let mut random = [0u8; 32];
         getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
         let relay_nonce = auth::nonce_hex(&random);

@@ -285,9 +285,13 @@ pub(crate) struct Inner {
     /// Synthetic id of the one browser context (the user's profile).
     context_id: Arc<str>,
     base: OnceLock<PublicBase>,
-    /// The pairing token, which the extension and the relay prove to each
-    /// other ([`shared_protocol::auth`]); `None`: no extension can pair.
+    /// The install's secret: the keys derive from it, and it signs the
+    /// pairing links' codes; `None`: no extension can pair.
     pairing: Option<state_dir::Token>,
+    /// The extension's key (derived from `pairing`), which the extension
+    /// and the relay prove to each other ([`shared_protocol::auth`]): the
+    /// extension holds it, never the secret (protocol 8).
+    extension_key: Option<state_dir::Token>,
     /// `browser-relay pair`'s one-time codes, which an extension redeems
     /// for the pairing token (sealed for its code) in its handshake.
     pairing_codes: Option<state_dir::PairingCodes>,
@@ -355,6 +359,13 @@ impl Drop for ClientSlot {
     }
 }
 
+/// The key the extension holds and proves the pairing with: derived from
+/// the install's `secret` for that door alone.
+pub fn extension_key(secret: &state_dir::Token) -> state_dir::Token {
+    let key = shared_protocol::auth::derive_key(secret.as_str(), shared_protocol::auth::KeyPurpose::Extension);
+    state_dir::Token::parse(&key).expect("a derived key is 64 hex characters")
+}
+
 impl Relay {
     /// `pairing`: the token the extension was paired with (kept even when
     /// CDP clients need none, `--no-auth`); `pairing_codes`: where the
@@ -368,6 +379,7 @@ impl Relay {
             browser_id: targets::new_id(),
             context_id: targets::new_id(),
             base: OnceLock::new(),
+            extension_key: pairing.as_ref().map(extension_key),
             pairing,
             pairing_codes,
             link: watch::Sender::new(None),

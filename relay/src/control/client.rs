@@ -80,6 +80,8 @@ pub type StartServer = dyn Fn() -> futures_util::future::BoxFuture<'static, Resu
 #[derive(Clone)]
 pub struct ControlClient {
     port: u16,
+    /// The control key its sessions are proved with (the install's, or a
+    /// grant's).
     token: Token,
     /// Where the answers are read, so hints name steps taken there.
     surface: Surface,
@@ -107,10 +109,13 @@ impl std::fmt::Debug for ControlClient {
 }
 
 impl ControlClient {
-    pub fn new(port: u16, token: Token) -> Self {
+    /// A client of the person's (`secret`: the install's, from the token
+    /// file): its sessions are proved with the control key derived from
+    /// it, never with the secret (keys.rs).
+    pub fn new(port: u16, secret: Token) -> Self {
         Self {
             port,
-            token,
+            token: crate::keys::control_key(&secret),
             surface: Surface::Http,
             idle: Default::default(),
             revive: None,

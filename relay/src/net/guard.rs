@@ -118,7 +118,7 @@ impl Rejection {
                 "/extension is only for the Browser Relay extension; Origin '{origin}' is not on the allow-list (see --extension-id)"
             ),
             Self::MissingToken => "missing token: pass ?token=…, 'Authorization: Bearer …' or use the URL printed by `browser-relay cdp-url`".into(),
-            Self::WrongToken => "wrong token: get the current one with `browser-relay token` (a grant's key opens nothing once it is revoked: `browser-relay grant list`)".into(),
+            Self::WrongToken => "wrong key: CDP clients use the URL `browser-relay cdp-url` prints, the control API takes `browser-relay token --control` (the install's secret opens neither door; a grant's key opens nothing once it is revoked: `browser-relay grant list`)".into(),
             Self::GrantExpired(name) => format!(
                 "the grant '{name}' has expired: its keys open nothing any more (the person can give a new one: `browser-relay grant add`)"
             ),
@@ -200,9 +200,13 @@ impl Guard {
         if matches!(class, RouteClass::Public | RouteClass::Extension) {
             return Ok(Admitted::default());
         }
-        let Some(token) = &self.token else { return Ok(Admitted::default()) };
+        if self.token.is_none() {
+            return Ok(Admitted::default());
+        }
         let presented = presented_token(query, headers).ok_or(Rejection::MissingToken)?;
-        if token.matches(&presented) || self.door_key.as_ref().is_some_and(|key| key.matches(&presented)) {
+        // The door's own key; never the install's secret (keys.rs): one
+        // that leaks from a door's traffic opens that door only.
+        if self.door_key.as_ref().is_some_and(|key| key.matches(&presented)) {
             return Ok(Admitted::default());
         }
         let door = if self.control { grants::Door::Control } else { grants::Door::Cdp };

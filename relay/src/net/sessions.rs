@@ -1,11 +1,12 @@
 //! Sessions of the control API's own clients (the CLI, the MCP server),
-//! which never send the token: `POST /session` with the client's nonce is
-//! answered with the server's nonce and its proof of the pairing token
-//! ([`shared_protocol::auth`]), so the client knows it talks to this
+//! which never send their key: `POST /session` with the client's nonce is
+//! answered with the server's nonce and its proof of the control key (the
+//! install's, derived from the secret, or a grant's;
+//! [`shared_protocol::auth`]), so the client knows it talks to this
 //! install's `serve` and not to a program squatting the port. Both sides
 //! then derive the session secret (the client's proof over both nonces);
 //! the client sends it as its bearer, and the guard accepts it like the
-//! token. A squatter learns a nonce, nothing it could use.
+//! key. A squatter learns a nonce, nothing it could use.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -29,8 +30,8 @@ const IDLE: Duration = Duration::from_secs(24 * 3600);
 struct Session {
     secret: String,
     nonces: SessionNonces,
-    /// The key it was proved with: the pairing token, or a grant's control
-    /// key (its answers are signed with the same).
+    /// The key it was proved with: the install's control key, or a grant's
+    /// control key (its answers are signed with the same).
     key: Token,
     /// Whose session it is.
     access: grants::Access,
@@ -54,7 +55,8 @@ struct Open {
 
 #[derive(Debug)]
 pub struct Sessions {
-    /// The pairing token the proofs are made with (`None`: no sessions).
+    /// The control key the person's proofs are made with (`None`: no
+    /// sessions); a grant's are made with the grant's control key.
     key: Option<Token>,
     /// The control API's port, which the proofs are bound to
     /// (`auth::on_port`): a program on the port a client dials that passes

@@ -344,16 +344,17 @@ async fn send(engine: &FakeEngine, method: &str, uri: &str, body: &str, headers:
 }
 
 fn guard() -> Guard {
-    let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(Token::parse(TOKEN)));
+    let sessions = std::sync::Arc::new(crate::net::sessions::Sessions::new(
+        Token::parse(TOKEN).as_ref().map(crate::keys::control_key),
+    ));
     Guard::control(Token::parse(TOKEN), sessions)
 }
 
 async fn send_to(app: axum::Router, method: &str, uri: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::HOST, "127.0.0.1:18791")
-        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+    let mut request = Request::builder().method(method).uri(uri).header(header::HOST, "127.0.0.1:18791").header(
+        header::AUTHORIZATION,
+        format!("Bearer {}", crate::keys::control_key(&Token::parse(TOKEN).unwrap()).as_str()),
+    );
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
