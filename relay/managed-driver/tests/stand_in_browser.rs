@@ -1,10 +1,10 @@
 //! The managed driver's own launch, pipe, readiness and stop, for real, on
 //! every system the tests run on, against `support/pipe_browser.rs`, a
 //! stand-in that takes the pipe as Chrome does (fds 3 and 4 on Unix,
-//! `--remote-debugging-io-pipes` handles on Windows) and starts a helper
-//! process as Chrome does. On Linux the real Chrome runs too
-//! (`tests/tests/e2e_managed.rs`); on Windows (under Wine) this is the
-//! managed driver's only run with a browser on the other end.
+//! `--remote-debugging-io-pipes` handles on Windows), reads its arguments
+//! and starts a helper process as Chrome does. On Linux the real Chrome
+//! runs too (`tests/tests/e2e_managed.rs`); on Windows (under Wine) this is
+//! the managed driver's only run with a browser on the other end.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,13 +36,26 @@ async fn helper_beats(dir: &std::path::Path, within: Duration) -> bool {
     false
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
-    // Where a desktop puts them: the browser under a folder with spaces
-    // (`C:\Program Files\Google\Chrome\Application`), the state in a home
-    // folder whose name has a space and a letter beyond ASCII. The launch
-    // must hand both to the browser intact (on Windows, one command line
-    // that the browser splits again).
+/// Arguments a profile may pass that a Windows command line must quote and
+/// escape for the browser to split them back as they were: spaces, quotes,
+/// backslashes before a quote or at the end, an empty one, beyond ASCII.
+const AWKWARD_ARGS: [&str; 7] = [
+    r#"--quoted="a b" c"#,
+    r"--trailing=C:\Program Files\",
+    r#"--slashes=a\\"b"#,
+    r"--plain=C:\dir\",
+    "",
+    r#"""#,
+    "--name=Jos\u{e9} \u{2603}",
+];
+
+/// A stand-in browser installed where a desktop puts one (the browser under
+/// a folder with spaces, `C:\Program Files\Google\Chrome\Application`, the
+/// state in a home folder whose name has a space and a letter beyond
+/// ASCII), as the profile `standin` with `args`: the launch must hand
+/// every path and argument to the browser intact (on Windows, one command
+/// line that the browser splits again).
+fn stand_in_profile(args: &[&str]) -> (tempfile::TempDir, ManagedBrowsers, settings::Profile) {
     let root = tempfile::tempdir().unwrap();
     let installed = root.path().join("Program Files").join("Stand In");
     std::fs::create_dir_all(&installed).unwrap();
@@ -50,13 +63,21 @@ async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
     std::fs::copy(stand_in(), &browser).unwrap();
     let state = root.path().join("Jos\u{e9} Smith").join(".browser-relay");
     std::fs::create_dir_all(&state).unwrap();
+    // TOML's basic strings, escaped as JSON escapes them.
+    let args = serde_json::to_string(args).unwrap();
     let toml = format!(
-        "[profiles.standin]\ndriver = \"managed\"\nheadless = true\nexecutablePath = {:?}\n",
+        "[profiles.standin]\ndriver = \"managed\"\nheadless = true\nexecutablePath = {:?}\nargs = {args}\n",
         browser.display().to_string()
     );
     std::fs::write(state.join("config.toml"), toml).unwrap();
     let profile = Config::load(&state).unwrap().profile(Some("standin")).unwrap().clone();
     let browsers = ManagedBrowsers::new(&state);
+    (root, browsers, profile)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
+    let (_root, browsers, profile) = stand_in_profile(&AWKWARD_ARGS);
 
     let status = browsers.start(&profile).await.expect("the stand-in becomes ready over the pipe");
     assert_eq!(status.state, State::Running, "{status:?}");
@@ -66,6 +87,9 @@ async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
     assert_eq!(record.browser_id, "pipe-browser");
     let dir = browsers.user_data_dir("standin");
     assert!(helper_beats(&dir, Duration::from_secs(10)).await, "the stand-in's helper runs");
+    let argv: Vec<String> = serde_json::from_slice(&std::fs::read(dir.join("argv.json")).unwrap()).unwrap();
+    let at = argv.iter().position(|a| a == AWKWARD_ARGS[0]).unwrap_or_else(|| panic!("{argv:?}"));
+    assert_eq!(argv[at..at + AWKWARD_ARGS.len()], AWKWARD_ARGS, "the browser read its arguments as given: {argv:?}");
 
     // A client's own session on the pipe, as /profiles/<name>/ gives one.
     let pipe = browsers.pipe("standin").expect("this process holds the pipe");

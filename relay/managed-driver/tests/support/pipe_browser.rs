@@ -9,6 +9,10 @@
 //! process (itself with `--helper <user-data-dir>`), which counts in
 //! `<user-data-dir>/helper.beat` every 20 ms while it lives, so the test
 //! can see the helper end with the browser on any system.
+//!
+//! It writes the arguments it was given, as it split them, to
+//! `<user-data-dir>/argv.json` (so the test sees what a browser reads of
+//! its command line).
 #![allow(unsafe_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,6 +31,8 @@ fn main() {
     }
     let user_data = args.iter().find_map(|a| a.strip_prefix("--user-data-dir=")).expect("--user-data-dir");
     std::fs::create_dir_all(user_data).expect("user data dir");
+    let argv = serde_json::to_vec(&args[1..]).expect("serialises");
+    std::fs::write(std::path::Path::new(user_data).join("argv.json"), argv).expect("argv.json");
     // Not waited for, as Chrome's helpers are not: the driver ends them.
     #[allow(clippy::zombie_processes)]
     let _helper = std::process::Command::new(std::env::current_exe().expect("own path"))
