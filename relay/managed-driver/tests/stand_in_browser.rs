@@ -2,7 +2,8 @@
 //! every system the tests run on, against `support/pipe_browser.rs`, a
 //! stand-in that takes the pipe as Chrome does (fds 3 and 4 on Unix,
 //! `--remote-debugging-io-pipes` handles on Windows), reads its arguments
-//! and starts a helper process as Chrome does. On Linux the real Chrome
+//! and starts a helper process as Chrome does. On Windows it also tries a
+//! handle of serve's it must not have been given. On Linux the real Chrome
 //! runs too (`tests/tests/e2e_managed.rs`); on Windows (under Wine) this is
 //! the managed driver's only run with a browser on the other end.
 
@@ -104,4 +105,50 @@ async fn a_browser_on_the_pipe_starts_answers_and_stops_with_its_helpers() {
     tokio::time::timeout(Duration::from_secs(5), pipe.closed()).await.expect("the pipe closed with the browser");
     // Its helper ended with it (its process group, or its Job Object).
     assert!(!helper_beats(&dir, Duration::from_millis(500)).await, "the helper of browser {pid} still runs");
+}
+
+/// Serve holds handles the browser must not have (a log, a client's socket,
+/// another child's pipe), some of them inheritable: here a pipe's writing
+/// end, marked so as any could be. The browser is given its handle value
+/// and writes to it, as a browser an attacker took over would; nothing
+/// must arrive.
+#[cfg(windows)]
+#[allow(unsafe_code)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_inherits_its_pipe_and_no_other_handle_of_serve() {
+    use std::io::Read;
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Foundation::{HANDLE_FLAG_INHERIT, SetHandleInformation};
+
+    let (mut ours, theirs) = std::io::pipe().unwrap();
+    // SAFETY: the handle is open (borrowed for the call).
+    let marked = unsafe { SetHandleInformation(theirs.as_raw_handle(), HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT) };
+    assert_ne!(marked, 0, "{}", std::io::Error::last_os_error());
+    let probe = format!("--leak-probe={}", theirs.as_raw_handle() as usize);
+    let (_root, browsers, profile) = stand_in_profile(&[&probe]);
+
+    let status = browsers.start(&profile).await.expect("the stand-in becomes ready over the pipe");
+    assert_eq!(status.state, State::Running, "{status:?}");
+    let verdict_file = browsers.user_data_dir("standin").join("leak-probe.txt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !verdict_file.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let verdict = std::fs::read_to_string(&verdict_file).expect("the stand-in tried the handle");
+    drop(theirs);
+    browsers.stop(&profile).await.unwrap();
+
+    // Every copy of the writing end is closed once the browser and its
+    // helpers are gone: what the pipe holds is all that was written.
+    let read = tokio::task::spawn_blocking(move || {
+        let mut got = Vec::new();
+        ours.read_to_end(&mut got).map(|_| got)
+    });
+    let got = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("no process kept the pipe's writing end")
+        .unwrap()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&got), "", "the browser wrote to serve's handle (it said: {verdict})");
+    assert!(verdict.starts_with("refused"), "the browser could use serve's handle: {verdict}");
 }

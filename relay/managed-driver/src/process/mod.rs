@@ -5,7 +5,9 @@
 //! | concern | Unix (Linux, macOS) | Windows |
 //! |---|---|---|
 //! | the CDP pipe | the browser's fds 3 and 4 | two inherited handles named by `--remote-debugging-io-pipes=R,W` |
-//! | the browser and its helpers | its own process group | a Job Object that kills them all when closed |
+//! | what else the browser inherits | stdin, stdout, stderr (std opens every other descriptor close-on-exec; one serve inherited open goes on) | stdin, stdout, stderr: `CreateProcessW` with exactly those and the pipe's two in `PROC_THREAD_ATTRIBUTE_HANDLE_LIST` |
+//! | its command line | a list of arguments | one line, quoted as the browser splits it ([`windows_command_line`]) |
+//! | the browser and its helpers | its own process group | a Job Object that kills them all when closed, the browser in it before it runs (started suspended) |
 //! | asking it to end | `SIGTERM` to the group | none (Chrome has no console to signal): ending is killing |
 //! | killing it | `SIGKILL` to the group | `TerminateJobObject` |
 //! | a process of another serve | its group, by pid | the process, by pid (its job died with that serve) |
@@ -29,7 +31,7 @@ mod windows;
 #[cfg(windows)]
 use windows as os;
 
-pub(crate) use os::{BrowserReader, BrowserWriter, Tree};
+pub(crate) use os::{BrowserReader, BrowserWriter, Child, Tree};
 
 /// How to end a browser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,17 +44,22 @@ pub(crate) enum Ending {
 }
 
 /// A browser this process launched: the child (reaped when it exits: a
-/// zombie still answers "alive") and the handle on all of its processes.
+/// zombie still answers "alive"; on Windows our handle on the process
+/// keeps its pid from being handed out) and the handle on all of its
+/// processes.
 #[derive(Debug)]
 pub(crate) struct Launched {
-    pub(crate) child: std::process::Child,
+    pub(crate) child: Child,
     pub(crate) tree: Tree,
 }
 
 /// Launches `executable` with `args` (which hold `--remote-debugging-pipe`),
-/// its stdin and stdout empty and its stderr to `stderr`, in a tree of its
-/// own (so `stop` reaches every helper and a Ctrl-C aimed at our terminal
-/// does not reach it). Returns it and our ends of its CDP pipe.
+/// its stdin and stdout empty and its stderr to `stderr`, our environment
+/// and working folder, in a tree of its own (so `stop` reaches every helper
+/// and a Ctrl-C aimed at our terminal does not reach it). It inherits its
+/// ends of the pipe, its stdin, stdout and stderr, and no other handle of
+/// ours (on Unix: no descriptor we opened). Returns it and our ends of its
+/// CDP pipe.
 pub(crate) fn spawn_with_pipe(
     executable: &Path,
     args: &[String],
@@ -60,11 +67,9 @@ pub(crate) fn spawn_with_pipe(
 ) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
     let (browser_reads, to_browser) = std::io::pipe()?;
     let (from_browser, browser_writes) = std::io::pipe()?;
-    let mut command = std::process::Command::new(executable);
-    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
     // The browser's ends go to it and close here, in this process: its exit
     // is then our end-of-file.
-    let launched = os::spawn(command, args, browser_reads, browser_writes)?;
+    let launched = os::spawn(executable, args, stderr, browser_reads, browser_writes)?;
     Ok((launched, os::writer(to_browser)?, os::reader(from_browser)?))
 }
 
@@ -138,8 +143,7 @@ pub(crate) fn io_pipes_switch(browser_reads: usize, browser_writes: usize) -> St
 /// before a quote (or before the closing quote) are doubled. Fails, as
 /// `InvalidInput`, on a NUL anywhere or a quote in the program. Compiled on
 /// every host for its tests.
-// The Windows launch uses it next.
-#[allow(dead_code)]
+#[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) fn windows_command_line<'a>(
     program: &[u16],
     args: impl IntoIterator<Item = &'a [u16]>,
