@@ -146,8 +146,6 @@ fn state_is_owned_and_passed_never_global() {
     // unseen (the managed browsers were kept so). The few that must be
     // process-wide say why here.
     let allowed = [
-        // Windows: handle inheritance is per process, so spawns are too.
-        ("relay/managed-driver/src/process/windows.rs", "static SPAWNING"),
         // The system's certificate roots, read once: a cache of a constant.
         ("relay/cdp-client/src/net.rs", "static ROOTS"),
         // A counter that makes temporary file names unique per call.

@@ -5,15 +5,18 @@
 //! | concern | Unix (Linux, macOS) | Windows |
 //! |---|---|---|
 //! | the CDP pipe | the browser's fds 3 and 4 | two inherited handles named by `--remote-debugging-io-pipes=R,W` |
-//! | the browser and its helpers | its own process group | a Job Object that kills them all when closed |
+//! | what else the browser inherits | stdin, stdout, stderr (std opens every other descriptor close-on-exec; one serve inherited open goes on) | stdin, stdout, stderr: `CreateProcessW` with exactly those and the pipe's two in `PROC_THREAD_ATTRIBUTE_HANDLE_LIST` |
+//! | its command line | a list of arguments | one line, quoted as the browser splits it ([`windows_command_line`]) |
+//! | the browser and its helpers | its own process group | a Job Object that kills them all when closed, the browser in it before it runs (started suspended) |
 //! | asking it to end | `SIGTERM` to the group | none (Chrome has no console to signal): ending is killing |
 //! | killing it | `SIGKILL` to the group | `TerminateJobObject` |
 //! | a process of another serve | its group, by pid | the process, by pid (its job died with that serve) |
 //! | a recorded pid still that process | its start: `/proc/<pid>/stat` (Linux), `proc_pidinfo` (macOS) | its creation time (`GetProcessTimes`) |
 //!
-//! The rules that are data (which switch names the pipes, which ending
-//! does what) are plain functions tested on every host; what needs the
-//! system is behind `cfg` in [`unix`] and [`windows`].
+//! The rules that are data (which switch names the pipes, how a Windows
+//! command line is quoted, which ending does what) are plain functions
+//! tested on every host; what needs the system is behind `cfg` in [`unix`]
+//! and [`windows`].
 
 use std::path::Path;
 
@@ -28,7 +31,7 @@ mod windows;
 #[cfg(windows)]
 use windows as os;
 
-pub(crate) use os::{BrowserReader, BrowserWriter, Tree};
+pub(crate) use os::{BrowserReader, BrowserWriter, Child, Tree};
 
 /// How to end a browser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,17 +44,22 @@ pub(crate) enum Ending {
 }
 
 /// A browser this process launched: the child (reaped when it exits: a
-/// zombie still answers "alive") and the handle on all of its processes.
+/// zombie still answers "alive"; on Windows our handle on the process
+/// keeps its pid from being handed out) and the handle on all of its
+/// processes.
 #[derive(Debug)]
 pub(crate) struct Launched {
-    pub(crate) child: std::process::Child,
+    pub(crate) child: Child,
     pub(crate) tree: Tree,
 }
 
 /// Launches `executable` with `args` (which hold `--remote-debugging-pipe`),
-/// its stdin and stdout empty and its stderr to `stderr`, in a tree of its
-/// own (so `stop` reaches every helper and a Ctrl-C aimed at our terminal
-/// does not reach it). Returns it and our ends of its CDP pipe.
+/// its stdin and stdout empty and its stderr to `stderr`, our environment
+/// and working folder, in a tree of its own (so `stop` reaches every helper
+/// and a Ctrl-C aimed at our terminal does not reach it). It inherits its
+/// ends of the pipe, its stdin, stdout and stderr, and no other handle of
+/// ours (on Unix: no descriptor we opened). Returns it and our ends of its
+/// CDP pipe.
 pub(crate) fn spawn_with_pipe(
     executable: &Path,
     args: &[String],
@@ -59,11 +67,9 @@ pub(crate) fn spawn_with_pipe(
 ) -> std::io::Result<(Launched, BrowserWriter, BrowserReader)> {
     let (browser_reads, to_browser) = std::io::pipe()?;
     let (from_browser, browser_writes) = std::io::pipe()?;
-    let mut command = std::process::Command::new(executable);
-    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
     // The browser's ends go to it and close here, in this process: its exit
     // is then our end-of-file.
-    let launched = os::spawn(command, args, browser_reads, browser_writes)?;
+    let launched = os::spawn(executable, args, stderr, browser_reads, browser_writes)?;
     Ok((launched, os::writer(to_browser)?, os::reader(from_browser)?))
 }
 
@@ -127,6 +133,65 @@ pub(crate) fn io_pipes_switch(browser_reads: usize, browser_writes: usize) -> St
     format!("--remote-debugging-io-pipes={browser_reads},{browser_writes}")
 }
 
+/// The command line that starts `program` with `args` on Windows, as UTF-16
+/// without its terminating NUL: each argument quoted and escaped so that
+/// the browser, which splits its line as `CommandLineToArgvW` and the MSVC
+/// runtime do, reads back exactly `args`. The program comes first, always
+/// in quotes (that first word has no escapes, so it may hold no quote).
+/// An argument goes in quotes when it is empty or holds a space or a tab;
+/// a quote in it is escaped with a backslash, and the backslashes just
+/// before a quote (or before the closing quote) are doubled. Fails, as
+/// `InvalidInput`, on a NUL anywhere or a quote in the program. Compiled on
+/// every host for its tests.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) fn windows_command_line<'a>(
+    program: &[u16],
+    args: impl IntoIterator<Item = &'a [u16]>,
+) -> std::io::Result<Vec<u16>> {
+    const QUOTE: u16 = b'"' as u16;
+    const BACKSLASH: u16 = b'\\' as u16;
+    let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
+    if program.contains(&0) {
+        return Err(invalid("the program's path holds a NUL"));
+    }
+    if program.contains(&QUOTE) {
+        return Err(invalid("the program's path holds a quote"));
+    }
+    let mut line = Vec::with_capacity(program.len() + 2);
+    line.push(QUOTE);
+    line.extend_from_slice(program);
+    line.push(QUOTE);
+    for arg in args {
+        if arg.contains(&0) {
+            return Err(invalid("an argument holds a NUL"));
+        }
+        line.push(u16::from(b' '));
+        let quoted = arg.is_empty() || arg.iter().any(|&c| c == u16::from(b' ') || c == u16::from(b'\t'));
+        if quoted {
+            line.push(QUOTE);
+        }
+        let mut backslashes = 0;
+        for &c in arg {
+            match c {
+                BACKSLASH => backslashes += 1,
+                QUOTE => {
+                    // Each backslash before it doubled, then the quote escaped.
+                    line.extend(std::iter::repeat_n(BACKSLASH, backslashes + 1));
+                    backslashes = 0;
+                }
+                _ => backslashes = 0,
+            }
+            line.push(c);
+        }
+        if quoted {
+            // The closing quote must not be read as escaped.
+            line.extend(std::iter::repeat_n(BACKSLASH, backslashes));
+            line.push(QUOTE);
+        }
+    }
+    Ok(line)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -135,6 +200,114 @@ pub(crate) mod tests {
     fn windows_names_the_pipe_handles_read_first_as_chromium_parses_them() {
         assert_eq!(io_pipes_switch(3, 4), "--remote-debugging-io-pipes=3,4");
         assert_eq!(io_pipes_switch(0x2c8, 0x2d0), "--remote-debugging-io-pipes=712,720");
+    }
+
+    fn wide(text: &str) -> Vec<u16> {
+        text.encode_utf16().collect()
+    }
+
+    /// [`windows_command_line`] over `&str`s, read back as a `String`.
+    fn command_line(program: &str, args: &[&str]) -> std::io::Result<String> {
+        let args: Vec<Vec<u16>> = args.iter().map(|a| wide(a)).collect();
+        let line = windows_command_line(&wide(program), args.iter().map(Vec::as_slice))?;
+        Ok(String::from_utf16(&line).unwrap())
+    }
+
+    /// How a Windows program splits its command line (`CommandLineToArgvW`,
+    /// the MSVC runtime; Microsoft's "Parsing C++ command-line arguments"):
+    /// the first word up to the next quote if it starts with one, else to
+    /// the next space or tab, with no escapes; then 2n backslashes and a
+    /// quote are n backslashes and a quote that opens or closes, 2n + 1
+    /// and a quote are n backslashes and a literal quote, other
+    /// backslashes are themselves, and a space or a tab outside quotes
+    /// ends an argument.
+    fn split_as_windows_does(line: &str) -> Vec<String> {
+        let mut chars = line.chars().peekable();
+        let mut program = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            program.extend(chars.by_ref().take_while(|&c| c != '"'));
+        } else {
+            while let Some(c) = chars.next_if(|&c| c != ' ' && c != '\t') {
+                program.push(c);
+            }
+        }
+        let mut args = vec![program];
+        loop {
+            while chars.next_if(|&c| c == ' ' || c == '\t').is_some() {}
+            if chars.peek().is_none() {
+                return args;
+            }
+            let (mut arg, mut quoted) = (String::new(), false);
+            while let Some(&c) = chars.peek() {
+                match c {
+                    '\\' => {
+                        let mut backslashes = 0;
+                        while chars.next_if_eq(&'\\').is_some() {
+                            backslashes += 1;
+                        }
+                        if chars.peek() == Some(&'"') {
+                            arg.extend(std::iter::repeat_n('\\', backslashes / 2));
+                            if backslashes % 2 == 1 {
+                                arg.push('"');
+                                chars.next();
+                            }
+                        } else {
+                            arg.extend(std::iter::repeat_n('\\', backslashes));
+                        }
+                    }
+                    '"' => {
+                        quoted = !quoted;
+                        chars.next();
+                    }
+                    ' ' | '\t' if !quoted => break,
+                    _ => {
+                        arg.push(c);
+                        chars.next();
+                    }
+                }
+            }
+            args.push(arg);
+        }
+    }
+
+    #[test]
+    fn a_windows_command_line_quotes_and_escapes_as_msvc_splits_it() {
+        let program = r"C:\Program Files\Google\Chrome\Application\chrome.exe";
+        let cases: [(&str, &str); 12] = [
+            ("--headless=new", "--headless=new"),
+            (
+                r"--user-data-dir=C:\Users\José Smith\.browser-relay",
+                r#""--user-data-dir=C:\Users\José Smith\.browser-relay""#,
+            ),
+            ("", r#""""#),
+            ("a\tb", "\"a\tb\""),
+            (r#"a"b"#, r#"a\"b"#),
+            (r"a\b", r"a\b"),
+            (r#"a\"b"#, r#"a\\\"b"#),
+            (r"C:\dir\", r"C:\dir\"),
+            (r"C:\Program Files\", r#""C:\Program Files\\""#),
+            (r"a b\\", r#""a b\\\\""#),
+            (r#"\\""#, r#"\\\\\""#),
+            (r#"--quoted="a b" c"#, r#""--quoted=\"a b\" c""#),
+        ];
+        let args: Vec<&str> = cases.iter().map(|(arg, _)| *arg).collect();
+        let written: Vec<&str> = cases.iter().map(|(_, written)| *written).collect();
+        let line = command_line(program, &args).unwrap();
+        assert_eq!(line, format!("\"{program}\" {}", written.join(" ")));
+        let mut expected = vec![program];
+        expected.extend(&args);
+        assert_eq!(split_as_windows_does(&line), expected, "{line}");
+    }
+
+    #[test]
+    fn a_windows_command_line_refuses_what_no_line_can_carry() {
+        let refused = |program: &str, args: &[&str]| command_line(program, args).unwrap_err().kind();
+        assert_eq!(refused(r"C:\chrome.exe", &["a\0b"]), std::io::ErrorKind::InvalidInput);
+        assert_eq!(refused("C:\\chrome\0.exe", &[]), std::io::ErrorKind::InvalidInput);
+        // The first word ends at the next quote, whatever comes before it.
+        assert_eq!(refused(r#"C:\a"b.exe"#, &[]), std::io::ErrorKind::InvalidInput);
+        assert_eq!(command_line(r"C:\chrome.exe", &[]).unwrap(), r#""C:\chrome.exe""#);
     }
 
     #[tokio::test]

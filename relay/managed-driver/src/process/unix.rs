@@ -22,16 +22,24 @@ pub(super) fn writer(end: std::io::PipeWriter) -> std::io::Result<BrowserWriter>
     BrowserWriter::from_owned_fd(end.into())
 }
 
-/// Spawns `command` with `args`, the browser reading CDP on its fd 3 and
-/// writing on its fd 4, in a process group of its own.
+/// A browser this process launched, reaped through `try_wait`.
+pub(crate) type Child = std::process::Child;
+
+/// Spawns `executable` with `args`, the browser reading CDP on its fd 3 and
+/// writing on its fd 4, in a process group of its own. Nothing else serve
+/// opened reaches it (std and tokio open every descriptor close-on-exec);
+/// a descriptor serve itself inherited open would.
 pub(super) fn spawn(
-    mut command: std::process::Command,
+    executable: &std::path::Path,
     args: &[String],
+    stderr: std::fs::File,
     browser_reads: std::io::PipeReader,
     browser_writes: std::io::PipeWriter,
 ) -> std::io::Result<Launched> {
     use command_fds::{CommandFdExt, FdMapping};
     use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(executable);
+    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
     command.args(args);
     command
         .fd_mappings(vec![

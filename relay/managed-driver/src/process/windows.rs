@@ -1,6 +1,7 @@
-//! Processes on Windows: the pipe as two inherited handles, a Job Object
-//! per browser (killed with every helper when it closes, so a serve that
-//! dies takes its browsers along), termination.
+//! Processes on Windows: the browser started by `CreateProcessW` with the
+//! pipe as two inherited handles and no other handle of ours (a handle
+//! list), a Job Object per browser (killed with every helper when it
+//! closes, so a serve that dies takes its browsers along), termination.
 //!
 //! `unsafe` lives only here, in `macos.rs` beside it, in serve's console
 //! and in `state-dir`'s Windows privacy (`tidy.rs` holds that list). Here
@@ -10,12 +11,13 @@
 #![allow(unsafe_code)]
 
 use std::io::{Read, Write};
+use std::os::windows::ffi::OsStrExt;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
-use std::os::windows::process::CommandExt;
-use std::sync::Mutex;
+use std::path::Path;
 
 use windows_sys::Win32::Foundation::{
     ERROR_ACCESS_DENIED, FILETIME, GetLastError, HANDLE, HANDLE_FLAG_INHERIT, STILL_ACTIVE, SetHandleInformation,
+    WAIT_OBJECT_0, WAIT_TIMEOUT,
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -23,11 +25,14 @@ use windows_sys::Win32::System::JobObjects::{
     JobObjectExtendedLimitInformation, QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
-    CREATE_NEW_PROCESS_GROUP, GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
-    PROCESS_TERMINATE, TerminateProcess,
+    CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED, CreateProcessW, DeleteProcThreadAttributeList,
+    EXTENDED_STARTUPINFO_PRESENT, GetExitCodeProcess, GetProcessTimes, InitializeProcThreadAttributeList,
+    LPPROC_THREAD_ATTRIBUTE_LIST, OpenProcess, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, PROCESS_INFORMATION,
+    PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE, ResumeThread, STARTF_USESTDHANDLES, STARTUPINFOEXW,
+    TerminateProcess, UpdateProcThreadAttribute, WaitForSingleObject,
 };
 
-use super::{Ending, Launched, io_pipes_switch};
+use super::{Ending, Launched, io_pipes_switch, windows_command_line};
 
 /// Our end of the pipe the browser writes: bytes a thread reads from the
 /// OS pipe (anonymous pipes have no overlapped I/O for tokio to await).
@@ -75,9 +80,9 @@ impl Tree {
         self.job.as_raw_handle()
     }
 
-    fn assign(&self, child: &std::process::Child) -> std::io::Result<()> {
+    fn assign(&self, child: &Child) -> std::io::Result<()> {
         // SAFETY: both handles are open for the duration of the call.
-        match unsafe { AssignProcessToJobObject(self.handle(), child.as_raw_handle()) } {
+        match unsafe { AssignProcessToJobObject(self.handle(), child.process.as_raw_handle()) } {
             0 => Err(std::io::Error::last_os_error()),
             _ => Ok(()),
         }
@@ -105,55 +110,200 @@ impl Tree {
     }
 }
 
-/// Makes `handle` inherited by the next child, or not.
-fn set_inherited(handle: &impl AsRawHandle, inherited: bool) -> std::io::Result<()> {
-    let flags = if inherited { HANDLE_FLAG_INHERIT } else { 0 };
-    // SAFETY: the handle is open (borrowed for the call).
-    match unsafe { SetHandleInformation(handle.as_raw_handle(), HANDLE_FLAG_INHERIT, flags) } {
+/// A browser this process launched: its process handle, which keeps the
+/// pid from being handed out while we hold it, as `std::process::Child`'s
+/// does.
+#[derive(Debug)]
+pub(crate) struct Child {
+    process: OwnedHandle,
+    pid: u32,
+}
+
+impl Child {
+    pub(crate) fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its exit status once it has exited, `None` while it runs.
+    pub(crate) fn try_wait(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        use std::os::windows::process::ExitStatusExt;
+        // SAFETY: the handle is open; a zero timeout only polls.
+        match unsafe { WaitForSingleObject(self.process.as_raw_handle(), 0) } {
+            WAIT_TIMEOUT => return Ok(None),
+            WAIT_OBJECT_0 => {}
+            _ => return Err(std::io::Error::last_os_error()),
+        }
+        let mut code = 0u32;
+        // SAFETY: the handle is open; `code` is written by the call.
+        match unsafe { GetExitCodeProcess(self.process.as_raw_handle(), &raw mut code) } {
+            0 => Err(std::io::Error::last_os_error()),
+            _ => Ok(Some(std::process::ExitStatus::from_raw(code))),
+        }
+    }
+}
+
+/// Makes `handle` inheritable: only a child whose handle list names it
+/// gets it.
+fn set_inheritable(handle: HANDLE) -> std::io::Result<()> {
+    // SAFETY: the handle is open (the caller holds it for the call).
+    match unsafe { SetHandleInformation(handle, HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT) } {
         0 => Err(std::io::Error::last_os_error()),
         _ => Ok(()),
     }
 }
 
-/// Handles are inherited by every child spawned while they are marked so:
-/// one spawn at a time keeps each browser's pipe out of another's hands
-/// (a browser holding another's pipe would keep it open after that one
-/// exits).
-static SPAWNING: Mutex<()> = Mutex::new(());
+/// A process attribute list holding one attribute,
+/// `PROC_THREAD_ATTRIBUTE_HANDLE_LIST`: the only handles a child created
+/// with it inherits, whatever else of ours is inheritable.
+struct HandleList {
+    /// The list, initialised, in memory of the size Windows asked for
+    /// (`usize`s, for its alignment).
+    list: Vec<usize>,
+    /// The handles: the list points into this, so it lives as long.
+    handles: Box<[HANDLE]>,
+}
 
-/// Spawns `command` with the switch that names the browser's ends of the
-/// pipe, then `args`, in a Job Object of its own.
+impl HandleList {
+    fn new(handles: &[HANDLE]) -> std::io::Result<Self> {
+        let mut size = 0usize;
+        // SAFETY: a null list asks for the size only (the call then fails
+        // with ERROR_INSUFFICIENT_BUFFER, by design), written to `size`.
+        unsafe { InitializeProcThreadAttributeList(std::ptr::null_mut(), 1, 0, &raw mut size) };
+        if size == 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut memory = vec![0usize; size.div_ceil(size_of::<usize>())];
+        // SAFETY: the memory holds `size` bytes, aligned for the list.
+        if unsafe { InitializeProcThreadAttributeList(memory.as_mut_ptr().cast(), 1, 0, &raw mut size) } == 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // From here `Drop` deletes the list; moving the `Vec` and the `Box`
+        // leaves their memory where it is.
+        let mut list = Self { list: memory, handles: handles.into() };
+        let (value, bytes) = (list.handles.as_ptr(), size_of_val(&*list.handles));
+        // SAFETY: the list is initialised; the handles it points at live in
+        // `list.handles`, as long as the list.
+        let updated = unsafe {
+            UpdateProcThreadAttribute(
+                list.as_ptr(),
+                0,
+                PROC_THREAD_ATTRIBUTE_HANDLE_LIST as usize,
+                value.cast(),
+                bytes,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+            )
+        };
+        match updated {
+            0 => Err(std::io::Error::last_os_error()),
+            _ => Ok(list),
+        }
+    }
+
+    fn as_ptr(&mut self) -> LPPROC_THREAD_ATTRIBUTE_LIST {
+        self.list.as_mut_ptr().cast()
+    }
+}
+
+impl Drop for HandleList {
+    fn drop(&mut self) {
+        // SAFETY: the list was initialised before `self` was made.
+        unsafe { DeleteProcThreadAttributeList(self.as_ptr()) };
+    }
+}
+
+/// `text` as UTF-16 with its terminating NUL, for a Win32 call.
+fn wide_nul(text: &[u16]) -> Vec<u16> {
+    text.iter().copied().chain([0]).collect()
+}
+
+/// Spawns `executable` with the switch that names the browser's ends of
+/// the pipe, then `args`, in a Job Object of its own: created suspended,
+/// put in the job, then let run, so neither it nor any helper it starts
+/// ever runs outside the job. It inherits exactly its stdin and stdout
+/// (`NUL`), `stderr` and its two ends of the pipe: they are the handle
+/// list of its `CreateProcessW`, so nothing else serve holds inheritable
+/// (another child's pipes, a handle a library marked so) reaches it.
 pub(super) fn spawn(
-    mut command: std::process::Command,
+    executable: &Path,
     args: &[String],
+    stderr: std::fs::File,
     browser_reads: std::io::PipeReader,
     browser_writes: std::io::PipeWriter,
 ) -> std::io::Result<Launched> {
     let tree = Tree::new()?;
-    let child = {
-        let _one_at_a_time = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
-        set_inherited(&browser_reads, true)?;
-        set_inherited(&browser_writes, true)?;
-        // An inherited handle keeps its value in the child.
-        let switch = io_pipes_switch(browser_reads.as_raw_handle() as usize, browser_writes.as_raw_handle() as usize);
-        command.arg(switch).args(args);
-        // Not in our console's group: a Ctrl-C there is serve's to handle.
-        command.creation_flags(CREATE_NEW_PROCESS_GROUP);
-        let spawned = command.spawn();
-        // Our copies of the browser's ends close before the next spawn may
-        // inherit them.
-        drop((browser_reads, browser_writes));
-        spawned?
+    let nul = std::fs::OpenOptions::new().read(true).write(true).open("NUL")?;
+    // An inherited handle keeps its value in the child.
+    let switch = io_pipes_switch(browser_reads.as_raw_handle() as usize, browser_writes.as_raw_handle() as usize);
+    let program: Vec<u16> = executable.as_os_str().encode_wide().collect();
+    let args: Vec<Vec<u16>> = std::iter::once(&switch).chain(args).map(|a| a.encode_utf16().collect()).collect();
+    let mut line = wide_nul(&windows_command_line(&program, args.iter().map(Vec::as_slice))?);
+    let program = wide_nul(&program);
+    let inherited =
+        [nul.as_raw_handle(), stderr.as_raw_handle(), browser_reads.as_raw_handle(), browser_writes.as_raw_handle()];
+    let mut handle_list = HandleList::new(&inherited)?;
+    // SAFETY: a zeroed plain-data struct is valid; filled in below.
+    let mut startup: STARTUPINFOEXW = unsafe { std::mem::zeroed() };
+    startup.StartupInfo.cb = size_of::<STARTUPINFOEXW>() as u32;
+    startup.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    startup.StartupInfo.hStdInput = nul.as_raw_handle();
+    startup.StartupInfo.hStdOutput = nul.as_raw_handle();
+    startup.StartupInfo.hStdError = stderr.as_raw_handle();
+    startup.lpAttributeList = handle_list.as_ptr();
+    // A handle in the list must be inheritable; no other child of ours
+    // takes it, each having a list of its own. (A child some other code
+    // in serve starts, with no list, in this moment before our copies
+    // close, would: `std::process::Command` takes no list.)
+    for handle in inherited {
+        set_inheritable(handle)?;
+    }
+    // Not in our console's group: a Ctrl-C there is serve's to handle.
+    let flags = CREATE_NEW_PROCESS_GROUP | CREATE_SUSPENDED | EXTENDED_STARTUPINFO_PRESENT;
+    // SAFETY: a zeroed plain-data struct, filled by the call.
+    let mut created: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: both strings are NUL-terminated and live through the call
+    // (the line is writable, as the call requires); `startup` and its
+    // attribute list, and the handles the list names, are alive; a null
+    // environment and folder are ours.
+    let ok = unsafe {
+        CreateProcessW(
+            program.as_ptr(),
+            line.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            1,
+            flags,
+            std::ptr::null(),
+            std::ptr::null(),
+            (&raw const startup).cast(),
+            &raw mut created,
+        )
     };
-    // Chrome starts its first helper tens of milliseconds after it starts;
-    // it is in the job by then, and so is every helper after it.
-    if let Err(error) = tree.assign(&child) {
-        let mut child = child;
-        let _ = child.kill();
-        let _ = child.wait();
+    let spawned = if ok == 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
+    // Our copies of what the browser inherited close now: its exit is our
+    // end-of-file on the pipe.
+    drop((handle_list, nul, stderr, browser_reads, browser_writes));
+    spawned?;
+    // SAFETY: a fresh handle from the call, nobody else's.
+    let thread = unsafe { OwnedHandle::from_raw_handle(created.hThread) };
+    // SAFETY: as the thread's.
+    let process = unsafe { OwnedHandle::from_raw_handle(created.hProcess) };
+    let child = Child { process, pid: created.dwProcessId };
+    if let Err(error) = tree.assign(&child).and_then(|()| resume(&thread)) {
+        // SAFETY: the process handle is open; it never ran, or runs in the job.
+        unsafe { TerminateProcess(child.process.as_raw_handle(), 1) };
         return Err(error);
     }
     Ok(Launched { child, tree })
+}
+
+/// Lets the suspended `thread` run.
+fn resume(thread: &OwnedHandle) -> std::io::Result<()> {
+    // SAFETY: the handle is open.
+    match unsafe { ResumeThread(thread.as_raw_handle()) } {
+        u32::MAX => Err(std::io::Error::last_os_error()),
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn reader(mut end: std::io::PipeReader) -> std::io::Result<BrowserReader> {

@@ -9,6 +9,12 @@
 //! process (itself with `--helper <user-data-dir>`), which counts in
 //! `<user-data-dir>/helper.beat` every 20 ms while it lives, so the test
 //! can see the helper end with the browser on any system.
+//!
+//! It writes the arguments it was given, as it split them, to
+//! `<user-data-dir>/argv.json` (so the test sees what a browser reads of
+//! its command line). Given `--leak-probe=<handle value>` on Windows, it
+//! writes `leaked` to that handle as an attacker in the browser would, and
+//! says in `<user-data-dir>/leak-probe.txt` whether the write went through.
 #![allow(unsafe_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,6 +33,9 @@ fn main() {
     }
     let user_data = args.iter().find_map(|a| a.strip_prefix("--user-data-dir=")).expect("--user-data-dir");
     std::fs::create_dir_all(user_data).expect("user data dir");
+    let argv = serde_json::to_vec(&args[1..]).expect("serialises");
+    std::fs::write(std::path::Path::new(user_data).join("argv.json"), argv).expect("argv.json");
+    leak_probe(&args, user_data);
     // Not waited for, as Chrome's helpers are not: the driver ends them.
     #[allow(clippy::zombie_processes)]
     let _helper = std::process::Command::new(std::env::current_exe().expect("own path"))
@@ -68,6 +77,26 @@ fn main() {
         }
     }
 }
+
+/// Writes to the handle `--leak-probe=` names, which the browser should
+/// not have, and says in `leak-probe.txt` whether the write went through.
+#[cfg(windows)]
+fn leak_probe(args: &[String], user_data: &str) {
+    use std::os::windows::io::{FromRawHandle, RawHandle};
+    let Some(value) = args.iter().find_map(|a| a.strip_prefix("--leak-probe=")) else { return };
+    let value = value.parse::<usize>().expect("a handle value") as RawHandle;
+    // SAFETY: never closed (ManuallyDrop): a value this process holds no
+    // handle by fails the write, and one it holds is only written to.
+    let handle = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_handle(value) });
+    let verdict = match (&*handle).write_all(b"leaked") {
+        Ok(()) => "written".to_string(),
+        Err(error) => format!("refused: {error}"),
+    };
+    std::fs::write(std::path::Path::new(user_data).join("leak-probe.txt"), verdict).expect("leak-probe.txt");
+}
+
+#[cfg(unix)]
+fn leak_probe(_args: &[String], _user_data: &str) {}
 
 #[cfg(unix)]
 fn pipe_ends(_args: &[String]) -> (impl Read, impl Write) {
