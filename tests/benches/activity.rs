@@ -40,7 +40,12 @@ async fn relay(record: bool) -> Relay {
         .await
         .unwrap();
     e2e::wait_for_stats(&server.relay, "the tab", Duration::from_secs(5), |s| s.targets == 1).await.unwrap();
-    let url = format!("ws://{}/devtools/page/{}?token={}", server.addr, fake_target_id(1), token.as_str());
+    let url = format!(
+        "ws://{}/devtools/page/{}?token={}",
+        server.addr,
+        fake_target_id(1),
+        browser_relay::cdp_key(&token).as_str()
+    );
     Relay { server, _ext: ext, _state: state, url }
 }
 

@@ -151,7 +151,8 @@ async fn main() {
         }
         // The page-level endpoint: commands without a sessionId go to the tab.
         let target = e2e::fake_extension::fake_target_id(1);
-        let page_url = format!("ws://{}/devtools/page/{target}?token={}", server.addr, token.as_str());
+        let page_url =
+            format!("ws://{}/devtools/page/{target}?token={}", server.addr, browser_relay::cdp_key(&token).as_str());
 
         let direct = measure(&format!("ws://{peer}"), None, rounds).await;
         let proxied = measure(&format!("ws://{proxy}"), None, rounds).await;
