@@ -182,6 +182,46 @@ async fn a_refused_wipe_is_recorded_as_refused() {
     );
 }
 
+/// Issue 46, item 9: the wipe refusal was bypassed by deleting the jar
+/// cookie by cookie (`Storage.getCookies`, then `Network.deleteCookies`
+/// for each), or by setting each to expire, or over several connections.
+/// Past the minute's budget, shared by all clients, deletions are refused.
+#[tokio::test]
+async fn deleting_the_jar_cookie_by_cookie_is_refused_past_the_minutes_budget() {
+    let setup = setup().await;
+    let (client, _events, session) = setup.client().await;
+    let (second, _events2, second_session) = setup.client().await;
+    let mut deleted = 0;
+    // 30 one at a time, 15 expired at once, then the other connection.
+    for n in 0..30 {
+        let cookie = json!({"name": format!("c{n}"), "domain": "bank.test"});
+        client.call("Network.deleteCookies", cookie, Some(&session)).await.expect("a few deletions are fine");
+        deleted += 1;
+    }
+    let expired: Vec<_> = (0..15).map(|n| json!({"name": format!("e{n}"), "value": "", "expires": 1})).collect();
+    client.call("Storage.setCookies", json!({"cookies": expired}), Some(&session)).await.unwrap();
+    deleted += 15;
+    let refused = loop {
+        let cookie = json!({"name": format!("d{deleted}"), "domain": "bank.test"});
+        match second.call("Network.deleteCookies", cookie, Some(&second_session)).await {
+            Ok(_) => deleted += 1,
+            Err(refused) => break refused.to_string(),
+        }
+        assert!(deleted <= 50, "more than the budget went through");
+    };
+    assert_eq!(deleted, 50, "the budget, all clients together");
+    assert!(refused.contains("allowWipingBrowserData = true") && refused.contains("cookies"), "{refused}");
+    // Setting cookies that live, and reading them, stay open.
+    client
+        .call("Network.setCookie", json!({"name": "new", "value": "1", "domain": "bank.test"}), Some(&session))
+        .await
+        .unwrap();
+    client.call("Storage.getCookies", json!({}), None).await.unwrap();
+    // An overwrite that deletes is a deletion too.
+    let expire = json!({"name": "sid", "value": "", "domain": "bank.test", "expires": 1});
+    assert!(client.call("Network.setCookie", expire, Some(&session)).await.is_err());
+}
+
 /// Issue 46, item 3: a page's URL (here 2 MiB) went whole into each entry,
 /// so eight actions filled the day's 16 MiB file and every later entry, of
 /// every client, was dropped until midnight.

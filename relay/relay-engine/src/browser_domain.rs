@@ -135,6 +135,73 @@ pub(crate) fn wipe_refusal(method: &str, wipes_allowed: bool) -> Option<String> 
     ))
 }
 
+/// How many cookies the clients of the user's browser may delete in a
+/// minute, together, unless config.toml allows wipes: a client that reads
+/// the jar and deletes it cookie by cookie wipes it as surely as
+/// `Storage.clearCookies` (issue 46, item 9). A script tidying up after
+/// itself deletes a handful.
+pub(crate) const COOKIE_DELETIONS_PER_MINUTE: usize = 50;
+
+/// How many cookies (or origins' jars) `method` with `params` deletes:
+/// `Network.deleteCookies`; a cookie set to expire before `now_secs` (how
+/// CDP deletes by overwriting); an origin's storage cleared with its
+/// cookies. 0 for everything else.
+pub(crate) fn cookies_deleted(method: &str, params: Option<&serde_json::value::RawValue>, now_secs: f64) -> usize {
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    struct Cookie {
+        expires: Option<f64>,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    struct Params {
+        expires: Option<f64>,
+        cookies: Vec<Cookie>,
+        storage_types: Option<String>,
+    }
+    let expired = |expires: Option<f64>| expires.is_some_and(|at| at > 0.0 && at < now_secs);
+    let read = || params.and_then(|raw| serde_json::from_str::<Params>(raw.get()).ok()).unwrap_or_default();
+    match method {
+        "Network.deleteCookies" => 1,
+        "Network.setCookie" => usize::from(expired(read().expires)),
+        "Network.setCookies" | "Storage.setCookies" => read().cookies.iter().filter(|c| expired(c.expires)).count(),
+        "Storage.clearDataForOrigin" | "Storage.clearDataForStorageKey" => {
+            let types = read().storage_types.unwrap_or_default();
+            usize::from(types.split(',').any(|t| matches!(t.trim(), "cookies" | "all")))
+        }
+        _ => 0,
+    }
+}
+
+impl Relay {
+    /// Whether `count` more cookie deletions fit the minute's budget of
+    /// the user's browser; counted when they do. Always, with wipes allowed.
+    pub(crate) fn take_cookie_deletions(&self, count: usize) -> bool {
+        if count == 0 || self.config().wipes_allowed {
+            return true;
+        }
+        let mut recent = self.0.cookie_deletions.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        while recent.front().is_some_and(|at| now.duration_since(*at) >= std::time::Duration::from_secs(60)) {
+            recent.pop_front();
+        }
+        if recent.len() + count > COOKIE_DELETIONS_PER_MINUTE {
+            return false;
+        }
+        recent.extend(std::iter::repeat_n(now, count));
+        true
+    }
+}
+
+/// The refusal of a deletion past the minute's budget.
+pub(crate) fn cookie_budget_refusal(method: &str) -> String {
+    format!(
+        "Browser Relay refuses '{method}' on your own browser: clients deleted {COOKIE_DELETIONS_PER_MINUTE} cookies \
+         in the last minute, and deleting them one by one wipes the jar as clearing it would, signing you out \
+         everywhere. Wait a minute, or set allowWipingBrowserData = true in config.toml"
+    )
+}
+
 /// The domains `chrome.debugger` keeps from extensions (Chromium 156; the
 /// end-to-end tests check each against the real browser). Their methods
 /// are still forwarded: should Chrome give one, it works.
@@ -783,6 +850,39 @@ mod tests {
         {
             assert_eq!(wipe_refusal(open, false), None, "{open}");
         }
+    }
+
+    #[test]
+    fn what_deletes_cookies_is_counted_by_the_cookie() {
+        let raw = |text: &str| serde_json::value::RawValue::from_string(text.to_string()).unwrap();
+        let now = 1_800_000_000.0;
+        let count = |method: &str, params: &str| cookies_deleted(method, Some(&raw(params)), now);
+        assert_eq!(count("Network.deleteCookies", r#"{"name":"sid","domain":".bank.example"}"#), 1);
+        assert_eq!(count("Network.setCookie", r#"{"name":"sid","value":"","expires":1}"#), 1, "expired: deleted");
+        assert_eq!(count("Network.setCookie", r#"{"name":"sid","value":"x","expires":1900000000}"#), 0);
+        assert_eq!(count("Network.setCookie", r#"{"name":"sid","value":"x"}"#), 0, "a session cookie");
+        let three =
+            r#"{"cookies":[{"name":"a","expires":5},{"name":"b","expires":6},{"name":"c"},{"name":"d","expires":7}]}"#;
+        assert_eq!(count("Storage.setCookies", three), 3);
+        assert_eq!(count("Network.setCookies", three), 3);
+        assert_eq!(
+            count(
+                "Storage.clearDataForOrigin",
+                r#"{"origin":"https://a.example","storageTypes":"local_storage, cookies"}"#
+            ),
+            1
+        );
+        assert_eq!(count("Storage.clearDataForOrigin", r#"{"origin":"https://a.example","storageTypes":"all"}"#), 1);
+        assert_eq!(
+            count("Storage.clearDataForOrigin", r#"{"origin":"https://a.example","storageTypes":"local_storage"}"#),
+            0
+        );
+        assert_eq!(count("Storage.getCookies", "{}"), 0);
+        assert_eq!(
+            cookies_deleted("Network.setCookies", Some(&raw("[1,2]")), now),
+            0,
+            "not understood: nothing counted"
+        );
     }
 
     #[test]

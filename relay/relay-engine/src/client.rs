@@ -18,7 +18,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::asking::{AskedTab, Verdict};
-use super::browser_domain::{NO_SESSION, Scope, is_browser_domain, wipe_refusal, withheld_domain};
+use super::browser_domain::{
+    NO_SESSION, Scope, cookie_budget_refusal, cookies_deleted, is_browser_domain, wipe_refusal, withheld_domain,
+};
 use super::cdp::{self, Command, code};
 use super::interception;
 use super::ledger::Decision;
@@ -504,8 +506,12 @@ impl Relay {
             Err(bad) => return client.send(cdp::error(bad.id, bad.code, &bad.message, None)),
         };
         let explicit = command.session_id.as_deref();
-        // The user's cookie jar and cache are theirs, on every session.
-        let refusal = wipe_refusal(&command.method, self.config().wipes_allowed);
+        // The user's cookie jar and cache are theirs, on every session:
+        // no wipe at once, nor cookie by cookie.
+        let refusal = wipe_refusal(&command.method, self.config().wipes_allowed).or_else(|| {
+            let deleting = cookies_deleted(&command.method, command.params, now_secs());
+            (!self.take_cookie_deletions(deleting)).then(|| cookie_budget_refusal(&command.method))
+        });
         self.note_command(client, &command, refusal.is_some());
         if let Some(refusal) = refusal {
             return Replier { client, id: command.id, session: explicit }.err(code::SERVER_ERROR, &refusal);
@@ -741,6 +747,11 @@ impl Relay {
             self.watch_capture(id, tab_id);
         }
     }
+}
+
+/// Now, in seconds since the epoch (CDP's `TimeSinceEpoch`).
+fn now_secs() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

@@ -340,6 +340,9 @@ pub(crate) struct Inner {
     /// The questions waiting for the person and the tabs handed over
     /// (`asking.rs`).
     asking: Mutex<asking::Asking>,
+    /// When the user's browser's clients deleted cookies in the last minute
+    /// (`browser_domain::COOKIE_DELETIONS_PER_MINUTE`), all clients together.
+    cookie_deletions: Mutex<std::collections::VecDeque<std::time::Instant>>,
     /// Bumped whenever a question or a handoff comes or goes.
     asks_changed: watch::Sender<u64>,
 }
@@ -403,6 +406,7 @@ impl Relay {
             holders: tokio::sync::Notify::new(),
             grants: std::sync::RwLock::new(Vec::new()),
             asking: Mutex::new(asking::Asking::default()),
+            cookie_deletions: Mutex::default(),
             asks_changed: watch::channel(0).0,
             config,
         }))
