@@ -242,9 +242,8 @@ async fn extension_ws(
     if relay.extension_connected() {
         return text(StatusCode::CONFLICT, "another Browser Relay extension is already connected");
     }
-    let Some(proving) = relay.try_handshake() else {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "too many extension connections are proving the pairing; retry");
-    };
+    // The oldest of the connections still proving gives its place up.
+    let proving = relay.proving_place();
     // A version 1 extension offers only its own subprotocol (and its token,
     // which is never looked at): it is let in to be told to update.
     let offered = headers.get(header::SEC_WEBSOCKET_PROTOCOL).and_then(|v| v.to_str().ok()).unwrap_or_default();

@@ -320,6 +320,7 @@ async fn sessions_are_capped_per_client_and_free_again_when_detached() {
 async fn one_extension_at_a_time_and_handshake_rules() {
     let setup = relay_with(RelayConfig {
         hello_timeout: Duration::from_millis(300),
+        proof_timeout: Duration::from_millis(300),
         // Long enough for the late extension below to connect in on a slow
         // machine; the first 503 only takes longer.
         extension_grace: Duration::from_secs(3),
@@ -337,7 +338,7 @@ async fn one_extension_at_a_time_and_handshake_rules() {
         other => panic!("expected 503, got {other:?}"),
     }
 
-    // A silent extension is dropped after the hello timeout.
+    // A silent extension is dropped after the proof's deadline.
     let silent = FakeExtension::connect(setup.server.addr, Some(setup.token.as_str()), None, Mode::Echo).await.unwrap();
     let close = tokio::time::timeout(Duration::from_secs(5), silent.close).await.unwrap().unwrap();
     assert_eq!(close.map(|c| c.0), Some(shared_protocol::close_code::HELLO_TIMEOUT));

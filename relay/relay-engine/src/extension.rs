@@ -92,15 +92,29 @@ impl ExtensionLink {
     }
 }
 
-/// The next text frame within `within`: a close code and reason when there
-/// is none.
-async fn next_text(socket: &mut WebSocket, within: std::time::Duration, what: &str) -> Result<String, (u16, String)> {
-    match tokio::time::timeout(within, socket.recv()).await {
-        Err(_) => Err((close_code::HELLO_TIMEOUT, format!("no {what} within {within:?}"))),
-        Ok(Some(Ok(Message::Text(text)))) => Ok(text.to_string()),
-        Ok(_) => Err((close_code::BAD_MESSAGE, format!("the connection ended before the {what}"))),
+/// The next text frame by `deadline`: a close code and reason when there
+/// is none, or when `evicted` (newer connections took the place).
+async fn next_text(
+    socket: &mut WebSocket,
+    deadline: tokio::time::Instant,
+    what: &str,
+    evicted: &CancellationToken,
+) -> Result<String, (u16, String)> {
+    tokio::select! {
+        () = evicted.cancelled() => Err((
+            TRY_AGAIN_LATER,
+            format!("no {what} yet, and newer connections need the place: retry"),
+        )),
+        read = tokio::time::timeout_at(deadline, socket.recv()) => match read {
+            Err(_) => Err((close_code::HELLO_TIMEOUT, format!("no {what} in time"))),
+            Ok(Some(Ok(Message::Text(text)))) => Ok(text.to_string()),
+            Ok(_) => Err((close_code::BAD_MESSAGE, format!("the connection ended before the {what}"))),
+        },
     }
 }
+
+/// WebSocket's "try again later" (RFC 6455, 1013).
+const TRY_AGAIN_LATER: u16 = 1013;
 
 /// Run once the extension's proof checked out: the socket's owner lifts
 /// the pre-proof read limit ([`shared_protocol::PRE_PROOF_BYTES`]) there.
@@ -114,11 +128,17 @@ pub struct ExtensionClaim(pub(super) Relay);
 /// pairing; released when dropped (at the proof, or when the connection
 /// fails it).
 #[derive(Debug)]
-pub struct HandshakeSlot(pub(super) Relay);
+pub struct HandshakeSlot {
+    pub(super) relay: Relay,
+    pub(super) number: u64,
+    /// Cancelled when newer connections need the place.
+    pub(super) evicted: CancellationToken,
+}
 
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
-        self.0.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+        let mut places = self.relay.0.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        places.retain(|(number, _)| *number != self.number);
     }
 }
 
@@ -162,7 +182,7 @@ impl Relay {
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-        let (hello, redemption) = match self.handshake(&mut socket, proved).await {
+        let (hello, redemption) = match self.handshake(&mut socket, proved, &proving.evicted).await {
             Ok(handshake) => handshake,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
         };
@@ -304,11 +324,14 @@ impl Relay {
         &self,
         socket: &mut WebSocket,
         proved: ProofHook,
+        evicted: &CancellationToken,
     ) -> Result<(Hello, Option<Redemption>), (u16, String)> {
         use shared_protocol::auth::{self, Prover};
-        let within = self.config().hello_timeout;
+        // One deadline for the auth and the proof together; the hello,
+        // after the proof, has its own.
+        let proof_by = tokio::time::Instant::now() + self.config().proof_timeout;
         let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
-        let text = next_text(socket, within, "auth").await?;
+        let text = next_text(socket, proof_by, "auth", evicted).await?;
         let (extension_nonce, code_id) = match ExtensionMessage::parse(&text).map_err(bad)? {
             ExtensionMessage::Auth { protocol_version, nonce, pairing_code }
                 if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol_version) =>
@@ -357,7 +380,7 @@ impl Relay {
             .send(Message::Text(challenge.into()))
             .await
             .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
-        let text = next_text(socket, within, "prove").await?;
+        let text = next_text(socket, proof_by, "prove", evicted).await?;
         let proof = match ExtensionMessage::parse(&text).map_err(bad)? {
             ExtensionMessage::Prove { proof } => proof,
             other => {
@@ -376,7 +399,9 @@ impl Relay {
         };
         // Proved: the connection may now send what it shares.
         proved();
-        let text = next_text(socket, within, "hello").await?;
+        // Proved: its place is not given up to newer connections.
+        let hello_by = tokio::time::Instant::now() + self.config().hello_timeout;
+        let text = next_text(socket, hello_by, "hello", &CancellationToken::new()).await?;
         let hello = match ExtensionMessage::parse(&text).map_err(bad)? {
             ExtensionMessage::Hello(hello) => hello,
             other => {

@@ -68,7 +68,12 @@ use targets::Registry;
 pub struct RelayConfig {
     /// How long `/cdp` waits for the extension before answering 503.
     pub extension_grace: Duration,
-    /// How long the extension has to send its hello.
+    /// How long a connection to `/extension` has, from its upgrade, to
+    /// prove the pairing (its `auth`, then its `prove`): the real extension
+    /// takes a round trip on loopback; a program that only holds a place
+    /// among the provers is closed after this.
+    pub proof_timeout: Duration,
+    /// How long the extension has to send its hello (after its proof).
     pub hello_timeout: Duration,
     /// Deadline for the relay's own calls to the extension (attach, tabs.*).
     pub call_timeout: Duration,
@@ -125,6 +130,7 @@ impl Default for RelayConfig {
     fn default() -> Self {
         Self {
             extension_grace: Duration::from_secs(2),
+            proof_timeout: Duration::from_secs(5),
             hello_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(30),
             ping_interval: Duration::from_secs(20),
@@ -303,8 +309,10 @@ pub(crate) struct Inner {
     /// extension out).
     extension_claimed: AtomicBool,
     /// `/extension` connections still proving the pairing
-    /// ([`MAX_HANDSHAKES`] at once).
-    handshakes: AtomicUsize,
+    /// ([`MAX_HANDSHAKES`] at once), oldest first: each one's number and
+    /// what tells it to give its place up.
+    handshakes: Mutex<std::collections::VecDeque<(u64, tokio_util::sync::CancellationToken)>>,
+    handshake_numbers: AtomicU64,
     generation: AtomicU64,
     registry: Mutex<Registry>,
     /// Chrome's flat child sessions (iframes, workers) → their tab.
@@ -387,7 +395,8 @@ impl Relay {
             pairing_codes,
             link: watch::Sender::new(None),
             extension_claimed: AtomicBool::new(false),
-            handshakes: AtomicUsize::new(0),
+            handshakes: Mutex::default(),
+            handshake_numbers: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
             children: DashMap::new(),
@@ -531,14 +540,21 @@ impl Relay {
     }
 
     /// A place among the `/extension` connections still proving the
-    /// pairing; `None` when [`MAX_HANDSHAKES`] are.
-    pub fn try_handshake(&self) -> Option<extension::HandshakeSlot> {
-        let taken = self.0.handshakes.fetch_add(1, Ordering::AcqRel);
-        if taken >= MAX_HANDSHAKES {
-            self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
-            return None;
+    /// pairing. When [`MAX_HANDSHAKES`] are, the oldest gives its place up
+    /// (it has not proved anything in all that time): a local program that
+    /// keeps opening connections and proves nothing cannot keep the real
+    /// extension out, which proves within a round trip of getting a place.
+    pub fn proving_place(&self) -> extension::HandshakeSlot {
+        let number = self.0.handshake_numbers.fetch_add(1, Ordering::Relaxed);
+        let evicted = tokio_util::sync::CancellationToken::new();
+        let mut places = self.0.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        while places.len() >= MAX_HANDSHAKES {
+            if let Some((_, oldest)) = places.pop_front() {
+                oldest.cancel();
+            }
         }
-        Some(extension::HandshakeSlot(self.clone()))
+        places.push_back((number, evicted.clone()));
+        extension::HandshakeSlot { relay: self.clone(), number, evicted }
     }
 
     /// Claims the single extension slot; `None` means one is already live.
