@@ -49,6 +49,61 @@ fn profile_commands_ask_the_running_serve_and_say_how_to_start_one() {
     assert!(stderr.contains("config.toml") && stderr.contains("headles"), "{stderr}");
 }
 
+/// config.toml runs what a profile's `executablePath` names, as the user:
+/// one that another user could have written is refused by every command
+/// that reads it, with the command that fixes it, and runs nothing. So is
+/// a token someone else planted.
+#[test]
+fn a_config_or_token_others_could_write_runs_nothing_and_says_how_to_fix_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let ran = home.path().join("ran");
+    let program = home.path().join("not-chrome.sh");
+    std::fs::write(&program, format!("#!/bin/sh\ntouch '{}'\nsleep 30\n", ran.display())).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = home.path().join("config.toml");
+    let toml = format!("[profiles.managed]\nheadless = true\nexecutablePath = {:?}\n", program.display().to_string());
+    std::fs::write(&config, toml).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let fix = format!("chmod go-w '{}'", config.display());
+
+    // serve would launch it at once.
+    let log_path = home.path().join("serve.log");
+    let serve = Command::new(env!("CARGO_BIN_EXE_browser-relay"))
+        .args(["serve", "--port", "0", "--control-port", &free_port().to_string(), "--start", "managed"])
+        .env("BROWSER_RELAY_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .expect("serve starts");
+    let mut running = Running { serve, home: home.path().to_path_buf() };
+    within("serve to refuse config.toml", 20, || matches!(running.serve.try_wait(), Ok(Some(_))));
+    assert_eq!(running.serve.try_wait().unwrap().unwrap().code(), Some(1));
+    let said = std::fs::read_to_string(&log_path).unwrap();
+    assert!(said.contains(&format!("refusing to use {}", config.display())) && said.contains(&fix), "{said}");
+    for args in [&["profiles"][..], &["cdp-url"]] {
+        let (code, _, stderr) = browser_relay(home.path(), args);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(stderr.contains(&fix), "{args:?}: {stderr}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!ran.exists(), "the program config.toml names never ran");
+
+    // Fixed as it says, it is read again.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(browser_relay(home.path(), &["profiles"]).0, 0);
+
+    // A token another user planted is one they know.
+    std::fs::remove_file(home.path().join("token")).ok();
+    std::fs::write(home.path().join("token"), "a".repeat(64)).unwrap();
+    if std::os::unix::fs::chown(home.path().join("token"), Some(4242), None).is_ok() {
+        let (code, stdout, stderr) = browser_relay(home.path(), &["token"]);
+        assert_eq!(code, 1);
+        assert!(!stdout.contains(&"a".repeat(64)), "{stdout}");
+        assert!(stderr.contains("belongs to user 4242") && stderr.contains("chown root"), "{stderr}");
+    }
+}
+
 #[test]
 fn profiles_and_pairing_and_endpoints() {
     let home = tempfile::tempdir().unwrap();

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use cdp_client::{Dial, Secret};
 use serde::{Deserialize, Serialize};
+use state_dir::ReadTrustedError;
 use toml::Spanned;
 
 pub const CONFIG_FILE: &str = "config.toml";
@@ -42,6 +43,10 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
     #[error("no profile named '{name}'; profiles: {known}")]
     UnknownProfile { name: String, known: String },
+    /// config.toml, or the state folder around it, could be changed by
+    /// someone other than the user: it is not read at all.
+    #[error(transparent)]
+    Untrusted(#[from] state_dir::Untrusted),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,17 +330,22 @@ pub fn is_extension_id(id: &str) -> bool {
 }
 
 impl Config {
-    /// Reads `<state>/config.toml`; a missing file gives the defaults.
+    /// Reads `<state>/config.toml`; a missing file gives the defaults. Its
+    /// `executablePath` and `args` run a program as the user, so a file
+    /// (or state folder) that someone else owns or may write to, or a link,
+    /// is refused, with the commands that fix it
+    /// ([`state_dir::StateDir::read_trusted`]).
     pub fn load(state_root: &Path) -> Result<Self, ConfigError> {
         let path = state_root.join(CONFIG_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => {
+        match state_dir::StateDir::at(state_root).read_trusted(CONFIG_FILE) {
+            Ok(Some(bytes)) => {
                 let text =
                     config_text(&bytes).map_err(|message| ConfigError::Invalid { path: path.clone(), message })?;
                 Self::parse(&text, &path)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::defaults()),
-            Err(source) => Err(ConfigError::Read { path, source }),
+            Ok(None) => Ok(Self::defaults()),
+            Err(ReadTrustedError::Untrusted(untrusted)) => Err(untrusted.into()),
+            Err(ReadTrustedError::Read { path, source }) => Err(ConfigError::Read { path, source }),
         }
     }
 
@@ -934,6 +944,55 @@ mod tests {
             let path = config.profile(Some("managed")).unwrap().executable_path.clone().unwrap();
             assert_eq!(path, PathBuf::from(r"C:\Program Files\Chrome\chrome.exe"), "{value}");
         }
+    }
+
+    /// config.toml's `executablePath` and `args` run a program as the
+    /// user: a file someone else could have written is not read at all,
+    /// and the error says the command that makes it the user's alone.
+    #[cfg(unix)]
+    #[test]
+    fn a_config_file_someone_else_could_write_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let path = state.path().join(CONFIG_FILE);
+        let hostile =
+            "defaultProfile = \"managed\"\n[profiles.managed]\nexecutablePath = \"/tmp/evil\"\nargs = [\"--evil\"]\n";
+        std::fs::write(&path, hostile).unwrap();
+        let quoted = format!("'{}'", path.display());
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let error = Config::load(state.path()).unwrap_err();
+        assert!(matches!(error, ConfigError::Untrusted(_)), "{error}");
+        let said = error.to_string();
+        assert!(said.contains(&format!("refusing to use {}", path.display())), "{said}");
+        assert!(said.contains(&format!("chmod go-w {quoted}")), "{said}");
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        if std::os::unix::fs::chown(&path, Some(4242), None).is_ok() {
+            let said = Config::load(state.path()).unwrap_err().to_string();
+            assert!(said.contains("belongs to user 4242") && said.contains(&format!("chown root {quoted}")), "{said}");
+            std::os::unix::fs::chown(&path, Some(0), None).unwrap();
+        } else {
+            eprintln!("not checked: chown needs root");
+        }
+
+        // A link is not followed, even to a file of the user's.
+        let elsewhere = state.path().join("elsewhere.toml");
+        std::fs::rename(&path, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        let said = Config::load(state.path()).unwrap_err().to_string();
+        assert!(said.contains("symbolic link") && said.contains(&format!("rm {quoted}")), "{said}");
+
+        // The user's own file, which others may read, is read.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&elsewhere, &path).unwrap();
+        let config = Config::load(state.path()).unwrap();
+        assert_eq!(config.profile(None).unwrap().executable_path, Some(PathBuf::from("/tmp/evil")));
+
+        // And so is nothing in a folder others may write to.
+        std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let said = Config::load(state.path()).unwrap_err().to_string();
+        assert!(said.contains(&format!("chmod go-w '{}'", state.path().display())), "{said}");
     }
 
     #[test]

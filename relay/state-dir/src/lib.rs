@@ -14,6 +14,7 @@ mod serving;
 pub use activity::{ActivityDir, Appended, civil_from_days};
 pub use media::{MediaDir, Retention};
 pub use pairing::{CODE_LIFETIME, PairingCodes};
+pub use private::Untrusted;
 pub use serving::{RotationLock, ServingError, ServingLock};
 
 /// Name of the environment variable that overrides the state directory.
@@ -35,6 +36,19 @@ pub enum StateDirError {
     BadToken { path: PathBuf },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: io::Error },
+    /// The state folder or the token could be changed by someone else.
+    #[error(transparent)]
+    Untrusted(#[from] Untrusted),
+}
+
+/// Why a file Browser Relay trusts could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadTrustedError {
+    /// It, or the state folder, could be changed by someone else.
+    #[error(transparent)]
+    Untrusted(#[from] Untrusted),
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
 }
 
 /// A path an environment variable names, without what Windows' cmd keeps
@@ -80,13 +94,43 @@ impl StateDir {
     }
 
     /// Creates the directory (owner-only) if missing. An existing directory
-    /// keeps its permissions: it may be one the user chose and shares.
+    /// keeps its permissions (it may be one the user chose and shares
+    /// read-only), but is refused when it is not the user's or others may
+    /// change what is in it ([`Self::check_trusted`]).
     fn ensure(&self) -> Result<(), StateDirError> {
-        if self.root.is_dir() {
-            return Ok(());
+        if !self.root.is_dir() {
+            return private::create_private_dir(&self.root)
+                .map_err(|source| StateDirError::Create { path: self.root.clone(), source });
         }
-        private::create_private_dir(&self.root)
-            .map_err(|source| StateDirError::Create { path: self.root.clone(), source })
+        self.check_trusted().map_err(|error| match error {
+            ReadTrustedError::Untrusted(untrusted) => StateDirError::Untrusted(untrusted),
+            ReadTrustedError::Read { path, source } => StateDirError::Create { path, source },
+        })
+    }
+
+    /// Refuses a state folder someone else owns or may write to: whoever
+    /// can add, replace or remove its files decides what Browser Relay
+    /// runs and who it lets in. A folder that is missing is fine (there is
+    /// nothing in it to trust yet).
+    pub fn check_trusted(&self) -> Result<(), ReadTrustedError> {
+        match private::check_trusted_dir(&self.root) {
+            Ok(verdict) => Ok(verdict?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(ReadTrustedError::Read { path: self.root.clone(), source }),
+        }
+    }
+
+    /// The file `name` of the state folder (`config.toml`), read only if
+    /// it and the folder are the user's alone: owned by the user, writable
+    /// by no one else, the file not a link. `None` when there is none.
+    pub fn read_trusted(&self, name: &str) -> Result<Option<Vec<u8>>, ReadTrustedError> {
+        let path = self.root.join(name);
+        self.check_trusted()?;
+        match private::read_trusted(&path) {
+            Ok(verdict) => Ok(Some(verdict?)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ReadTrustedError::Read { path, source }),
+        }
     }
 
     /// An existing token file readable by others is made owner-only again.
@@ -178,13 +222,17 @@ impl StateDir {
         self.root.join(TOKEN_FILE)
     }
 
-    /// Reads the install's token, creating it (random, owner-only) on first use.
+    /// Reads the install's token, creating it (random, owner-only) on first
+    /// use. A token someone else owns or may write to, or a link, is
+    /// refused: whoever planted it knows it.
     pub fn load_or_create_token(&self) -> Result<Token, StateDirError> {
         self.ensure()?;
         let path = self.token_path();
-        match fs::read_to_string(&path) {
-            Ok(text) => {
+        match private::read_trusted(&path) {
+            Ok(Err(untrusted)) => Err(untrusted.into()),
+            Ok(Ok(bytes)) => {
                 Self::tighten(&path)?;
+                let text = String::from_utf8_lossy(&bytes);
                 Token::parse(text.trim()).ok_or(StateDirError::BadToken { path })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -400,6 +448,86 @@ mod tests {
         StateDir::at(dir.path()).load_or_create_token().unwrap();
         let mode = fs::metadata(dir.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755, "a directory the user chose is not re-permissioned");
+    }
+
+    /// Another user's token is one they know: refused, never used, with
+    /// the command that makes the file the user's. Unix, as root (the
+    /// tests and CI run as root; elsewhere `chown` is refused and the test
+    /// says so).
+    #[cfg(unix)]
+    #[test]
+    fn a_token_another_user_planted_or_can_write_is_refused_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        let planted = Token::generate();
+        fs::write(state.token_path(), planted.as_str()).unwrap();
+        fs::set_permissions(state.token_path(), fs::Permissions::from_mode(0o600)).unwrap();
+        let quoted = format!("'{}'", state.token_path().display());
+        if std::os::unix::fs::chown(state.token_path(), Some(4242), None).is_ok() {
+            let error = state.load_or_create_token().unwrap_err().to_string();
+            assert!(error.contains(&format!("refusing to use {}", state.token_path().display())), "{error}");
+            assert!(
+                error.contains("belongs to user 4242") && error.contains(&format!("chown root {quoted}")),
+                "{error}"
+            );
+            std::os::unix::fs::chown(state.token_path(), Some(0), None).unwrap();
+        } else {
+            eprintln!("not checked: chown needs root");
+        }
+        fs::set_permissions(state.token_path(), fs::Permissions::from_mode(0o666)).unwrap();
+        let error = state.load_or_create_token().unwrap_err().to_string();
+        assert!(error.contains(&format!("chmod go-w {quoted}")), "{error}");
+        // Fixed as it says, it is the install's token again.
+        fs::set_permissions(state.token_path(), fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(state.load_or_create_token().unwrap(), planted);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path().join("state"));
+        let elsewhere = dir.path().join("elsewhere");
+        fs::write(&elsewhere, Token::generate().as_str()).unwrap();
+        state.ensure().unwrap();
+        std::os::unix::fs::symlink(&elsewhere, state.token_path()).unwrap();
+        let error = state.load_or_create_token().unwrap_err().to_string();
+        assert!(
+            error.contains("symbolic link") && error.contains(&format!("rm '{}'", state.token_path().display())),
+            "{error}"
+        );
+    }
+
+    /// Whoever may write the state folder can swap the token or config.toml
+    /// for their own: every use of it is refused. One others may only read
+    /// is kept (`an_existing_state_dir_keeps_its_permissions`).
+    #[cfg(unix)]
+    #[test]
+    fn a_state_folder_others_can_write_is_refused_for_every_use() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path());
+        state.load_or_create_token().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let fix = format!("chmod go-w '{}'", dir.path().display());
+        for (what, error) in [
+            ("the token", state.load_or_create_token().unwrap_err()),
+            ("a rotation", state.rotate_token().unwrap_err()),
+            ("a lock", state.hold_lock("lock").unwrap_err()),
+        ] {
+            let error = error.to_string();
+            assert!(
+                error.contains("everyone else (mode 777) can change it") && error.contains(&fix),
+                "{what}: {error}"
+            );
+        }
+        assert!(matches!(state.read_trusted("config.toml"), Err(ReadTrustedError::Untrusted(_))));
+        if std::os::unix::fs::chown(dir.path(), Some(4242), None).is_ok() {
+            fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+            let error = state.load_or_create_token().unwrap_err().to_string();
+            assert!(error.contains(&format!("chown -R root '{}'", dir.path().display())), "{error}");
+        }
     }
 
     #[test]
