@@ -179,15 +179,11 @@ async fn a_pairing_that_kept_the_secret_moves_to_the_extensions_key_without_a_ne
     let secret = env.token.as_str();
     env.worker_eval(&format!("chrome.storage.local.set({{relayToken: {secret:?}}}).then(() => true)")).await.unwrap();
     // The worker takes the change, reconnects, and pairs again by itself.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let stats = env.server().relay.stats();
-        if stats.extension_connections > before && stats.extension_connected && stats.targets == 1 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the extension did not come back: {stats:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    e2e::wait_for_stats(&env.server().relay, "the extension back with the tab", Duration::from_secs(30), |s| {
+        s.extension_connections > before && s.extension_connected && s.targets == 1
+    })
+    .await
+    .unwrap();
     let stored = env.worker_eval("chrome.storage.local.get(['relayToken']).then(s => s.relayToken)").await.unwrap();
     assert_eq!(stored, json!(key.as_str()), "the extension's key in the secret's place");
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
@@ -204,15 +200,11 @@ async fn a_stopped_worker_rehydrates_and_reannounces_its_tabs() {
     // It wakes again (its 30 s alarm, or any event), reads the attached tab
     // back from chrome.storage.session, checks Chrome still has it attached,
     // reconnects and re-announces it: no new click.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let stats = env.server().relay.stats();
-        if stats.extension_connections > before && stats.extension_connected && stats.targets == 1 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "worker did not come back with the tab: {stats:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    e2e::wait_for_stats(&env.server().relay, "the worker back with the tab", Duration::from_secs(60), |s| {
+        s.extension_connections > before && s.extension_connected && s.targets == 1
+    })
+    .await
+    .unwrap();
     assert_eq!(env.badge(&index).await.unwrap(), "ON");
     // The group is Chrome's: still there, and still the access list of
     // the restarted worker (it took membership from the group).
