@@ -4,24 +4,171 @@
 use std::path::{Path, PathBuf};
 
 /// Every `.rs` file of the product (the relay's crates, the extension's
-/// logic, the protocol), without tests and benches.
+/// logic, the protocol), without tests and benches: each whole, but for its
+/// unit tests (see `split_tests`).
 fn product_sources() -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut out = Vec::new();
+    let mut files = Vec::new();
     for dir in ["relay", "extension-wasm/src", "shared-protocol/src"] {
         let descend = |path: &Path| !matches!(file_name(path), "tests" | "target" | "benches");
-        for path in rust_files(&root.join(dir), descend) {
-            if matches!(file_name(&path), "tests.rs" | "route_tests.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            // Unit tests at the end of a module are not the product.
-            let product = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
-            out.push((path, product));
-        }
+        files.extend(rust_files(&root.join(dir), descend));
     }
+    let out: Vec<(PathBuf, String)> = split_files(files)
+        .into_iter()
+        .filter(|(_, product, _)| !product.is_empty())
+        .map(|(path, product, _)| (path, product))
+        .collect();
     assert!(out.len() > 30, "the walk found the sources: {}", out.len());
     out
+}
+
+/// Each file's text as (product, tests): the items gated by `#[cfg(test)]`
+/// are tests, and so is the whole of a file that such a `mod name;` brings in.
+fn split_files(files: Vec<PathBuf>) -> Vec<(PathBuf, String, String)> {
+    let mut split: Vec<(PathBuf, String, String)> = files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let (product, tests) = split_tests(&text);
+            (path, product, tests)
+        })
+        .collect();
+    // The files of the test modules declared, as rustc finds them.
+    let mut test_modules = Vec::new();
+    for (path, _, tests) in &split {
+        let dir = path.parent().unwrap();
+        let dir = match file_name(path) {
+            "mod.rs" | "lib.rs" | "main.rs" => dir.to_path_buf(),
+            name => dir.join(name.trim_end_matches(".rs")),
+        };
+        for word in tests.split("mod ").skip(1) {
+            let name: String = word.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if word[name.len()..].trim_start().starts_with(';') {
+                test_modules.push(dir.join(format!("{name}.rs")));
+                test_modules.push(dir.join(name).join("mod.rs"));
+            }
+        }
+    }
+    for (path, product, tests) in &mut split {
+        if test_modules.contains(path) {
+            *tests = std::mem::take(product) + tests.as_str();
+        }
+    }
+    split
+}
+
+/// `text` as (product, tests): every item gated by `#[cfg(test)]` (a
+/// `mod tests { … }`, a `mod tests;`, a test-only `fn` or `impl`) goes to
+/// tests, found by a scan that knows Rust's strings, characters and
+/// comments, so a brace or an attribute in one of them is not taken for
+/// code. An item ends at its first `;` or `,` outside brackets, or at the
+/// brace that closes its body (a gated statement such as `let x = if a
+/// { … } else { … };` would end early: the product has none).
+fn split_tests(text: &str) -> (String, String) {
+    const GATE: &[u8] = b"#[cfg(test)]";
+    let bytes = text.as_bytes();
+    let (mut product, mut tests) = (String::new(), String::new());
+    let (mut at, mut kept) = (0, 0);
+    while at < bytes.len() {
+        if let Some(end) = literal_end(bytes, at) {
+            at = end;
+        } else if bytes[at..].starts_with(GATE) {
+            let end = item_end(bytes, at + GATE.len());
+            product.push_str(&text[kept..at]);
+            tests.push_str(&text[at..end]);
+            tests.push('\n');
+            (at, kept) = (end, end);
+        } else {
+            at += 1;
+        }
+    }
+    product.push_str(&text[kept..]);
+    (product, tests)
+}
+
+/// Where the item that starts at `at` ends (see `split_tests`).
+fn item_end(bytes: &[u8], mut at: usize) -> usize {
+    let mut depth = 0i32;
+    while at < bytes.len() {
+        if let Some(end) = literal_end(bytes, at) {
+            at = end;
+            continue;
+        }
+        match bytes[at] {
+            b'{' | b'(' | b'[' => depth += 1,
+            b')' | b']' | b'}' if depth == 0 => return at,
+            b')' | b']' => depth -= 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    // `use a::{b, c};` ends at its `;`.
+                    let rest = bytes[at + 1..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+                    let after = at + 1 + rest;
+                    return if bytes.get(after) == Some(&b';') { after + 1 } else { at + 1 };
+                }
+            }
+            b';' | b',' if depth == 0 => return at + 1,
+            _ => {}
+        }
+        at += 1;
+    }
+    at
+}
+
+/// Where the comment, string or character literal that starts at `at`
+/// ends, if one does.
+fn literal_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let ident = |i: usize| bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_';
+    let find = |from: usize, needle: &[u8]| {
+        bytes[from..].windows(needle.len()).position(|w| w == needle).map_or(bytes.len(), |p| from + p + needle.len())
+    };
+    match bytes[at] {
+        b'/' if bytes.get(at + 1) == Some(&b'/') => Some(find(at, b"\n")),
+        b'/' if bytes.get(at + 1) == Some(&b'*') => {
+            // Block comments nest.
+            let (mut depth, mut i) = (0, at);
+            while i + 1 < bytes.len() {
+                match &bytes[i..i + 2] {
+                    b"/*" => (depth, i) = (depth + 1, i + 2),
+                    b"*/" if depth == 1 => return Some(i + 2),
+                    b"*/" => (depth, i) = (depth - 1, i + 2),
+                    _ => i += 1,
+                }
+            }
+            Some(bytes.len())
+        }
+        b'"' => {
+            let mut i = at + 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += if bytes[i] == b'\\' { 2 } else { 1 };
+            }
+            Some((i + 1).min(bytes.len()))
+        }
+        // `r"…"`, `r#"…"#`, `br"…"`: an `r` that starts a word (or follows
+        // the `b` or `c` that does).
+        b'r' if at == 0 || !ident(at - 1) || (matches!(bytes[at - 1], b'b' | b'c') && (at == 1 || !ident(at - 2))) => {
+            let hashes = bytes[at + 1..].iter().take_while(|b| **b == b'#').count();
+            if bytes.get(at + 1 + hashes) != Some(&b'"') {
+                return None;
+            }
+            let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+            Some(find(at + 2 + hashes, &close))
+        }
+        b'\'' => {
+            // A character (`'a'`, `'\''`, `'é'`), or else a lifetime.
+            if bytes.get(at + 1) == Some(&b'\\') {
+                return Some(find(at + 3, b"'"));
+            }
+            let width = match bytes.get(at + 1)? {
+                b if *b < 0x80 => 1,
+                b if *b >= 0xF0 => 4,
+                b if *b >= 0xE0 => 3,
+                _ => 2,
+            };
+            (bytes.get(at + 1 + width) == Some(&b'\'')).then_some(at + 2 + width)
+        }
+        _ => None,
+    }
 }
 
 /// Every `.rs` file under `dir`, going into the folders `descend` allows.
@@ -155,16 +302,44 @@ fn state_is_owned_and_passed_never_global() {
         ("extension-wasm/src/glue.rs", "static EARLY"),
         ("extension-wasm/src/glue.rs", "static SOCKET_GENERATION"),
         ("extension-wasm/src/text.rs", "static ENCODER"),
+        // The worker's two answer callbacks, made once for every command.
+        ("extension-wasm/src/glue.rs", "static ANSWER_CALLBACKS"),
+        // The page script without its comments, made once: a cache of a constant.
+        ("relay/control-engine/src/in_page.rs", "static PAGE_SCRIPT"),
     ];
-    let mutable = ["Mutex", "RwLock", "RefCell", "Cell<", "Atomic", "OnceLock", "TextEncoder"];
+    // What makes a static state: a type with interior mutability (a lazy
+    // or once-set value is set by whoever comes first), or a thread-local.
+    let mutable = [
+        "Mutex",
+        "RwLock",
+        "RefCell",
+        "Cell<",
+        "Atomic",
+        "OnceLock",
+        "OnceCell",
+        "LazyLock",
+        "LazyCell",
+        "TextEncoder",
+    ];
     let mut found = Vec::new();
     for (path, text) in product_sources() {
-        for line in text.lines().map(str::trim) {
-            let Some(at) = line.find("static ") else { continue };
-            if line.starts_with("//") || !mutable.iter().any(|m| line.contains(m)) {
+        let thread_locals: Vec<(usize, usize)> = word_at(&text, "thread_local")
+            .into_iter()
+            .map(|at| (at, item_end(text.as_bytes(), at + "thread_local!".len())))
+            .collect();
+        for at in word_at(&text, "static") {
+            let line = text[..at].rsplit('\n').next().unwrap_or_default().trim_start();
+            if text[..at].ends_with('\'') || line.starts_with("//") {
                 continue;
             }
-            let name: String = line[at..].chars().take_while(|c| *c != ':').collect();
+            // The declaration: its name and type, up to its value.
+            let declaration = &text[at..];
+            let declaration = &declaration[..declaration.find(['=', ';']).unwrap_or(declaration.len())];
+            let thread_local = thread_locals.iter().any(|(from, to)| (*from..*to).contains(&at));
+            if !thread_local && !mutable.iter().any(|m| declaration.contains(m)) {
+                continue;
+            }
+            let name: String = declaration.chars().take_while(|c| *c != ':').collect();
             let place = (relative(&path), name.trim().to_string());
             if !allowed.iter().any(|(file, static_)| place.0 == *file && place.1 == *static_) {
                 found.push(place);
@@ -172,6 +347,15 @@ fn state_is_owned_and_passed_never_global() {
         }
     }
     assert!(found.is_empty(), "global mutable state: {found:?}");
+}
+
+/// Where `word` occurs in `text` as a whole word.
+fn word_at(text: &str, word: &str) -> Vec<usize> {
+    let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    text.match_indices(word)
+        .map(|(at, _)| at)
+        .filter(|at| !ident(text[..*at].chars().next_back()) && !ident(text[at + word.len()..].chars().next()))
+        .collect()
 }
 
 /// The workspace's members but the test bench (`tests`, the e2e crate):
@@ -307,17 +491,14 @@ fn every_dependency_is_used_where_it_is_declared() {
         let descend = |path: &Path| {
             !path.join("Cargo.toml").exists() && !matches!(file_name(path), "target" | "node_modules" | "pkg")
         };
-        for path in rust_files(&root.join(dir), descend) {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let name = file_name(&path);
+        for (path, code, unit_tests) in split_files(rust_files(&root.join(dir), descend)) {
             let in_tests = path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "benches")));
-            if in_tests || name == "tests.rs" || name.ends_with("_tests.rs") {
-                tests.push_str(&text);
+            if in_tests {
+                tests.push_str(&code);
             } else {
-                let (code, unit_tests) = text.split_once("#[cfg(test)]").unwrap_or((&text, ""));
-                product.push_str(code);
-                tests.push_str(unit_tests);
+                product.push_str(&code);
             }
+            tests.push_str(&unit_tests);
         }
         let used = |code: &str, name: &str| {
             let ident = name.replace('-', "_");
@@ -341,4 +522,37 @@ fn every_dependency_is_used_where_it_is_declared() {
         }
     }
     assert!(problems.is_empty(), "dependencies out of place:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_test_skipper_reads_rust_not_text() {
+    let text = r##"fn product() { let _ = "#[cfg(test)] mod fake {"; let _ = '{'; }
+// #[cfg(test)] in a comment
+#[cfg(test)]
+fn helper() -> &'static str { r#"}"# }
+#[cfg(test)]
+use std::{fmt, io};
+struct Kept { #[cfg(test)] seen: u8, kept: u8 }
+/* a } in /* a nested */ comment */
+#[cfg(test)]
+mod tests {
+    fn t() { let _ = "}"; let _ = '}'; let _ = b'\''; }
+}
+fn after() {}
+"##;
+    let (product, tests) = split_tests(text);
+    for kept in [
+        "fn product",
+        "mod fake {",
+        "in a comment",
+        "struct Kept {",
+        "kept: u8 }",
+        "nested */ comment */",
+        "fn after() {}",
+    ] {
+        assert!(product.contains(kept), "{kept} in {product}");
+    }
+    for gone in ["fn helper", "use std", "seen", "mod tests", "fn t()"] {
+        assert!(!product.contains(gone) && tests.contains(gone), "{gone} in {product}");
+    }
 }

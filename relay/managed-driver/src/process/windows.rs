@@ -4,7 +4,7 @@
 //! closes, so a serve that dies takes its browsers along), termination.
 //!
 //! `unsafe` lives only here, in `macos.rs` beside it, in serve's console
-//! and in `state-dir`'s Windows privacy (`tidy.rs` holds that list). Here
+//! and signals, and in `state-dir`'s Windows privacy (`tidy.rs` holds that list). Here
 //! each block is one Win32 call through `windows-sys` (no safe maintained
 //! wrapper covers handle inheritance and job accounting together), on
 //! handles this module owns.
