@@ -524,6 +524,358 @@ fn every_dependency_is_used_where_it_is_declared() {
     assert!(problems.is_empty(), "dependencies out of place:\n{}", problems.join("\n"));
 }
 
+/// Every `.rs` file of the workspace (product, tests, benches, the e2e
+/// crate), its path relative to the workspace, with `/`, and its text.
+fn workspace_sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let descend = |path: &Path| {
+        let name = file_name(path);
+        !name.starts_with('.') && !matches!(name, "target" | "node_modules" | "pkg")
+    };
+    let mut files: Vec<(String, String)> = rust_files(&root, descend)
+        .into_iter()
+        .map(|path| {
+            let relative = path.strip_prefix(&root).unwrap().components();
+            let relative: Vec<&str> = relative.map(|c| c.as_os_str().to_str().unwrap()).collect();
+            (relative.join("/"), std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The code that docs cite, to resolve their citations against.
+struct Code {
+    /// (path, text) of every `.rs` file.
+    files: Vec<(String, String)>,
+    /// (folder, crate name as code spells it: `relay_engine`) of every crate.
+    crates: Vec<(String, String)>,
+    /// For each name, the (file, kind: `fn`, `struct`, …) of each item so called.
+    items: std::collections::HashMap<String, Vec<(usize, &'static str)>>,
+}
+
+/// Crates the docs name that are not ours.
+const EXTERNAL: [&str; 12] = [
+    "std",
+    "core",
+    "tokio",
+    "subtle",
+    "http_body_util",
+    "hyper",
+    "axum",
+    "serde",
+    "serde_json",
+    "rustls",
+    "libc",
+    "windows_sys",
+];
+
+fn is_ident(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_type(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+}
+
+/// Where `text` defines an item called `name` with one of `kinds` (`fn`, …).
+fn definitions(text: &str, name: &str, kinds: &[&str]) -> Vec<usize> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    word_at(text, name)
+        .into_iter()
+        .filter(|at| {
+            let before = text[..*at].trim_end();
+            kinds.iter().any(|kind| before.strip_suffix(kind).is_some_and(|rest| !rest.ends_with(ident)))
+        })
+        .collect()
+}
+
+/// What defines a name: an item, or a re-export (`use a::b as name`).
+const ITEMS: [&str; 12] =
+    ["fn", "struct", "enum", "trait", "type", "const", "static", "mod", "union", "macro_rules!", "impl", "as"];
+const TYPES: [&str; 5] = ["struct", "enum", "trait", "type", "union"];
+
+impl Code {
+    fn read() -> Self {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut crates: Vec<(String, String)> = product_crates()
+            .into_iter()
+            .chain(["tests".to_string()])
+            .map(|dir| {
+                let manifest = std::fs::read_to_string(root.join(&dir).join("Cargo.toml")).unwrap();
+                let line = manifest.lines().find(|l| l.starts_with("name = ")).expect("a package name");
+                (dir, line.trim_start_matches("name = ").trim_matches('"').replace('-', "_"))
+            })
+            .collect();
+        // The deepest folder first: `relay/grants/…` is not the binary's.
+        crates.sort_by_key(|(dir, _)| std::cmp::Reverse(dir.len()));
+        let files = workspace_sources();
+        let mut items: std::collections::HashMap<String, Vec<(usize, &'static str)>> = Default::default();
+        for (file, (_, text)) in files.iter().enumerate() {
+            let words: Vec<&str> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '!'))
+                .filter(|word| !word.is_empty())
+                .collect();
+            for pair in words.windows(2) {
+                if let Some(kind) = ITEMS.iter().find(|kind| **kind == pair[0]) {
+                    items.entry(pair[1].to_string()).or_default().push((file, kind));
+                }
+            }
+        }
+        Self { files, crates, items }
+    }
+
+    fn crate_of(&self, file: usize) -> &str {
+        let path = &self.files[file].0;
+        self.crates.iter().find(|(dir, _)| path.starts_with(&format!("{dir}/"))).map_or("", |(dir, _)| dir)
+    }
+
+    /// The files a cited `.rs` path names: itself, or every file whose path
+    /// ends with it (`client.rs`, `core/tests.rs`).
+    fn files_named(&self, cited: &str) -> Vec<usize> {
+        let exact: Vec<usize> = (0..self.files.len()).filter(|i| self.files[*i].0 == cited).collect();
+        if !exact.is_empty() {
+            return exact;
+        }
+        (0..self.files.len()).filter(|i| self.files[*i].0.ends_with(&format!("/{cited}"))).collect()
+    }
+
+    /// The files of module or crate `name` among `scope`: a crate of that
+    /// name, a `name.rs` or `name/` folder, or a file with an inline `mod name`.
+    fn module(&self, scope: &[usize], name: &str) -> Vec<usize> {
+        let krate = self.crates.iter().find(|(_, krate)| krate == name).map(|(dir, _)| dir.as_str());
+        scope
+            .iter()
+            .copied()
+            .filter(|i| {
+                let path = &self.files[*i].0;
+                Some(self.crate_of(*i)) == krate
+                    || path.ends_with(&format!("/{name}.rs"))
+                    || path.contains(&format!("/{name}/"))
+                    || self.defines(&[*i], name, &["mod"])
+            })
+            .collect()
+    }
+
+    fn defines(&self, scope: &[usize], name: &str, kinds: &[&str]) -> bool {
+        self.items.get(name).is_some_and(|items| items.iter().any(|(f, k)| scope.contains(f) && kinds.contains(k)))
+    }
+
+    /// `Type::member`: a type of that name in `scope`, and in its crate a
+    /// `fn` or `const` called `member`, or `member` in the type's body (a
+    /// field, a variant, a trait's method).
+    fn member(&self, scope: &[usize], ty: &str, member: &str) -> Result<(), String> {
+        let homes: Vec<usize> = scope.iter().copied().filter(|i| self.defines(&[*i], ty, &TYPES)).collect();
+        if homes.is_empty() {
+            return Err(format!("no type {ty}"));
+        }
+        for home in homes {
+            let text = &self.files[home].1;
+            for at in definitions(text, ty, &TYPES) {
+                let body = &text[at..item_end(text.as_bytes(), at)];
+                if !word_at(body, member).is_empty() {
+                    return Ok(());
+                }
+            }
+            let krate = self.crate_of(home);
+            let crate_files: Vec<usize> = (0..self.files.len()).filter(|i| self.crate_of(*i) == krate).collect();
+            if self.defines(&crate_files, member, &["fn", "const"]) {
+                return Ok(());
+            }
+        }
+        Err(format!("{ty} has no {member}"))
+    }
+
+    /// Resolves `segments` (a citation split at `::`) from `scope`: the
+    /// files that hold what it names.
+    fn path(&self, mut scope: Vec<usize>, segments: &[&str]) -> Result<Vec<usize>, String> {
+        for (i, segment) in segments.iter().enumerate() {
+            if matches!(*segment, "*" | "…") {
+                break;
+            }
+            if i + 1 == segments.len() {
+                // `{a, b (a remark)}`: each name.
+                let mut names = String::new();
+                let mut depth = 0;
+                for c in segment.trim_matches(['{', '}']).chars() {
+                    depth += i32::from(c == '(') - i32::from(c == ')');
+                    if depth == 0 && c != ')' {
+                        names.push(c);
+                    }
+                }
+                let names: Vec<&str> = names.split(',').map(str::trim).collect();
+                let missing: Vec<&str> = names.iter().copied().filter(|n| !self.defines(&scope, n, &ITEMS)).collect();
+                if !missing.is_empty() {
+                    return Err(format!("nothing called {}", missing.join(", ")));
+                }
+                scope.retain(|f| names.iter().any(|n| self.defines(&[*f], n, &ITEMS)));
+                break;
+            }
+            if is_type(segment) {
+                self.member(&scope, segment, segments[i + 1])?;
+                break;
+            }
+            if *segment != "tests" {
+                scope = self.module(&scope, segment);
+                if scope.is_empty() {
+                    return Err(format!("no module {segment}"));
+                }
+            }
+        }
+        Ok(scope)
+    }
+}
+
+/// The code that `doc` cites and cannot be found, each as `line: citation:
+/// why`. A citation is a code span (in backticks) of one of these forms:
+/// - a `.rs` path (`relay/src/http.rs`, `core/tests.rs`, `client.rs`): some
+///   file has it;
+/// - a path and an item (`relay/src/http.rs::tests::name`, a test;
+///   `….rs::{a, b}`): the file defines it (`fn name`, `struct name`, …);
+/// - a `.rs` path then, with only space between, a name (`client.rs`
+///   `forward`): the file defines it;
+/// - a Rust path (`browser_domain::wipe_refusal`, `relay_engine::extension_key`,
+///   `net::ui_logins::UiLogins::admit`): its modules (a crate, a file or an
+///   inline `mod`) hold it; `Type::member`: the type is ours, and its crate
+///   has a `fn member` or its body names `member` (a field, a variant);
+/// - `…::name`, a name in a file of one of the few citations before it (a
+///   path, a Rust path or a test's lone name; the file cited first in a
+///   list of tests from several files may be a few citations back).
+///
+/// Not checked, too ambiguous to tell from prose: a lone name in backticks
+/// (`serve`, `stop` are words too), files that are not `.rs`, call
+/// expressions (`on_timer(Timer::DetachGrace)`), and paths into crates that
+/// are not ours (`EXTERNAL`).
+fn unresolved_citations(code: &Code, doc: &str) -> Vec<String> {
+    const RECENT: usize = 6;
+    // Fenced blocks (diagrams, shell) are not citations; their lines stay.
+    let mut fenced = false;
+    let text: Vec<&str> = doc
+        .lines()
+        .map(|line| {
+            let fence = line.trim_start().starts_with("```");
+            fenced ^= fence;
+            if fenced || fence { "" } else { line }
+        })
+        .collect();
+    let text = text.join("\n");
+    let everything: Vec<usize> = (0..code.files.len()).collect();
+    let mut problems = Vec::new();
+    // The files of the last few citations, for `…::name`.
+    let mut recent: Vec<Vec<usize>> = Vec::new();
+    // A lone `.rs` path just before, with only space since: (its files, it).
+    let mut file_before: Option<(Vec<usize>, String)> = None;
+    let mut offset = 0;
+    for (i, part) in text.split('`').enumerate() {
+        let at = offset;
+        offset += part.len() + 1;
+        if i % 2 == 0 {
+            if !part.trim().is_empty() {
+                file_before = None;
+            }
+            continue;
+        }
+        let line = text[..at].lines().count().max(1);
+        let span: String = part.split_whitespace().collect::<Vec<_>>().join(" ");
+        // `InFlight::try_start(max_in_flight)`: the path before the arguments.
+        let cited = span.split_once('(').filter(|_| span.ends_with(')')).map_or(span.as_str(), |(path, _)| path);
+        let segments: Vec<&str> = cited.split("::").collect();
+        let first = segments[0];
+        let path_like = first.ends_with(".rs")
+            && first.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/' | '.'));
+        let code_like = segments.iter().all(|s| is_ident(s) || matches!(*s, "*" | "…") || s.starts_with('{'))
+            && (!cited.contains(' ') || cited.contains('{'));
+        let before = file_before.take();
+        let found = if path_like {
+            let files = code.files_named(first);
+            if files.is_empty() {
+                Err("no such file".to_string())
+            } else if segments.len() == 1 {
+                file_before = Some((files.clone(), first.to_string()));
+                Ok(files)
+            } else {
+                code.path(files, &segments[1..]).map_err(|why| format!("{why} in {first}"))
+            }
+        } else if first == "…" && segments.len() > 1 {
+            let before = recent.iter().rev().take(RECENT);
+            before
+                .map(|files| code.path(files.clone(), &segments[1..]))
+                .find(Result::is_ok)
+                .unwrap_or_else(|| Err(format!("not in the files of the {RECENT} citations before it")))
+        } else if !code_like {
+            // Not code: `/json/*`, `[::1]`, `cdpPort = 9222`.
+            continue;
+        } else if segments.len() == 1 {
+            match before {
+                Some((files, file)) => code.path(files, &segments).map_err(|why| format!("{why} in {file}")),
+                // A lone name: a word as often as code. A test's name (one
+                // `fn` in the workspace) still tells `…::` where it is.
+                None => {
+                    let homes: Vec<usize> =
+                        everything.iter().copied().filter(|f| code.defines(&[*f], first, &["fn"])).collect();
+                    Ok(if homes.len() == 1 { homes } else { Vec::new() })
+                }
+            }
+        } else if EXTERNAL.contains(&first) {
+            continue;
+        } else {
+            code.path(everything.clone(), &segments)
+        };
+        match found {
+            Ok(files) if !files.is_empty() => recent.push(files),
+            Ok(_) => {}
+            Err(why) => problems.push(format!("{line}: `{span}`: {why}")),
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_docs_cite_code_that_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let code = Code::read();
+    let mut problems = Vec::new();
+    for doc in ["ARCHITECTURE.md", "SECURITY.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        problems.extend(unresolved_citations(&code, &text).into_iter().map(|p| format!("{doc}:{p}")));
+    }
+    assert!(problems.is_empty(), "citations of code that is not there:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_citation_check_finds_what_is_not_there() {
+    let code = Code::read();
+    let doc = "Where: `client.rs` `root_command`; `Engine::act`, `relay/nowhere.rs`,
+`policy::no_such_rule`, `tests/tests/security.rs::no_such_test`, `…::nor_this` and
+`NoSuchType::method`.
+
+`…::orphan`.
+
+Fine: `Guard::check`, `serve`, `/json/list`, `std::process::Command`, `relay/src/http.rs`
+`router`, `policy::is_restricted`, `relay/state-dir/src/lib.rs::tests::{token_file_is_created_once_with_mode_0600,
+malformed_token_file_is_a_clear_error (a remark, with a comma)}`, `…::token_matching_is_exact_and_debug_redacts`,
+`on_timer(Timer::DetachGrace)`, `Target::grant`, `ConfigError::Read`.
+";
+    let found = unresolved_citations(&code, doc);
+    let cited: Vec<&str> = found.iter().map(|p| p.split('`').nth(1).unwrap()).collect();
+    assert_eq!(
+        cited,
+        [
+            "root_command",
+            "Engine::act",
+            "relay/nowhere.rs",
+            "policy::no_such_rule",
+            "tests/tests/security.rs::no_such_test",
+            "…::nor_this",
+            "NoSuchType::method",
+            "…::orphan"
+        ],
+        "{found:#?}"
+    );
+}
+
 #[test]
 fn the_test_skipper_reads_rust_not_text() {
     let text = r##"fn product() { let _ = "#[cfg(test)] mod fake {"; let _ = '{'; }
