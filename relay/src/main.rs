@@ -20,6 +20,7 @@ mod desktop;
 mod grant;
 mod logging;
 mod mcp;
+mod memory;
 
 use agent::AgentCommand;
 use clap::{Parser, Subcommand};
@@ -661,7 +662,12 @@ async fn own_server(state: &StateDir, port: u16, control: SocketAddr) -> anyhow:
     let addr = SocketAddr::new(control.ip(), port);
     let options = server_options(state, addr, Some(control), vec![DEFAULT_EXTENSION_ID.to_string()], false)?;
     match RunningServer::start(options).await {
-        Ok(server) => Ok(Some(server)),
+        Ok(server) => {
+            // This process now serves: what a page's megabytes took goes
+            // back when freed (issue 46).
+            memory::return_large_blocks();
+            Ok(Some(server))
+        }
         // Another process (a second MCP server, a serve starting) took the
         // port meanwhile: use it.
         Err(_) if browser_relay::is_taken(control) => Ok(None),
@@ -697,6 +703,8 @@ async fn serve(
     // From here on Ctrl-C and the system's stop requests end serve cleanly
     // (also while `--start` is launching browsers).
     let mut signals = browser_relay::ShutdownSignals::listen().context("listening for Ctrl-C")?;
+    // What a page's megabytes take goes back when freed (issue 46).
+    memory::return_large_blocks();
     let server = RunningServer::start(options).await?;
     if let Some(url) = server.control_url() {
         tracing::info!(

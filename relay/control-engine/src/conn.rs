@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-use cdp_client::protocol::{Command as _, dom, log, network, page, runtime, target};
+use cdp_client::protocol::{Command as _, Event as _, dom, input, log, network, page, runtime, target};
 use cdp_client::{CdpClient, CdpError, CdpEvent};
 
 use crate::api::{ConsoleMessage, DialogInfo, NetworkRequest, PageError, TabInfo, Trouble};
@@ -34,16 +34,48 @@ const NEWS_CHARS: usize = 300;
 pub(crate) const ENTRY_BYTES: usize = 16 * 1024;
 
 /// `text` within [`ENTRY_BYTES`], with what was cut said at its end.
-fn kept(mut text: String) -> String {
+fn kept(text: String) -> String {
     if text.len() <= ENTRY_BYTES {
         return text;
     }
-    let end = (0..=ENTRY_BYTES).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-    let cut = text.len() - end;
-    text.truncate(end);
-    text.push_str(&format!("… [{cut} more bytes cut]"));
-    text
+    let mut kept = Kept::default();
+    kept.push(&text);
+    kept.done()
 }
+
+/// Text built piece by piece within [`ENTRY_BYTES`]: what does not fit is
+/// counted, never copied. The kept text is an allocation of its own size:
+/// cutting a page's 8 MB string in place (`String::truncate`) would keep
+/// the whole 8 MB allocation behind 16 KiB of text, and a console of such
+/// messages pinned the whole flood in serve's memory (issue 46).
+#[derive(Debug, Default)]
+struct Kept {
+    text: String,
+    /// Bytes left out so far; once something is, everything after it is.
+    cut: usize,
+}
+
+impl Kept {
+    fn push(&mut self, piece: &str) {
+        let room = if self.cut > 0 { 0 } else { ENTRY_BYTES - self.text.len() };
+        let end = if piece.len() <= room {
+            piece.len()
+        } else {
+            (0..=room).rev().find(|&i| piece.is_char_boundary(i)).unwrap_or(0)
+        };
+        self.text.push_str(&piece[..end]);
+        self.cut += piece.len() - end;
+    }
+
+    fn done(mut self) -> String {
+        if self.cut > 0 {
+            self.text.push_str(&format!("… [{} more bytes cut]", self.cut));
+            self.text.shrink_to_fit();
+        }
+        self.text
+    }
+}
+
 /// How long a new tab may take to be attached and set up.
 const ATTACH_WITHIN: Duration = Duration::from_secs(10);
 
@@ -204,7 +236,8 @@ impl Conn {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Events from now on (for waiting on lifecycle events and the like).
+    /// Events from now on (for waiting on lifecycle events and the like):
+    /// the parameters only of [`READ_BY_SUBSCRIBERS`].
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<CdpEvent>> {
         self.events.subscribe()
     }
@@ -516,6 +549,11 @@ impl Conn {
         } else if let Some(session) = session {
             self.on_session_event(session, &event);
         }
+        let mut event = event;
+        if !READ_BY_SUBSCRIBERS.contains(&event.method.as_str()) {
+            // Handled above; subscribers hear that it came, not what it said.
+            event.params = Value::Null;
+        }
         let _ = self.events.send(Arc::new(event));
         self.pumped.fetch_add(1, std::sync::atomic::Ordering::Release);
         self.changed.send_modify(|v| *v += 1);
@@ -755,6 +793,24 @@ fn is_tab(info: &target::TargetInfo) -> bool {
     info.kind == "page" && !info.url.starts_with("devtools://")
 }
 
+/// The events whose parameters subscribers ([`Conn::subscribe`]) read:
+/// navigations, lifecycle steps, dialogs, drags. Every other event reaches
+/// them without its parameters (they wake on it and read the state it
+/// updated). A subscriber holds every event sent while it waits for
+/// something else (an action's receiver, until the action's command is
+/// answered): with their parameters, a console flood of 8 MB messages
+/// during an `evaluate` held hundreds of megabytes in serve (issue 46).
+const READ_BY_SUBSCRIBERS: [&str; 8] = [
+    page::FrameNavigated::METHOD,
+    page::NavigatedWithinDocument::METHOD,
+    page::LifecycleEvent::METHOD,
+    page::FrameRequestedNavigation::METHOD,
+    page::FrameStartedNavigating::METHOD,
+    page::FrameStartedLoading::METHOD,
+    page::JavascriptDialogOpening::METHOD,
+    input::DragIntercepted::METHOD,
+];
+
 /// Pushes `item`, dropping the oldest when `queue` holds `max`; whether one
 /// was dropped.
 fn push_bounded<T>(queue: &mut VecDeque<T>, item: T, max: usize) -> bool {
@@ -817,12 +873,20 @@ fn console_message(called: runtime::ConsoleApiCalled) -> ConsoleMessage {
         "debug" => "debug",
         _ => "log",
     };
-    let text = called.args.iter().map(remote_object_text).collect::<Vec<_>>().join(" ");
+    // Within the bound as it is built: a page's megabytes are read where
+    // they lie in the event, never copied whole.
+    let mut text = Kept::default();
+    for (i, arg) in called.args.iter().enumerate() {
+        if i > 0 {
+            text.push(" ");
+        }
+        text.push(&remote_object_text(arg));
+    }
     let frame = called.stack_trace.and_then(|trace| trace.call_frames.into_iter().next());
     ConsoleMessage {
         level: level.into(),
         kind: kept(kind),
-        text: kept(text),
+        text: text.done(),
         timestamp: called.timestamp,
         location: frame.map(|f| kept(location(&f.url, f.line_number, f.column_number))),
     }
@@ -854,17 +918,17 @@ fn location(url: &str, line: i64, column: i64) -> String {
     format!("{url}:{}:{}", line + 1, column + 1)
 }
 
-/// A console argument as Chrome's console prints it, roughly.
-fn remote_object_text(object: &runtime::RemoteObject) -> String {
+/// A console argument as Chrome's console prints it, roughly (a string
+/// borrowed, not copied: it may be megabytes).
+fn remote_object_text(object: &runtime::RemoteObject) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
     match &object.value {
-        Some(Value::String(s)) => s.clone(),
-        Some(value) => value.to_string(),
-        None if object.subtype.as_deref() == Some("null") => "null".into(),
-        None => object
-            .description
-            .clone()
-            .or_else(|| object.unserializable_value.clone())
-            .unwrap_or_else(|| object.kind.clone()),
+        Some(Value::String(s)) => Cow::Borrowed(s),
+        Some(value) => Cow::Owned(value.to_string()),
+        None if object.subtype.as_deref() == Some("null") => Cow::Borrowed("null"),
+        None => Cow::Borrowed(
+            object.description.as_deref().or(object.unserializable_value.as_deref()).unwrap_or(object.kind.as_str()),
+        ),
     }
 }
 
@@ -933,6 +997,9 @@ mod tests {
         let message = console_message(called);
         assert!(message.text.len() < ENTRY_BYTES + 64, "{} bytes kept", message.text.len());
         assert!(message.text.ends_with(&format!("… [{} more bytes cut]", (50 << 20) - ENTRY_BYTES)), "the marker");
+        // In an allocation of its own size, not the page's 50 MB cut short.
+        assert!(message.text.capacity() < ENTRY_BYTES + 64, "{} bytes held", message.text.capacity());
+        assert!(kept("y".repeat(1 << 20)).capacity() < ENTRY_BYTES + 64, "kept() copies what it keeps");
         let thrown: runtime::ExceptionThrown = serde_json::from_value(serde_json::json!({
             "timestamp": 1.0,
             "exceptionDetails": {"exceptionId": 1, "text": "Uncaught", "lineNumber": 0, "columnNumber": 0,

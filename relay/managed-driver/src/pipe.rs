@@ -53,6 +53,13 @@ use crate::process::{BrowserReader as Receiver, BrowserWriter as Sender};
 /// large; Chrome's own WebSocket limit is 256 MiB).
 const MAX_MESSAGE: usize = 256 << 20;
 
+/// What the pipe's reader asks for at once, and what its buffer keeps
+/// between messages.
+const READ_CHUNK: usize = 64 << 10;
+/// A read buffer above this size is shrunk back to [`READ_CHUNK`] once the
+/// large message that grew it is handled.
+const KEPT_READ_BUFFER: usize = 1 << 20;
+
 /// Where a client connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
@@ -496,8 +503,8 @@ async fn write_loop(mut pipe: Sender, mut messages: mpsc::UnboundedReceiver<Vec<
 }
 
 async fn read_loop(mut pipe: Receiver, owner: std::sync::Weak<Pipe>, closed: CancellationToken) {
-    let mut buffer: Vec<u8> = Vec::with_capacity(64 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
+    let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut chunk = vec![0u8; READ_CHUNK];
     // Where the search for the next NUL resumes.
     let mut scanned = 0;
     loop {
@@ -519,6 +526,13 @@ async fn read_loop(mut pipe: Receiver, owner: std::sync::Weak<Pipe>, closed: Can
         }
         buffer.drain(..start);
         scanned = buffer.len();
+        // A large message grew the buffer to its size, and `drain` keeps
+        // that capacity: one 8 MB console message would hold 8 MB (more,
+        // rounded up as it grew) for the pipe's life. Give it back once
+        // the buffer holds little again.
+        if buffer.capacity() > KEPT_READ_BUFFER && buffer.len() <= READ_CHUNK {
+            buffer.shrink_to(READ_CHUNK);
+        }
         if buffer.len() > MAX_MESSAGE {
             tracing::warn!("the managed browser sent a message over {MAX_MESSAGE} bytes; closing its pipe");
             break;
