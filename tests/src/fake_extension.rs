@@ -95,6 +95,19 @@ impl FakeExtension {
         hello: Option<Hello>,
         mode: Mode,
     ) -> anyhow::Result<Self> {
+        Self::connect_shaped(addr, token, hello, mode, |prove, hello| vec![prove, hello]).await
+    }
+
+    /// [`Self::connect`], answering the relay's `challenge` with the frames
+    /// `shape` makes of the `prove` and the hello (to send something
+    /// between them, or several messages in one frame).
+    pub async fn connect_shaped(
+        addr: SocketAddr,
+        token: Option<&str>,
+        hello: Option<Hello>,
+        mode: Mode,
+        shape: fn(String, String) -> Vec<String>,
+    ) -> anyhow::Result<Self> {
         let mut request = format!("ws://{addr}/extension").into_client_request()?;
         request.headers_mut().insert("Origin", format!("chrome-extension://{DEFAULT_EXTENSION_ID}").parse()?);
         request.headers_mut().insert("Sec-WebSocket-Protocol", SUBPROTOCOL.parse()?);
@@ -147,8 +160,8 @@ impl FakeExtension {
                             (&message, &hello)
                         {
                             match proof.answer_frames(nonce, relay_proof, hello.clone()) {
-                                Ok(frames) => {
-                                    for frame in frames {
+                                Ok([prove, hello]) => {
+                                    for frame in shape(prove, hello) {
                                         let _ = replies.send(Message::Text(frame.into()));
                                     }
                                 }

@@ -901,3 +901,36 @@ async fn the_extension_hears_who_holds_each_tab_and_an_unshared_tab_leaves_every
     let none = clients_notice(&mut ext, |tabs| tabs.as_array().is_some_and(Vec::is_empty)).await;
     assert_eq!(none, json!([]), "the detach is told while the client stays");
 }
+
+/// Issue 42: CI saw the relay close the extension with "expected hello, got
+/// tabs.onUpdated" (4003). Whatever a proved extension sends before its
+/// hello, or in the hello's frame (protocol 5's lines), never costs it the
+/// connection: the relay welcomes it and serves the hello's tab.
+#[tokio::test]
+async fn what_the_extension_sends_between_its_proof_and_its_hello_never_costs_the_connection() {
+    let setup = relay().await;
+    // The interleaving: a tab event between the proof and the hello, then
+    // the hello batched with another event.
+    let mut ext = FakeExtension::connect_shaped(
+        setup.server.addr,
+        Some(setup.token.as_str()),
+        Some(hello(vec![fake_tab(1)])),
+        Mode::Echo,
+        |prove, hello| {
+            let mut moved = fake_tab(1);
+            moved.title = "Moved on".into();
+            let update = shared_protocol::encode(&ExtensionMessage::TabUpdated { tab: moved });
+            vec![prove, update.clone(), format!("{hello}\n{update}")]
+        },
+    )
+    .await
+    .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), ext.other.recv())
+        .await
+        .expect("an answer")
+        .expect("a welcome, not a close");
+    assert!(first.contains("welcome"), "the relay did not welcome the extension: {first}");
+    assert!(setup.server.relay.stats().extension_connected);
+    // The hello's tab is served to clients.
+    setup.wait_targets(1).await;
+}

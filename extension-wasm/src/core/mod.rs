@@ -75,7 +75,13 @@
 //!   before the tabs are released:
 //!   `relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them`,
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
-//!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`.
+//!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`. A
+//!   **handshake lost** after the socket opened (but for a protocol
+//!   refusal) is tried again at once, once until the next welcome:
+//!   `a_handshake_lost_is_retried_at_once_then_after_the_backoff`.
+//! - **Nothing but `auth`, `prove` and the hello before the welcome**;
+//!   what changed in the shared tabs since the hello is told right after
+//!   it: `what_changes_between_the_hello_and_the_welcome_is_told_after_the_welcome`.
 //! - **State in `chrome.storage.session`** (each shared tab with its
 //!   group; the grants, whose each tab is, their windows), rehydrated and
 //!   re-announced after a worker restart; the group is the truth for its
@@ -539,6 +545,17 @@ pub enum Link {
     Ready,
 }
 
+/// When a lost link is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// After the backoff (`policy::reconnect_delay_ms`).
+    Backoff,
+    /// After the backoff's longest wait: a relay that refused our protocol.
+    Slowest,
+    /// At once: a handshake lost.
+    AtOnce,
+}
+
 /// For the options page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -706,6 +723,13 @@ pub struct Core<H: Host> {
     /// Watches in a row that found the relay silent.
     silent_watches: u32,
     attempt: u32,
+    /// A handshake was lost and retried at once since the last welcome:
+    /// the next loss waits the backoff (no loop against a relay that drops
+    /// every handshake).
+    handshake_retried: bool,
+    /// The shared tabs as the hello of the link being made told them: what
+    /// changes before the welcome is told after it.
+    said_hello: BTreeMap<TabId, TabInfo>,
     last_error: Option<String>,
     attached: BTreeMap<TabId, TabInfo>,
     /// Tabs being re-attached after Chrome detached them: try count, info.
@@ -757,6 +781,8 @@ impl<H: Host> Core<H> {
             heard: false,
             silent_watches: 0,
             attempt: 0,
+            handshake_retried: false,
+            said_hello: BTreeMap::new(),
             last_error: None,
             attached: BTreeMap::new(),
             reattaching: BTreeMap::new(),
@@ -929,6 +955,7 @@ impl<H: Host> Core<H> {
         // A probe of the relay before is not this pairing's.
         self.probing = None;
         self.attempt = 0;
+        self.handshake_retried = false;
         // A pairing link's code is redeemed at once (it is good for
         // minutes), also with nothing shared: the link is closed again
         // after the welcome.
@@ -1478,6 +1505,8 @@ impl<H: Host> Core<H> {
                     self.on_grants(Vec::new());
                 }
                 self.attempt = 0;
+                self.handshake_retried = false;
+                self.tell_what_changed_since_the_hello();
                 self.last_error = None;
                 self.grace_running = false;
                 self.host.cancel_timer(Timer::DetachGrace);
@@ -1569,14 +1598,43 @@ impl<H: Host> Core<H> {
         // Our proof alone first: the relay reads only a few KiB before it
         // checks out, and the hello may be larger.
         self.send(&ExtensionMessage::Prove { proof: auth::proof(&key, Prover::Extension, &self.auth_nonce, &bound) });
+        let attached_tabs: Vec<TabInfo> = self.attached.values().map(|tab| self.with_owner(tab.clone())).collect();
+        self.said_hello = attached_tabs.iter().map(|tab| (tab.tab_id, tab.clone())).collect();
         let hello = ExtensionMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
             extension_version: self.env.extension_version.clone(),
             user_agent: self.env.user_agent.clone(),
             browser_version: self.env.browser_version.clone(),
-            attached_tabs: self.attached.values().map(|tab| self.with_owner(tab.clone())).collect(),
+            attached_tabs,
         });
         self.send(&hello);
+    }
+
+    /// Welcomed: what changed in the shared tabs between the hello and
+    /// the welcome (nothing else is sent to the relay before it) is told
+    /// now, as the messages it would have been: a tab shared or no longer
+    /// shared, moved to another group, or gone to another page.
+    fn tell_what_changed_since_the_hello(&mut self) {
+        let said = std::mem::take(&mut self.said_hello);
+        let now: Vec<TabInfo> = self.attached.values().map(|tab| self.with_owner(tab.clone())).collect();
+        for (id, before) in &said {
+            if !self.attached.contains_key(id) {
+                self.send(&ExtensionMessage::UserToggledAttach { tab: before.clone(), attached: false });
+            }
+        }
+        for tab in now {
+            match said.get(&tab.tab_id) {
+                None => self.send(&ExtensionMessage::UserToggledAttach { tab, attached: true }),
+                Some(before) => {
+                    if before.grant != tab.grant {
+                        self.send(&ExtensionMessage::TabGrant { tab_id: tab.tab_id, grant: tab.grant.clone() });
+                    }
+                    if before.url != tab.url || before.title != tab.title {
+                        self.send(&ExtensionMessage::TabUpdated { tab });
+                    }
+                }
+            }
+        }
     }
 
     /// The socket closed (or failed to open), with the close code and reason.
@@ -1584,6 +1642,17 @@ impl<H: Host> Core<H> {
         if self.link == Link::Idle {
             return;
         }
+        // A handshake lost once the socket opened, for whatever reason but
+        // a protocol refusal (the relay dropped it, took too long, or did
+        // not take a message): tried again at once, once, if the link is
+        // wanted (tabs shared, a pairing link's code to redeem; a link for
+        // the grants alone waits for the next alarm, as always). The
+        // backoff is for a relay that is not there.
+        let wanted = !self.attached.is_empty() || self.settings.pairing_code.is_some();
+        let at_once = matches!(self.link, Link::Authenticating | Link::Open)
+            && code != close_code::PROTOCOL_MISMATCH
+            && wanted
+            && !self.handshake_retried;
         let port = self.settings.dial_port();
         let error = match code {
             close_code::PROTOCOL_MISMATCH => format!("the relay refused this extension's protocol: {reason}"),
@@ -1616,12 +1685,17 @@ impl<H: Host> Core<H> {
         // keep us away for good); it only makes them the slowest, as
         // retrying a relay that really is older helps only once it is
         // updated.
-        self.link_lost(error, code == close_code::PROTOCOL_MISMATCH);
+        let retry = match code {
+            close_code::PROTOCOL_MISMATCH => Retry::Slowest,
+            _ if at_once => Retry::AtOnce,
+            _ => Retry::Backoff,
+        };
+        self.link_lost(error, retry);
     }
 
-    /// The link is gone, for `error`: retry after a backoff (the slowest
-    /// if `slowest`), and keep the tabs for the grace period.
-    fn link_lost(&mut self, error: String, slowest: bool) {
+    /// The link is gone, for `error`: retry as `retry` says, and keep the
+    /// tabs for the grace period.
+    fn link_lost(&mut self, error: String, retry: Retry) {
         self.link = Link::Idle;
         self.link_left_the_loop();
         self.opened = false;
@@ -1632,16 +1706,23 @@ impl<H: Host> Core<H> {
         self.host.cancel_timer(Timer::Keepalive);
         self.host.cancel_timer(Timer::RelayWatch);
         self.last_error = Some(error);
+        self.said_hello.clear();
+        if retry == Retry::AtOnce {
+            self.handshake_retried = true;
+            self.host.set_timer(Timer::Reconnect, 0);
+        }
         if self.attached.is_empty() {
             self.refresh_badges();
             return;
         }
-        if slowest {
+        if retry == Retry::Slowest {
             self.attempt = self.attempt.max(policy::SLOWEST_ATTEMPT);
         }
-        let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
-        self.attempt = self.attempt.saturating_add(1);
-        self.host.set_timer(Timer::Reconnect, delay);
+        if retry != Retry::AtOnce {
+            let delay = policy::reconnect_delay_ms(self.attempt, self.host.random());
+            self.attempt = self.attempt.saturating_add(1);
+            self.host.set_timer(Timer::Reconnect, delay);
+        }
         if !self.grace_running {
             self.grace_running = true;
             self.host.set_timer(Timer::DetachGrace, policy::DETACH_GRACE_MS);
@@ -1722,7 +1803,7 @@ impl<H: Host> Core<H> {
     fn leave_relay(&mut self, why: &str) {
         let port = self.settings.dial_port();
         self.host.disconnect();
-        self.link_lost(format!("the relay on 127.0.0.1:{port} {why}"), false);
+        self.link_lost(format!("the relay on 127.0.0.1:{port} {why}"), Retry::Backoff);
     }
 
     pub fn on_timer(&mut self, timer: Timer) {

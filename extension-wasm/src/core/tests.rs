@@ -671,6 +671,86 @@ fn relay_going_away_backs_off_keeps_tabs_for_the_grace_then_releases_them() {
     assert!(!core.host.timers.contains_key(&Timer::Reconnect), "stops trying");
 }
 
+/// Issue 42: a handshake the relay dropped (CI saw "expected hello, got
+/// tabs.onUpdated", 4003) is tried again at once, not after the backoff;
+/// once per welcome, so a relay that drops every handshake is not hammered.
+#[test]
+fn a_handshake_lost_is_retried_at_once_then_after_the_backoff() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.relay_proves();
+    core.on_socket_closed(close_code::BAD_MESSAGE, "expected hello, got tabs.onUpdated");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&0), "at once, not after the backoff");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.on_socket_closed(close_code::HELLO_TIMEOUT, "no prove in time");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&2000), "the second loss waits its backoff");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.relay_proves();
+    core.welcome();
+    assert_eq!(core.host.badges[&5], Badge::On);
+    // Welcomed: the next lost handshake is tried at once again.
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.on_socket_closed(1013, "no prove yet, and newer connections need the place: retry");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&0));
+    // A relay that refuses our protocol is not: it waits the longest.
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    core.on_socket_closed(close_code::PROTOCOL_MISMATCH, "this relay speaks 3 to 5");
+    assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&policy::RECONNECT_CAP_MS));
+}
+
+/// Issue 42: nothing but `auth`, `prove` and the hello goes to the relay
+/// before its welcome; what changes to the shared tabs meanwhile (a tab
+/// shared, one no longer shared, one gone to another page) is told right
+/// after the welcome, so the relay misses none of it.
+#[test]
+fn what_changes_between_the_hello_and_the_welcome_is_told_after_the_welcome() {
+    let mut core = paired();
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_action_clicked(tab(7, "https://example.com/7"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    let hello = core.relay_proves();
+    let told: Vec<&Value> = hello["hello"]["attachedTabs"].as_array().unwrap().iter().map(|t| &t["tabId"]).collect();
+    assert_eq!(told, [5, 7]);
+    let before_welcome = core.host.sent.len();
+    // Tab 6 shared, tab 7 no longer, tab 5 gone to another page, all
+    // before the welcome.
+    core.on_action_clicked(tab(6, "https://example.com/6"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_action_clicked(tab(7, "https://example.com/7"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_tab_updated(tab(5, "https://example.com/next"));
+    core.on_debugger_event(5, None, "Page.frameNavigated", Some("{}".into()));
+    assert_eq!(core.host.sent.len(), before_welcome, "nothing but the hello before the welcome");
+    core.welcome();
+    let after: Vec<Value> = core.sent_json().split_off(before_welcome);
+    let toggled = |id: TabId, attached: bool| {
+        after
+            .iter()
+            .any(|m| m["user.toggledAttach"]["tab"]["tabId"] == id && m["user.toggledAttach"]["attached"] == attached)
+    };
+    assert!(toggled(6, true), "the tab shared meanwhile is announced: {after:?}");
+    assert!(toggled(7, false), "the tab no longer shared is withdrawn: {after:?}");
+    assert!(
+        after.iter().any(|m| m["tabs.onUpdated"]["tab"]["url"] == "https://example.com/next"),
+        "the tab's new page is told: {after:?}"
+    );
+    assert_eq!(after.len(), 3, "and nothing else: {after:?}");
+}
+
 #[test]
 fn the_relay_coming_back_within_the_grace_keeps_everything() {
     let mut core = paired();

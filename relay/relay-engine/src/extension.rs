@@ -163,6 +163,19 @@ struct Redemption {
     bound: String,
 }
 
+/// A handshake that went through: the hello, the pairing link's code the
+/// extension proved (if it named one), and the messages it sent after its
+/// proof besides the hello, in order, for after the welcome.
+struct Handshake {
+    hello: Hello,
+    redemption: Option<Redemption>,
+    early: Vec<String>,
+}
+
+/// What a proved extension may send after its proof before the hello comes
+/// (the hello's own frame included).
+const MAX_EARLY_BYTES: usize = 1 << 20;
+
 /// Why a pairing link's code is refused.
 const UNKNOWN_CODE: &str = "this pairing link's code is unknown, spent or expired (a code is good once, for 10 minutes): run `browser-relay pair` again and open its new link";
 
@@ -182,7 +195,7 @@ impl Relay {
             );
             return close_with(socket, close_code::PROTOCOL_MISMATCH, &reason).await;
         }
-        let (hello, redemption) = match self.handshake(&mut socket, proved, &proving.evicted).await {
+        let Handshake { hello, redemption, early } = match self.handshake(&mut socket, proved, &proving.evicted).await {
             Ok(handshake) => handshake,
             Err((code, reason)) => return close_with(socket, code, &reason).await,
         };
@@ -244,6 +257,12 @@ impl Relay {
                 }
             });
         }
+        // What the extension sent after its proof beside the hello: taken
+        // now, in the order sent, as if it came after the welcome.
+        for text in &early {
+            self.on_extension_message(&link, text);
+        }
+        drop(early);
 
         let mut ping = tokio::time::interval(config.ping_interval);
         ping.tick().await;
@@ -325,7 +344,7 @@ impl Relay {
         socket: &mut WebSocket,
         proved: ProofHook,
         evicted: &CancellationToken,
-    ) -> Result<(Hello, Option<Redemption>), (u16, String)> {
+    ) -> Result<Handshake, (u16, String)> {
         use shared_protocol::auth::{self, Prover};
         // One deadline for the auth and the proof together; the hello,
         // after the proof, has its own.
@@ -381,7 +400,11 @@ impl Relay {
             .await
             .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
         let text = next_text(socket, proof_by, "prove", evicted).await?;
-        let proof = match ExtensionMessage::parse(&text).map_err(bad)? {
+        // The proof is the frame's first message; what shares its frame is
+        // read only once the proof checks out.
+        let mut lines = shared_protocol::messages(&text);
+        let first = lines.next().unwrap_or_default();
+        let proof = match ExtensionMessage::parse(first).map_err(bad)? {
             ExtensionMessage::Prove { proof } => proof,
             other => {
                 return Err((close_code::BAD_MESSAGE, format!("expected prove, got {}", other.name())));
@@ -397,18 +420,37 @@ impl Relay {
             (Some(id), Some(code)) => Some(Redemption { id, code, extension_nonce, bound }),
             _ => None,
         };
+        let mut early: Vec<String> = lines.map(str::to_owned).collect();
         // Proved: the connection may now send what it shares.
         proved();
-        // Proved: its place is not given up to newer connections.
+        // Proved: its place is not given up to newer connections. The hello
+        // is looked for in what follows, also among other messages (a tab
+        // event the extension sent before it, a frame of several): what a
+        // proved extension sends before its welcome never costs it the
+        // connection, and is taken after the welcome, in order.
         let hello_by = tokio::time::Instant::now() + self.config().hello_timeout;
-        let text = next_text(socket, hello_by, "hello", &CancellationToken::new()).await?;
-        let hello = match ExtensionMessage::parse(&text).map_err(bad)? {
-            ExtensionMessage::Hello(hello) => hello,
-            other => {
-                return Err((close_code::BAD_MESSAGE, format!("expected hello, got {}", other.name())));
+        let is_hello = |text: &String| matches!(ExtensionMessage::parse(text), Ok(ExtensionMessage::Hello(_)));
+        let mut early_bytes: usize = early.iter().map(String::len).sum();
+        let mut looked = 0;
+        loop {
+            if let Some(at) = early[looked..].iter().position(is_hello).map(|at| looked + at) {
+                let text = early.remove(at);
+                let Ok(ExtensionMessage::Hello(hello)) = ExtensionMessage::parse(&text) else {
+                    unreachable!("parsed as a hello just before")
+                };
+                return Ok(Handshake { hello, redemption, early });
             }
-        };
-        Ok((hello, redemption))
+            looked = early.len();
+            if early_bytes > MAX_EARLY_BYTES {
+                return Err((
+                    close_code::BAD_MESSAGE,
+                    format!("no hello in the first {MAX_EARLY_BYTES} bytes after the proof"),
+                ));
+            }
+            let text = next_text(socket, hello_by, "hello", &CancellationToken::new()).await?;
+            early_bytes += text.len();
+            early.extend(shared_protocol::messages(&text).map(str::to_owned));
+        }
     }
 
     fn on_extension_text(&self, link: &ExtensionLink, text: &str) {
