@@ -510,22 +510,3 @@ async fn a_frame_of_several_messages_is_taken_message_by_message_in_order() {
     }
     assert_eq!(values, [1, 2, 3]);
 }
-
-/// A version 4 extension (one message a frame) still connects, and is
-/// welcomed with version 4, so it is never sent what it does not know.
-#[tokio::test]
-async fn an_extension_of_protocol_4_is_still_taken_and_told_4() {
-    e2e::init_logging();
-    let token = Token::generate();
-    let server = RunningServer::start(e2e::test_options(Some(token.clone()))).await.unwrap();
-    let mut old = hello(vec![fake_tab(4)]);
-    old.protocol_version = 4;
-    let mut ext =
-        FakeExtension::connect(server.addr, Some(token.as_str()), Some(old), Mode::Echo).await.expect("connects");
-    let welcome = tokio::time::timeout(Duration::from_secs(5), ext.other.recv()).await.expect("a welcome").unwrap();
-    let welcome: Value = serde_json::from_str(&welcome).unwrap();
-    assert_eq!(welcome["welcome"]["protocolVersion"], 4, "{welcome}");
-    e2e::wait_for_stats(&server.relay, "the v4 extension's tab", Duration::from_secs(5), |s| s.targets == 1)
-        .await
-        .unwrap();
-}

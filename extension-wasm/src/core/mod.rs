@@ -77,7 +77,7 @@
 //!   `the_relay_coming_back_within_the_grace_keeps_everything`; e2e
 //!   `restarting_the_relay_brings_the_tab_back_without_a_new_click`. A
 //!   **handshake lost** after the socket opened (but for a protocol
-//!   refusal) is tried again at once, once until the next welcome:
+//!   refusal or a failed proof) is tried again at once, once until the next welcome:
 //!   `a_handshake_lost_is_retried_at_once_then_after_the_backoff`.
 //! - **Nothing but `auth`, `prove` and the hello before the welcome**;
 //!   what changed in the shared tabs since the hello is told right after
@@ -1649,8 +1649,12 @@ impl<H: Host> Core<H> {
         // the grants alone waits for the next alarm, as always). The
         // backoff is for a relay that is not there.
         let wanted = !self.attached.is_empty() || self.settings.pairing_code.is_some();
+        // Not a proof that failed (the other end is not our relay, or ours
+        // holds another key): at once would only meet it again, and its
+        // verdict, which the person must read, would give way to the next
+        // attempt's.
         let at_once = matches!(self.link, Link::Authenticating | Link::Open)
-            && code != close_code::PROTOCOL_MISMATCH
+            && !matches!(code, close_code::PROTOCOL_MISMATCH | close_code::NOT_PAIRED)
             && wanted
             && !self.handshake_retried;
         let port = self.settings.dial_port();

@@ -706,6 +706,28 @@ fn a_handshake_lost_is_retried_at_once_then_after_the_backoff() {
     assert_eq!(core.host.timers.get(&Timer::Reconnect), Some(&policy::RECONNECT_CAP_MS));
 }
 
+/// A proof that failed is no lost handshake: the program on the port is
+/// not our relay (or ours holds another key), at once would only meet it
+/// again, and the person is left reading its verdict, not the next try's.
+#[test]
+fn a_failed_proof_waits_the_backoff_and_its_verdict_stays() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    let (challenge, _) = challenge_and_welcome(&mut core, 18792, &"0".repeat(64), |_, _| None);
+    core.relay(challenge);
+    let said = core.status().error.unwrap_or_default();
+    assert!(said.contains("is not your paired relay"), "{said}");
+    assert_ne!(core.host.timers.get(&Timer::Reconnect), Some(&0), "not at once");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    assert!(core.last_sent()["auth"].is_object(), "a new attempt");
+    core.on_socket_closed(close_code::NOT_PAIRED, "the extension could not prove the pairing token");
+    assert_ne!(core.host.timers.get(&Timer::Reconnect), Some(&0), "the relay's verdict: not at once either");
+}
+
 /// Issue 42: nothing but `auth`, `prove` and the hello goes to the relay
 /// before its welcome; what changes to the shared tabs meanwhile (a tab
 /// shared, one no longer shared, one gone to another page) is told right
