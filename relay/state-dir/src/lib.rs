@@ -199,18 +199,25 @@ impl StateDir {
     /// if missing) until the returned file is dropped: one writer of a
     /// file at a time, across processes. Waits for the lock.
     pub fn hold_lock(&self, name: &str) -> Result<fs::File, StateDirError> {
+        let (file, path) = self.open_lock_file(name)?;
+        file.lock().map_err(|source| StateDirError::Write { path, source })?;
+        Ok(file)
+    }
+
+    /// The lock file `name` in the state directory, made owner-only if
+    /// missing, opened to be locked (not locked yet), and its path.
+    fn open_lock_file(&self, name: &str) -> Result<(fs::File, PathBuf), StateDirError> {
         self.ensure()?;
         let path = self.root.join(name);
         let io = |source| StateDirError::Write { path: path.clone(), source };
         let file = match private::create_new_private(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                fs::OpenOptions::new().write(true).open(&path).map_err(io)?
+                fs::OpenOptions::new().read(true).write(true).open(&path).map_err(io)?
             }
             Err(e) => return Err(io(e)),
         };
-        file.lock().map_err(io)?;
-        Ok(file)
+        Ok((file, path))
     }
 
     /// Where screenshots and PDFs go.

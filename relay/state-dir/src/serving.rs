@@ -11,10 +11,9 @@
 //! Windows forbids writing a region another process has locked.
 
 use std::fs;
-use std::io;
 use std::path::PathBuf;
 
-use crate::{StateDir, StateDirError, private};
+use crate::{StateDir, StateDirError};
 
 const LOCK_FILE: &str = "serve.lock";
 const NOTE_FILE: &str = "serving";
@@ -50,7 +49,7 @@ impl StateDir {
     /// Marks this folder as served by this process until the lock is
     /// dropped; `where_` says where it listens (for `rotate`'s refusal).
     pub fn hold_serving(&self, where_: &str) -> Result<ServingLock, ServingError> {
-        let (file, path) = self.open_lock()?;
+        let (file, path) = self.open_lock_file(LOCK_FILE)?;
         match file.try_lock_shared() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => return Err(ServingError::Rotating { path }),
@@ -67,7 +66,7 @@ impl StateDir {
 
     /// The folder for `rotate` alone, or who serves from it.
     pub fn hold_for_rotation(&self) -> Result<RotationLock, ServingError> {
-        let (file, path) = self.open_lock()?;
+        let (file, path) = self.open_lock_file(LOCK_FILE)?;
         match file.try_lock() {
             Ok(()) => Ok(RotationLock { _file: file }),
             Err(fs::TryLockError::WouldBlock) => {
@@ -80,20 +79,6 @@ impl StateDir {
             }
             Err(fs::TryLockError::Error(source)) => Err(StateDirError::Write { path, source }.into()),
         }
-    }
-
-    fn open_lock(&self) -> Result<(fs::File, PathBuf), StateDirError> {
-        self.ensure()?;
-        let path = self.root().join(LOCK_FILE);
-        let io = |source| StateDirError::Write { path: path.clone(), source };
-        let file = match private::create_new_private(&path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                fs::OpenOptions::new().read(true).write(true).open(&path).map_err(io)?
-            }
-            Err(e) => return Err(io(e)),
-        };
-        Ok((file, path))
     }
 }
 
