@@ -119,11 +119,10 @@ async fn json_list(State(relay): State<Relay>, axum::Extension(access): Who) -> 
     axum::Json(relay.list_json(&access)).into_response()
 }
 
-/// Chrome's protocol description, as its own port serves it.
-pub(crate) const PROTOCOL_JSON: &str = include_str!("../assets/devtools-protocol.json");
-
+/// Chrome's protocol description, as its own port serves it (the engine's
+/// copy: one in the binary).
 async fn json_protocol() -> Response {
-    ([(header::CONTENT_TYPE, "application/json; charset=UTF-8")], PROTOCOL_JSON).into_response()
+    ([(header::CONTENT_TYPE, "application/json; charset=UTF-8")], relay_engine::DEVTOOLS_PROTOCOL).into_response()
 }
 
 /// `PUT /json/new?<url>`: a new tab of the user's browser, attached.

@@ -81,6 +81,23 @@ async fn popups_of_a_shared_tab_are_attached() {
     assert_eq!(second.params["targetInfo"]["openerId"], opener.params["targetInfo"]["targetId"], "{second:?}");
 }
 
+/// A popup whose first document is slow to come (Chromium slow to report
+/// it, as on a loaded machine): Playwright's `popup` event and
+/// `waitForLoadState` still come, with the popup on its page. The delays
+/// straddle how long the relay waits for a popup's first commit before it
+/// announces it on its empty document (issue 42: conformance `churn`'s
+/// `popup.waitForLoadState` timed out under load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn popups_whose_first_document_is_slow_reach_playwright_loaded() {
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let mut node_env = env.node_env();
+    node_env.push(("DELAYS_MS", "0,1500,1950,2000,2050,2100,2500,3500".to_string()));
+    let out = e2e::run_node("playwright_slow_popups.mjs", &node_env).await.unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(out.contains("ok - a popup whose page took 3500 ms"), "{out}");
+    // Each popup closed; the user's tab is the one left.
+    env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn popups_of_a_shared_tab_in_the_background_are_shared() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
@@ -326,52 +343,102 @@ async fn an_agents_screenshot_of_a_hidden_shared_tab_fails_at_once_with_the_focu
 }
 
 /// A script in a loop (Playwright: connect, read the user's tab, open a page,
-/// close it, leave) while an agent keeps reading the same shared tab
-/// (snapshot, screenshot, requests, tabs): every agent call is answered,
-/// none waits long, and none fails from a race with the script. A
+/// close it, leave) while an agent keeps using the same shared tab
+/// (snapshot, screenshot, requests, tabs, and a click on the page's
+/// button): every agent call is answered, none takes 5 s, none fails from
+/// a race with the script, and the relay's memory stays flat. A
 /// screenshot while the script's page is in front may be refused as
 /// `not_in_front` (by design, at once). At the end nothing is left behind.
-/// `AGENT_BESIDE_SCRIPTS_SECS` sets the length (`scripts/soak.sh`: minutes).
+/// `AGENT_BESIDE_SCRIPTS_SECS` sets the length (`scripts/soak.sh`: 30
+/// minutes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_beside_a_script_loop_gets_every_call_answered() {
-    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
     let secs: u64 = std::env::var("AGENT_BESIDE_SCRIPTS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let api = &env.control;
+    // The shared tab shows a page with a button the agent clicks (it stays
+    // on the page: the scripts find the tab by its address).
+    let user_url = format!("{}/form.html", env.fixtures.url());
+    api.ok("POST", "/navigate", Some(json!({"url": user_url}))).await;
     let mut node_env = env.node_env();
     node_env.push(("DURATION_MS", (secs * 1000).to_string()));
     node_env.push(("TOTAL_TIMEOUT_MS", ((secs + 30) * 1000).to_string()));
+    node_env.push(("USER_URL", user_url.clone()));
+    node_env.push(("USER_TITLE", "Fixture Form".to_string()));
     let script = tokio::spawn(async move { e2e::run_node("script_loop.mjs", &node_env).await });
 
-    let api = &env.control;
-    let calls: [(&str, &str); 4] =
-        [("GET", "/snapshot"), ("POST", "/screenshot"), ("GET", "/requests"), ("GET", "/tabs")];
-    let (mut answered, mut refused, mut slowest) = (0usize, 0usize, Duration::ZERO);
+    // What the relay's process holds (it runs in this one): read after a
+    // quarter of the run, when every cache has had its first fill, and at
+    // the end.
+    let warm_at = tokio::time::Instant::now() + Duration::from_secs(secs / 4);
+    let mut warm_rss = None;
+    let (mut answered, mut refused, mut clicks, mut slowest) = (0usize, 0usize, 0usize, Duration::ZERO);
     let mut failures = Vec::new();
+    let mut timed = async |method: &str, path: &str, body: Option<serde_json::Value>| {
+        let started = tokio::time::Instant::now();
+        let (status, answer) = api.call(method, path, body).await;
+        let took = started.elapsed();
+        slowest = slowest.max(took);
+        assert!(took < Duration::from_secs(5), "{method} {path} took {took:?}: {answer}");
+        (status, answer)
+    };
     while !script.is_finished() {
-        for (method, path) in calls {
-            let started = tokio::time::Instant::now();
-            let (status, answer) = api.call(method, path, None).await;
-            let took = started.elapsed();
-            slowest = slowest.max(took);
+        for (method, path) in [("GET", "/snapshot"), ("POST", "/screenshot"), ("GET", "/requests"), ("GET", "/tabs")] {
+            let (status, answer) = timed(method, path, None).await;
             match (status, answer["error"]["code"].as_str()) {
                 (200, _) => answered += 1,
                 (409, Some("not_in_front")) if path == "/screenshot" => refused += 1,
                 _ => failures.push(format!("{method} {path} → {status} {answer}")),
             }
-            assert!(took < Duration::from_secs(10), "{method} {path} took {took:?}: {answer}");
+        }
+        // A click on the page's button, by the ref the agent finds.
+        let (status, found) = timed("GET", "/find?role=button&name=Click%20me", None).await;
+        let Some(button) = found["matches"][0]["ref"].as_str().filter(|_| status == 200) else {
+            failures.push(format!("GET /find → {status} {found}"));
+            continue;
+        };
+        let (status, clicked) = timed("POST", "/act", Some(json!({"kind": "click", "ref": button}))).await;
+        match (status, clicked["ok"].as_bool(), clicked["navigated"].as_bool()) {
+            (200, Some(true), Some(false)) => clicks += 1,
+            _ => failures.push(format!("POST /act click {button} → {status} {clicked}")),
+        }
+        if warm_rss.is_none() && tokio::time::Instant::now() >= warm_at {
+            warm_rss = Some(resident_bytes());
         }
     }
+    let end_rss = resident_bytes();
     let out = script.await.unwrap().unwrap_or_else(|e| panic!("{e:#}"));
     let runs = out.lines().find_map(|l| l.strip_prefix("runs ")).unwrap_or("?").to_string();
+    let warm_rss = warm_rss.unwrap_or(end_rss);
     eprintln!(
-        "{runs} script runs; agent calls: {answered} answered, {refused} screenshots not in front; slowest {slowest:?}"
+        "{runs} script runs; agent calls: {answered} answered, {clicks} clicks, {refused} screenshots not in front; \
+         slowest {slowest:?}; resident {} MiB after a quarter of the run, {} MiB at the end",
+        warm_rss >> 20,
+        end_rss >> 20
     );
     assert!(failures.is_empty(), "agent calls failed beside the scripts:\n{}", failures.join("\n"));
-    assert!(answered > 0 && runs != "0" && runs != "?", "{runs} runs, {answered} calls");
+    assert!(answered > 0 && clicks > 0 && runs != "0" && runs != "?", "{runs} runs, {answered} calls, {clicks} clicks");
+    // The button's text says it was clicked: the clicks landed.
+    let out_text = api
+        .ok("POST", "/act", Some(json!({"kind": "evaluate", "fn": "() => document.getElementById('out').textContent"})))
+        .await;
+    assert_eq!(out_text["result"], "clicked", "{out_text}");
+    // Flat: what the run added after its first quarter is noise, not a
+    // leak that grows with the calls (a leak of a screenshot a call would
+    // be hundreds of MiB here).
+    assert!(end_rss <= warm_rss + (64 << 20), "resident {warm_rss} bytes after a quarter, {end_rss} at the end");
     // Nothing left behind: the script's pages are closed, the shared tab stays.
     env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
     let tabs = api.ok("GET", "/tabs", None).await;
     assert_eq!(tabs["tabs"].as_array().map(Vec::len), Some(1), "{tabs}");
-    assert_eq!(tabs["tabs"][0]["url"], index.as_str(), "{tabs}");
+    assert_eq!(tabs["tabs"][0]["url"], user_url.as_str(), "{tabs}");
+}
+
+/// This process's resident memory, in bytes (`VmRSS`): the relay runs in it.
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kib.and_then(|k| k.parse::<u64>().ok()).expect("VmRSS in kB") << 10
 }
 
 /// An agent and scripts take turns on the user's browser, as they do all
@@ -834,6 +901,8 @@ async fn the_persons_cookies_survive_a_wipe_and_withheld_domains_say_so() {
     assert!(!own_port.contains(&"scratch".to_string()), "deleted by name: {own_port:?}");
     assert!(own_port.contains(&"session".to_string()), "the person's own cookie stays: {own_port:?}");
 
+    // Every domain Chrome 156 keeps from extensions, told from one rule
+    // (the method is in the protocol, Chrome did not find it).
     for (domain, method) in [
         ("Animation", "Animation.enable"),
         ("HeapProfiler", "HeapProfiler.enable"),
@@ -841,6 +910,14 @@ async fn the_persons_cookies_survive_a_wipe_and_withheld_domains_say_so() {
         ("Profiler", "Profiler.enable"),
         ("Security", "Security.enable"),
         ("ServiceWorker", "ServiceWorker.enable"),
+        ("Ads", "Ads.getAdMetrics"),
+        ("CrashReportContext", "CrashReportContext.getEntries"),
+        ("DOMStorage", "DOMStorage.enable"),
+        ("EventBreakpoints", "EventBreakpoints.disable"),
+        ("IndexedDB", "IndexedDB.enable"),
+        ("LayerTree", "LayerTree.enable"),
+        ("Media", "Media.enable"),
+        ("Schema", "Schema.getDomains"),
     ] {
         let error = client.call(method, json!({}), on_page).await.expect_err(method).to_string();
         assert!(

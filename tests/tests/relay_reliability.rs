@@ -631,34 +631,45 @@ async fn a_client_that_never_reads_its_big_replies_is_dropped_at_its_byte_budget
     }
     stalled.flush().await.unwrap();
 
+    let relay = &setup.server.relay;
+    e2e::wait_for_stats(relay, "all 512 calls forwarded", Duration::from_secs(10), |s| s.pending == 512).await.unwrap();
+
     let data = json!({"data": "A".repeat(SCREENSHOT)});
     let mut peak = 0;
-    // Replies until the relay drops it. Then it reads at once: the relay
-    // gives a dropped client a moment to take the close frame, not forever.
-    for _ in 0..512 {
+    // Replies one at a time, each taken by the relay before the next is
+    // sent, until the relay drops the client. Paced, the peak is what the
+    // relay held after each reply; unpaced, the replies piled up in the
+    // fake extension's socket and a loaded machine took longer than any
+    // deadline to work through them (the one unexplained failure of
+    // issue 42). Then it reads at once: the relay gives a dropped client a
+    // moment to take the close frame, not forever.
+    let mut dropped = false;
+    for replied in 1..=512 {
         let call = tokio::time::timeout(Duration::from_secs(10), ext.calls.recv()).await.unwrap().unwrap();
         assert_eq!(call.method.as_deref(), Some("Page.captureScreenshot"));
         ext.reply(call.id, Ok(data.clone()));
-        let stats = setup.server.relay.stats();
+        e2e::wait_for_stats(relay, "the reply taken", Duration::from_secs(10), |s| {
+            s.clients == 0 || s.pending <= 512 - replied
+        })
+        .await
+        .unwrap();
+        let stats = relay.stats();
         peak = peak.max(stats.client_queue_bytes);
         if stats.clients == 0 {
+            dropped = true;
             break;
         }
     }
-    e2e::wait_for_stats(&setup.server.relay, "the stalled client dropped", Duration::from_secs(10), |s| s.clients == 0)
-        .await
-        .unwrap();
+    assert!(dropped, "512 MiB of replies and the client that read none is still served");
     // Once it reads again, the reason is the last thing it gets.
     let (code, reason) = close_frame_of(&mut stalled).await.expect("a close frame with the reason");
     assert_eq!(code, 1008, "{reason}");
     assert!(reason.contains("did not read its messages") && reason.contains("limit is 8 MiB"), "{reason}");
     // Held at most: the budget and the one frame that took it over.
     assert!(peak <= BUDGET + SCREENSHOT + 4096, "peak {peak} bytes queued to one client");
-    e2e::wait_for_stats(&setup.server.relay, "nothing held", Duration::from_secs(5), |s| {
-        s.client_queue_bytes == 0 && s.pending == 0
-    })
-    .await
-    .unwrap();
+    e2e::wait_for_stats(relay, "nothing held", Duration::from_secs(5), |s| s.client_queue_bytes == 0 && s.pending == 0)
+        .await
+        .unwrap();
     // The relay serves the next client as before.
     let (client, _events) = setup.client().await;
     client.call("Browser.getVersion", json!({}), None).await.expect("the next client is served");

@@ -202,31 +202,6 @@ pub(crate) fn cookie_budget_refusal(method: &str) -> String {
     )
 }
 
-/// The domains `chrome.debugger` keeps from extensions (Chromium 156; the
-/// end-to-end tests check each against the real browser). Their methods
-/// are still forwarded: should Chrome give one, it works.
-const WITHHELD_FROM_EXTENSIONS: [&str; 6] =
-    ["Animation", "HeapProfiler", "Memory", "Profiler", "Security", "ServiceWorker"];
-
-/// The withheld domain `method` belongs to, if it does.
-pub(crate) fn withheld_domain(method: &str) -> Option<&'static str> {
-    let domain = method.split_once('.')?.0;
-    WITHHELD_FROM_EXTENSIONS.iter().copied().find(|withheld| *withheld == domain)
-}
-
-/// Chrome's "'HeapProfiler.enable' wasn't found", told as what it is: the
-/// extension was not given the domain, and the managed profile has it.
-pub(crate) fn withheld_message(chromes: &str, domain: &str) -> String {
-    if !chromes.contains("wasn't found") {
-        return chromes.to_string();
-    }
-    format!(
-        "{chromes}: Chrome does not give extensions the {domain} domain, so a tab you share cannot have it; a \
-         browser Browser Relay launches does: `browser-relay start --profile managed`, then connect to \
-         `browser-relay cdp-url --profile managed`"
-    )
-}
-
 /// A browser-level command answered through the extension.
 #[derive(Debug)]
 enum ExtensionCall {
@@ -882,22 +857,6 @@ mod tests {
             cookies_deleted("Network.setCookies", Some(&raw("[1,2]")), now),
             0,
             "not understood: nothing counted"
-        );
-    }
-
-    #[test]
-    fn a_withheld_domains_error_says_so_and_names_the_managed_profile() {
-        assert_eq!(withheld_domain("HeapProfiler.enable"), Some("HeapProfiler"));
-        assert_eq!(withheld_domain("Profiler.start"), Some("Profiler"));
-        assert_eq!(withheld_domain("ProfilerX.start"), None);
-        assert_eq!(withheld_domain("Fetch.enable"), None, "Chrome gives extensions Fetch");
-        let told = withheld_message("'HeapProfiler.enable' wasn't found", "HeapProfiler");
-        assert!(told.starts_with("'HeapProfiler.enable' wasn't found: Chrome does not give extensions"), "{told}");
-        assert!(told.contains("--profile managed"), "{told}");
-        assert_eq!(
-            withheld_message("Invalid parameters", "HeapProfiler"),
-            "Invalid parameters",
-            "other errors as they are"
         );
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::asking::{AskedTab, Verdict};
 use super::browser_domain::{
-    NO_SESSION, Scope, cookie_budget_refusal, cookies_deleted, is_browser_domain, wipe_refusal, withheld_domain,
+    NO_SESSION, Scope, cookie_budget_refusal, cookies_deleted, is_browser_domain, wipe_refusal,
 };
 use super::cdp::{self, Command, code};
 use super::interception;
@@ -695,10 +695,12 @@ impl Relay {
                     let decision = target.ledger.record(client.id, child, method, command.params);
                     let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
                         Some(ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) })
-                    } else if let Some(grant) = client.grant().filter(|_| lending::answers_cookies(method)) {
-                        Some(ReplyHook::OnlyItsCookies(grant.clone()))
                     } else {
-                        withheld_domain(method).map(ReplyHook::Withheld)
+                        client
+                            .grant()
+                            .filter(|_| lending::answers_cookies(method))
+                            .cloned()
+                            .map(ReplyHook::OnlyItsCookies)
                     };
                     (decision, hook)
                 }

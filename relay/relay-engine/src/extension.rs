@@ -18,7 +18,6 @@ use shared_protocol::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::browser_domain::withheld_message;
 use super::cdp;
 use super::interception::{self, Route};
 use super::lending;
@@ -26,10 +25,15 @@ use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, 
 use super::targets::{EnableEffect, SubKind, Target, new_id};
 use super::{CallError, Pending, Relay, ReplyHook};
 
-/// How long a newly shared tab (a popup) may stay on its initial empty
-/// document before it is announced anyway (a `window.open()` with no URL
-/// never leaves it); see `Relay::register_when_committed`.
+/// How long a newly shared tab (a popup) with nowhere to go may stay on its
+/// initial empty document before it is announced anyway (a `window.open()`
+/// with no URL never leaves it); see `Relay::register_when_committed`.
 const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The same for a tab on its way to a page (Chrome's `pendingUrl`): its
+/// commit is coming, however slow the page or the machine, and announced
+/// before it, the tab races it. Only a page that never commits a document
+/// (a 204) waits this long.
+const COMMIT_WAIT_NAVIGATING: std::time::Duration = std::time::Duration::from_secs(15);
 /// How often its document is looked at meanwhile.
 const COMMIT_POLL: std::time::Duration = std::time::Duration::from_millis(15);
 
@@ -599,10 +603,7 @@ impl Relay {
                 }
                 let text = match &reply {
                     Err(error) => {
-                        let message = match hook {
-                            Some(ReplyHook::Withheld(domain)) => withheld_message(&error.message, domain),
-                            _ => error.message.clone(),
-                        };
+                        let message = self.0.protocol_methods.explain(&error.message);
                         cdp::error(
                             Some(cdp_id),
                             error.code.unwrap_or(cdp::code::SERVER_ERROR),
@@ -860,8 +861,8 @@ impl Relay {
     }
 
     /// Announces a newly attached tab once its first document committed
-    /// (bounded by [`COMMIT_WAIT`]): a shared tab's popup, or a tab Chrome
-    /// opened into the group.
+    /// (bounded, see below): a shared tab's popup, or a tab Chrome opened
+    /// into the group.
     ///
     /// Why wait: Chrome's own port holds a popup before it loads
     /// (`waitForDebuggerOnStart`), so a client's setup always comes before
@@ -873,8 +874,16 @@ impl Relay {
     /// before that answer: Playwright never sees it, and `waitForLoadState`
     /// (or the popup event itself) times out. Announced after the commit,
     /// the popup looks to a client as any loaded tab does.
+    ///
+    /// How long: a tab on its way to a page (its `url` is Chrome's
+    /// `pendingUrl`) waits for the commit however slow the page or the
+    /// machine ([`COMMIT_WAIT_NAVIGATING`]): with one 2 s bound for all, a
+    /// popup whose commit took longer was announced on its empty document
+    /// and raced it again (issue 42). Only a tab with nowhere to go is
+    /// announced after [`COMMIT_WAIT`].
     async fn register_when_committed(&self, tab: &TabInfo) -> Result<Arc<str>, CallError> {
-        let deadline = tokio::time::Instant::now() + COMMIT_WAIT;
+        let navigating = !tab.url.is_empty() && tab.url != "about:blank";
+        let deadline = tokio::time::Instant::now() + if navigating { COMMIT_WAIT_NAVIGATING } else { COMMIT_WAIT };
         // Polled: without enabling a domain on the user's tab (which every
         // client would then see), nothing announces the commit.
         while !self.committed(tab.tab_id).await && tokio::time::Instant::now() < deadline {

@@ -40,6 +40,7 @@ mod lending;
 mod oversight;
 mod queue;
 mod targets;
+mod withheld;
 
 pub use asking::{ASK_WITHIN, Answer, AnsweredBy, AskError, Handoff, HandoffEnd, Question, SITE_ALLOWANCE};
 pub use capture::NOT_IN_FRONT;
@@ -48,6 +49,7 @@ pub use discovery::{ListEntry, VersionDocument};
 pub use extension::{ExtensionClaim, HandshakeSlot, ProofHook};
 pub use ledger::{SETTINGS as LEDGER_SETTINGS, Setting};
 pub use oversight::{ClientSummary, DISCONNECTED_BY_USER, SharedTab, StopError};
+pub use withheld::DEVTOOLS_PROTOCOL;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -208,9 +210,6 @@ enum ReplyHook {
     /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
     /// to remove the script when the client leaves.
     ScriptAdded { tab: TabId, child: Option<Arc<str>> },
-    /// A method of a domain `chrome.debugger` keeps from extensions: Chrome's
-    /// "wasn't found" is told as what it is.
-    Withheld(&'static str),
     /// A cookie answer to a grant's client: only its sites' cookies
     /// (`lending.rs`).
     OnlyItsCookies(Arc<grants::Grant>),
@@ -353,6 +352,9 @@ pub(crate) struct Inner {
     cookie_deletions: Mutex<std::collections::VecDeque<std::time::Instant>>,
     /// Bumped whenever a question or a handoff comes or goes.
     asks_changed: watch::Sender<u64>,
+    /// The protocol's methods, for telling Chrome's "wasn't found" of a
+    /// withheld domain as what it is (`withheld.rs`).
+    protocol_methods: withheld::ProtocolMethods,
 }
 
 /// `/extension` connections proving the pairing at once: the extension
@@ -417,6 +419,7 @@ impl Relay {
             asking: Mutex::new(asking::Asking::default()),
             cookie_deletions: Mutex::default(),
             asks_changed: watch::channel(0).0,
+            protocol_methods: withheld::ProtocolMethods::default(),
             config,
         }))
     }

@@ -103,7 +103,7 @@ impl Handle<Act> for Engine {
         page.conn.catch_up().await;
         let mut navigation = NavigationWatch::default();
         while let Ok(event) = events.try_recv() {
-            navigation.see(&event, &page);
+            navigation.see(&event, &page.session, &page.id);
         }
         if navigation.seen != Navigation::None {
             if navigation.seen == Navigation::Requested {
@@ -317,8 +317,10 @@ struct NavigationWatch {
 }
 
 impl NavigationWatch {
-    fn see(&mut self, event: &CdpEvent, page: &PageTarget) {
-        if event.session_id.as_deref() != Some(page.session.as_str()) {
+    /// Takes in one event of the tab on `session`, whose main frame is
+    /// `main_frame`.
+    fn see(&mut self, event: &CdpEvent, session: &str, main_frame: &str) {
+        if event.session_id.as_deref() != Some(session) {
             return;
         }
         let started = [
@@ -326,10 +328,10 @@ impl NavigationWatch {
             event.parse::<cdp_page::FrameStartedNavigating>().map(|e| e.frame_id),
             event.parse::<cdp_page::FrameStartedLoading>().map(|e| e.frame_id),
         ];
-        if started.iter().flatten().any(|frame| *frame == page.id) && self.seen == Navigation::None {
+        if started.iter().flatten().any(|frame| *frame == main_frame) && self.seen == Navigation::None {
             self.seen = Navigation::Requested;
         }
-        match main_frame_move(event, &page.session, &page.id) {
+        match main_frame_move(event, session, main_frame) {
             Some(MainFrameMove::Document(loader)) => {
                 self.seen = Navigation::Committed;
                 self.loading = Some(loader);
@@ -342,11 +344,17 @@ impl NavigationWatch {
             Some(MainFrameMove::WithinDocument) if self.seen == Navigation::Requested => self.seen = Navigation::None,
             Some(MainFrameMove::WithinDocument) => {}
             None => {
-                let Some(lifecycle) = event.parse::<cdp_page::LifecycleEvent>().filter(|e| e.frame_id == page.id)
+                let Some(lifecycle) = event.parse::<cdp_page::LifecycleEvent>().filter(|e| e.frame_id == main_frame)
                 else {
                     return;
                 };
-                if lifecycle.name == "commit" && self.seen != Navigation::Committed {
+                // A commit counts only after a navigation began: a client
+                // beside the agent that turns lifecycle events on gets
+                // Chrome's replay of the current document's, `commit`
+                // included, and the tab's one debugger session hands it to
+                // every client (an agent's click beside a script loop said
+                // `navigated: true` for a button that changed nothing).
+                if lifecycle.name == "commit" && self.seen == Navigation::Requested {
                     self.seen = Navigation::Committed;
                     self.loading = Some(lifecycle.loader_id);
                 } else if lifecycle.name == "load" && self.loading.as_deref() == Some(lifecycle.loader_id.as_str()) {
@@ -366,7 +374,7 @@ impl NavigationWatch {
         let deadline = Instant::now() + within;
         while self.seen == Navigation::Requested {
             match tokio::time::timeout_at(deadline, events.recv()).await {
-                Ok(Ok(event)) => self.see(&event, page),
+                Ok(Ok(event)) => self.see(&event, &page.session, &page.id),
                 Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(_)) | Err(_) => return,
             }
@@ -413,7 +421,7 @@ impl Settle<'_> {
             // Every event the pump handles is broadcast after it updated the
             // state the checks read.
             match tokio::time::timeout_at(self.deadline, events.recv()).await {
-                Ok(Ok(event)) => navigation.see(&event, page),
+                Ok(Ok(event)) => navigation.see(&event, &page.session, &page.id),
                 Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(_)) | Err(_) => return waited,
             }
@@ -429,5 +437,39 @@ impl Engine {
             Ok(answer) => Some((answer.target_info.url, answer.target_info.title)),
             Err(_) => page.conn.tab_url(&page.id),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(method: &str, params: Value) -> CdpEvent {
+        CdpEvent { method: method.into(), params, session_id: Some("S".into()) }
+    }
+
+    fn lifecycle(name: &str, loader: &str) -> CdpEvent {
+        let params = serde_json::json!({"frameId": "T", "loaderId": loader, "name": name, "timestamp": 1.0});
+        event("Page.lifecycleEvent", params)
+    }
+
+    #[test]
+    fn a_replayed_commit_of_the_current_document_is_no_navigation() {
+        // Another client's `Page.setLifecycleEventsEnabled`: Chrome replays
+        // the current document's lifecycle, and nothing started loading.
+        let mut watch = NavigationWatch::default();
+        for name in ["init", "commit", "DOMContentLoaded", "load"] {
+            watch.see(&lifecycle(name, "L1"), "S", "T");
+        }
+        assert_eq!(watch.seen, Navigation::None);
+
+        // A navigation the action started: its commit counts.
+        let mut watch = NavigationWatch::default();
+        watch.see(&event("Page.frameStartedLoading", serde_json::json!({"frameId": "T"})), "S", "T");
+        assert_eq!(watch.seen, Navigation::Requested);
+        watch.see(&lifecycle("commit", "L2"), "S", "T");
+        assert_eq!((watch.seen, watch.loading.as_deref()), (Navigation::Committed, Some("L2")));
+        watch.see(&lifecycle("load", "L2"), "S", "T");
+        assert_eq!(watch.loading, None, "loaded");
     }
 }
