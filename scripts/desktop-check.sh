@@ -29,7 +29,10 @@ home="$work/state"
 # A free port for each of serve's doors and the page server.
 free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port) control=$(free_port) pages=$(free_port)
-export BROWSER_RELAY_HOME="$home" BROWSER_RELAY_PORT="$port" BROWSER_RELAY_CONTROL_PORT="$control"
+# A Windows program is given Windows paths (Git Bash's are its own).
+native() { if [ -n "$windows" ]; then cygpath -w "$1"; else echo "$1"; fi; }
+BROWSER_RELAY_HOME=$(native "$home")
+export BROWSER_RELAY_HOME BROWSER_RELAY_PORT="$port" BROWSER_RELAY_CONTROL_PORT="$control"
 started=()
 stop_all() {
   for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
@@ -75,8 +78,9 @@ for try in $(seq 50); do
 done
 shot=$("$exe" screenshot --profile managed | tail -n 1)
 shot=${shot##* }
+[ -z "$windows" ] || shot=$(cygpath -u "$shot")
 [ -f "$shot" ] || fail "screenshot printed no file: $shot"
-"$python" -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.exit(0 if d[:8] == b"\x89PNG\r\n\x1a\n" and len(d) > 1000 else "not a PNG")' "$shot"
+"$python" -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.exit(0 if d[:8] == b"\x89PNG\r\n\x1a\n" and len(d) > 1000 else "not a PNG")' "$(native "$shot")"
 echo "screenshot: $shot"
 # Nothing of the browser left after stop: its pid, and any process whose
 # command line names this state folder (the profile's --user-data-dir).
