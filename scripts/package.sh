@@ -115,3 +115,12 @@ rm -rf "$store"
 step "SHA256SUMS"
 (cd "$dist" && sha256sum -- *.tar.gz *.zip > SHA256SUMS)
 ls -l "$dist"
+
+# The Chrome Web Store's listing beside the store zip (extension/store/:
+# the listing's text, the permission justifications, the privacy policy,
+# the 1280x800 screenshots and the 128 px icon, made by
+# scripts/store-screenshots.sh), to fill in the store's forms from.
+step "the Chrome Web Store listing (extension/store/)"
+listing="$dist/browser-relay-extension-$version-store-listing"
+cp -R extension/store "$listing"
+ls -l "$listing"

@@ -12,6 +12,9 @@
 #   scripts/screenshot-headed.sh notification
 #                                           docs/ask-notification.png: the same
 #                                           question as the extension's notification
+#   scripts/screenshot-headed.sh store-tabs, store-options
+#                                           extension/store/screenshot-*.png, the
+#                                           Chrome Web Store's (scripts/store-screenshots.sh)
 # On Linux, Chromium hands its notifications over D-Bus to the desktop's
 # notification daemon (org.freedesktop.Notifications), which draws them. This mode starts a session bus of its own and GNOME's
 # notification-daemon on the Xvfb screen (apt-get install dbus
@@ -25,7 +28,11 @@ case "${1:-tab-group}" in
   grants) test_file=e2e_grants test_name=screenshot_of_two_grants screen=1560x480 keep=200 out=docs/grants.png ;;
   asking) test_file=e2e_asking test_name=screenshot_of_a_question_on_the_dashboard screen=1440x420 keep=420 out=docs/ask-dashboard.png ;;
   notification) test_file=e2e_asking test_name=screenshot_of_a_question_notification screen=1180x300 keep=300 out=docs/ask-notification.png notify=1 ;;
-  *) echo "usage: $0 [tab-group|grants|asking|notification]" >&2; exit 2 ;;
+  # The Chrome Web Store's pictures: 1280x800, the window the whole screen
+  # (scripts/store-screenshots.sh makes both).
+  store-tabs) test_file=e2e_extension test_name=screenshot_of_the_tab_group screen=1280x800 keep=800 window=1280,800 out=extension/store/screenshot-1-shared-tabs.png ;;
+  store-options) test_file=e2e_extension test_name=screenshot_of_the_options_page screen=1280x800 keep=800 window=1280,800 out=extension/store/screenshot-2-options.png ;;
+  *) echo "usage: $0 [tab-group|grants|asking|notification|store-tabs|store-options]" >&2; exit 2 ;;
 esac
 command -v Xvfb >/dev/null || { echo "needs Xvfb: apt-get install xvfb" >&2; exit 1; }
 fbdir=$(mktemp -d /tmp/browser-relay-xvfb.XXXXXX)
@@ -83,7 +90,7 @@ CONF
 fi
 # The tests run the CLI (`grant add`, …): the binary first.
 cargo build -q -p browser-relay
-DISPLAY="$display" BROWSER_RELAY_TEST_HEADED=1 XVFB_FRAME="$fbdir/Xvfb_screen0" SCREENSHOT_XWD="$fbdir/shot.xwd" \
+DISPLAY="$display" BROWSER_RELAY_TEST_HEADED=1 BROWSER_RELAY_TEST_WINDOW="${window:-1024,480}" XVFB_FRAME="$fbdir/Xvfb_screen0" SCREENSHOT_XWD="$fbdir/shot.xwd" \
   cargo test -q -p e2e --test "$test_file" "$test_name" -- --ignored --exact
 # XWD (32 bits per pixel, as Xvfb writes it at depth 24) to PNG, top part only.
 python3 - "$fbdir/shot.xwd" "$out" "$keep" <<'PY'

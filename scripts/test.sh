@@ -29,6 +29,8 @@ done
 step() { printf '==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
+step "the GitHub workflows: actionlint and zizmor (scripts/lint-workflows.sh)"
+./scripts/lint-workflows.sh
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step "clippy on the extension's WASM glue (wasm32)"

@@ -268,7 +268,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                             format!("managed: remote, never launched ({})", settings::redacted_url(&url))
                         }
                     };
-                    println_stdout(&format!("{}{default}\t{driver}\t{}", profile.name, profile.color));
+                    // Which browser a local managed profile would launch here
+                    // (discovery on this computer's disk), or why none.
+                    let browser = match (profile.driver, profile.remote_url()) {
+                        (Driver::Managed, None) => {
+                            match managed_driver::find_executable(profile.executable_path.as_deref()) {
+                                Ok(path) => format!("\tbrowser: {}", path.display()),
+                                Err(error) => format!("\t{error}"),
+                            }
+                        }
+                        _ => String::new(),
+                    };
+                    println_stdout(&format!("{}{default}\t{driver}\t{}{browser}", profile.name, profile.color));
                 }
             }
             Ok(())

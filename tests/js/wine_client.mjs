@@ -1,6 +1,7 @@
-// A Playwright client of the Windows browser-relay.exe (running under Wine),
-// on the user's tab the real extension shares with it: connect, evaluate,
-// screenshot, leave. tests/tests/e2e_wine.rs runs it twice in a row.
+// A Playwright client of browser-relay on the user's tab the real extension
+// shares with it: connect, evaluate, screenshot, leave. tests/tests/e2e_wine.rs
+// runs it twice in a row against the Windows browser-relay.exe under Wine, and
+// tests/tests/e2e_desktop.rs against the native binary (in CI, on each system).
 //
 // Env: RELAY_HTTP (http URL incl. ?token=…, as `browser-relay cdp-url` prints
 //      it), FIXTURE (http://127.0.0.1:PORT). The shared tab shows

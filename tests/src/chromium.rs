@@ -11,6 +11,12 @@ use anyhow::{Context as _, bail};
 /// Debian's Chromium binary (the `/usr/bin/chromium` wrapper adds flags we do not want).
 pub const CHROMIUM: &str = "/usr/lib/chromium/chromium";
 
+/// The browser the tests launch: `BROWSER_RELAY_TEST_CHROME` (CI's Chrome for
+/// Testing on Windows and macOS, `.github/workflows/ci.yml`), else [`CHROMIUM`].
+pub fn executable() -> PathBuf {
+    std::env::var_os("BROWSER_RELAY_TEST_CHROME").map_or_else(|| PathBuf::from(CHROMIUM), PathBuf::from)
+}
+
 #[derive(Debug)]
 pub struct Chromium {
     child: std::process::Child,
@@ -25,10 +31,18 @@ pub struct Chromium {
 /// Flags every test browser gets. The background-networking flags matter on
 /// this machine: without them Chromium floods the closed network. Headless,
 /// unless `BROWSER_RELAY_TEST_HEADED` is set (with a `DISPLAY`, e.g. Xvfb's:
-/// `scripts/screenshot-headed.sh`).
+/// `scripts/screenshot-headed.sh`, `scripts/store-screenshots.sh`).
 pub fn base_args(profile: &Path) -> Vec<String> {
     let mut args = match std::env::var_os("BROWSER_RELAY_TEST_HEADED") {
-        Some(_) => vec!["--window-position=0,0".to_string(), "--window-size=1024,480".into()],
+        // The window's size: `BROWSER_RELAY_TEST_WINDOW` ("1280,800" for the
+        // store's pictures), else the README's.
+        Some(_) => vec![
+            "--window-position=0,0".to_string(),
+            format!(
+                "--window-size={}",
+                std::env::var("BROWSER_RELAY_TEST_WINDOW").unwrap_or_else(|_| "1024,480".to_string())
+            ),
+        ],
         None => vec!["--headless=new".to_string()],
     };
     args.extend([
@@ -51,11 +65,15 @@ pub fn base_args(profile: &Path) -> Vec<String> {
 impl Chromium {
     /// Launches Chromium with `extra` flags, opening `url`.
     pub fn launch(extra: &[String], url: &str) -> anyhow::Result<Self> {
-        if !Path::new(CHROMIUM).exists() {
-            bail!("{CHROMIUM} not found: install Debian's chromium package (the README's test command does)");
+        let executable = executable();
+        if !executable.exists() {
+            bail!(
+                "{} not found: install Debian's chromium package (the README's test command does), or set BROWSER_RELAY_TEST_CHROME",
+                executable.display()
+            );
         }
         let profile = tempfile::Builder::new().prefix("browser-relay-test-").tempdir()?;
-        let mut command = std::process::Command::new(CHROMIUM);
+        let mut command = std::process::Command::new(&executable);
         command.args(base_args(profile.path())).args(extra).arg(url);
         // Chromium keeps its singleton socket in a folder of the temporary
         // folder and removes it only when it quits cleanly: a killed test

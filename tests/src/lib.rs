@@ -10,7 +10,6 @@ pub mod fixtures;
 pub mod forwarder;
 pub mod mcp_host;
 pub mod pairing;
-#[cfg(unix)]
 pub mod serve_process;
 pub mod sim_extension;
 

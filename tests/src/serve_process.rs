@@ -17,8 +17,10 @@ use crate::{Chromium, extension_env};
 /// The native binary: `BROWSER_RELAY_EXE`, else the workspace's debug
 /// build (`cargo test --workspace` builds it before any test runs).
 pub fn native_exe() -> anyhow::Result<PathBuf> {
-    let exe = std::env::var_os("BROWSER_RELAY_EXE")
-        .map_or_else(|| crate::tests_dir().join("../target/debug/browser-relay"), PathBuf::from);
+    let exe = std::env::var_os("BROWSER_RELAY_EXE").map_or_else(
+        || crate::tests_dir().join(format!("../target/debug/browser-relay{}", std::env::consts::EXE_SUFFIX)),
+        PathBuf::from,
+    );
     anyhow::ensure!(
         exe.is_file(),
         "{} is not built: run `cargo build -p browser-relay` (or set BROWSER_RELAY_EXE)",
@@ -80,14 +82,11 @@ impl ServeProcess {
     /// Runs `serve` (the command, its arguments set) with its log in `log`,
     /// and waits up to `within` for it to listen.
     pub async fn start(mut serve: Command, log: &Path, within: Duration) -> anyhow::Result<Self> {
-        use std::os::unix::process::CommandExt as _;
         let stdout = log.with_extension("out");
-        let child = serve
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&stdout)?)
-            .stderr(std::fs::File::create(log)?)
-            .process_group(0)
-            .spawn()?;
+        serve.stdin(Stdio::null()).stdout(std::fs::File::create(&stdout)?).stderr(std::fs::File::create(log)?);
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut serve, 0);
+        let child = serve.spawn()?;
         let mut serve = Self { child, log: log.to_path_buf(), stdout };
         let deadline = Instant::now() + within;
         while !serve.log_text().contains("relay listening on") {
@@ -125,6 +124,7 @@ impl ServeProcess {
     }
 
     /// Sends `signal` to serve's whole process group.
+    #[cfg(unix)]
     pub fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
         let group = nix::unistd::Pid::from_raw(i32::try_from(self.child.id())?);
         Ok(nix::sys::signal::killpg(group, signal)?)

@@ -864,6 +864,38 @@ async fn screenshot_of_the_tab_group() {
     std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
 }
 
+/// Not a check: the Chrome Web Store's picture of the options page (a tab
+/// shared, a client on it), made by `scripts/store-screenshots.sh` (the
+/// real extension in a headed Chromium under Xvfb, whose frame buffer this
+/// copies once the page shows the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "makes extension/store/screenshot-2-options.png: run scripts/store-screenshots.sh"]
+async fn screenshot_of_the_options_page() {
+    let frame = std::env::var("XVFB_FRAME").expect("XVFB_FRAME: run scripts/store-screenshots.sh");
+    let copy = std::env::var("SCREENSHOT_XWD").expect("SCREENSHOT_XWD: run scripts/store-screenshots.sh");
+    let (env, index) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
+    env.wait_for_group(&index, true, Duration::from_secs(10)).await.unwrap();
+    let (_client, mut events) = relay_client(&env).await;
+    attached_to(&mut events, &index).await;
+    let options = open_page(&env, &format!("chrome-extension://{}/options.html", env.id)).await;
+    page_until(
+        &env,
+        &options,
+        "(() => { const r = [...document.querySelectorAll('#rows tr')]; \
+         return r.length === 1 && r[0].textContent.includes('browser-relay/') })()",
+    )
+    .await;
+    // The shared tabs and their client in the middle of the window.
+    page_until(&env, &options, "(document.getElementById('rows').scrollIntoView({block: 'center'}), true)").await;
+    let pages = env.browser.call("Target.getTargets", json!({}), None).await.unwrap();
+    let shown = pages["targetInfos"].as_array().unwrap().iter().find(|t| {
+        t["url"].as_str().is_some_and(|u| u.starts_with(&format!("chrome-extension://{}/options.html", env.id)))
+    });
+    env.browser.call("Target.activateTarget", json!({"targetId": shown.unwrap()["targetId"]}), None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::copy(&frame, &copy).expect("copy Xvfb's frame buffer");
+}
+
 /// The person's cookie jar is theirs: through the relay a client reads, sets
 /// and deletes cookies by name, but wiping every cookie (or the cache) is
 /// refused on every session with the config key that allows it, and the

@@ -222,6 +222,15 @@ fn chrome_for_testing(places: &Places, files: &impl FileView) -> Vec<PathBuf> {
     builds.into_iter().map(|(_, path)| path).collect()
 }
 
+/// The browser a profile launches on this computer: its `executablePath`
+/// (`configured`), else `BROWSER_RELAY_CHROME`, else the first of this
+/// system's places that holds one. `launch` and `browser-relay profiles`
+/// (which shows it) ask here.
+pub fn find_executable(configured: Option<&Path>) -> Result<PathBuf, DiscoveryError> {
+    let env_override = std::env::var_os(CHROME_ENV).map(state_dir::path_from_env);
+    discover(configured, env_override.as_deref(), Platform::current(), &Places::current(), &RealFiles)
+}
+
 /// Finds the browser to launch.
 pub(crate) fn discover(
     configured: Option<&Path>,

@@ -248,14 +248,7 @@ impl ManagedBrowsers {
     /// Chrome's files, and the browser spawned with its pipe, its stderr
     /// to `chrome-stderr.log`.
     fn spawn(&self, profile: &Profile, dir: &Path) -> Result<Spawned, ManagedError> {
-        let env_override = std::env::var_os(discovery::CHROME_ENV).map(state_dir::path_from_env);
-        let executable = discovery::discover(
-            profile.executable_path.as_deref(),
-            env_override.as_deref(),
-            discovery::Platform::current(),
-            &discovery::Places::current(),
-            &discovery::RealFiles,
-        )?;
+        let executable = discovery::find_executable(profile.executable_path.as_deref())?;
         let user_data_dir = profile_files::user_data_in(dir);
         let profile_io = |source| ManagedError::Profile { path: user_data_dir.clone(), source };
         profile_files::decorate(&user_data_dir, &profile.name, &profile.color).map_err(profile_io)?;

@@ -99,7 +99,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use cdp_client::{CdpError, Channels};
-pub use discovery::{CHROME_ENV, DiscoveryError};
+pub use discovery::{CHROME_ENV, DiscoveryError, find_executable};
 pub use launch::launch_args;
 pub use pipe::{Endpoint, Pipe, PipeClient};
 pub use remote::Arrival;
