@@ -401,6 +401,12 @@ async function refresh() {
     showTabs(Array.isArray(ext.tabs) ? ext.tabs : []);
     showGrants(Array.isArray(ext.grants) ? ext.grants : []);
     $('relay').textContent = relay.text;
+    // Both sides' versions, and what to update when they do not take each
+    // other's protocol: the worker's core says them (versions.rs).
+    const versions = ext.versions || {};
+    $('versions').textContent = versions.line || '…';
+    $('version-mismatch').textContent = versions.mismatch || '';
+    $('version-mismatch').hidden = !versions.mismatch;
     $('dashboard-line').hidden = !relay.dashboard;
     if (relay.dashboard) $('dashboard').href = relay.dashboard;
   } finally {

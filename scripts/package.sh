@@ -10,6 +10,13 @@
 # to double-click); the extension as a zip for the Chrome Web
 # Store (browser-relay-extension-<version>-store.zip: the manifest without
 # its development "key", which the store refuses); and SHA256SUMS.
+# The binaries are stripped of their debug info, which goes to
+# browser-relay-<version>-symbols.tar.gz (<platform>/browser-relay.debug,
+# for symbolicating a crash report; the binary names it by a GNU debuglink).
+# Beside them, install.sh and install.ps1 (the one-line installs, which
+# take such a folder as their base URL), browser-relay.rb (a Homebrew formula) and browser-relay.json
+# (a Scoop manifest), from the archives' SHA-256, with URLs under
+# RELEASE_BASE_URL (default: the project's release page for the version).
 # Idempotent; installs what it needs (scripts/setup.sh, cross-setup.sh).
 # PACKAGE_TARGETS="linux-x86_64 windows-x86_64" builds only those.
 set -euo pipefail
@@ -34,6 +41,31 @@ extension_files=(manifest.json background.js options.html options.js icons pkg E
 for f in "${extension_files[@]}"; do
   [ -e "extension/$f" ] || { echo "extension/$f is missing" >&2; exit 1; }
 done
+
+# Debug info apart, to make the download smaller (issue 45). ELF (Linux)
+# and PE (Windows, MinGW's objcopy) binaries: the DWARF sections go to
+# SYMBOLS/<exe>.debug, the binary keeps its symbol table (a panic's
+# backtrace still names functions) and a debuglink to the file, which gdb,
+# lldb and addr2line follow. macOS: nothing to split, the binary has no
+# DWARF (rustc leaves it in the object files there, split-debuginfo's
+# default on Apple targets) and any change would void zig's ad hoc
+# signature; so no macOS symbols (there is no dsymutil run to make a dSYM).
+command -v llvm-objcopy >/dev/null 2>&1 || apt_install llvm
+split_debug_info() { # platform, binary, symbols folder
+  local objcopy
+  case "$1" in
+    linux-*) objcopy=llvm-objcopy ;;
+    windows-*) objcopy=x86_64-w64-mingw32-objcopy ;;
+    *) return 0 ;;
+  esac
+  mkdir -p "$3"
+  local debug
+  debug="$3/$(basename "$2").debug"
+  "$objcopy" --only-keep-debug "$2" "$debug"
+  "$objcopy" --strip-debug --add-gnu-debuglink="$debug" "$2"
+}
+symbols="$dist/browser-relay-$version-symbols"
+sizes=()
 
 triple() {
   case "$1" in
@@ -76,6 +108,8 @@ PY
   stage="$dist/$name"
   mkdir -p "$stage/extension"
   cp "$cross_target_dir/$target/release/$exe" "$stage/"
+  unstripped=$(stat -c %s "$stage/$exe")
+  split_debug_info "$platform" "$stage/$exe" "$symbols/$platform"
   for f in "${extension_files[@]}"; do cp -R "extension/$f" "$stage/extension/"; done
   os=${platform%%-*}
   sed -e "s/@VERSION@/$version/g" -e "s/@PLATFORM@/$platform/g" "scripts/install/INSTALL-$os.txt" > "$stage/INSTALL.txt"
@@ -92,8 +126,23 @@ PY
   else
     tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
   fi
+  archive=$(ls "$dist/$name".*)
+  sizes+=("$(awk -v p="$platform" -v built="$unstripped" -v stripped="$(stat -c %s "$stage/$exe")" \
+    -v name="$(basename "$archive")" -v packed="$(stat -c %s "$archive")" \
+    'BEGIN { printf "%-16s %6.1f MB built, %6.1f MB stripped; %s %6.1f MB", p, built / 1e6, stripped / 1e6, name, packed / 1e6 }')")
   rm -rf "$stage"
 done
+
+if [ -d "$symbols" ]; then
+  step "the debug info, apart: $(basename "$symbols").tar.gz"
+  tar -C "$dist" -czf "$symbols.tar.gz" "$(basename "$symbols")"
+  rm -rf "$symbols"
+fi
+# The one-line installers, for .../releases/latest/download/install.sh.
+cp install.sh install.ps1 "$dist/"
+step "browser-relay.rb (Homebrew) and browser-relay.json (Scoop)"
+python3 scripts/release-manifests.py "$dist" "$version" \
+  "${RELEASE_BASE_URL:-https://github.com/browser-relay/browser-relay/releases/download/v$version}"
 
 step "the extension for the Chrome Web Store (no development key)"
 store="$dist/browser-relay-extension-$version-store"
@@ -115,6 +164,7 @@ rm -rf "$store"
 step "SHA256SUMS"
 (cd "$dist" && sha256sum -- *.tar.gz *.zip > SHA256SUMS)
 ls -l "$dist"
+printf '%s\n' "${sizes[@]}"
 
 # The Chrome Web Store's listing beside the store zip (extension/store/:
 # the listing's text, the permission justifications, the privacy policy,

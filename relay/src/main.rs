@@ -158,6 +158,32 @@ enum Command {
     },
 }
 
+/// What `--version` and `-V` print after the name: the version, the commit
+/// and day of the build (`build.rs`), and the extension protocols this relay
+/// takes (the newest is the one it speaks).
+fn version_text() -> String {
+    let protocols = match (shared_protocol::OLDEST_PROTOCOL_VERSION, shared_protocol::PROTOCOL_VERSION) {
+        (oldest, newest) if oldest == newest => format!("extension protocol {newest}"),
+        (oldest, newest) => format!("extension protocols {oldest}-{newest}"),
+    };
+    format!(
+        "{} (commit {}, built {}, {protocols})",
+        env!("CARGO_PKG_VERSION"),
+        env!("BROWSER_RELAY_COMMIT"),
+        env!("BROWSER_RELAY_BUILD_DATE"),
+    )
+}
+
+/// [`Cli::parse_from`], with [`version_text`] as the version.
+fn parse_cli(args: Vec<std::ffi::OsString>) -> Cli {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    // clap takes a `&'static str` (its `string` feature would rebuild it
+    // for every crate): the one text, made once per run.
+    let version: &'static str = Box::leak(version_text().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
 fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -182,7 +208,7 @@ async fn main_async() -> std::process::ExitCode {
         eprintln!("Browser Relay runs in this window: closing it (or Ctrl-C) stops it.\n");
         args.extend(DOUBLE_CLICK_ARGS.iter().map(std::ffi::OsString::from));
     }
-    let cli = Cli::parse_from(args);
+    let cli = parse_cli(args);
     // serve and mcp log; the other commands answer on stdout and stderr
     // themselves.
     let log = matches!(cli.command, Command::Serve { .. } | Command::Mcp { .. }).then(init_logging);

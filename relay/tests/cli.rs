@@ -1244,3 +1244,33 @@ fn with_default_hangup(command: &mut Command) -> &mut Command {
     // is async-signal-safe.
     unsafe { command.pre_exec(|| signal(Signal::SIGHUP, SigHandler::SigDfl).map(drop).map_err(std::io::Error::from)) }
 }
+
+/// `--version` (and `-V`) names the version, the commit it was built from,
+/// the day, and the extension protocol (issue 45).
+#[test]
+fn version_names_the_commit_the_build_day_and_the_extension_protocol() {
+    let home = tempfile::tempdir().unwrap();
+    for flag in ["--version", "-V"] {
+        let (code, stdout, stderr) = browser_relay(home.path(), &[flag]);
+        assert_eq!(code, 0, "{stderr}");
+        let line = stdout.trim();
+        assert!(line.starts_with(&format!("browser-relay {} (commit ", env!("CARGO_PKG_VERSION"))), "{line}");
+        assert!(line.ends_with(&format!("extension protocol {})", shared_protocol::PROTOCOL_VERSION)), "{line}");
+        let built = line.split(", built ").nth(1).expect(line);
+        let day = &built[..10];
+        assert!(
+            day.len() == 10
+                && day.chars().enumerate().all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() }),
+            "{line}"
+        );
+        // The commit the test runs at, as git names it (a source tree
+        // without git says `unknown`, and so does the binary).
+        let git =
+            Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(env!("CARGO_MANIFEST_DIR")).output();
+        let expected = match git {
+            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            _ => "unknown".into(),
+        };
+        assert!(line.contains(&format!("(commit {expected}")), "{line} does not name {expected}");
+    }
+}

@@ -52,6 +52,26 @@ pub const ASKS_SINCE: u32 = 7;
 /// whose extension holds a key of its own rather than the secret.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 8;
 
+/// The extension protocols a relay takes, oldest to newest: its `welcome`
+/// and its status route (`GET /extension/status`) say them, so that the
+/// extension's options page can tell the person which of the two to update.
+/// Optional in the `welcome` (a relay from before it sends none), so no
+/// version bump: an extension that does not know the field ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolRange {
+    pub oldest: u32,
+    pub newest: u32,
+}
+
+impl ProtocolRange {
+    /// This build's: [`OLDEST_PROTOCOL_VERSION`] to [`PROTOCOL_VERSION`].
+    pub const THIS: Self = Self { oldest: OLDEST_PROTOCOL_VERSION, newest: PROTOCOL_VERSION };
+
+    pub fn takes(&self, version: u32) -> bool {
+        (self.oldest..=self.newest).contains(&version)
+    }
+}
+
 /// The first version whose extension may batch messages into a frame.
 pub const BATCHES_SINCE: u32 = 5;
 
@@ -250,6 +270,10 @@ pub enum RelayMessage<'a> {
     Welcome {
         protocol_version: u32,
         relay_version: String,
+        /// The protocols the relay takes (none from a relay older than
+        /// the field).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocols: Option<ProtocolRange>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sealed: Option<String>,
     },

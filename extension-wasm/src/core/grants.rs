@@ -690,6 +690,19 @@ impl<H: Host> Core<H> {
         self.host.ask_relay_status(probe, self.settings.port);
     }
 
+    /// The relay refused our protocol: its status route says its version
+    /// and protocols, for the options page. One probe at a time.
+    pub(super) fn ask_relay_versions(&mut self) {
+        if self.probing.is_some() {
+            return;
+        }
+        let probe = self.next_probe;
+        self.next_probe += 1;
+        self.probing = Some(probe);
+        self.probing_versions = true;
+        self.host.ask_relay_status(probe, self.settings.dial_port());
+    }
+
     /// The relay's status route answered `probe` (its JSON body), or did
     /// not: grants counted, and no other browser's extension holding the
     /// relay (it takes one at a time), make the worker connect, and the
@@ -701,6 +714,16 @@ impl<H: Host> Core<H> {
             return;
         }
         self.probing = None;
+        // What the relay says of itself, for the options page (a relay
+        // older than that says nothing: what we knew stays).
+        if let Some(versions) = outcome.as_deref().ok().and_then(super::versions::RelayVersions::from_status) {
+            self.relay_versions = Some(versions);
+        }
+        // A probe for the versions alone (the relay refused our protocol)
+        // connects nothing: it would only be refused again.
+        if std::mem::take(&mut self.probing_versions) {
+            return;
+        }
         let paired = self.settings.token.is_some() && self.settings.pairing_code.is_none();
         // Shared or connecting meanwhile: the link's own rules hold.
         if self.link != Link::Idle || !self.attached.is_empty() || !paired {

@@ -203,6 +203,11 @@
 //!     and clears the notifications an earlier run left; the group stays
 //!     the grant's:
 //!     `a_worker_restart_during_a_handoff_leaves_the_group_the_grants_under_its_name`.
+//! - **Versions** on the options page: the extension's and the relay's (its
+//!   welcome, or its status route when it refused our protocol), and which
+//!   to update when they do not take each other's protocol (`versions.rs`):
+//!   `the_options_page_shows_both_versions_from_the_welcome`,
+//!   `a_relay_that_refuses_our_protocol_is_asked_its_versions_and_the_page_says_what_to_update`.
 //! - Also: tab lifecycle (`closed_tabs_are_reported_and_forgotten`), a
 //!   protocol mismatch stops retrying
 //!   (`protocol_mismatch_stops_retrying_and_refusals_explain_themselves`),
@@ -222,6 +227,7 @@ mod tests_grants;
 mod tests_groups;
 #[cfg(test)]
 mod tests_person;
+mod versions;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -239,6 +245,7 @@ pub use groups::{
 pub use person::DONE_MENU_PREFIX;
 pub use policy::Badge;
 pub use rules::{HeaderChange, RESOURCE_TYPES, RULES_PER_GRANT, RuleAction, RuleCondition, SessionRule};
+pub use versions::VersionsStatus;
 
 /// The relay's answer to an attach the user withdrew ([`Core::withdrawn`]).
 const SHARING_STOPPED: &str = "the user stopped sharing every tab while this tab was being attached";
@@ -573,6 +580,9 @@ pub struct Status {
     pub tab_groups: TabGroupsStatus,
     /// The grants the relay announced, with their cookie rules.
     pub grants: Vec<GrantStatus>,
+    /// This extension's version and protocol, the relay's as it last said
+    /// them, and whether they take each other (`versions.rs`).
+    pub versions: VersionsStatus,
 }
 
 /// One shared tab on the options page.
@@ -765,6 +775,12 @@ pub struct Core<H: Host> {
     /// The status probe awaiting its answer, and the next one's number.
     probing: Option<u64>,
     next_probe: u64,
+    /// The probe in `probing` only asks the relay's versions (it refused
+    /// our protocol): its answer connects nothing.
+    probing_versions: bool,
+    /// What the relay last said of its version and protocols, for the
+    /// options page (`versions.rs`).
+    relay_versions: Option<versions::RelayVersions>,
     /// The relay's questions and handoffs on the current link (see
     /// `person.rs`).
     in_the_loop: person::InTheLoop,
@@ -800,6 +816,8 @@ impl<H: Host> Core<H> {
             relay_grants: grants::RelayGrants::None,
             probing: None,
             next_probe: 1,
+            probing_versions: false,
+            relay_versions: None,
             in_the_loop: person::InTheLoop::default(),
         }
     }
@@ -860,6 +878,7 @@ impl<H: Host> Core<H> {
             tabs,
             tab_groups: self.groups.status(),
             grants: self.grants_status(),
+            versions: versions::versions_status(&self.env.extension_version, self.relay_versions.as_ref()),
         }
     }
 
@@ -952,8 +971,11 @@ impl<H: Host> Core<H> {
             self.link_left_the_loop();
         }
         self.relay_grants = grants::RelayGrants::None;
-        // A probe of the relay before is not this pairing's.
+        // A probe of the relay before is not this pairing's, nor are the
+        // versions it said.
         self.probing = None;
+        self.probing_versions = false;
+        self.relay_versions = None;
         self.attempt = 0;
         self.handshake_retried = false;
         // A pairing link's code is redeemed at once (it is good for
@@ -1490,13 +1512,14 @@ impl<H: Host> Core<H> {
         };
         match (self.link, message) {
             (Link::Authenticating, RelayMessage::Challenge { nonce, proof }) => self.on_challenge(&nonce, &proof),
-            (Link::Open, RelayMessage::Welcome { protocol_version, sealed, .. }) => {
+            (Link::Open, RelayMessage::Welcome { protocol_version, relay_version, protocols, sealed }) => {
                 let redeemed = self.redeeming.take();
                 if let Some(bound) = &redeemed
                     && !self.keep_sealed_pairing(bound, sealed.as_deref())
                 {
                     return;
                 }
+                self.relay_versions = Some(versions::RelayVersions { version: Some(relay_version), protocols });
                 self.host.set_batching(protocol_version >= shared_protocol::BATCHES_SINCE);
                 self.link = Link::Ready;
                 if protocol_version < GRANTS_SINCE {
@@ -1689,6 +1712,11 @@ impl<H: Host> Core<H> {
         // keep us away for good); it only makes them the slowest, as
         // retrying a relay that really is older helps only once it is
         // updated.
+        if code == close_code::PROTOCOL_MISMATCH {
+            // No welcome said which relay this is: its status route does,
+            // for the options page.
+            self.ask_relay_versions();
+        }
         let retry = match code {
             close_code::PROTOCOL_MISMATCH => Retry::Slowest,
             _ if at_once => Retry::AtOnce,

@@ -1276,3 +1276,70 @@ fn the_relay_refusing_our_proof_says_to_pair_again() {
         matches!(&core.host.badges[&5], Badge::Error(why) if why.contains("refused the pairing") && why.contains("pair it again"))
     );
 }
+
+/// The options page shows the extension's version and protocol beside the
+/// relay's, as its welcome said them (issue 45).
+#[test]
+fn the_options_page_shows_both_versions_from_the_welcome() {
+    let mut core = paired();
+    assert!(core.status().versions.line.ends_with("Relay: not heard from yet"), "{:?}", core.status().versions);
+    core.on_action_clicked(tab(5, "https://example.com/"));
+    let (op, _) = core.last_call();
+    core.on_op_done(op, Ok("null".into()));
+    core.on_socket_open();
+    core.relay_proves();
+    core.relay(json!({"welcome": {"protocolVersion": PROTOCOL_VERSION, "relayVersion": "0.1.0",
+        "protocols": {"oldest": shared_protocol::OLDEST_PROTOCOL_VERSION, "newest": PROTOCOL_VERSION}}}));
+    assert_eq!(core.link(), Link::Ready);
+    let versions = core.status().versions;
+    assert_eq!(
+        versions.line,
+        format!(
+            "Extension 0.1.0 (protocol {PROTOCOL_VERSION}) · Relay 0.1.0 (protocols {}–{PROTOCOL_VERSION})",
+            shared_protocol::OLDEST_PROTOCOL_VERSION
+        )
+    );
+    assert_eq!(versions.mismatch, None);
+    // A relay from before the field: its version, and that it says no more.
+    let mut older = paired();
+    older.share(5);
+    assert!(
+        older.status().versions.line.ends_with("Relay 0.2.0 (protocols not said: a relay older than this extension)")
+    );
+}
+
+/// A relay that refuses our protocol sends no welcome: the extension asks
+/// its status route which relay it is, and the options page says which of
+/// the two to update. The answer connects nothing (it would be refused
+/// again), even from a relay that counts grants.
+#[test]
+fn a_relay_that_refuses_our_protocol_is_asked_its_versions_and_the_page_says_what_to_update() {
+    let mut core = paired();
+    core.share(5);
+    core.on_socket_closed(1006, "");
+    core.on_timer(Timer::Reconnect);
+    core.on_socket_open();
+    let newer = PROTOCOL_VERSION + 1;
+    core.on_socket_closed(
+        close_code::PROTOCOL_MISMATCH,
+        &format!("extension speaks protocol {PROTOCOL_VERSION}, this relay speaks {newer} to {newer}"),
+    );
+    let (probe, port) = core.host.probes.last().copied().expect("the status route is asked");
+    assert_eq!(port, 18792);
+    let connects = core.host.connects.len();
+    core.on_relay_status(
+        probe,
+        Ok(json!({"connected": false, "grants": 2, "relayVersion": "0.9.0", "protocols": {"oldest": newer, "newest": newer}}).to_string()),
+    );
+    assert_eq!(core.host.connects.len(), connects, "nothing connects on the versions' answer");
+    let versions = core.status().versions;
+    assert_eq!(
+        versions.line,
+        format!("Extension 0.1.0 (protocol {PROTOCOL_VERSION}) · Relay 0.9.0 (protocols {newer}–{newer})")
+    );
+    let said = versions.mismatch.expect("a mismatch is said");
+    assert!(said.starts_with("This extension is older than the relay"), "{said}");
+    // A new pairing is another relay: what this one said goes.
+    core.on_settings(Settings { port: 4000, token: Some(TOKEN.into()), pairing_code: None, pairing_port: None });
+    assert!(core.status().versions.line.ends_with("Relay: not heard from yet"));
+}

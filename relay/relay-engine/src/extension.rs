@@ -238,6 +238,7 @@ impl Relay {
         link.send(encode(&RelayMessage::Welcome {
             protocol_version: hello.protocol_version.clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION),
             relay_version: env!("CARGO_PKG_VERSION").into(),
+            protocols: Some(shared_protocol::ProtocolRange::THIS),
             sealed,
         }))
         .await;

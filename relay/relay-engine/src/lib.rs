@@ -750,6 +750,11 @@ impl Relay {
         let hello = self.hello();
         json!({
             "connected": hello.is_some(),
+            // Which relay this is and which extension protocols it takes:
+            // the options page shows them beside the extension's own, also
+            // when the relay refused its protocol (and sent no welcome).
+            "relayVersion": env!("CARGO_PKG_VERSION"),
+            "protocols": shared_protocol::ProtocolRange::THIS,
             "extensionVersion": hello.as_ref().map(|h| h.extension_version.clone()),
             "browser": hello.as_ref().map(|h| h.browser_version.clone()),
             "attachedTabs": self.registry().len(),
