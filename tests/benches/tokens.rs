@@ -162,6 +162,16 @@ impl Server {
         }
     }
 
+    /// Ours in the full, older form (`full: true`: what the default was
+    /// before issue 43), timed.
+    fn full_snapshot(&mut self) -> anyhow::Result<Taken> {
+        self.call("browser_snapshot", json!({"full": true}))?;
+        let started = Instant::now();
+        let text = self.call("browser_snapshot", json!({"full": true}))?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(Taken { chars: chars(&text), ms, cut: cut_in(Tool::Ours, &text) })
+    }
+
     /// Clicks the link named `name` in `snapshot`; the answer.
     fn click_link(&mut self, snapshot: &str, name: &str) -> anyhow::Result<String> {
         let quoted = format!("link \"{name}\"");
@@ -271,23 +281,30 @@ async fn main() -> anyhow::Result<()> {
         println!("  {line}");
     }
     let tools: Vec<Tool> = servers.iter().map(|s| s.tool).collect();
-    let mut header = format!("{:<11} {:>9} {:>8}", "page", "ours", "ms");
+    let mut header = format!("{:<11} {:>9} {:>8} {:>9} {:>8}", "page", "ours", "ms", "old form", "ms");
     for tool in &tools[1..] {
         header.push_str(&format!(" {:>20} {:>8} {:>6}", tool.name(), "ms", "ratio"));
     }
     println!("{header}");
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); tools.len()];
     let mut cut_pages = Vec::new();
+    let mut cut_before = Vec::new();
+    let mut old_ratios = Vec::new();
     for (name, path, _what) in PAGES {
         let mut row = Vec::new();
         for server in &mut servers {
             let (taken, _) = take(server, &url(path))?;
             row.push(taken);
         }
+        let old = servers[0].full_snapshot()?;
+        old_ratios.push(row[0].chars as f64 / old.chars as f64);
         if row[0].cut {
             cut_pages.push(*name);
         }
-        let mut line = format!("{:<11} {:>9} {:>8.1}", name, row[0].chars, row[0].ms);
+        if old.cut {
+            cut_before.push(*name);
+        }
+        let mut line = format!("{:<11} {:>9} {:>8.1} {:>9} {:>8.1}", name, row[0].chars, row[0].ms, old.chars, old.ms);
         for (i, theirs) in row.iter().enumerate().skip(1) {
             let ratio = row[0].chars as f64 / theirs.chars as f64;
             ratios[i].push(ratio);
@@ -295,13 +312,15 @@ async fn main() -> anyhow::Result<()> {
         }
         println!("{line}");
     }
-    let mut line = format!("{:<11} {:>9} {:>8}", "geomean", "", "");
+    let mut line =
+        format!("{:<11} {:>9} {:>8} {:>9} {:>8}", "geomean", "", "", format!("x{:.2}", geomean(&old_ratios)), "");
     for ratios in &ratios[1..] {
         let worst = ratios.iter().copied().fold(0.0, f64::max);
         line.push_str(&format!(" {:>20} {:>8} {:>6.2}", format!("(worst {worst:.2})"), "", geomean(ratios)));
     }
     println!("{line}");
-    println!("our snapshots cut: {}", if cut_pages.is_empty() { "none".to_string() } else { cut_pages.join(", ") });
+    let listed = |pages: &[&str]| if pages.is_empty() { "none".to_string() } else { pages.join(", ") };
+    println!("our snapshots cut: {} (in the old form: {})", listed(&cut_pages), listed(&cut_before));
 
     println!("\nagent loop on {LOOP_PAGE}: snapshot, click link \"{LOOP_LINK}\", snapshot");
     println!("{:<20} {:>12} {:>14} {:>6}", "tool", "loop chars", "click answer", "ratio");
