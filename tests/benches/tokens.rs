@@ -185,7 +185,10 @@ impl Server {
         };
         match self.tool {
             Tool::Ours => self.call("browser_click", json!({"ref": id("[ref=", &[']'])?})),
-            Tool::Playwright => self.call("browser_click", json!({"element": quoted, "ref": id("[ref=", &[']'])?})),
+            Tool::Playwright => self.call(
+                "browser_click",
+                json!({"element": quoted, "target": id("[ref=", &[']'])?, "ref": id("[ref=", &[']'])?}),
+            ),
             Tool::DevTools => self.call("click", json!({"pageId": self.page_id, "uid": id("uid=", &[' ', ']'])?})),
         }
     }
