@@ -47,6 +47,13 @@ if [ "$purpose" = test ] && ! command -v chromedriver >/dev/null 2>&1; then
   apt_install chromium-driver
 fi
 
+# Real pages for the token benchmark (tests/benches/tokens.rs): Python's own
+# HTML documentation, served locally.
+if [ "$purpose" = test ] && [ ! -f /usr/share/doc/python3/html/genindex-all.html ]; then
+  step "installing python3-doc for the token benchmark (apt)"
+  apt_install python3-doc
+fi
+
 # The extension's service worker is Rust compiled to WASM; shared-protocol
 # must build for it too.
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
@@ -65,7 +72,7 @@ if ! command -v npm >/dev/null; then
   apt_install nodejs npm
 fi
 if [ ! -f tests/node_modules/.package-lock.json ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
-  step "npm ci in tests/ (playwright-core, puppeteer-core, chrome-remote-interface, Selenium Grid's jar)"
+  step "npm ci in tests/ (playwright-core, puppeteer-core, chrome-remote-interface, Selenium Grid's jar, Playwright MCP and chrome-devtools-mcp)"
   (cd tests && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
 step "setup complete"

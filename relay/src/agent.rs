@@ -60,12 +60,19 @@ pub(crate) enum AgentCommand {
         /// Interactive elements only, as a flat list.
         #[arg(long)]
         interactive: bool,
-        /// Drop unnamed structural wrappers.
+        /// The full tree in the older, Playwright-like form (every wrapper,
+        /// two spaces a level, `- /url:` lines).
+        #[arg(long)]
+        full: bool,
+        /// With --full: drop unnamed structural wrappers.
         #[arg(long)]
         compact: bool,
         /// Only this CSS selector's subtree.
         #[arg(long)]
         selector: Option<String>,
+        /// The part to show of a snapshot longer than its maxChars (100,000).
+        #[arg(long)]
+        part: Option<u32>,
         #[command(flatten)]
         args: AgentArgs,
     },
@@ -566,6 +573,9 @@ fn act_text(outcome: &Profiled<ActOutcome>) -> String {
     for tab in &page.new_tabs {
         lines.push(format!("new tab: {}  {}", tab.target_id, tab.url));
     }
+    if let Some(changes) = &outcome.changes {
+        lines.push(if changes.is_empty() { "no change in the page's snapshot".into() } else { changes.clone() });
+    }
     if let Some(snapshot) = &outcome.snapshot {
         lines.push(snapshot.clone());
     }
@@ -754,8 +764,8 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             let request = ListRequests { url, failed, resource_type, limit, all };
             run(&client, &args, Selected::new(tab, request), requests_text).await
         }
-        AgentCommand::Snapshot { interactive, compact, selector, .. } => {
-            let request = TakeSnapshot { interactive, compact, selector, ..TakeSnapshot::default() };
+        AgentCommand::Snapshot { interactive, full, compact, selector, part, .. } => {
+            let request = TakeSnapshot { interactive, full, compact, selector, part, ..TakeSnapshot::default() };
             run(&client, &args, Selected::new(tab, request), |snapshot| snapshot.text()).await
         }
         AgentCommand::Find { text, role, name, limit, .. } => {

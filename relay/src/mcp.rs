@@ -128,7 +128,7 @@ const TOOLS: &[ToolSpec] = &[
     route::<TakeSnapshot>(
         "browser_snapshot",
         Effect::ReadOnly,
-        "The page as an accessibility tree; interactive elements carry refs (e1, e2, …) for the action tools. Take a new one after the page changes (selector, frame, depth or limit: the other refs stay valid).",
+        "The page as a lean accessibility tree: `- role \"name\" [state] [ref=eN]: text`, one space a level, a link's address after ->. Act on the refs (e1, e2, …). A long page comes in parts (part: 2…). full: true is the whole older tree.",
     ),
     route::<FindInPage>(
         "browser_find",
@@ -323,7 +323,10 @@ fn action_schema<K: ActKind>() -> Schema {
     let mut schema = generator().into_root_schema_for::<K>();
     let shared = [
         ("timeoutMs", json!({"type": "integer", "minimum": 0, "description": "default 8000"})),
-        ("snapshot", json!({"type": "boolean", "description": "answer with the new snapshot too"})),
+        // (what these two add to the answer is said once, in the
+        // server's instructions)
+        ("snapshot", json!({"type": "boolean"})),
+        ("diff", json!({"type": "boolean"})),
     ];
     let object = schema.ensure_object();
     let properties = object.entry("properties").or_insert_with(|| json!({}));
@@ -427,19 +430,39 @@ fn headed(profile: &str, target_id: &str, title: &str, url: &str, body: &str) ->
     format!("{profile} · tab {target_id} · {title} · {url}\n{body}")
 }
 
-/// An action's outcome reads as its JSON (the page's state included), and
-/// a snapshot asked for with it as text of its own, as `browser_snapshot`
-/// shows it.
+/// An action's outcome reads as what it did: its JSON without what the
+/// call already said (the profile, the kind, the tab, `ok`; `navigated`
+/// only when it did), the page's state included; then what changed in the
+/// page's snapshot (`diff`) and the snapshot asked for, as text of their
+/// own, as `browser_snapshot` shows it.
 impl ShownInProfile for ActOutcome {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
-        let Some(snapshot) = &answer.snapshot else {
-            return vec![json_block(answer)];
-        };
-        let mut facts = answer.clone();
-        facts.answer.snapshot = None;
-        let page = answer.page.clone().unwrap_or_default();
-        let text = headed(&answer.profile, &answer.target_id, &page.title, &page.url, snapshot);
-        vec![json_block(&facts), ContentBlock::text(text)]
+        let mut facts = answer.answer.clone();
+        facts.snapshot = None;
+        facts.changes = None;
+        let mut facts = serde_json::to_value(&facts).unwrap_or_default();
+        if let Some(facts) = facts.as_object_mut() {
+            for said in ["ok", "kind", "targetId"] {
+                facts.remove(said);
+            }
+            if facts.get("navigated") == Some(&json!(false)) {
+                facts.remove("navigated");
+            }
+        }
+        let mut content = vec![json_block(&facts)];
+        if let Some(changes) = &answer.changes {
+            content.push(ContentBlock::text(if changes.is_empty() {
+                "no change in the page's snapshot".to_string()
+            } else {
+                format!("changed since the last snapshot:\n{changes}")
+            }));
+        }
+        if let Some(snapshot) = &answer.snapshot {
+            let page = answer.page.clone().unwrap_or_default();
+            let text = headed(&answer.profile, &answer.target_id, &page.title, &page.url, snapshot);
+            content.push(ContentBlock::text(text));
+        }
+        content
     }
 }
 
@@ -527,11 +550,12 @@ impl ServerHandler for McpServer {
             .with_server_info(Implementation::new("browser-relay", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Drive a real Chrome: browser_snapshot shows the page with refs (e1, e2, …); act on them with \
-                 browser_click, browser_type, browser_fill…; each action answers with the page's state (url, \
-                 title, an open dialog, new console errors, new tabs; snapshot: true adds the new snapshot). \
-                 Every tool takes targetId (default: the current tab, the last opened or focused) and profile \
-                 (default: the user's shared tabs if any, else an isolated managed Chrome, launched on first \
-                 use); each answer names the profile it used.",
+                 browser_click, browser_type, browser_fill…; each action answers with what it did (navigated, \
+                 url, title, an open dialog, new console errors and failed requests, new tabs; diff: true adds \
+                 the lines of the snapshot that changed, whose refs stay valid; snapshot: true the new \
+                 snapshot). Every tool takes targetId (default: the current tab, the last opened or focused) \
+                 and profile (default: the user's shared tabs if any, else an isolated managed Chrome, \
+                 launched on first use); snapshots and tab answers name the profile they used.",
             )
     }
 

@@ -15,6 +15,11 @@ pub fn fixtures_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// Python's own HTML documentation (Debian's `python3-doc`, which
+/// `scripts/setup.sh` installs), served under `/pydoc/`: real pages for the
+/// token benchmark.
+pub const PYTHON_DOCS: &str = "/usr/share/doc/python3/html";
+
 #[derive(Debug)]
 pub struct FixtureServer {
     pub addr: SocketAddr,
@@ -47,6 +52,7 @@ impl FixtureServer {
             .route("/set-cookie", get(set_cookie))
             .route("/echo", get(echo).post(echo))
             .route("/attachment", get(attachment))
+            .route("/pydoc/{*path}", get(|Path(path): Path<String>| serve_from(PathBuf::from(PYTHON_DOCS), path)))
             .route("/{*path}", get(serve_file).post(echo))
             .route("/", get(|| serve_file(Path("index.html".into()))))
             .layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -175,16 +181,21 @@ async fn basic_auth(headers: axum::http::HeaderMap) -> Response {
 }
 
 async fn serve_file(Path(path): Path<String>) -> Response {
+    serve_from(fixtures_dir(), path).await
+}
+
+async fn serve_from(root: PathBuf, path: String) -> Response {
     if path.split('/').any(|part| part == ".." || part.starts_with('.')) {
         return StatusCode::NOT_FOUND.into_response();
     }
-    let file = fixtures_dir().join(&path);
+    let file = root.join(&path);
     let Ok(bytes) = tokio::fs::read(&file).await else { return StatusCode::NOT_FOUND.into_response() };
     let mime = match file.extension().and_then(|e| e.to_str()) {
         Some("html") => "text/html; charset=utf-8",
         Some("js" | "mjs") => "text/javascript",
         Some("css") => "text/css",
         Some("png") => "image/png",
+        Some("svg") => "image/svg+xml",
         Some("txt") => "text/plain; charset=utf-8",
         Some("json") => "application/json",
         _ => "application/octet-stream",

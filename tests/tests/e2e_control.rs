@@ -289,6 +289,41 @@ async fn a_partial_snapshot_keeps_the_refs_it_does_not_cover() {
     assert!(error.to_string().contains("no ref"), "{error}");
 }
 
+/// `diff: true` answers what changed since the last snapshot, in its
+/// lines, and the refs the agent holds stay valid (issue 43).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_with_diff_tells_what_changed_and_keeps_the_refs() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("control/refs.html").await;
+    let full = env.snapshot_text("").await;
+    let (save, far) = (ref_of(&full, "button \"Save\""), ref_of(&full, "button \"Far away\""));
+    let highest = full.match_indices("[ref=e").map(|(i, _)| number(full[i + 5..].split(']').next().unwrap())).max();
+
+    // A button comes in before Save (a full snapshot would number it e1
+    // and move every ref after it); the click changes the status line.
+    env.eval(&tab, "document.getElementById('toolbar').insertAdjacentHTML('afterbegin', '<button>Undo</button>')")
+        .await;
+    let clicked = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far, "diff": true}))).await;
+    let changes = clicked["changes"].as_str().unwrap_or_else(|| panic!("{clicked}"));
+    assert!(changes.lines().any(|l| l == "+- paragraph: Far clicked"), "{changes}");
+    assert!(changes.lines().any(|l| l == "-- paragraph: Ready"), "{changes}");
+    let undo = ref_of(changes, "button \"Undo\"");
+    assert!(changes.lines().any(|l| l.starts_with('+') && l.contains("Undo")), "{changes}");
+    assert!(Some(number(&undo)) > highest, "a new element gets a new number: {changes}");
+    assert!(!changes.contains("Save") && !changes.contains("Far away"), "what did not change is not told: {changes}");
+    assert!(clicked.get("snapshot").is_none(), "the page is not sent again: {clicked}");
+
+    // The refs the agent held still act, and so does the new one.
+    env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": save}))).await;
+    env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": undo}))).await;
+    assert!(env.engine().ref_box(&Default::default(), &far).await.is_ok());
+
+    // Nothing changed since: an empty diff.
+    let again = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": save, "diff": true}))).await;
+    assert_eq!(again["changes"], "", "{again}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_answer_of_any_route_holds_the_token() {
     let env = ControlEnv::start().await.expect("environment");

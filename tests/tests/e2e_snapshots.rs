@@ -215,21 +215,32 @@ async fn snapshots_match_their_goldens() {
     let env = ControlEnv::start().await.unwrap();
     env.start_browser().await;
     env.open("index.html").await;
+    // `lean_*`: the default form; the others: the full tree (`full=true`),
+    // as it read before the lean form became the default (issue 43).
     let cases = [
-        ("form", "snap/form.html", ""),
-        ("landmarks", "snap/landmarks.html", ""),
+        ("lean_form", "snap/form.html", ""),
+        ("form", "snap/form.html", "full=true"),
+        ("lean_landmarks", "snap/landmarks.html", ""),
+        ("landmarks", "snap/landmarks.html", "full=true"),
         ("landmarks_interactive", "snap/landmarks.html", "interactive=true"),
-        ("landmarks_compact", "snap/landmarks.html", "compact=true"),
-        ("landmarks_depth2", "snap/landmarks.html", "depth=2"),
-        ("landmarks_selector_nav", "snap/landmarks.html", "selector=nav"),
-        ("table_lists", "snap/table.html", ""),
-        ("hidden_shadow_dialog", "snap/hidden.html", ""),
-        ("frames", "snap/frames.html?alt=ALT", ""),
-        ("frames_only_cross_site", "snap/frames.html?alt=ALT", "frame=%23xsite"),
-        ("article_max_chars", "snap/article.html", "maxChars=600"),
-        ("choices", "snap/choices.html", ""),
+        ("landmarks_compact", "snap/landmarks.html", "full=true&compact=true"),
+        ("landmarks_depth2", "snap/landmarks.html", "full=true&depth=2"),
+        ("lean_landmarks_depth2", "snap/landmarks.html", "depth=2"),
+        ("landmarks_selector_nav", "snap/landmarks.html", "full=true&selector=nav"),
+        ("lean_table_lists", "snap/table.html", ""),
+        ("table_lists", "snap/table.html", "full=true"),
+        ("lean_hidden_shadow_dialog", "snap/hidden.html", ""),
+        ("hidden_shadow_dialog", "snap/hidden.html", "full=true"),
+        ("lean_frames", "snap/frames.html?alt=ALT", ""),
+        ("frames", "snap/frames.html?alt=ALT", "full=true"),
+        ("frames_only_cross_site", "snap/frames.html?alt=ALT", "full=true&frame=%23xsite"),
+        ("article_max_chars", "snap/article.html", "full=true&maxChars=600"),
+        ("lean_article_max_chars", "snap/article.html", "maxChars=600"),
+        ("lean_article_part2", "snap/article.html", "maxChars=600&part=2"),
+        ("lean_choices", "snap/choices.html", ""),
+        ("choices", "snap/choices.html", "full=true"),
         ("choices_interactive", "snap/choices.html", "interactive=true"),
-        ("choices_depth3", "snap/choices.html", "depth=3"),
+        ("choices_depth3", "snap/choices.html", "full=true&depth=3"),
     ];
     // The cases of a page run in order on one tab: a partial snapshot
     // (selector, frame, depth) shows the refs the full one before it gave.
@@ -277,7 +288,7 @@ async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
     let after = env.snapshot_text("").await;
     assert!(after.contains(&format!("button \"Ticket\" [ref={ticket}]: files: report.pdf, notes.txt")), "{after}");
     let options: Vec<&str> = after.lines().filter(|l| l.trim_start().starts_with("- option \"")).collect();
-    assert!(options.contains(&"      - option \"Spain\" [selected]"), "the chosen one is shown: {after}");
+    assert!(options.contains(&"  - option \"Spain\" [selected]"), "the chosen one is shown: {after}");
     assert!(!after.contains("\"Romania\" [selected]"), "{after}");
     assert!(after.contains("- text: … 4 more options"), "Romania went back among the rest: {after}");
     let interactive = env.snapshot_text("interactive=true").await;

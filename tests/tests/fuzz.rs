@@ -1106,7 +1106,9 @@ const REQUEST_KEYS: &[&str] = &[
     "timeoutMs",
     "format",
     "interactive",
+    "full",
     "compact",
+    "part",
     "depth",
     "limit",
     "maxChars",
@@ -1262,21 +1264,27 @@ fn control_requests_round_trip_through_their_query_string_or_body() {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         prop::option::of(any::<u32>()),
         prop::option::of(any::<u32>()),
         prop::option::of(any::<usize>()),
+        prop::option::of(any::<u32>()),
         prop::option::of(any_text(12)),
         prop::option::of(any_text(12)),
     )
-        .prop_map(|(aria, interactive, compact, depth, limit, max_chars, selector, frame)| api::TakeSnapshot {
-            format: if aria { api::Format::Aria } else { api::Format::Ai },
-            interactive,
-            compact,
-            depth,
-            limit,
-            max_chars,
-            selector,
-            frame,
+        .prop_map(|(aria, interactive, full, compact, depth, limit, max_chars, part, selector, frame)| {
+            api::TakeSnapshot {
+                format: if aria { api::Format::Aria } else { api::Format::Ai },
+                interactive,
+                full,
+                compact,
+                depth,
+                limit,
+                max_chars,
+                part,
+                selector,
+                frame,
+            }
         });
     let console = (prop::option::of(any_text(8)), prop::option::of(any::<usize>()))
         .prop_map(|(level, limit)| api::ReadConsole { level, limit });

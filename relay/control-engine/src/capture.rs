@@ -89,6 +89,21 @@ impl Handle<TakeSnapshot> for Engine {
     }
 }
 
+/// Whether a snapshot shows the whole page in the default form (the one
+/// an action's diff is told in).
+pub(crate) fn whole_in_default_form(request: &TakeSnapshot) -> bool {
+    let TakeSnapshot { format, interactive, full, compact: _, depth, limit, max_chars: _, part, selector, frame } =
+        request;
+    *format == crate::api::Format::Ai
+        && !interactive
+        && !full
+        && depth.is_none()
+        && limit.is_none()
+        && part.is_none_or(|p| p <= 1)
+        && selector.is_none()
+        && frame.is_none()
+}
+
 /// How a requested snapshot's refs join the tab's: one of a part of the
 /// page (a `selector`, a `frame`) merges; one whose `limit` or `depth`
 /// cut the page merges too, so that an agent that asked for the first 50
@@ -224,7 +239,15 @@ impl Engine {
         let (mut result, issued) = page.unless_dialog(take).await?;
         if let Some(issued) = issued {
             let merge_into = base.as_deref().filter(|_| join == RefsJoin::Merge || issued.cut);
-            self.refs().record(&profile.name, id, merge_into, issued);
+            let mut refs = self.refs();
+            refs.record(&profile.name, id, merge_into, issued);
+            // What an action's diff is told against: the last whole page in
+            // the default form (a part of it read since leaves it as it was).
+            if whole_in_default_form(request) && !result.truncated {
+                refs.remember(&profile.name, id, result.snapshot.as_deref().map(Into::into));
+            } else if join == RefsJoin::Replace {
+                refs.remember(&profile.name, id, None);
+            }
         }
         if let Some((url, title)) = self.location(conn, session).await.or_else(|| conn.tab_url(id)) {
             result.url = url;

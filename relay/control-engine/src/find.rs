@@ -29,6 +29,8 @@ impl Handle<FindInPage> for Engine {
         };
         let page = self.page_target(&request.tab).await?;
         let walk = TakeSnapshot {
+            // The full form, which `Line::parse` reads (compacted).
+            full: true,
             compact: true,
             limit: Some(SEARCH_NODES),
             max_chars: Some(usize::MAX),

@@ -39,6 +39,7 @@ mod act;
 pub mod api;
 mod capture;
 mod conn;
+mod diff;
 mod engine;
 mod error;
 mod find;

@@ -80,6 +80,9 @@ pub(crate) struct RefTable {
     /// The number the next new ref takes (above every number handed out
     /// since the last full snapshot, also of refs later re-issued).
     next: u32,
+    /// The text of the tab's last whole snapshot in the default form, which
+    /// an action's `diff` is told against.
+    pub seen: Option<Arc<str>>,
 }
 
 /// The refs one snapshot handed out, and the number after the last new one.
@@ -171,6 +174,14 @@ impl RefStore {
             None => RefTable::from_issued(issued),
         };
         self.put(profile, target_id, table);
+    }
+
+    /// What the agent last read of the whole tab (a snapshot in the default
+    /// form), or `None` when what it read since is not that.
+    pub(crate) fn remember(&mut self, profile: &str, target_id: &str, seen: Option<Arc<str>>) {
+        if let Some((_, table)) = self.tables.get_mut(&(profile.to_string(), target_id.to_string())) {
+            Arc::make_mut(table).seen = seen;
+        }
     }
 
     /// Replaces a tab's refs.

@@ -17,8 +17,8 @@
  * it is not state (a world without it behaves the same, only slower).
  *
  * Ops
- *   snapshot(opts)   opts = {interactive, compact, maxDepth, limit, refStart, selector, keep,
- *                            optionsMax}
+ *   snapshot(opts)   opts = {interactive, compact, lean, maxDepth, limit, refStart, selector,
+ *                            keep, optionsMax}
  *       -> {lines, refs: [{ref, role, name, nth}], frames: [{line, depth}], nodes, limitHit,
  *           depthCut, refNext, error?}
  *       Without `keep`, replaces the previous refs of this world and numbers refs from
@@ -73,14 +73,14 @@
  *       cannot see those). Call as
  *       `function(){ return (<this file>).call(null, 'describe', this) }`.
  *
- * Output format (modelled on Playwright's aria snapshot)
+ * Output format (modelled on Playwright's aria snapshot; the lean form differs as under Modes)
  *   - ROLE "NAME" [checked|checked=mixed] [disabled] [expanded|expanded=false] [level=N]
  *     [pressed|pressed=mixed] [selected] [required] [readonly] [ref=eN]
  *   (unchecked, unpressed and unselected are the absence of the mark, as in Playwright;
  *   readonly: a readonly text field, or aria-readonly="true")
  *   Name JSON-quoted, omitted when empty; whitespace collapsed; names longer than 100
  *   characters are cut to 100 + U+2026 "..." (the refs list carries the cut name too).
- *   Children follow, indented by 2 spaces per depth, after a trailing ':'. When the only
+ *   Children follow, indented by 2 spaces per depth, after a trailing ':' (lean: 1 space, no ':'). When the only
  *   content is text it goes inline (`- paragraph: Hello`). Text among other children is
  *   `- text: ...`; runs of text separated only by inline elements (span, b, em, code, ...)
  *   are merged into one text line; block-level wrappers (div, label with display:block,
@@ -119,6 +119,18 @@
  *   video, audio, canvas, object, embed, input, textarea, select (handled as above).
  *
  * Modes
+ *   lean (the default form; the engine passes it unless asked for the full tree): compact
+ *     (below) always, then a name is not said twice (an only child that says nothing but its
+ *     parent's name goes: `- cell "x"` over `- paragraph: x`; a parent whose only child is a
+ *     ref'd element of the same name leaves the name to the child), and rendered with one
+ *     space a level, no ':' before children, and a link's address on its own line after
+ *     ` -> ` (`- link "News" [ref=e2] -> /news`; a link's other content as child lines).
+ *     A name that came from content (a cell, a heading) says what its children say: the
+ *     children go when nothing below has a ref, an address, a value or a frame; else the name
+ *     goes when the children say all of it (no text was left out for the name), and a name cut
+ *     at 100 characters goes, the children staying with their text. An unnamed child whose
+ *     only content is its parent's name goes (not yet effective on a table's caption: the
+ *     table's golden, lean_table_lists.txt, still shows it).
  *   interactive: only ref'd elements, one per line with value inline, no text, no /url, no
  *     indentation; every iframe (entered or not) also gets a `- iframe "TITLE"` line, followed
  *     by its content (cross-origin content is spliced after it). maxDepth applies to the
@@ -1048,7 +1060,10 @@ function browserRelay(op, arg) {
       if (PRES_CHILDREN.has(item.role)) {
         k = k.filter((c) => c.t === undefined && c.hasRef);
       } else if (item.content) {
-        k = k.filter((c) => c.t === undefined);
+        const elements = k.filter((c) => c.t === undefined);
+        // (the lean form shows the text again when the name was cut)
+        if (elements.length !== k.length && elements.length) item.withText = k.filter((c) => c.t !== '');
+        k = elements;
       } else if (k.length === 1 && k[0].t !== undefined && k[0].t === item.name) {
         k = [];
       }
@@ -1087,6 +1102,57 @@ function browserRelay(op, arg) {
         (i + 1 < out.length && out[i + 1].t === undefined && out[i + 1].name === it.t)));
     }
 
+    // The lean format's last rule: a name is not said twice. A node's only child that says
+    // nothing but the node's name (an unnamed paragraph of that text in a cell) goes; a node
+    // whose only child is a ref'd element of the same name (a cell holding one link) leaves
+    // the name to the child, which an agent acts on.
+    function unrepeat(items) {
+      const out = [];
+      for (let i = 0; i < items.length; i++) {
+        let it = items[i];
+        if (it.t !== undefined) { out.push(it); continue; }
+        let k = it.kids.length ? unrepeat(it.kids) : it.kids;
+        if (it.content && it.name && !it.refd && k.length) {
+          // A name that came from the content says what the children say: when nothing below
+          // is acted on, the name alone; when the name was cut, the children alone (with their
+          // text, which the name stood for).
+          if (it.name.length <= NAME_MAX) {
+            if (!k.some(actionable)) k = [];
+            else if (!it.withText) it = Object.assign({}, it, { name: '' }); // (all said below)
+          } else {
+            k = it.withText ? unrepeat(compactItems(it.withText, '')) : k;
+            it = Object.assign({}, it, { name: '' });
+          }
+        } else if (it.name && k.length === 1 && k[0].t === undefined && !it.opts) {
+          const c = k[0];
+          const plain = !c.refd && c.value === undefined && c.url === undefined && !c.attrs && !c.frame;
+          const says = !c.name || c.name === it.name;
+          const only = c.kids.length === 0 || (c.kids.length === 1 && c.kids[0].t === it.name);
+          if (plain && says && only && (c.name === it.name || c.kids.length === 1)) {
+            k = [];
+          } else if (c.refd && c.name === it.name && !it.refd) {
+            it = Object.assign({}, it, { name: '' });
+          }
+        }
+        // A child that says nothing but this node's name (a table's caption) goes.
+        if (it.name && k.length > 1) {
+          const name = it.name;
+          k = k.filter((c) => c.t !== undefined || c.name || actionable(c) || c.attrs ||
+            !(c.kids.length === 1 && c.kids[0].t === name));
+        }
+        out.push(k === it.kids ? it : Object.assign({}, it, { kids: k }));
+      }
+      return out;
+    }
+
+    // Whether an item or its subtree holds something an agent acts on or reads apart from
+    // names: a ref, a link's address, a value, a frame.
+    function actionable(it) {
+      if (it.t !== undefined) return false;
+      if (it.refd || it.url !== undefined || it.value !== undefined || it.frame || it.opts) return true;
+      return it.kids.some(actionable);
+    }
+
     // ---------------------------------------------------------------- rendering
     function countNodes(it) {
       let n = 1;
@@ -1112,8 +1178,11 @@ function browserRelay(op, arg) {
       };
       const nth = new Map();
       const pad = [''];
+      // The lean format (the default): one space a level; the full one: two.
+      const lean = !!opts.lean;
+      const unit = lean ? ' ' : '  ';
       function indent(d) {
-        while (pad.length <= d) pad.push(pad[pad.length - 1] + '  ');
+        while (pad.length <= d) pad.push(pad[pad.length - 1] + unit);
         return pad[d];
       }
       function room() {
@@ -1156,6 +1225,9 @@ function browserRelay(op, arg) {
           const h = head(it);
           let k = it.kids;
           const idx = R.lines.length;
+          if (lean) {
+            lean1(it, h, k, depth);
+          } else {
           // (a <select> lists its options instead: the selected one is marked)
           if (it.value !== undefined && k.length && !it.opts) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
           if (it.value !== undefined && (!it.kids.length || (it.opts && depth + 1 > maxDepth))) {
@@ -1173,10 +1245,27 @@ function browserRelay(op, arg) {
             R.lines.push(indent(depth) + h);
             for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
           }
+          }
           if (it.frame === 2 && depth + 1 <= maxDepth && !R.stop) {
             R.frames.push({ line: idx, depth: depth + 1 });
             R.frameEls.push(it.el);
           }
+        }
+      }
+      // One node in the lean format: the link's address on its own line (` -> URL`), content
+      // inline when it is one text or a value, else children one level deeper (no ':').
+      function lean1(it, h, k, depth) {
+        if (it.url !== undefined) h += ' -> ' + it.url;
+        if (it.value !== undefined && k.length && !it.opts) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
+        if (it.value !== undefined && (!it.kids.length || (it.opts && depth + 1 > maxDepth))) {
+          R.lines.push(indent(depth) + h + ': ' + it.value);
+          for (let j = 0; j < it.kids.length && it.opts; j++) R.depthCut += countNodes(it.kids[j]);
+        } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
+          R.lines.push(indent(depth) + h + ': ' + k[0].t);
+        } else {
+          R.lines.push(indent(depth) + h);
+          if (depth + 1 <= maxDepth) full(k, depth + 1);
+          else for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
         }
       }
       function interactive(items, sdepth) {
@@ -1269,7 +1358,8 @@ function browserRelay(op, arg) {
         S.meta.clear();
       }
       let items = build(scopeEl);
-      if (opts.compact) items = compactItems(items);
+      if (opts.compact || opts.lean) items = compactItems(items);
+      if (opts.lean) items = unrepeat(items);
       const R = makeRenderer(opts, S, byEl);
       if (opts.interactive) R.interactive(items, 0);
       else R.full(items, 0);

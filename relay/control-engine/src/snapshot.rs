@@ -74,6 +74,9 @@ struct WalkParams<'a> {
     tab: &'a str,
     interactive: bool,
     compact: bool,
+    /// The lean form (the default): one space a level, no `:` before
+    /// children, a link's address on its line.
+    lean: bool,
     merge_into: Option<&'a RefTable>,
     /// Options per `<select>`; `None`: all.
     options_max: Option<u32>,
@@ -91,8 +94,15 @@ async fn take_ai(
         OptionsListed::FirstFew => Some(OPTIONS_SHOWN),
         OptionsListed::All => None,
     };
-    let params =
-        WalkParams { conn, tab, interactive: options.interactive, compact: options.compact, merge_into, options_max };
+    let params = WalkParams {
+        conn,
+        tab,
+        interactive: options.interactive,
+        compact: options.compact,
+        lean: !options.full,
+        merge_into,
+        options_max,
+    };
     let mut start = FrameLoc::main(tab);
     if let Some(frame_selector) = &options.frame {
         start = frame_by_selector(conn, tab, frame_selector).await?;
@@ -103,7 +113,7 @@ async fn take_ai(
     let mut notes = Vec::new();
     if walk.limit_hit {
         notes.push(format!(
-            "cut at limit={limit} nodes: pass a higher limit, a selector, or interactive=true to see the rest"
+            "cut at limit={limit} nodes: pass a higher limit, a selector, or interactive=true to see the rest, or search it with browser_find (GET /find, `browser-relay find`)"
         ));
     }
     if walk.depth_cut > 0 {
@@ -116,22 +126,39 @@ async fn take_ai(
             (None, false) => "the page shows nothing (empty or hidden)".into(),
         });
     }
-    let mut text = walk.lines.join("\n");
     let max_chars = options.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
-    let full_len = text.len();
+    let parts = parts(&walk.lines, max_chars);
+    let part = options.part.unwrap_or(1).max(1);
+    let Some(&(start, end)) = parts.get(part as usize - 1) else {
+        return Err(ControlError::BadRequest(format!(
+            "part={part}: this snapshot has {} part{} at maxChars={max_chars}",
+            parts.len(),
+            if parts.len() == 1 { "" } else { "s" }
+        )));
+    };
+    let mut text = walk.lines[start..end].join("\n");
     if text.len() > max_chars {
+        // One line longer than maxChars (a long text): its start.
         let mut cut = max_chars;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        let cut = text[..cut].rfind('\n').unwrap_or(cut);
-        notes.push(format!(
-            "cut at maxChars={max_chars}: {} more characters; narrow it with selector, depth or interactive=true",
-            text.len() - cut
-        ));
         text.truncate(cut);
     }
-    let truncated = walk.limit_hit || walk.depth_cut > 0 || text.len() < full_len;
+    let in_parts = parts.len() > 1;
+    if in_parts {
+        let total: usize = walk.lines.iter().map(|l| l.len() + 1).sum::<usize>().saturating_sub(1);
+        let next = if part < parts.len() as u32 {
+            format!("part={} gives the next", part + 1)
+        } else {
+            "this is the last".to_string()
+        };
+        notes.push(format!(
+            "cut at maxChars={max_chars}: part {part} of {} ({total} characters in all); {next}; or search it with browser_find (GET /find, `browser-relay find`), narrow it with selector, depth or interactive=true, or raise maxChars",
+            parts.len(),
+        ));
+    }
+    let truncated = walk.limit_hit || walk.depth_cut > 0 || in_parts;
     let result = Snapshot {
         format: Format::Ai,
         snapshot: Some(text),
@@ -143,6 +170,26 @@ async fn take_ai(
     };
     let cut = walk.limit_hit || walk.depth_cut > 0;
     Ok((result, Issued { refs: walk.refs, next: walk.next_ref, cut }))
+}
+
+/// The snapshot's lines in parts of at most `max_chars` characters each
+/// (joined by newlines), cut between lines: `(first, end)` line ranges. A
+/// line longer than `max_chars` is a part of its own.
+fn parts(lines: &[String], max_chars: usize) -> Vec<(usize, usize)> {
+    let mut parts = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (index, line) in lines.iter().enumerate() {
+        let added = if index == start { line.len() } else { line.len() + 1 };
+        if index > start && size + added > max_chars {
+            parts.push((start, index));
+            start = index;
+            size = line.len();
+        } else {
+            size += added;
+        }
+    }
+    parts.push((start, lines.len()));
+    parts
 }
 
 /// The frame of the `<iframe>` that `selector` names in the top document.
@@ -193,6 +240,17 @@ async fn frame_in_session(conn: &Conn, session: &str, frame_id: &str) -> bool {
     tree.is_ok_and(|tree| tree.frame_tree.contains(frame_id))
 }
 
+impl WalkParams<'_> {
+    /// The indentation of a line `depth` levels down.
+    fn indent(&self, depth: u32) -> String {
+        match (self.interactive, self.lean) {
+            (true, _) => String::new(),
+            (false, true) => " ".repeat(depth as usize),
+            (false, false) => "  ".repeat(depth as usize),
+        }
+    }
+}
+
 type WalkFuture<'a> = Pin<Box<dyn Future<Output = Result<Walk, ControlError>> + Send + 'a>>;
 
 /// Walks one frame with the page script, then the iframes it could not
@@ -211,6 +269,7 @@ fn walk_frame<'a>(
         let arg = json!({
             "interactive": params.interactive,
             "compact": params.compact,
+            "lean": params.lean,
             "maxDepth": max_depth,
             "limit": limit,
             "refStart": ref_start,
@@ -268,7 +327,7 @@ fn walk_frame<'a>(
                 Ok(sub) => sub,
                 Err(error) => {
                     // One unreachable iframe must not cost the whole snapshot.
-                    let indent = if params.interactive { String::new() } else { "  ".repeat(depth as usize) };
+                    let indent = params.indent(depth);
                     inserts.entry(line).or_default().push(format!("{indent}- text: (frame not readable: {error})"));
                     continue;
                 }
@@ -278,7 +337,7 @@ fn walk_frame<'a>(
             walk.limit_hit |= sub.limit_hit;
             walk.depth_cut += sub.depth_cut;
             walk.refs.extend(sub.refs);
-            let indent = if params.interactive { String::new() } else { "  ".repeat(depth as usize) };
+            let indent = params.indent(depth);
             let spliced = inserts.entry(line).or_default();
             spliced.extend(sub.lines.into_iter().map(|l| format!("{indent}{l}")));
         }
@@ -287,7 +346,8 @@ fn walk_frame<'a>(
         } else {
             for (index, line) in lines.into_iter().enumerate() {
                 let has_children = inserts.contains_key(&index);
-                walk.lines.push(if has_children && !line.ends_with(':') { format!("{line}:") } else { line });
+                let colon = has_children && !params.lean && !line.ends_with(':');
+                walk.lines.push(if colon { format!("{line}:") } else { line });
                 if let Some(children) = inserts.remove(&index) {
                     walk.lines.extend(children);
                 }
@@ -304,7 +364,9 @@ fn walk_frame<'a>(
 fn check_aria_options(options: &TakeSnapshot) -> Result<(), ControlError> {
     let ai_only: Vec<&str> = [
         ("interactive", options.interactive),
+        ("full", options.full),
         ("compact", options.compact),
+        ("part", options.part.is_some()),
         ("selector", options.selector.is_some()),
         ("frame", options.frame.is_some()),
         ("maxChars", options.max_chars.is_some()),
@@ -443,6 +505,16 @@ async fn aria_child_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_snapshot_comes_in_parts_cut_between_lines() {
+        let lines: Vec<String> = ["- a", "- bb", "- ccc", "- dddddddddd", "- e"].map(String::from).to_vec();
+        assert_eq!(parts(&lines, 1_000), [(0, 5)], "one part when it fits");
+        // "- a\n- bb" is 8 characters; with "\n- ccc" 14.
+        assert_eq!(parts(&lines, 8), [(0, 2), (2, 3), (3, 4), (4, 5)], "a long line is a part of its own");
+        assert_eq!(parts(&lines, 14), [(0, 3), (3, 4), (4, 5)]);
+        assert_eq!(parts(&[], 10), [(0, 0)], "an empty snapshot is one empty part");
+    }
 
     #[test]
     fn aria_snapshots_refuse_the_options_of_the_ai_walk() {

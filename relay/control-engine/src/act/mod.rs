@@ -33,6 +33,7 @@ use crate::engine::Engine;
 use crate::error::ControlError;
 use crate::keys::{self, Chord};
 use crate::navigation::{MainFrameMove, main_frame_move};
+use crate::refs::RefsJoin;
 use crate::tabs::PageTarget;
 use input::{click_at, drag, mouse, press};
 use ready::{Budget, CLICKABLE, EDITABLE, HOVERABLE};
@@ -44,7 +45,7 @@ const SLOW_TYPING: Duration = Duration::from_millis(50);
 
 impl Handle<Act> for Engine {
     async fn handle(&self, request: Selected<Act>) -> Result<Profiled<ActOutcome>, ControlError> {
-        let Act { timeout_ms, snapshot, action } = request.request;
+        let Act { timeout_ms, snapshot, diff, action } = request.request;
         let timeout = clamp_act_timeout(timeout_ms);
         let evaluates = match &action {
             Action::Evaluate(_) => true,
@@ -87,6 +88,7 @@ impl Handle<Act> for Engine {
             result,
             page: None,
             snapshot: None,
+            changes: None,
         };
         if kind == "close" {
             return Ok(Profiled::new(&page.profile, outcome));
@@ -144,11 +146,23 @@ impl Handle<Act> for Engine {
             .filter(|tab| new_tabs.contains(&tab.target_id))
             .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
             .collect();
-        if snapshot && dialog.is_none() {
+        if (snapshot || diff) && dialog.is_none() {
             let listed = crate::snapshot::OptionsListed::FirstFew;
-            let taken =
-                self.snapshot_of(&page, &TakeSnapshot::default(), crate::refs::RefsJoin::Replace, listed).await?;
-            outcome.snapshot = taken.snapshot;
+            // What the agent last read of this page, if it is still the page.
+            let seen = match (diff, outcome.navigated) {
+                (true, false) => self.refs().get(&page.profile.name, &page.id).and_then(|table| table.seen.clone()),
+                _ => None,
+            };
+            let join = if seen.is_some() { RefsJoin::MergeIfCut } else { RefsJoin::Replace };
+            let taken = self.snapshot_of(&page, &TakeSnapshot::default(), join, listed).await?;
+            match seen {
+                Some(seen) => {
+                    let now = taken.snapshot.unwrap_or_default();
+                    outcome.changes = Some(crate::diff::changes(&seen, &now));
+                    outcome.snapshot = snapshot.then_some(now);
+                }
+                None => outcome.snapshot = taken.snapshot,
+            }
         }
         outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });
         Ok(Profiled::new(&page.profile, outcome))

@@ -547,7 +547,10 @@ pub struct TakeSnapshot {
     /// Only interactive elements, as a flat list.
     #[serde(default)]
     pub interactive: bool,
-    /// Drop unnamed structural wrappers.
+    /// The older, whole tree (Playwright's form).
+    #[serde(default)]
+    pub full: bool,
+    /// With full: drop unnamed wrappers.
     #[serde(default)]
     pub compact: bool,
     /// Levels to show.
@@ -556,9 +559,12 @@ pub struct TakeSnapshot {
     /// Nodes to show (default 5000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    /// Characters to return (default 100000).
+    /// Characters per part (default 100000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<usize>,
+    /// The part of a longer snapshot (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
     /// A CSS selector: only that element's subtree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
@@ -990,6 +996,10 @@ pub struct Act {
     /// Answer with the page's new snapshot too (its refs replace the tab's).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub snapshot: bool,
+    /// Answer with what changed in the page's snapshot since the last one
+    /// (the refs of what did not change stay as they were).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub diff: bool,
     #[serde(flatten)]
     pub action: Action,
 }
@@ -1002,7 +1012,7 @@ pub const ACT_TIMEOUT_MAX_MS: u64 = 60_000;
 
 impl Act {
     pub fn new(action: impl Into<Action>) -> Self {
-        Self { timeout_ms: None, snapshot: false, action: action.into() }
+        Self { timeout_ms: None, snapshot: false, diff: false, action: action.into() }
     }
 }
 
@@ -1026,9 +1036,16 @@ pub struct ActOutcome {
     /// The tab after the action (none after `close`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<PageState>,
-    /// With `snapshot: true`: the tab's new snapshot, in the `ai` format.
+    /// With `snapshot: true`: the tab's new snapshot, in the `ai` format
+    /// (with `diff: true` too when there is nothing to tell it against: no
+    /// snapshot before, or a navigation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
+    /// With `diff: true`: the snapshot's lines that changed since the last
+    /// one, each after a mark (`+` new, `-` gone, a space: an unchanged
+    /// ancestor); empty when nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
 }
 
 /// A tab as an agent checks it after acting: where it is, whether a dialog
@@ -1271,6 +1288,7 @@ mod tests {
             Act {
                 timeout_ms: Some(900),
                 snapshot: false,
+                diff: true,
                 action: Click { element: "e3".into(), ..Click::default() }.into(),
             },
         );

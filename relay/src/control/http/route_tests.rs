@@ -285,6 +285,7 @@ impl Canned for Act {
                 result: None,
                 page: None,
                 snapshot: None,
+                changes: None,
             },
         )
     }
@@ -467,17 +468,19 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
         ),
         (
             "GET",
-            "/snapshot?format=aria&interactive&compact=true&depth=2&limit=10&maxChars=500&selector=%23main&frame=f1&targetId=T1&token=x",
+            "/snapshot?format=aria&interactive&full=true&compact=true&depth=2&limit=10&maxChars=500&part=2&selector=%23main&frame=f1&targetId=T1&token=x",
             "",
             handed(
                 on(None, Some("T1")),
                 TakeSnapshot {
                     format: Format::Aria,
                     interactive: true,
+                    full: true,
                     compact: true,
                     depth: Some(2),
                     limit: Some(10),
                     max_chars: Some(500),
+                    part: Some(2),
                     selector: Some("#main".into()),
                     frame: Some("f1".into()),
                 },
@@ -565,12 +568,13 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
         (
             "POST",
             "/act",
-            r#"{"kind":"click","ref":"e1","profile":"work","targetId":"T1","timeoutMs":900,"doubleClick":true,"snapshot":true}"#,
+            r#"{"kind":"click","ref":"e1","profile":"work","targetId":"T1","timeoutMs":900,"doubleClick":true,"snapshot":true,"diff":true}"#,
             handed(
                 on(Some("work"), Some("T1")),
                 Act {
                     timeout_ms: Some(900),
                     snapshot: true,
+                    diff: true,
                     action: Click { element: "e1".into(), double_click: true, ..Click::default() }.into(),
                 },
             ),
@@ -592,6 +596,7 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
                 Act {
                     timeout_ms: None,
                     snapshot: false,
+                    diff: false,
                     action: Action::Wait(WaitFor { text: Some("Done".into()), ..WaitFor::default() }),
                 },
             ),
