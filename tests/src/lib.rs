@@ -237,6 +237,21 @@ pub async fn wait_for_stats(
     }
 }
 
+/// Runs `snapshot` (a `browser-relay snapshot` command, native or under
+/// Wine, set to reach serve's control API) and checks that the agent's
+/// CLI read the shared fixture index with refs.
+pub async fn cli_snapshot_shows_the_index(mut snapshot: std::process::Command) -> anyhow::Result<()> {
+    let printed = tokio::task::spawn_blocking(move || snapshot.output()).await??;
+    let text = String::from_utf8_lossy(&printed.stdout);
+    anyhow::ensure!(
+        printed.status.success() && text.contains("Fixture Index") && text.contains("[ref=e"),
+        "the CLI's snapshot ({}): {text}{}",
+        printed.status,
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    Ok(())
+}
+
 /// `node tests/js/<script>`, run from tests/ and killed with the test, with
 /// a temporary folder of its own (the returned guard removes it).
 /// Playwright keeps a folder per connection in the temporary folder and

@@ -59,14 +59,7 @@ async fn the_native_serve_serves_the_real_extension_and_playwright() -> anyhow::
     // the shared tab.
     let mut snapshot = std::process::Command::new(native_exe()?);
     snapshot.args(["snapshot", "--control-port", &control]).env("BROWSER_RELAY_HOME", home.path());
-    let printed = tokio::task::spawn_blocking(move || snapshot.output()).await??;
-    let text = String::from_utf8_lossy(&printed.stdout);
-    anyhow::ensure!(
-        printed.status.success() && text.contains("Fixture Index") && text.contains("[ref=e"),
-        "the CLI's snapshot ({}): {text}{}",
-        printed.status,
-        String::from_utf8_lossy(&printed.stderr)
-    );
+    e2e::cli_snapshot_shows_the_index(snapshot).await?;
 
     // The secret never went to a log.
     anyhow::ensure!(!serve.log_text().contains(token.as_str()), "serve's log holds the token");

@@ -134,14 +134,7 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     let control_port = control.to_string();
     let mut snapshot = wine(&exe, &home);
     snapshot.args(["snapshot", "--control-port", &control_port]);
-    let printed = tokio::task::spawn_blocking(move || snapshot.output()).await??;
-    let text = String::from_utf8_lossy(&printed.stdout);
-    anyhow::ensure!(
-        printed.status.success() && text.contains("Fixture Index") && text.contains("[ref=e"),
-        "the CLI's snapshot ({}): {text}{}",
-        printed.status,
-        String::from_utf8_lossy(&printed.stderr)
-    );
+    e2e::cli_snapshot_shows_the_index(snapshot).await?;
     let mut mcp = wine(&exe, &home);
     mcp.args(["mcp", "--control-port", &control_port]);
     let secret = token.as_str().to_string();
