@@ -2,7 +2,7 @@
 // server answers after DELAYS_MS, one popup each): Playwright's `popup`
 // event fires for each, `waitForLoadState` returns, and the popup shows
 // the page it was opened on. Then each popup is closed, and the user's tab
-// stays where it was.
+// stays where it was. Last, the same for a popup of a tab the client opened.
 //
 // Env: RELAY_HTTP, FIXTURE, DELAYS_MS (comma-separated milliseconds).
 // The relay is attached to one page, at `${FIXTURE}/index.html`.
@@ -33,6 +33,20 @@ run(async () => {
       ok(`a popup whose page took ${delay} ms`);
     }
     check(user.url() === `${FIXTURE}/index.html`, "the user's tab stays", user.url());
+    // The same from a tab the client opened (conformance's left_behind_tabs,
+    // whose `waitForEvent('popup')` once timed out): its popup is a
+    // grandchild of the shared tab, announced the same way.
+    const page = await bounded(context.newPage(), 'newPage');
+    await bounded(page.goto(`${FIXTURE}/popup.html`), 'goto popup.html');
+    const slowest = Math.max(...delays);
+    const url = `${FIXTURE}/status/200?delay=${slowest}`;
+    const [popup] = await bounded(
+      Promise.all([page.waitForEvent('popup'), page.evaluate((u) => void window.open(u), url)]),
+      `the popup of ${slowest} ms of the client's tab`
+    );
+    await bounded(popup.waitForLoadState(), `the popup of ${slowest} ms of the client's tab loaded`);
+    check(popup.url() === url, "the client's tab's popup shows its page", popup.url());
+    ok(`a popup of the client's own tab, whose page took ${slowest} ms`);
   } finally {
     await browser.close();
   }

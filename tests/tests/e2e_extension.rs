@@ -86,7 +86,8 @@ async fn popups_of_a_shared_tab_are_attached() {
 /// `waitForLoadState` still come, with the popup on its page. The delays
 /// straddle how long the relay waits for a popup's first commit before it
 /// announces it on its empty document (issue 42: conformance `churn`'s
-/// `popup.waitForLoadState` timed out under load).
+/// `popup.waitForLoadState` timed out under load), also from a tab the
+/// client opened (conformance `left_behind_tabs`' `waitForEvent('popup')`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn popups_whose_first_document_is_slow_reach_playwright_loaded() {
     let (env, _) = ExtensionEnv::sharing_index().await.expect("environment sharing a tab");
@@ -94,7 +95,9 @@ async fn popups_whose_first_document_is_slow_reach_playwright_loaded() {
     node_env.push(("DELAYS_MS", "0,1500,1950,2000,2050,2100,2500,3500".to_string()));
     let out = e2e::run_node("playwright_slow_popups.mjs", &node_env).await.unwrap_or_else(|e| panic!("{e:#}"));
     assert!(out.contains("ok - a popup whose page took 3500 ms"), "{out}");
-    // Each popup closed; the user's tab is the one left.
+    assert!(out.contains("ok - a popup of the client's own tab, whose page took 3500 ms"), "{out}");
+    // Each popup closed, and the client's tab and its popup with the client
+    // (it left without closing them); the user's tab is the one left.
     env.wait_for_tabs(1, Duration::from_secs(10)).await.unwrap();
 }
 
