@@ -165,8 +165,8 @@ function renderProfiles(overview) {
       shownTabs.add(tab.targetId);
       if (watching && watching.targetId === tab.targetId) watching.title = tab.title || tab.url;
       const row = el("div", { class: "tab", "data-tab": tab.targetId },
-        el("span", { class: "title" }, tab.title || "(untitled)"),
-        el("span", { class: "url" }, tab.url));
+        el("span", { class: "title", title: tab.title || "" }, tab.title || "(untitled)"),
+        el("span", { class: "url", title: tab.url }, tab.url));
       if (shared) {
         const clients = (tab.clients || []).map((id) => clientNames.get(id) || `#${id}`);
         const badge = tab.grant
@@ -240,6 +240,18 @@ function renderClients(clients) {
   document.getElementById("no-clients").hidden = clients.length > 0;
 }
 
+// A cell shown on one line, cut with an ellipsis (a long URL would make a
+// row five lines tall); the whole text on hover.
+function cut(cell, whole = cell.textContent) {
+  cell.replaceChildren(el("span", { class: "cut", title: whole }, cell.textContent));
+  return cell;
+}
+
+// "http://host/path" as "host/path": the part that tells pages apart.
+function withoutScheme(url) {
+  return url && url.replace(/^https?:\/\//, "");
+}
+
 function renderActivity(entries, droppedToday) {
   const dropped = document.getElementById("activity-dropped");
   dropped.hidden = !droppedToday;
@@ -248,10 +260,10 @@ function renderActivity(entries, droppedToday) {
     : "";
   const body = document.querySelector("#activity tbody");
   body.replaceChildren(...entries.map((entry) => el("tr", { "data-kind": entry.kind },
-    el("td", {}, new Date(entry.at).toLocaleTimeString()),
-    el("td", {}, (entry.source === "agent" ? `agent (${entry.client})` : entry.clientId ? `${entry.client} #${entry.clientId}` : entry.client)
-      + (entry.grant ? ` [grant ${entry.grant}]` : "")),
-    el("td", { class: "url" }, [entry.profile, entry.url || entry.tab].filter(Boolean).join(" · ")),
+    el("td", { class: "time" }, new Date(entry.at).toLocaleTimeString()),
+    cut(el("td", { class: "who" }, (entry.source === "agent" ? `agent (${entry.client})` : entry.clientId ? `${entry.client} #${entry.clientId}` : entry.client)
+      + (entry.grant ? ` [grant ${entry.grant}]` : ""))),
+    cut(el("td", { class: "url" }, [entry.profile, withoutScheme(entry.url) || entry.tab].filter(Boolean).join(" · ")), entry.url),
     el("td", {}, `${entry.summary}${entry.count > 1 ? ` ×${entry.count}` : ""}${entry.failed ? " (failed)" : ""}`))));
 }
 
