@@ -4,16 +4,18 @@
 # link stubs scripts/package.sh uses from Linux): the release workflow
 # (.github/workflows/release.yml) runs it on Windows and both Macs.
 #   scripts/package-native.sh PLATFORM     macos-aarch64, macos-x86_64 or windows-x86_64
-# The archive has the name and the contents scripts/package.sh gives it:
-# browser-relay-<version>-<platform>.tar.gz (.zip on Windows) with the
-# binary, the built extension/, INSTALL.txt (and on macOS "Start Browser
-# Relay.command"). Keep the two in step: a change to what package.sh puts
-# in an archive is a change here too.
+# The archive and its symbols archive have the names and the contents
+# scripts/package.sh gives them (both use scripts/archive.sh):
+# browser-relay-<version>-<platform>.tar.gz (.zip on Windows) and
+# browser-relay-<version>-<platform>-symbols.tar.gz (.zip; on Windows the
+# PDB, on a Mac the dSYM).
 # BROWSER_RELAY_SIGN_HOOK, when set, is a command run on the binary before
 # it is archived (the release workflow signs there, when it has a
 # certificate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/archive.sh
+source scripts/archive.sh
 platform="${1:?usage: $0 macos-aarch64|macos-x86_64|windows-x86_64}"
 case "$platform" in
   macos-aarch64) target=aarch64-apple-darwin exe=browser-relay ;;
@@ -29,38 +31,18 @@ mkdir -p "$dist"
 
 step "building the extension"
 ./scripts/build-extension.sh
-extension_files=(manifest.json background.js options.html options.js icons pkg EXTENSION_ID)
-for f in "${extension_files[@]}"; do
-  [ -e "extension/$f" ] || { echo "extension/$f is missing" >&2; exit 1; }
-done
+check_extension_built
 
-step "building browser-relay for $platform ($target, release, on this system)"
-cargo build --release --locked -p browser-relay --target "$target"
-binary="${CARGO_TARGET_DIR:-target}/$target/release/$exe"
+step "building browser-relay for $platform ($target, the dist profile, on this system)"
+cargo build --profile dist --locked -p browser-relay --target "$target"
+binary="${CARGO_TARGET_DIR:-target}/$target/dist/$exe"
+symbols="$dist/.symbols-$platform"
+rm -rf "$symbols"
+keep_debug_info_apart "$platform" "$binary" "$symbols"
 if [ -n "${BROWSER_RELAY_SIGN_HOOK:-}" ]; then
   step "signing: $BROWSER_RELAY_SIGN_HOOK $binary"
   $BROWSER_RELAY_SIGN_HOOK "$binary"
 fi
-
-name="browser-relay-$version-$platform"
-stage="$dist/$name"
-rm -rf "$stage"
-mkdir -p "$stage/extension"
-cp "$binary" "$stage/"
-for f in "${extension_files[@]}"; do cp -R "extension/$f" "$stage/extension/"; done
-os=${platform%%-*}
-sed -e "s/@VERSION@/$version/g" -e "s/@PLATFORM@/$platform/g" "scripts/install/INSTALL-$os.txt" > "$stage/INSTALL.txt"
-if [[ "$os" == macos ]]; then
-  cp -p "scripts/install/Start Browser Relay.command" "$stage/"
-fi
-if [[ "$platform" == windows-* ]]; then
-  sed -i 's/$/\r/' "$stage/INSTALL.txt"
-  # Windows runners have `python`, not always `python3`.
-  python=$(command -v python3 || command -v python)
-  (cd "$dist" && "$python" -m zipfile -c "$name.zip" "$name" >/dev/null)
-  step "$dist/$name.zip"
-else
-  tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
-  step "$dist/$name.tar.gz"
-fi
-rm -rf "$stage"
+step "$(pack_archive "$platform" "$binary" "$dist" "$version")"
+pack_symbols "$dist" "$version" "$platform" "$symbols"
+ls -l "$dist"

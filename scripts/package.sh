@@ -7,12 +7,14 @@
 #   browser-relay-<version>-windows-x86_64.zip     (MinGW-w64)
 # each with the binary, the built extension (extension/, to load unpacked)
 # and INSTALL.txt for its system (macOS: and "Start Browser Relay.command",
-# to double-click); the extension as a zip for the Chrome Web
-# Store (browser-relay-extension-<version>-store.zip: the manifest without
-# its development "key", which the store refuses); and SHA256SUMS.
-# The binaries are stripped of their debug info, which goes to
-# browser-relay-<version>-symbols.tar.gz (<platform>/browser-relay.debug,
-# for symbolicating a crash report; the binary names it by a GNU debuglink).
+# to double-click; scripts/archive.sh makes them, as for package-native.sh);
+# the extension as a zip for the Chrome Web Store
+# (browser-relay-extension-<version>-store.zip: the manifest without its
+# development "key", which the store refuses); and SHA256SUMS.
+# The binaries are built with the `dist` profile (Cargo.toml: release with
+# fat LTO) and stripped of their debug info, which goes to
+# browser-relay-<version>-<platform>-symbols.tar.gz (<exe>.debug, for
+# symbolicating a crash report; the binary names it by a GNU debuglink).
 # Beside them, install.sh and install.ps1 (the one-line installs, which
 # take such a folder as their base URL), browser-relay.rb (a Homebrew formula) and browser-relay.json
 # (a Scoop manifest), from the archives' SHA-256, with URLs under
@@ -23,48 +25,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+# shellcheck source=scripts/archive.sh
+source scripts/archive.sh
 ./scripts/setup.sh
 BROWSER_RELAY_EXTRA_TARGETS=aarch64-unknown-linux-gnu ./scripts/cross-setup.sh
 # shellcheck source=scripts/cross-env.sh
 source scripts/cross-env.sh
 
 version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
-platforms=(${PACKAGE_TARGETS:-linux-x86_64 linux-aarch64 macos-aarch64 macos-x86_64 windows-x86_64})
+read -r -a platforms <<<"${PACKAGE_TARGETS:-linux-x86_64 linux-aarch64 macos-aarch64 macos-x86_64 windows-x86_64}"
 dist=dist
 rm -rf "$dist"
 mkdir -p "$dist"
 
 step "building the extension"
 ./scripts/build-extension.sh
-# What Chrome loads: everything of extension/ but its build notes.
-extension_files=(manifest.json background.js options.html options.js icons pkg EXTENSION_ID)
-for f in "${extension_files[@]}"; do
-  [ -e "extension/$f" ] || { echo "extension/$f is missing" >&2; exit 1; }
-done
+check_extension_built
 
-# Debug info apart, to make the download smaller (issue 45). ELF (Linux)
-# and PE (Windows, MinGW's objcopy) binaries: the DWARF sections go to
-# SYMBOLS/<exe>.debug, the binary keeps its symbol table (a panic's
-# backtrace still names functions) and a debuglink to the file, which gdb,
-# lldb and addr2line follow. macOS: nothing to split, the binary has no
-# DWARF (rustc leaves it in the object files there, split-debuginfo's
-# default on Apple targets) and any change would void zig's ad hoc
-# signature; so no macOS symbols (there is no dsymutil run to make a dSYM).
 command -v llvm-objcopy >/dev/null 2>&1 || apt_install llvm
-split_debug_info() { # platform, binary, symbols folder
-  local objcopy
-  case "$1" in
-    linux-*) objcopy=llvm-objcopy ;;
-    windows-*) objcopy=x86_64-w64-mingw32-objcopy ;;
-    *) return 0 ;;
-  esac
-  mkdir -p "$3"
-  local debug
-  debug="$3/$(basename "$2").debug"
-  "$objcopy" --only-keep-debug "$2" "$debug"
-  "$objcopy" --strip-debug --add-gnu-debuglink="$debug" "$2"
-}
-symbols="$dist/browser-relay-$version-symbols"
 sizes=()
 
 triple() {
@@ -80,17 +58,17 @@ triple() {
 
 for platform in "${platforms[@]}"; do
   target=$(triple "$platform")
-  step "building browser-relay for $platform ($target, release)"
+  step "building browser-relay for $platform ($target, the dist profile: release with whole-program optimisation)"
   case "$platform" in
-    linux-x86_64 | windows-*) cargo build --release --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
-    *) cargo-zigbuild zigbuild --release --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
+    linux-x86_64 | windows-*) cargo build --profile dist --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
+    *) cargo-zigbuild zigbuild --profile dist --locked -p browser-relay --target "$target" --target-dir "$cross_target_dir" ;;
   esac
   exe=browser-relay
   [[ "$platform" == windows-* ]] && exe=browser-relay.exe
   if [[ "$platform" == macos-aarch64 ]]; then
     # macOS kills an arm64 program without a code signature at its first
     # instruction; zig's linker signs ad hoc. Checked, as no Mac runs here.
-    python3 - "$cross_target_dir/$target/release/$exe" <<'PY'
+    python3 - "$cross_target_dir/$target/dist/$exe" <<'PY'
 import struct, sys
 data = open(sys.argv[1], "rb").read()
 magic, _, _, _, ncmds = struct.unpack_from("<IiiII", data)
@@ -104,40 +82,21 @@ LC_CODE_SIGNATURE = 0x1D
 sys.exit(0 if LC_CODE_SIGNATURE in commands else f"{sys.argv[1]} has no code signature: macOS would kill it")
 PY
   fi
-  name="browser-relay-$version-$platform"
-  stage="$dist/$name"
-  mkdir -p "$stage/extension"
-  cp "$cross_target_dir/$target/release/$exe" "$stage/"
-  unstripped=$(stat -c %s "$stage/$exe")
-  split_debug_info "$platform" "$stage/$exe" "$symbols/$platform"
-  for f in "${extension_files[@]}"; do cp -R "extension/$f" "$stage/extension/"; done
-  os=${platform%%-*}
-  sed -e "s/@VERSION@/$version/g" -e "s/@PLATFORM@/$platform/g" "scripts/install/INSTALL-$os.txt" > "$stage/INSTALL.txt"
-  # What a Mac user double-clicks (the binary alone would only print its
-  # help in Terminal): serve with the pairing link, as a double-click on
-  # Windows runs.
-  if [[ "$os" == macos ]]; then
-    cp -p "scripts/install/Start Browser Relay.command" "$stage/"
-  fi
-  if [[ "$platform" == windows-* ]]; then
-    # Windows users expect CRLF in a text file they open in Notepad.
-    sed -i 's/$/\r/' "$stage/INSTALL.txt"
-    (cd "$dist" && python3 -m zipfile -c "$name.zip" "$name" >/dev/null)
-  else
-    tar -C "$dist" -czf "$dist/$name.tar.gz" "$name"
-  fi
-  archive=$(ls "$dist/$name".*)
-  sizes+=("$(awk -v p="$platform" -v built="$unstripped" -v stripped="$(stat -c %s "$stage/$exe")" \
+  built="$dist/.built/$platform"
+  rm -rf "$built"
+  mkdir -p "$built"
+  cp "$cross_target_dir/$target/dist/$exe" "$built/"
+  unstripped=$(stat -c %s "$built/$exe")
+  keep_debug_info_apart "$platform" "$built/$exe" "$built/symbols"
+  archive=$(pack_archive "$platform" "$built/$exe" "$dist" "$version")
+  pack_symbols "$dist" "$version" "$platform" "$built/symbols"
+  sizes+=("$(awk -v p="$platform" -v built="$unstripped" -v stripped="$(stat -c %s "$built/$exe")" \
     -v name="$(basename "$archive")" -v packed="$(stat -c %s "$archive")" \
     'BEGIN { printf "%-16s %6.1f MB built, %6.1f MB stripped; %s %6.1f MB", p, built / 1e6, stripped / 1e6, name, packed / 1e6 }')")
-  rm -rf "$stage"
+  rm -rf "$built"
 done
+rmdir "$dist/.built"
 
-if [ -d "$symbols" ]; then
-  step "the debug info, apart: $(basename "$symbols").tar.gz"
-  tar -C "$dist" -czf "$symbols.tar.gz" "$(basename "$symbols")"
-  rm -rf "$symbols"
-fi
 # The one-line installers, for .../releases/latest/download/install.sh.
 cp install.sh install.ps1 "$dist/"
 step "browser-relay.rb (Homebrew) and browser-relay.json (Scoop)"

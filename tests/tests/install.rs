@@ -87,6 +87,7 @@ fn release_folder() -> tempfile::TempDir {
         "browser-relay-0.10.0-windows-x86_64.zip",
         "browser-relay-extension-0.10.0-store.zip",
         "browser-relay-0.10.0-symbols.tar.gz",
+        format!("browser-relay-0.10.0-{platform}-symbols.tar.gz").as_str(),
     ] {
         std::fs::write(release.path().join(decoy), decoy).unwrap();
     }
@@ -225,8 +226,9 @@ async fn install_sh_refuses_an_archive_sha256sums_does_not_list() {
 #[test]
 fn install_ps1_takes_the_archive_package_sh_names_and_checks_it_first() {
     let script = std::fs::read_to_string(repo_root().join("install.ps1")).unwrap();
-    let package = std::fs::read_to_string(repo_root().join("scripts/package.sh")).unwrap();
-    assert!(package.contains("windows-x86_64") && package.contains("\"$name.zip\""), "package.sh's Windows archive");
+    // package.sh (and package-native.sh) name their archives in archive.sh.
+    let package = std::fs::read_to_string(repo_root().join("scripts/archive.sh")).unwrap();
+    assert!(package.contains("windows") && package.contains("\"$name.zip\""), "package.sh's Windows archive");
     assert!(script.contains(r#"'^browser-relay-(?<version>[0-9][^\s]*)-windows-x86_64\.zip$'"#), "its pattern");
     for option in ["$BaseUrl", "$Version", "$Prefix"] {
         assert!(script.contains(option), "{option}");
