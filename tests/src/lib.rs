@@ -268,6 +268,12 @@ pub fn node_command(script: &str) -> anyhow::Result<(tokio::process::Command, te
 
 /// Runs a Node client script (killed if it outlives 4 minutes or the test).
 pub async fn run_node(script: &str, env: &[(&str, String)]) -> anyhow::Result<String> {
+    run_node_within(script, env, Duration::from_secs(240)).await
+}
+
+/// Runs a Node client script that may take up to `within` (a soak's), killed
+/// after that or with the test.
+pub async fn run_node_within(script: &str, env: &[(&str, String)], within: Duration) -> anyhow::Result<String> {
     let dir = tests_dir();
     if !dir.join("node_modules/playwright-core").exists() {
         bail!("tests/node_modules is missing: run `npm ci` in tests/ (the README's test command does)");
@@ -276,9 +282,9 @@ pub async fn run_node(script: &str, env: &[(&str, String)]) -> anyhow::Result<St
     for (key, value) in env {
         command.env(key, value);
     }
-    let output = tokio::time::timeout(Duration::from_secs(240), command.output())
+    let output = tokio::time::timeout(within, command.output())
         .await
-        .with_context(|| format!("{script} ran for more than 4 minutes"))?
+        .with_context(|| format!("{script} ran for more than {within:?}"))?
         .with_context(|| format!("running node {script}"))?;
     let text = format!(
         "--- stdout ---\n{}\n--- stderr ---\n{}",

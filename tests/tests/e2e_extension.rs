@@ -368,7 +368,9 @@ async fn an_agent_beside_a_script_loop_gets_every_call_answered() {
     node_env.push(("TOTAL_TIMEOUT_MS", ((secs + 30) * 1000).to_string()));
     node_env.push(("USER_URL", user_url.clone()));
     node_env.push(("USER_TITLE", "Fixture Form".to_string()));
-    let script = tokio::spawn(async move { e2e::run_node("script_loop.mjs", &node_env).await });
+    // The loop stops itself after `secs`; the deadline is its own (30 s) and a minute more.
+    let within = Duration::from_secs(secs + 90).max(Duration::from_secs(240));
+    let script = tokio::spawn(async move { e2e::run_node_within("script_loop.mjs", &node_env, within).await });
 
     // What the relay's process holds (it runs in this one): read after a
     // quarter of the run, when every cache has had its first fill, and at
