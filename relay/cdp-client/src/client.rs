@@ -17,9 +17,9 @@ use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, header};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::EndpointError;
+use crate::endpoint_error::EndpointError;
 use crate::net::{Dial, Stream};
-use crate::protocol::Command;
+use crate::protocol::{CdpEvent, Command};
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum CdpError {
@@ -35,14 +35,6 @@ pub enum CdpError {
     /// An answer that is not the command's result type.
     #[error("{method}: unexpected answer ({reason})")]
     Unexpected { method: String, reason: String },
-}
-
-/// An event as received.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CdpEvent {
-    pub method: String,
-    pub params: Value,
-    pub session_id: Option<String>,
 }
 
 /// Completes one call; runs in the reader task, in the order replies arrive.

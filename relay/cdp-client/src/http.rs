@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_util::rt::TokioIo;
 
-use crate::endpoint::EndpointError;
+use crate::endpoint_error::EndpointError;
 use crate::net::Dial;
 
 /// Every request must finish within this.

@@ -5,10 +5,11 @@
 //!   endpoint (or an in-process [`Channels`] pair, a managed browser's pipe): numbered calls matched by id, events in order on a channel.
 //! - [`http`]: a small HTTP/1.1 client (a browser's `/json/*`, the CLI and
 //!   the tests talking to the control API).
-//! - [`protocol`]: typed CDP commands and events, the ones the engines use.
+//! - [`protocol`]: typed CDP commands and events, the ones the engines use,
+//!   and [`CdpEvent`], an event as received.
 //! - [`endpoint`]: the one way to turn a CDP endpoint (`http(s)://…`,
-//!   `ws(s)://…`) into a browser WebSocket URL, and [`EndpointError`], why
-//!   an endpoint could not be reached.
+//!   `ws(s)://…`) into a browser WebSocket URL; [`EndpointError`] (its own
+//!   module, below `net` and `http`), why an endpoint could not be reached.
 //! - [`net`]: how an endpoint is reached ([`Dial`]: headers that are
 //!   [`Secret`]s, TLS roots, connect and handshake deadlines).
 //!
@@ -19,10 +20,12 @@
 // requests) are namespaces other crates use as such; the rest is here.
 mod client;
 pub mod endpoint;
+mod endpoint_error;
 pub mod http;
 mod net;
 pub mod protocol;
 
-pub use client::{CdpClient, CdpError, CdpEvent, Channels, USER_AGENT, redact};
-pub use endpoint::EndpointError;
+pub use client::{CdpClient, CdpError, Channels, USER_AGENT, redact};
+pub use endpoint_error::EndpointError;
 pub use net::{CONNECT_WITHIN, Dial, HANDSHAKE_WITHIN, Secret};
+pub use protocol::CdpEvent;

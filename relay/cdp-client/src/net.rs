@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::either::Either;
 
-use crate::endpoint::EndpointError;
+use crate::endpoint_error::EndpointError;
 
 /// How long a TCP connection to a remote endpoint may take unless the
 /// caller says otherwise (the seed's `remoteCdpTimeoutMs`).

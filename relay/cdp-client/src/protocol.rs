@@ -10,7 +10,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::CdpEvent;
+/// An event as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CdpEvent {
+    pub method: String,
+    pub params: Value,
+    pub session_id: Option<String>,
+}
 
 /// A CDP command: its method and the result it answers with.
 pub trait Command: Serialize {

@@ -17,7 +17,7 @@ use relay_engine::{Answer, AnsweredBy, AskError, Relay};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::http::error_body;
+use super::error::error_body;
 
 /// How long `GET /asks?wait` waits for a change.
 const WAIT_AT_MOST: Duration = Duration::from_secs(25);

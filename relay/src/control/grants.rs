@@ -5,12 +5,20 @@
 //! close at once). No answer carries a key: the CLI derives them from the
 //! secret it reads itself.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::http::GrantsState;
+/// What the grants' routes need.
+#[derive(Debug, Clone)]
+pub(crate) struct GrantsState {
+    pub lent: Arc<crate::lent::Lent>,
+    /// For each grant's tabs and clients (none in the route tests).
+    pub relay: Option<relay_engine::Relay>,
+}
 
 /// One grant as `GET /grants` shows it.
 #[derive(Debug, Clone, Serialize)]

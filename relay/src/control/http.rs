@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use activity::{ActivityRecord, Source};
 
+use crate::control::error::error_body;
+use crate::control::grants::GrantsState;
 use crate::control::ui::Dashboard;
 use crate::net::guard::Guard;
 use crate::net::sessions::{ANSWER_HEADER, REQUEST_HEADER, SessionNonces, Sessions};
@@ -35,13 +37,13 @@ pub(crate) const MAX_BODY: usize = 1 << 20;
 const SESSION_BODY_MAX: usize = 512;
 
 /// One route: how it is called, and how it joins the router.
-struct Entry<E> {
+struct RouteEntry<E> {
     method: Method,
     path: &'static str,
     handler: MethodRouter<E>,
 }
 
-fn entry<E, R>() -> Entry<E>
+fn entry<E, R>() -> RouteEntry<E>
 where
     E: Handle<R> + Lend + Clone + Send + Sync + 'static,
     R: Route,
@@ -51,13 +53,13 @@ where
         Method::Post => post(answer::<E, R>),
         Method::Delete => delete(answer::<E, R>),
     };
-    Entry { method: R::METHOD, path: R::PATH, handler }
+    RouteEntry { method: R::METHOD, path: R::PATH, handler }
 }
 
 macro_rules! entries {
     ($($route:ident),*) => {
         /// Every route, in the order the docs list them.
-        fn entries<E: ControlApi>() -> Vec<Entry<E>> {
+        fn entries<E: ControlApi>() -> Vec<RouteEntry<E>> {
             vec![$(entry_of::<E, $route>()),*]
         }
     };
@@ -66,13 +68,17 @@ control_engine::for_each_route!(entries);
 
 /// A route's entry; screenshots may answer with the image itself
 /// (`Accept: image/*`), so they have a handler of their own.
-fn entry_of<E, R>() -> Entry<E>
+fn entry_of<E, R>() -> RouteEntry<E>
 where
     E: ControlApi + Handle<R>,
     R: Route,
 {
     if R::PATH == TakeScreenshot::PATH {
-        return Entry { method: TakeScreenshot::METHOD, path: TakeScreenshot::PATH, handler: post(screenshot::<E>) };
+        return RouteEntry {
+            method: TakeScreenshot::METHOD,
+            path: TakeScreenshot::PATH,
+            handler: post(screenshot::<E>),
+        };
     }
     entry::<E, R>()
 }
@@ -96,7 +102,7 @@ pub(crate) fn router<E: ControlApi>(engine: E, guard: Guard) -> Router {
 pub(crate) fn router_with<E: ControlApi>(engine: E, guard: Guard, extras: Extras) -> Router {
     let mut router = Router::new();
     let mut listed = Vec::new();
-    for Entry { method, path, handler } in entries::<E>() {
+    for RouteEntry { method, path, handler } in entries::<E>() {
         listed.push(format!("{} {path}", method_name(method)));
         router = router.route(path, handler);
     }
@@ -235,14 +241,6 @@ impl Recorder {
     }
 }
 
-/// What the grants' routes need.
-#[derive(Debug, Clone)]
-pub(crate) struct GrantsState {
-    pub lent: Arc<crate::lent::Lent>,
-    /// For each grant's tabs and clients (none in the route tests).
-    pub relay: Option<relay_engine::Relay>,
-}
-
 /// `POST /session {"nonce", "grant"?}`: this server's nonce and proof of
 /// the pairing token, or of the grant's control key (see `net::sessions`);
 /// the client derives its session secret.
@@ -325,14 +323,6 @@ async fn signed(response: Response, sessions: &Sessions, nonces: &SessionNonces,
         parts.headers.insert(ANSWER_HEADER, value);
     }
     Response::from_parts(parts, axum::body::Body::from(bytes))
-}
-
-pub(crate) fn error_body(status: StatusCode, code: &str, message: &str, hint: Option<String>) -> Response {
-    let mut error = json!({"code": code, "message": message});
-    if let Some(hint) = hint {
-        error["hint"] = json!(hint);
-    }
-    (status, axum::Json(json!({"error": error}))).into_response()
 }
 
 /// An engine error as a response, its hint in the words of the surface

@@ -4,6 +4,7 @@
 
 pub(crate) mod asks;
 pub(crate) mod client;
+pub(crate) mod error;
 pub(crate) mod grants;
 pub(crate) mod http;
 pub(crate) mod ui;

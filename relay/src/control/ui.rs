@@ -205,7 +205,7 @@ async fn overview(State(dashboard): State<Dashboard>) -> Response {
         listed.push(entry);
     }
     let grants =
-        crate::control::http::GrantsState { lent: dashboard.lent.clone(), relay: Some(dashboard.relay.clone()) };
+        crate::control::grants::GrantsState { lent: dashboard.lent.clone(), relay: Some(dashboard.relay.clone()) };
     axum::Json(json!({
         "profiles": listed,
         "extension": dashboard.relay.status_json(),
