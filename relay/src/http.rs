@@ -42,6 +42,25 @@ pub(crate) fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowser
     Router::new()
         .route("/", get(root))
         .route("/extension/status", get(extension_status))
+        .merge(json_routes())
+        .nest("/profiles/{name}", json_routes())
+        .route("/cdp", get(browser_ws))
+        .route("/devtools/browser/{id}", get(browser_ws_with_id))
+        .route("/devtools/page/{id}", get(page_ws))
+        .route("/extension", get(extension_ws))
+        .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(persons_profiles))
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(guard, guard_layer))
+}
+
+/// Chrome's `/json` routes, one table mounted twice: at the root for the
+/// person's shared tabs, under `/profiles/{name}` for a served profile's
+/// browser ([`Browser`] tells the handlers which), so a route added here
+/// is there for both.
+fn json_routes() -> Router<AppState> {
+    Router::new()
         .route("/json/version", get(json_version))
         .route("/json/version/", get(json_version))
         .route("/json", get(json_list))
@@ -53,28 +72,29 @@ pub(crate) fn router(relay: Relay, guard: Guard, browsers: Option<ManagedBrowser
         .route("/json/new", put(json_new).fallback(json_new_verb))
         .route("/json/activate/{id}", get(json_activate).put(json_activate))
         .route("/json/close/{id}", get(json_close).put(json_close))
-        .route("/cdp", get(browser_ws))
-        .route("/devtools/browser/{id}", get(browser_ws_with_id))
-        .route("/devtools/page/{id}", get(page_ws))
-        .route("/extension", get(extension_ws))
-        // A managed profile's own CDP, behind the same guard and token.
-        .route("/profiles/{name}/json/version", get(profile_version))
-        .route("/profiles/{name}/json/version/", get(profile_version))
-        .route("/profiles/{name}/json", get(profile_list))
-        .route("/profiles/{name}/json/", get(profile_list))
-        .route("/profiles/{name}/json/list", get(profile_list))
-        .route("/profiles/{name}/json/list/", get(profile_list))
-        .route("/profiles/{name}/json/protocol", get(profile_protocol))
-        .route("/profiles/{name}/json/protocol/", get(profile_protocol))
-        .route("/profiles/{name}/json/new", put(profile_new).fallback(json_new_verb))
-        .route("/profiles/{name}/json/activate/{id}", get(profile_activate).put(profile_activate))
-        .route("/profiles/{name}/json/close/{id}", get(profile_close).put(profile_close))
-        .route("/profiles/{name}/devtools/{kind}/{id}", get(profile_ws))
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn(persons_profiles))
-        .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(guard, guard_layer))
 }
+
+/// Which browser a `/json` route is about: the person's shared tabs
+/// (`/json/…`) or a served profile's (`/profiles/{name}/json/…`).
+#[derive(Debug)]
+enum Browser {
+    Shared,
+    Profile(String),
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Browser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = axum::extract::RawPathParams::from_request_parts(parts, state).await;
+        let name =
+            params.ok().and_then(|params| params.iter().find(|(key, _)| *key == "name").map(|(_, v)| v.to_string()));
+        Ok(name.map_or(Self::Shared, Self::Profile))
+    }
+}
+
+/// The `{id}` of a `/json/activate/{id}` or `/json/close/{id}`, under either mount.
+type TargetIdParam = Path<std::collections::HashMap<String, String>>;
 
 /// The managed profiles are the person's: a grant's key is lent the
 /// person's shared tabs only, and is refused here (403, saying so).
@@ -108,29 +128,53 @@ async fn extension_status(State(relay): State<Relay>) -> Response {
     axum::Json(relay.status_json()).into_response()
 }
 
-async fn json_version(State(relay): State<Relay>, axum::Extension(access): Who) -> Response {
-    axum::Json(relay.version_json_for(&access)).into_response()
+async fn json_version(browser: Browser, State(state): State<AppState>, axum::Extension(access): Who) -> Response {
+    match browser {
+        Browser::Shared => axum::Json(state.relay.version_json_for(&access)).into_response(),
+        Browser::Profile(name) => profile_version(&state, name).await,
+    }
 }
 
 /// Whose key a request presented (the guard put it there).
 type Who = axum::Extension<grants::Access>;
 
-async fn json_list(State(relay): State<Relay>, axum::Extension(access): Who) -> Response {
-    axum::Json(relay.list_json(&access)).into_response()
+async fn json_list(browser: Browser, State(state): State<AppState>, axum::Extension(access): Who) -> Response {
+    match browser {
+        Browser::Shared => axum::Json(state.relay.list_json(&access)).into_response(),
+        Browser::Profile(name) => profile_list(&state, name).await,
+    }
 }
 
 /// Chrome's protocol description, as its own port serves it (the engine's
-/// copy: one in the binary).
-async fn json_protocol() -> Response {
+/// copy: one in the binary, also for a managed profile, whose browser has
+/// no HTTP endpoint to ask). The route is public, so for a profile it only
+/// reads config.toml: it launches no browser and opens no pipe or farm
+/// connection (a farm's carries its credentials), and a name this relay
+/// does not serve is a 404 that names no other profile.
+async fn json_protocol(browser: Browser, State(state): State<AppState>) -> Response {
+    if let Browser::Profile(name) = browser
+        && !state.browsers.as_ref().is_some_and(|browsers| browsers.serves(&name))
+    {
+        return text(StatusCode::NOT_FOUND, "no such profile here");
+    }
     ([(header::CONTENT_TYPE, "application/json; charset=UTF-8")], relay_engine::DEVTOOLS_PROTOCOL).into_response()
 }
 
-/// `PUT /json/new?<url>`: a new tab of the user's browser, attached.
-async fn json_new(State(relay): State<Relay>, axum::Extension(access): Who, RawQuery(url): RawQuery) -> Response {
-    let url = url.map(|u| percent_decode(&u));
-    match relay.new_tab(url.as_deref().filter(|u| !u.is_empty()), &access).await {
-        Ok(entry) => axum::Json(entry).into_response(),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+/// `PUT /json/new?<url>`: a new tab, attached (of the user's browser), or
+/// as Chrome's own `/json/new` makes it (a profile's).
+async fn json_new(
+    browser: Browser,
+    State(state): State<AppState>,
+    axum::Extension(access): Who,
+    RawQuery(url): RawQuery,
+) -> Response {
+    let url = url.map(|u| percent_decode(&u)).filter(|u| !u.is_empty());
+    match browser {
+        Browser::Shared => match state.relay.new_tab(url.as_deref(), &access).await {
+            Ok(entry) => axum::Json(entry).into_response(),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        },
+        Browser::Profile(name) => profile_new(&state, name, url.unwrap_or_else(|| "about:blank".into())).await,
     }
 }
 
@@ -152,24 +196,53 @@ fn percent_decode(query: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn json_activate(State(relay): State<Relay>, axum::Extension(access): Who, Path(id): Path<String>) -> Response {
-    let Some(tab) = relay.visible_tab_of_target(&id, &access) else {
-        return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
-    };
-    match relay.activate_tab(tab).await {
-        Ok(()) => text(StatusCode::OK, "Target activated"),
-        Err(e) => text(StatusCode::BAD_GATEWAY, e.to_string()),
+async fn json_activate(
+    browser: Browser,
+    State(state): State<AppState>,
+    axum::Extension(access): Who,
+    Path(params): TargetIdParam,
+) -> Response {
+    let id = params.get("id").cloned().unwrap_or_default();
+    let done = || text(StatusCode::OK, "Target activated");
+    match browser {
+        Browser::Shared => {
+            let Some(tab) = state.relay.visible_tab_of_target(&id, &access) else { return no_such_target_id(&id) };
+            state
+                .relay
+                .activate_tab(tab)
+                .await
+                .map_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()), |()| done())
+        }
+        Browser::Profile(name) => {
+            let Some(browsers) = &state.browsers else { return no_profiles() };
+            browsers.served_activate(&name, &id).await.map_or_else(|e| no_such_target(e, &id), |()| done())
+        }
     }
 }
 
-async fn json_close(State(relay): State<Relay>, axum::Extension(access): Who, Path(id): Path<String>) -> Response {
-    let Some(tab) = relay.visible_tab_of_target(&id, &access) else {
-        return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
-    };
-    match relay.close_tab(tab).await {
-        Ok(()) => text(StatusCode::OK, "Target is closing"),
-        Err(e) => text(StatusCode::BAD_GATEWAY, e.to_string()),
+async fn json_close(
+    browser: Browser,
+    State(state): State<AppState>,
+    axum::Extension(access): Who,
+    Path(params): TargetIdParam,
+) -> Response {
+    let id = params.get("id").cloned().unwrap_or_default();
+    let done = || text(StatusCode::OK, "Target is closing");
+    match browser {
+        Browser::Shared => {
+            let Some(tab) = state.relay.visible_tab_of_target(&id, &access) else { return no_such_target_id(&id) };
+            state.relay.close_tab(tab).await.map_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()), |()| done())
+        }
+        Browser::Profile(name) => {
+            let Some(browsers) = &state.browsers else { return no_profiles() };
+            browsers.served_close(&name, &id).await.map_or_else(|e| no_such_target(e, &id), |()| done())
+        }
     }
+}
+
+/// Chrome's answer for a target id it does not know.
+fn no_such_target_id(id: &str) -> Response {
+    text(StatusCode::NOT_FOUND, format!("No such target id: {id}"))
 }
 
 /// `/cdp`: waits briefly for the extension, then 503 with what to do.
@@ -218,7 +291,7 @@ async fn page_ws(
         return text(StatusCode::SERVICE_UNAVAILABLE, "no extension connected: click the Browser Relay icon on a tab");
     }
     if relay.visible_tab_of_target(&id, &access).is_none() {
-        return text(StatusCode::NOT_FOUND, format!("No such target id: {id}"));
+        return no_such_target_id(&id);
     }
     let Some(slot) = relay.try_client_slot() else { return too_many_clients(&relay) };
     let limit = relay.config().client_max_message;
@@ -287,10 +360,11 @@ fn served_error(error: ServedError) -> Response {
     text(status, error.to_string())
 }
 
-/// Chrome's answer for a target id it does not know.
+/// A profile's browser's answer about a target id: Chrome's own when it
+/// does not know it.
 fn no_such_target(error: ServedError, id: &str) -> Response {
     match error {
-        ServedError::Refused(_) => text(StatusCode::NOT_FOUND, format!("No such target id: {id}")),
+        ServedError::Refused(_) => no_such_target_id(id),
         other => served_error(other),
     }
 }
@@ -306,23 +380,10 @@ fn list_entry(relay: &Relay, name: &str, info: &TargetInfo) -> ListEntry {
     ListEntry::new(&info.target_id, &info.kind, &info.title, &info.url, ws)
 }
 
-/// A managed profile's protocol description: the relay's copy (its
-/// browser has no HTTP endpoint to ask). The route is public, so it only
-/// reads config.toml: it launches no browser and opens no pipe or farm
-/// connection (a farm's carries its credentials), and a name this relay
-/// does not serve is a 404 that names no other profile.
-async fn profile_protocol(State(state): State<AppState>, Path(name): Path<String>) -> Response {
-    if !state.browsers.as_ref().is_some_and(|browsers| browsers.serves(&name)) {
-        return text(StatusCode::NOT_FOUND, "no such profile here");
-    }
-    json_protocol().await
-}
-
 /// `PUT /profiles/<name>/json/new?<url>`: a new tab, as Chrome's own
 /// `/json/new` makes it.
-async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, RawQuery(query): RawQuery) -> Response {
+async fn profile_new(state: &AppState, name: String, url: String) -> Response {
     let Some(browsers) = &state.browsers else { return no_profiles() };
-    let url = query.map(|q| percent_decode(&q)).filter(|u| !u.is_empty()).unwrap_or_else(|| "about:blank".into());
     match browsers.served_new_tab(&name, &url).await {
         Ok(info) => axum::Json(list_entry(&state.relay, &name, &info)).into_response(),
         Err(error) => served_error(error),
@@ -330,7 +391,7 @@ async fn profile_new(State(state): State<AppState>, Path(name): Path<String>, Ra
 }
 
 /// `/profiles/<name>/json/version`, as Chrome's, from `Browser.getVersion`.
-async fn profile_version(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn profile_version(state: &AppState, name: String) -> Response {
     let Some(browsers) = &state.browsers else { return no_profiles() };
     match browsers.served_version(&name).await {
         Ok((version, browser_id)) => axum::Json(VersionDocument {
@@ -347,7 +408,7 @@ async fn profile_version(State(state): State<AppState>, Path(name): Path<String>
 }
 
 /// `/profiles/<name>/json/list`, as Chrome's, from `Target.getTargets`.
-async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+async fn profile_list(state: &AppState, name: String) -> Response {
     let Some(browsers) = &state.browsers else { return no_profiles() };
     match browsers.served_targets(&name).await {
         Ok(targets) => {
@@ -355,24 +416,6 @@ async fn profile_list(State(state): State<AppState>, Path(name): Path<String>) -
             axum::Json(entries).into_response()
         }
         Err(error) => served_error(error),
-    }
-}
-
-/// `/profiles/<name>/json/activate/<id>`: Chrome's answers.
-async fn profile_activate(State(state): State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(browsers) = &state.browsers else { return no_profiles() };
-    match browsers.served_activate(&name, &id).await {
-        Ok(()) => text(StatusCode::OK, "Target activated"),
-        Err(error) => no_such_target(error, &id),
-    }
-}
-
-/// `/profiles/<name>/json/close/<id>`: Chrome's answers.
-async fn profile_close(State(state): State<AppState>, Path((name, id)): Path<(String, String)>) -> Response {
-    let Some(browsers) = &state.browsers else { return no_profiles() };
-    match browsers.served_close(&name, &id).await {
-        Ok(()) => text(StatusCode::OK, "Target is closing"),
-        Err(error) => no_such_target(error, &id),
     }
 }
 
