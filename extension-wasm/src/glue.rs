@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use js_sys::{Array, JSON, JsString, Object, Reflect};
-use shared_protocol::{TabId, TabInfo, layout};
+use shared_protocol::{TabId, TabInfo, WindowId, layout};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};
@@ -18,7 +18,7 @@ use crate::chrome::{
 };
 use crate::core::{
     Badge, ChromeCall, Core, DONE_MENU_PREFIX, Environment, GroupId, Host, MENU_PREFIX, NO_GROUP, OpId,
-    PersistedGrants, PersistedTab, Settings, StartFacts, Timer, group_from_chrome, groups_from_chrome,
+    PersistedGrants, PersistedTab, SessionRule, Settings, StartFacts, Timer, group_from_chrome, groups_from_chrome,
     tab_info_from_chrome, tabs_from_chrome,
 };
 use crate::text::rust_string;
@@ -190,28 +190,11 @@ async fn run(call: ChromeCall) -> Result<String, String> {
         }
         ChromeCall::TabsGet { tab } => settle(tabs::get(tab_id(tab))).await?,
         ChromeCall::TabsCreate { url, active, opener, window } => {
-            let mut pairs = vec![("active", JsValue::from_bool(active))];
-            if let Some(url) = url {
-                pairs.push(("url", url.into()));
-            }
-            if let Some(opener) = opener {
-                pairs.push(("openerTabId", JsValue::from_f64(tab_id(opener))));
-            }
-            if let Some(window) = window {
-                pairs.push(("windowId", JsValue::from_f64(window as f64)));
-            }
-            settle(tabs::create(&object(&pairs))).await?
+            settle(tabs::create(&tab_create_properties(url, active, opener, window))).await?
         }
         ChromeCall::TabsRemove { tab } => settle(tabs::remove(tab_id(tab))).await?,
         ChromeCall::TabsUpdate { tab, url, active } => {
-            let mut pairs = Vec::new();
-            if let Some(url) = url {
-                pairs.push(("url", url.into()));
-            }
-            if let Some(active) = active {
-                pairs.push(("active", JsValue::from_bool(active)));
-            }
-            settle(tabs::update(tab_id(tab), &object(&pairs))).await?
+            settle(tabs::update(tab_id(tab), &tab_update_properties(url, active))).await?
         }
         ChromeCall::TabsQuery { query } => {
             let query = JSON::parse(&serde_json::to_string(&query).unwrap_or_else(|_| "{}".into()))
@@ -232,63 +215,15 @@ async fn run(call: ChromeCall) -> Result<String, String> {
             }
             settle(windows::create(&object(&pairs))).await?
         }
-        ChromeCall::UpdateSessionRules { remove, add } => {
-            let removed: Array = remove.iter().map(|id| JsValue::from_f64(*id as f64)).collect();
-            let added =
-                JSON::parse(&serde_json::to_string(&add).map_err(|e| e.to_string())?).map_err(|e| error_message(&e))?;
-            let options = object(&[("removeRuleIds", removed.into()), ("addRules", added)]);
-            let outcome = settle(declarative_net_request::update_session_rules(&options)).await;
-            if let Err(e) = &outcome {
-                web_sys::console::warn_1(&format!("Browser Relay: the grants' cookie rules were refused: {e}").into());
-            }
-            outcome?
-        }
-        ChromeCall::MenusCreate { id, title } => {
-            let contexts: Array = [JsValue::from_str("action")].into_iter().collect();
-            let properties = object(&[("id", id.into()), ("title", title.into()), ("contexts", contexts.into())]);
-            let outcome = settle(Ok(context_menus::create(&properties))).await;
-            if let Err(e) = &outcome {
-                web_sys::console::warn_1(&format!("Browser Relay: cannot add a grant's menu item: {e}").into());
-            }
-            outcome?
-        }
+        ChromeCall::UpdateSessionRules { remove, add } => update_session_rules(&remove, &add).await?,
+        ChromeCall::MenusCreate { id, title } => create_menu_item(id, title).await?,
         ChromeCall::MenusRemove { id } => settle(Ok(context_menus::remove(&id))).await?,
         ChromeCall::NotificationsCreate { id, title, message, buttons } => {
-            let buttons: Array = buttons.into_iter().map(|title| object(&[("title", title.into())])).collect();
-            let options = object(&[
-                ("type", "basic".into()),
-                ("iconUrl", "icons/icon128.png".into()),
-                ("title", title.into()),
-                ("message", message.into()),
-                ("buttons", buttons.into()),
-                ("requireInteraction", JsValue::TRUE),
-                ("priority", JsValue::from_f64(2.0)),
-            ]);
-            let outcome = settle(notifications::create(&id, &options)).await;
-            if let Err(e) = &outcome {
-                web_sys::console::warn_1(&format!("Browser Relay: cannot show a notification: {e}").into());
-            }
-            outcome?
+            create_notification(&id, title, message, buttons).await?
         }
         ChromeCall::NotificationsClear { id } => settle(notifications::clear(&id)).await?,
         ChromeCall::MenusRemoveAll => settle(Ok(context_menus::remove_all())).await?,
-        ChromeCall::TabsGroup { tabs: ids, group } => {
-            let mut pairs = vec![("tabIds", tab_ids(&ids))];
-            match (group, ids.first()) {
-                (Some(group), _) => pairs.push(("groupId", JsValue::from_f64(group as f64))),
-                // Without a window, Chrome makes the group in the current
-                // window and moves the tabs there (a grant's window, a
-                // popup's): in the tabs' own window, as the call says.
-                (None, Some(&first)) => {
-                    let window = get(&settle(tabs::get(tab_id(first))).await?, "windowId");
-                    if window.as_f64().is_some() {
-                        pairs.push(("createProperties", object(&[("windowId", window)])));
-                    }
-                }
-                (None, None) => {}
-            }
-            settle(tabs::group(&object(&pairs))).await?
-        }
+        ChromeCall::TabsGroup { tabs: ids, group } => group_tabs(&ids, group).await?,
         ChromeCall::TabsUngroup { tabs: ids } => settle(tabs::ungroup(&tab_ids(&ids))).await?,
         ChromeCall::TabGroupsUpdate { group, title, color } => {
             let properties = object(&[("title", title.into()), ("color", color.into())]);
@@ -299,6 +234,107 @@ async fn run(call: ChromeCall) -> Result<String, String> {
         }
     };
     Ok(stringify(&value))
+}
+
+/// `chrome.tabs.create`'s properties: what the call names, nothing more.
+fn tab_create_properties(
+    url: Option<String>,
+    active: bool,
+    opener: Option<TabId>,
+    window: Option<WindowId>,
+) -> JsValue {
+    let mut pairs = vec![("active", JsValue::from_bool(active))];
+    if let Some(url) = url {
+        pairs.push(("url", url.into()));
+    }
+    if let Some(opener) = opener {
+        pairs.push(("openerTabId", JsValue::from_f64(opener as f64)));
+    }
+    if let Some(window) = window {
+        pairs.push(("windowId", JsValue::from_f64(window as f64)));
+    }
+    object(&pairs)
+}
+
+/// `chrome.tabs.update`'s properties: what the call names, nothing more.
+fn tab_update_properties(url: Option<String>, active: Option<bool>) -> JsValue {
+    let mut pairs = Vec::new();
+    if let Some(url) = url {
+        pairs.push(("url", url.into()));
+    }
+    if let Some(active) = active {
+        pairs.push(("active", JsValue::from_bool(active)));
+    }
+    object(&pairs)
+}
+
+/// `outcome`, its refusal also said on the worker's console: the core
+/// goes on without what was refused, and whoever debugs the extension
+/// should see why.
+fn warn_if_refused(outcome: Result<JsValue, String>, what: &str) -> Result<JsValue, String> {
+    if let Err(e) = &outcome {
+        web_sys::console::warn_1(&format!("Browser Relay: {what}: {e}").into());
+    }
+    outcome
+}
+
+/// `chrome.declarativeNetRequest.updateSessionRules`: the grants' cookie
+/// rules, replaced as a set.
+async fn update_session_rules(remove: &[i64], add: &[SessionRule]) -> Result<JsValue, String> {
+    let removed: Array = remove.iter().map(|id| JsValue::from_f64(*id as f64)).collect();
+    let added = JSON::parse(&serde_json::to_string(add).map_err(|e| e.to_string())?).map_err(|e| error_message(&e))?;
+    let options = object(&[("removeRuleIds", removed.into()), ("addRules", added)]);
+    let outcome = settle(declarative_net_request::update_session_rules(&options)).await;
+    warn_if_refused(outcome, "the grants' cookie rules were refused")
+}
+
+/// `chrome.contextMenus.create`: an item of the toolbar button's menu.
+async fn create_menu_item(id: String, title: String) -> Result<JsValue, String> {
+    let contexts: Array = [JsValue::from_str("action")].into_iter().collect();
+    let properties = object(&[("id", id.into()), ("title", title.into()), ("contexts", contexts.into())]);
+    let outcome = settle(Ok(context_menus::create(&properties))).await;
+    warn_if_refused(outcome, "cannot add a grant's menu item")
+}
+
+/// `chrome.notifications.create`: one that stays until it is answered,
+/// cleared or closed by the person.
+async fn create_notification(
+    id: &str,
+    title: String,
+    message: String,
+    buttons: Vec<String>,
+) -> Result<JsValue, String> {
+    let buttons: Array = buttons.into_iter().map(|title| object(&[("title", title.into())])).collect();
+    let options = object(&[
+        ("type", "basic".into()),
+        ("iconUrl", "icons/icon128.png".into()),
+        ("title", title.into()),
+        ("message", message.into()),
+        ("buttons", buttons.into()),
+        ("requireInteraction", JsValue::TRUE),
+        ("priority", JsValue::from_f64(2.0)),
+    ]);
+    let outcome = settle(notifications::create(id, &options)).await;
+    warn_if_refused(outcome, "cannot show a notification")
+}
+
+/// `chrome.tabs.group`: into `group`, or a new group in the tabs' window.
+async fn group_tabs(ids: &[TabId], group: Option<GroupId>) -> Result<JsValue, String> {
+    let mut pairs = vec![("tabIds", tab_ids(ids))];
+    match (group, ids.first()) {
+        (Some(group), _) => pairs.push(("groupId", JsValue::from_f64(group as f64))),
+        // Without a window, Chrome makes the group in the current
+        // window and moves the tabs there (a grant's window, a
+        // popup's): in the tabs' own window, as the call says.
+        (None, Some(&first)) => {
+            let window = get(&settle(tabs::get(first as f64)).await?, "windowId");
+            if window.as_f64().is_some() {
+                pairs.push(("createProperties", object(&[("windowId", window)])));
+            }
+        }
+        (None, None) => {}
+    }
+    settle(tabs::group(&object(&pairs))).await
 }
 
 #[wasm_bindgen]
@@ -747,22 +783,13 @@ pub fn dispatch(kind: String, payload: JsValue) {
         EARLY.with(|early| early.borrow_mut().push((kind, payload)));
         return;
     }
-    let tab_of = |value: &JsValue| tab_info_from_chrome(&stringify(value));
     match kind.as_str() {
         "action.onClicked" => {
             if let Some(tab) = tab_of(&get(&payload, "tab")) {
                 with_core(move |core| core.on_action_clicked(tab));
             }
         }
-        "debugger.onEvent" => {
-            let source = get(&payload, "source");
-            let Some(tab) = get(&source, "tabId").as_f64() else { return };
-            let session = get(&source, "sessionId").as_string();
-            let method = get(&payload, "method").as_string().unwrap_or_default();
-            let params = get(&payload, "params");
-            let params = (!params.is_undefined()).then(|| json_text(&params));
-            with_core(move |core| core.on_debugger_event(tab as TabId, session.as_deref(), &method, params));
-        }
+        "debugger.onEvent" => forward_debugger_event(&payload),
         "debugger.onDetach" => {
             let Some(tab) = get(&get(&payload, "source"), "tabId").as_f64() else { return };
             let reason = get(&payload, "reason").as_string().unwrap_or_default();
@@ -787,16 +814,7 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 with_core(move |core| core.on_tab_replaced(added as TabId, removed as TabId));
             }
         }
-        "tabs.onUpdated" => {
-            let Some(tab) = tab_of(&get(&payload, "tab")) else { return };
-            let group = get(&get(&payload, "changeInfo"), "groupId").as_f64().map(|g| g as GroupId);
-            with_core(move |core| {
-                core.on_tab_updated(tab.clone());
-                if let Some(group) = group {
-                    core.on_tab_group_changed(tab, group);
-                }
-            });
-        }
+        "tabs.onUpdated" => tab_updated(&payload),
         "tabGroups.onRemoved" => {
             if let Some(group) = get(&get(&payload, "group"), "id").as_f64() {
                 with_core(move |core| core.on_group_removed(group as GroupId));
@@ -812,30 +830,8 @@ pub fn dispatch(kind: String, payload: JsValue) {
                 with_core(move |core| core.on_group_updated(group));
             }
         }
-        "runtime.onMessage" => {
-            let message = get(&payload, "message");
-            match get(&message, "type").as_string().as_deref() {
-                Some("stopSharing") => {
-                    if let Some(tab) = get(&message, "tabId").as_f64() {
-                        with_core(move |core| core.on_stop_sharing(Some(tab as TabId)));
-                    }
-                }
-                Some("stopSharingAll") => with_core(|core| core.on_stop_sharing(None)),
-                // `status` is answered by `status()`.
-                _ => {}
-            }
-        }
-        "contextMenus.onClicked" => {
-            let item = get(&get(&payload, "info"), "menuItemId").as_string().unwrap_or_default();
-            // "Done: give the tab back to NAME": the item names the tab.
-            if let Some(tab) = item.strip_prefix(DONE_MENU_PREFIX).and_then(|t| t.parse::<TabId>().ok()) {
-                return with_core(move |core| core.on_done_clicked(tab));
-            }
-            let Some(grant) = item.strip_prefix(MENU_PREFIX).map(str::to_string) else { return };
-            if let Some(tab) = tab_of(&get(&payload, "tab")) {
-                with_core(move |core| core.on_menu_clicked(&grant, tab));
-            }
-        }
+        "runtime.onMessage" => options_page_message(&get(&payload, "message")),
+        "contextMenus.onClicked" => menu_item_clicked(&payload),
         "notifications.onButtonClicked" => {
             let Some(id) = get(&payload, "notificationId").as_string() else { return };
             let Some(button) = get(&payload, "buttonIndex").as_f64() else { return };
@@ -848,29 +844,85 @@ pub fn dispatch(kind: String, payload: JsValue) {
         }
         "alarms.onAlarm" => with_core(|core| core.on_alarm()),
         "storage.onChanged" if get(&payload, "areaName").as_string().as_deref() == Some("local") => {
-            // Applied at once from the change itself (not read back later),
-            // so that an event queued after it (the click that follows
-            // pairing) finds the new settings.
-            let changes = get(&payload, "changes");
-            with_core(move |core| {
-                let current = core.settings().clone();
-                let value = |key: &str, now: JsValue| {
-                    let change = get(&changes, key);
-                    if change.is_undefined() { now } else { get(&change, "newValue") }
-                };
-                let port = value("relayPort", JsValue::from_f64(f64::from(current.port)));
-                let token = value("relayToken", current.token.map_or(JsValue::UNDEFINED, JsValue::from));
-                let code = value("pairingCode", current.pairing_code.map_or(JsValue::UNDEFINED, JsValue::from));
-                let code_port = value(
-                    "pairingPort",
-                    current.pairing_port.map_or(JsValue::UNDEFINED, |p| JsValue::from_f64(f64::from(p))),
-                );
-                core.on_settings(settings_from(&port, &token, &code, &code_port));
-            });
+            pairing_changed(get(&payload, "changes"));
         }
         // runtime.onStartup/onInstalled: `start` already ran.
         _ => {}
     }
+}
+
+/// A `chrome.tabs.Tab` as the core takes it.
+fn tab_of(value: &JsValue) -> Option<TabInfo> {
+    tab_info_from_chrome(&stringify(value))
+}
+
+/// `debugger.onEvent`: its params stay a JavaScript string (see `json_text`).
+fn forward_debugger_event(payload: &JsValue) {
+    let source = get(payload, "source");
+    let Some(tab) = get(&source, "tabId").as_f64() else { return };
+    let session = get(&source, "sessionId").as_string();
+    let method = get(payload, "method").as_string().unwrap_or_default();
+    let params = get(payload, "params");
+    let params = (!params.is_undefined()).then(|| json_text(&params));
+    with_core(move |core| core.on_debugger_event(tab as TabId, session.as_deref(), &method, params));
+}
+
+/// `tabs.onUpdated`, and the tab's move to another group if it says so.
+fn tab_updated(payload: &JsValue) {
+    let Some(tab) = tab_of(&get(payload, "tab")) else { return };
+    let group = get(&get(payload, "changeInfo"), "groupId").as_f64().map(|g| g as GroupId);
+    with_core(move |core| {
+        core.on_tab_updated(tab.clone());
+        if let Some(group) = group {
+            core.on_tab_group_changed(tab, group);
+        }
+    });
+}
+
+/// A message of the options page (`runtime.onMessage`).
+fn options_page_message(message: &JsValue) {
+    match get(message, "type").as_string().as_deref() {
+        Some("stopSharing") => {
+            if let Some(tab) = get(message, "tabId").as_f64() {
+                with_core(move |core| core.on_stop_sharing(Some(tab as TabId)));
+            }
+        }
+        Some("stopSharingAll") => with_core(|core| core.on_stop_sharing(None)),
+        // `status` is answered by `status()`.
+        _ => {}
+    }
+}
+
+/// `contextMenus.onClicked`: a handoff's Done, or "Share this tab with NAME".
+fn menu_item_clicked(payload: &JsValue) {
+    let item = get(&get(payload, "info"), "menuItemId").as_string().unwrap_or_default();
+    // "Done: give the tab back to NAME": the item names the tab.
+    if let Some(tab) = item.strip_prefix(DONE_MENU_PREFIX).and_then(|t| t.parse::<TabId>().ok()) {
+        return with_core(move |core| core.on_done_clicked(tab));
+    }
+    let Some(grant) = item.strip_prefix(MENU_PREFIX).map(str::to_string) else { return };
+    if let Some(tab) = tab_of(&get(payload, "tab")) {
+        with_core(move |core| core.on_menu_clicked(&grant, tab));
+    }
+}
+
+/// `storage.onChanged` in `local`: the pairing, applied at once from the
+/// change itself (not read back later), so that an event queued after it
+/// (the click that follows pairing) finds the new settings.
+fn pairing_changed(changes: JsValue) {
+    with_core(move |core| {
+        let current = core.settings().clone();
+        let value = |key: &str, now: JsValue| {
+            let change = get(&changes, key);
+            if change.is_undefined() { now } else { get(&change, "newValue") }
+        };
+        let port = value("relayPort", JsValue::from_f64(f64::from(current.port)));
+        let token = value("relayToken", current.token.map_or(JsValue::UNDEFINED, JsValue::from));
+        let code = value("pairingCode", current.pairing_code.map_or(JsValue::UNDEFINED, JsValue::from));
+        let code_port =
+            value("pairingPort", current.pairing_port.map_or(JsValue::UNDEFINED, |p| JsValue::from_f64(f64::from(p))));
+        core.on_settings(settings_from(&port, &token, &code, &code_port));
+    });
 }
 
 /// The connection state, for the options page.

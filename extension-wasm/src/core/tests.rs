@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
-use shared_protocol::{TabId, TabInfo, close_code};
+use shared_protocol::{PROTOCOL_VERSION, TabId, TabInfo, close_code, layout};
 
 use super::*;
 use shared_protocol::auth::{self, Prover};

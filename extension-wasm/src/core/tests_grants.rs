@@ -285,27 +285,7 @@ fn a_grants_new_tab_opens_in_its_own_window_in_its_group_and_is_attached_once_by
     assert!(core.host.saved.contains(&PersistedTab { tab_id: 20, group_id: Some(90) }));
     assert_eq!(core.host.saved_grants.windows, vec![GrantWindow { grant: "research".into(), window_id: 3 }]);
 
-    // The next one: a tab in that window, active there (the person's
-    // window untouched), into the same group.
-    let calls = core.host.calls.len();
-    core.relay(json!({"tabs.create": {"id": 12, "url": "https://de.wiki.org/", "grant": "research"}}));
-    let create =
-        ChromeCall::TabsCreate { url: Some("about:blank".into()), active: true, opener: None, window: Some(3) };
-    assert_eq!(core.calls_since(calls), vec![create]);
-    core.on_op_done(core.last_call().0, Ok(json!({"id": 21, "windowId": 3, "url": "about:blank"}).to_string()));
-    // Chrome's group event first again: it joins, awaiting the relay's attach.
-    core.on_tab_group_changed(in_window(21, "about:blank", 3), 90);
-    assert!(!core.made(&ChromeCall::DebuggerAttach { tab: 21 }));
-    core.group_joined(21, 90);
-    core.rules_taken();
-    let navigate = ChromeCall::TabsUpdate { tab: 21, url: Some("https://de.wiki.org/".into()), active: None };
-    core.on_op_done(core.op_of(&navigate), Ok(json!({"id": 21, "windowId": 3, "url": "about:blank"}).to_string()));
-    assert_eq!(core.last_sent()["reply"]["result"]["grant"], "research");
-    // The relay never attaches it (it went away): in the group, it is shared
-    // by the extension, as any tab put there.
-    core.on_timer(Timer::GrantTab(21));
-    core.on_op_done(core.op_of(&ChromeCall::DebuggerAttach { tab: 21 }), Ok("null".into()));
-    assert_eq!(core.announced(21)[0]["tab"]["grant"], "research");
+    a_grants_next_tab_opens_in_its_window_in_the_same_group(&mut core);
 
     // "Stop sharing" for every tab: a new tab awaiting the relay's attach
     // leaves the grant's group too.
@@ -329,6 +309,31 @@ fn a_grants_new_tab_opens_in_its_own_window_in_its_group_and_is_attached_once_by
     // A grant the relay never listed gets no tab.
     core.relay(json!({"tabs.create": {"id": 14, "url": "https://example.org/", "grant": "nobody"}}));
     assert!(core.last_sent()["reply"]["error"]["message"].as_str().unwrap().contains("no grant"));
+}
+
+/// The test above, its second act: research's next tab opens in the window
+/// its first made, active there (the person's window untouched), into the
+/// same group.
+fn a_grants_next_tab_opens_in_its_window_in_the_same_group(core: &mut Core<FakeHost>) {
+    let calls = core.host.calls.len();
+    core.relay(json!({"tabs.create": {"id": 12, "url": "https://de.wiki.org/", "grant": "research"}}));
+    let create =
+        ChromeCall::TabsCreate { url: Some("about:blank".into()), active: true, opener: None, window: Some(3) };
+    assert_eq!(core.calls_since(calls), vec![create]);
+    core.on_op_done(core.last_call().0, Ok(json!({"id": 21, "windowId": 3, "url": "about:blank"}).to_string()));
+    // Chrome's group event first again: it joins, awaiting the relay's attach.
+    core.on_tab_group_changed(in_window(21, "about:blank", 3), 90);
+    assert!(!core.made(&ChromeCall::DebuggerAttach { tab: 21 }));
+    core.group_joined(21, 90);
+    core.rules_taken();
+    let navigate = ChromeCall::TabsUpdate { tab: 21, url: Some("https://de.wiki.org/".into()), active: None };
+    core.on_op_done(core.op_of(&navigate), Ok(json!({"id": 21, "windowId": 3, "url": "about:blank"}).to_string()));
+    assert_eq!(core.last_sent()["reply"]["result"]["grant"], "research");
+    // The relay never attaches it (it went away): in the group, it is shared
+    // by the extension, as any tab put there.
+    core.on_timer(Timer::GrantTab(21));
+    core.on_op_done(core.op_of(&ChromeCall::DebuggerAttach { tab: 21 }), Ok("null".into()));
+    assert_eq!(core.announced(21)[0]["tab"]["grant"], "research");
 }
 
 #[test]
