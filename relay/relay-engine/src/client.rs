@@ -3,53 +3,24 @@
 //! commands (the `Target.*`/`Browser.*` commands the relay answers itself
 //! are in `browser_domain.rs`).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use futures_util::StreamExt;
 use futures_util::stream::SplitSink;
-use grants::AskKind;
 use serde_json::{Value, json};
-use shared_protocol::{RawValue, RelayMessage, SendCommand, TabId, encode};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::asking::{AskedTab, Verdict};
 use super::browser_domain::{
     NO_SESSION, Scope, cookie_budget_refusal, cookies_deleted, is_browser_domain, wipe_refusal,
 };
 use super::cdp::{self, Command, code};
-use super::interception;
-use super::ledger::Decision;
-use super::lending;
 use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
 use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
-use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
-
-/// What `debugger.sendCommand` adds around a command's method and params
-/// (type, ids, keys), for the charge taken before the frame is built.
-const FRAME_ENVELOPE: usize = 96;
-
-/// The most `IO.read` asks Chrome for at once: Chrome's own default chunk.
-/// A client may ask for more (`size`), and Chrome would send it in one
-/// reply through the extension's one socket, past its message limit, which
-/// would cut every client off; a smaller chunk is a valid answer (clients
-/// read until `eof`).
-pub(crate) const IO_READ_MAX: u64 = 10 << 20;
-
-/// `IO.read`'s params with `size` brought down to [`IO_READ_MAX`], when
-/// they ask for more.
-fn io_read_within_budget(params: Option<&RawValue>) -> Option<String> {
-    let mut params: serde_json::Map<String, Value> = serde_json::from_str(params?.get()).ok()?;
-    let size = params.get("size")?.as_u64()?;
-    (size > IO_READ_MAX).then(|| {
-        params.insert("size".into(), IO_READ_MAX.into());
-        Value::Object(params).to_string()
-    })
-}
+use super::{InFlight, Relay};
 
 /// What a session id a client holds stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +64,8 @@ pub(crate) struct ClientHandle {
     all_clients: Arc<Meter>,
     /// Bytes of this client's commands queued to the extension.
     pub(crate) commands: Arc<Meter>,
-    kill: CancellationToken,
+    /// Cancelled when the connection ends: whatever waits on its behalf stops.
+    pub(crate) kill: CancellationToken,
     /// The close frame it gets when the relay ends the connection.
     farewell: Farewell,
     in_flight: InFlight,
@@ -496,7 +468,7 @@ impl Relay {
         }
         self.holders_changed();
         self.close_orphans(orphans);
-        self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
+        self.0.pending.forget_client(client.id);
         client.state().sessions.clear();
     }
 
@@ -559,196 +531,6 @@ impl Relay {
         }
         started
     }
-
-    /// Forwards a command to the extension without re-serialising its params.
-    async fn forward(&self, client: &Arc<ClientHandle>, command: &Command<'_>, tab_id: TabId, child: Option<&str>) {
-        let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
-        // A grant's client stays on its sites and its own cookies.
-        if let Some(grant) = client.grant() {
-            let params = command.params.map(|p| p.get());
-            let here = self.registry().by_tab(tab_id).map(|t| {
-                let persons = lending::reads_a_request(&command.method) && t.names_a_persons_request(params);
-                (t.target_id.clone(), t.url.clone(), t.handed_over, persons)
-            });
-            let Some((page, url, handed_over, persons_request)) = here else {
-                return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
-            };
-            if persons_request {
-                let message = "Browser Relay: that request was the person's, sent while they had the tab";
-                return reply.err(code::SERVER_ERROR, message);
-            }
-            // Every rule below reads the params; what they cannot read (a
-            // lone surrogate, a number past f64: Chrome's parser takes
-            // both) would pass them all. A grant's client sends what the
-            // relay can read, or nothing.
-            if params.is_some_and(|p| serde_json::from_str::<Value>(p).is_err()) {
-                let message = "Browser Relay: params a grant sends must be plain JSON (no lone surrogate, no number out of range)";
-                return reply.err(code::INVALID_PARAMS, message);
-            }
-            if let Some(refusal) = lending::refusal(grant, &command.method, params, child, Some(&page)) {
-                return reply.err(code::SERVER_ERROR, &refusal);
-            }
-            if handed_over && lending::refused_while_handed_over(&command.method) {
-                return reply.err(code::SERVER_ERROR, &self.handed_refusal(tab_id));
-            }
-            // What the grant asks the person about waits for their answer
-            // here, and this client's later commands behind it.
-            let known = |site: &str| self.visited(grant.name.as_str(), site);
-            let question = lending::command_question(grant, &command.method, params, child, Some(&page), &url, known);
-            if let Some((kind, site, what)) = question
-                && !(kind == AskKind::Input && self.input_runs(client.id, tab_id, &site))
-            {
-                let tab = AskedTab { tab_id, target_id: page.to_string(), url: url.clone() };
-                let verdict = tokio::select! {
-                    verdict = self.ask(grant, kind, &site, what, Some(&tab)) => verdict,
-                    // Gone meanwhile: nothing of it is sent.
-                    () = client.kill.cancelled() => return,
-                };
-                if let Verdict::Refused(why) = verdict {
-                    return reply.err(code::SERVER_ERROR, &why);
-                }
-                // The yes was for this tab as it was: where it is now, and
-                // whose, is read again.
-                let now = self.registry().by_tab(tab_id).map(|t| (grants::host_of(&t.url), t.handed_over));
-                let changed = match now {
-                    None => Some("the tab was closed"),
-                    Some((_, true)) => Some("the tab was handed to the person"),
-                    Some((host, _)) if host != grants::host_of(&url) => Some("the tab went to another site"),
-                    _ if self.grant_named(grant.name.as_str()).is_none_or(|g| !Arc::ptr_eq(&g, grant)) => {
-                        Some("the grant ended")
-                    }
-                    _ => None,
-                };
-                if let Some(changed) = changed {
-                    let message = format!("Browser Relay: {changed} while the person was asked; nothing was done");
-                    return reply.err(code::SERVER_ERROR, &message);
-                }
-                match kind {
-                    AskKind::Input => self.start_input_run(client.id, tab_id, &site),
-                    AskKind::NewSite => self.visit(grant.name.as_str(), &site),
-                    _ => {}
-                }
-            }
-        }
-        if !self.start_in_flight(&reply) {
-            return;
-        }
-        let Some(link) = self.link() else {
-            client.finish_command();
-            return reply.err(code::SERVER_ERROR, &CallError::NoExtension.to_string());
-        };
-        // Room in the extension's queue is taken before anything is booked,
-        // so a refused command leaves no trace. The frame is the command
-        // re-wrapped: its size is the params' plus a small envelope.
-        let size = command.params.map_or(0, |p| p.get().len())
-            + command.method.len()
-            + child.map_or(0, str::len)
-            + FRAME_ENVELOPE;
-        let charge = match link.charge_command(&client.commands, size) {
-            Ok(charge) => charge,
-            Err(over) if over.shared => {
-                client.finish_command();
-                let message = format!(
-                    "the Browser Relay extension is behind ({} of commands wait for it): retry when replies come",
-                    over.describe()
-                );
-                return reply.err(code::SERVER_ERROR, &message);
-            }
-            Err(over) => {
-                client.finish_command();
-                tracing::warn!(client = client.id, "client sends commands faster than the extension takes them");
-                let reason =
-                    format!("Browser Relay: commands sent faster than the extension takes them: {}", over.describe());
-                return client.disconnect(queue::POLICY_VIOLATION, &reason);
-            }
-        };
-        // The books are kept before the command is queued, so that a client
-        // leaving meanwhile sees this one's state (see `forget_client`).
-        let (decision, hook) = {
-            let mut registry = self.registry();
-            let Some(target) = registry.by_tab_mut(tab_id) else {
-                client.finish_command();
-                return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
-            };
-            match &*command.method {
-                // Other clients on this shared session keep their Runtime.
-                "Runtime.disable" if !target.runtime_disable(client.id, child) => (Decision::AnswerLocally, None),
-                "Runtime.disable" => (Decision::Forward, None),
-                "Runtime.enable" => {
-                    let effect = target.runtime_enable(client.id, child);
-                    tracing::debug!(client = client.id, tab = tab_id, child, ?effect, "Runtime.enable");
-                    let enable = RuntimeEnable { tab: tab_id, child: child.map(Arc::from), effect };
-                    (Decision::Forward, Some(ReplyHook::RuntimeEnable(enable)))
-                }
-                "IO.read" => match io_read_within_budget(command.params) {
-                    Some(params) => (Decision::Replace { method: "IO.read", params }, None),
-                    None => (Decision::Forward, None),
-                },
-                method if interception::is_interception(method) => {
-                    let outcome = target.interception.command(client.id, child, method, command.params);
-                    for route in outcome.routes {
-                        self.route_paused(Some(&link), target, route);
-                    }
-                    (outcome.decision, None)
-                }
-                method => {
-                    let decision = target.ledger.record(client.id, child, method, command.params);
-                    let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
-                        Some(ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) })
-                    } else {
-                        client
-                            .grant()
-                            .filter(|_| lending::answers_cookies(method))
-                            .cloned()
-                            .map(ReplyHook::OnlyItsCookies)
-                    };
-                    (decision, hook)
-                }
-            }
-        };
-        let replaced;
-        let (method, params): (&str, Option<&RawValue>) = match &decision {
-            Decision::AnswerLocally => {
-                client.finish_command();
-                return reply.ok(&json!({}));
-            }
-            Decision::Refuse { code, message } => {
-                client.finish_command();
-                return reply.err(*code, message);
-            }
-            Decision::Forward => (&command.method, command.params),
-            Decision::Replace { method, params } => {
-                replaced = RawValue::from_string(params.clone()).ok();
-                (method, replaced.as_deref())
-            }
-        };
-        let id = self.next_call_id();
-        let frame = encode(&RelayMessage::DebuggerSendCommand(SendCommand {
-            id,
-            tab_id,
-            session_id: child.map(Cow::Borrowed),
-            method: Cow::Borrowed(method),
-            params,
-        }));
-        self.0.pending.insert(
-            id,
-            Pending::Client {
-                client: client.clone(),
-                cdp_id: command.id,
-                session: command.session_id.as_deref().map(Arc::from),
-                generation: link.generation,
-                hook,
-                queued_at: std::time::Instant::now(),
-            },
-        );
-        if !link.send_charged(frame, charge).await && self.0.pending.remove(&id).is_some() {
-            client.finish_command();
-            return reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
-        }
-        if method == "Page.captureScreenshot" && child.is_none() {
-            self.watch_capture(id, tab_id);
-        }
-    }
 }
 
 /// Now, in seconds since the epoch (CDP's `TimeSinceEpoch`).
@@ -758,20 +540,7 @@ fn now_secs() -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{IO_READ_MAX, client_name, io_read_within_budget};
-    use shared_protocol::RawValue;
-
-    #[test]
-    fn a_read_of_a_stream_asks_chrome_for_at_most_its_default_chunk() {
-        let read = |json: &str| io_read_within_budget(Some(&RawValue::from_string(json.to_string()).unwrap()));
-        assert_eq!(
-            read(r#"{"handle":"7","size":1073741824}"#),
-            Some(format!(r#"{{"handle":"7","size":{IO_READ_MAX}}}"#))
-        );
-        assert_eq!(read(r#"{"handle":"7","size":65536}"#), None, "a smaller read goes as it is");
-        assert_eq!(read(r#"{"handle":"7"}"#), None, "Chrome's default is the cap");
-        assert_eq!(io_read_within_budget(None), None);
-    }
+    use super::client_name;
 
     #[test]
     fn clients_are_named_by_the_first_word_of_their_user_agent() {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use shared_protocol::layout::{self, RawEvent};
 use shared_protocol::{
-    CallId, ExtensionMessage, Hello, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo,
+    ExtensionMessage, Hello, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo,
     close_code, encode,
 };
 use tokio::sync::mpsc;
@@ -22,8 +22,8 @@ use super::cdp;
 use super::interception::{self, Route};
 use super::lending;
 use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, SharedFrame, write_loop};
-use super::targets::{EnableEffect, SubKind, Target, new_id};
-use super::{CallError, Pending, Relay, ReplyHook};
+use super::targets::{SubKind, Target, new_id};
+use super::{CallError, Relay};
 
 /// How long a newly shared tab (a popup) with nowhere to go may stay on its
 /// initial empty document before it is announced anyway (a `window.open()`
@@ -318,7 +318,7 @@ impl Relay {
             ours
         });
         drop(link);
-        self.fail_pending(generation);
+        self.0.pending.fail(generation);
         let gone = self.registry().take_all();
         for target in gone {
             self.announce_gone(target);
@@ -548,90 +548,6 @@ impl Relay {
             ExtensionMessage::Pong { .. } => {}
             ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } | ExtensionMessage::Prove { .. } => {
                 tracing::warn!("handshake message after the handshake ignored");
-            }
-        }
-    }
-
-    /// One reply: the raw result (if any), or Chrome's error.
-    pub(crate) fn on_reply(&self, id: CallId, reply: Result<Option<&str>, shared_protocol::CallError>) {
-        let Some((_, pending)) = self.0.pending.remove(&id) else {
-            tracing::debug!(id, "reply for a call nobody waits for (timed out?)");
-            return;
-        };
-        match pending {
-            Pending::Client { client, cdp_id, session, hook, queued_at, .. } => {
-                client.finish_command();
-                let took = queued_at.elapsed();
-                self.0.answered.fetch_add(1, Ordering::Relaxed);
-                self.0.answered_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-                tracing::trace!(id, cdp_id, micros = took.as_micros() as u64, "extension round trip");
-                if let (Some(ReplyHook::ScriptAdded { tab, child }), Ok(Some(result))) = (&hook, &reply) {
-                    #[derive(Deserialize)]
-                    struct Added {
-                        identifier: String,
-                    }
-                    if let Ok(added) = serde_json::from_str::<Added>(result)
-                        && let Some(target) = self.registry().by_tab_mut(*tab)
-                    {
-                        target.ledger.script_added(client.id, child.as_deref(), added.identifier);
-                    }
-                }
-                if let Some(ReplyHook::RuntimeEnable(enable)) = &hook {
-                    // See `Target::runtime`: replay before the answer, as Chrome would.
-                    let mut registry = self.registry();
-                    if let Some(target) = registry.by_tab_mut(enable.tab) {
-                        match (&enable.effect, reply.is_err()) {
-                            (EnableEffect::Replay, false) => {
-                                let live = target.runtime_join(client.id, enable.child.as_deref());
-                                tracing::debug!(client = client.id, replayed = live.len(), "Runtime.enable replay");
-                                for params in live {
-                                    client.send(cdp::event(
-                                        "Runtime.executionContextCreated",
-                                        &params,
-                                        session.as_deref(),
-                                    ));
-                                }
-                            }
-                            (EnableEffect::EnablesChrome, true) => {
-                                target.runtime_disable(client.id, enable.child.as_deref());
-                            }
-                            (EnableEffect::Replay, true) => {
-                                target.runtime_join_failed(client.id, enable.child.as_deref());
-                            }
-                            (EnableEffect::EnablesChrome, false) => {}
-                        }
-                    }
-                }
-                let text = match &reply {
-                    Err(error) => {
-                        let message = self.0.protocol_methods.explain(&error.message);
-                        cdp::error(
-                            Some(cdp_id),
-                            error.code.unwrap_or(cdp::code::SERVER_ERROR),
-                            &message,
-                            session.as_deref(),
-                        )
-                    }
-                    Ok(Some(result)) if matches!(hook, Some(ReplyHook::OnlyItsCookies(_))) => {
-                        let Some(ReplyHook::OnlyItsCookies(grant)) = &hook else { unreachable!("matched") };
-                        let kept = crate::lending::only_its_cookies(&grant.sites, result);
-                        cdp::response(cdp_id, kept.as_deref().unwrap_or(result), session.as_deref())
-                    }
-                    Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
-                };
-                client.send(text);
-            }
-            Pending::Internal { reply: tx, .. } => {
-                let result = match reply {
-                    Err(error) => Err(CallError::Chrome(error.message)),
-                    Ok(result) => Ok(result.unwrap_or("null").to_string()),
-                };
-                let _ = tx.send(result);
-            }
-            Pending::Undo { method, .. } => {
-                if let Err(error) = reply {
-                    tracing::debug!(%method, "undoing a client's state: {}", error.message);
-                }
             }
         }
     }

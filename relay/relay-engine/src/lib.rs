@@ -34,6 +34,7 @@ pub mod cdp;
 mod client;
 mod discovery;
 mod extension;
+mod forward;
 mod interception;
 mod ledger;
 mod lending;
@@ -57,8 +58,8 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use serde_json::{Value, json};
-use shared_protocol::{CallId, Hello, RawValue, RelayMessage, TabId};
-use tokio::sync::{oneshot, watch};
+use shared_protocol::{CallId, Hello, RelayMessage, TabId};
+use tokio::sync::watch;
 
 use client::ClientHandle;
 use extension::ExtensionLink;
@@ -169,63 +170,6 @@ pub enum CallError {
     Chrome(String),
 }
 
-/// Where a reply from the extension goes.
-#[derive(Debug)]
-enum Pending {
-    /// A client's forwarded command: answered with the client's own id, on
-    /// the session it was sent on.
-    Client {
-        client: Arc<ClientHandle>,
-        cdp_id: i64,
-        session: Option<Arc<str>>,
-        generation: u64,
-        /// What the reply means to the relay's books, besides the client.
-        hook: Option<ReplyHook>,
-        /// When it was queued for the extension: its round trip through the
-        /// extension's worker is measured from here ([`Relay::extension_round_trips`]).
-        queued_at: std::time::Instant,
-    },
-    /// One of the relay's own calls.
-    Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
-    /// A command that puts a tab back after a client left (see
-    /// [`ledger`]); its answer goes nowhere.
-    Undo { generation: u64, method: String },
-}
-
-impl Pending {
-    fn generation(&self) -> u64 {
-        match self {
-            Self::Client { generation, .. } | Self::Internal { generation, .. } | Self::Undo { generation, .. } => {
-                *generation
-            }
-        }
-    }
-}
-
-/// What a client's reply means to the relay's books.
-#[derive(Debug)]
-enum ReplyHook {
-    /// `Runtime.enable`: see [`targets::Target::runtime`].
-    RuntimeEnable(RuntimeEnable),
-    /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
-    /// to remove the script when the client leaves.
-    ScriptAdded { tab: TabId, child: Option<Arc<str>> },
-    /// A cookie answer to a grant's client: only its sites' cookies
-    /// (`lending.rs`).
-    OnlyItsCookies(Arc<grants::Grant>),
-}
-
-/// The answer to every command in flight when the extension goes away.
-const EXTENSION_GONE: &str = "Browser Relay extension disconnected while this command was in flight";
-
-/// A client's `Runtime.enable` on a tab's shared debugger session.
-#[derive(Debug)]
-struct RuntimeEnable {
-    tab: TabId,
-    child: Option<Arc<str>>,
-    effect: targets::EnableEffect,
-}
-
 /// Address and token used to build the URLs we hand out. Built from the bound
 /// address, never from a request's `Host`.
 #[derive(Debug, Clone)]
@@ -316,8 +260,8 @@ pub(crate) struct Inner {
     registry: Mutex<Registry>,
     /// Chrome's flat child sessions (iframes, workers) → their tab.
     children: DashMap<Arc<str>, TabId>,
-    pending: DashMap<CallId, Pending>,
-    next_call: AtomicU64,
+    /// The calls to the extension waiting for their answers (`forward.rs`).
+    pending: forward::PendingCalls,
     next_client: AtomicU64,
     clients: DashMap<u64, Arc<ClientHandle>>,
     /// The managed profiles' clients, relayed to a browser's pipe (listed
@@ -402,8 +346,7 @@ impl Relay {
             generation: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
             children: DashMap::new(),
-            pending: DashMap::new(),
-            next_call: AtomicU64::new(1),
+            pending: forward::PendingCalls::default(),
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
             piped: DashMap::new(),
@@ -569,10 +512,6 @@ impl Relay {
             .then(|| extension::ExtensionClaim(self.clone()))
     }
 
-    fn next_call_id(&self) -> CallId {
-        self.0.next_call.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Makes one `chrome.*` call through the extension and waits for its
     /// reply (raw JSON of the result, `null` when Chrome returned nothing).
     pub async fn call(&self, build: impl FnOnce(CallId) -> RelayMessage<'static>) -> Result<String, CallError> {
@@ -614,68 +553,6 @@ impl Relay {
             (method, shared_protocol::encode(&message))
         })
         .await
-    }
-
-    /// The one path for the relay's own calls: register the pending reply,
-    /// send, wait with a deadline, and never leave an entry behind.
-    async fn roundtrip(&self, frame: impl FnOnce(CallId) -> (&'static str, String)) -> Result<String, CallError> {
-        let link = self.link().ok_or(CallError::NoExtension)?;
-        let id = self.next_call_id();
-        let (name, text) = frame(id);
-        let (tx, rx) = oneshot::channel();
-        self.0.pending.insert(id, Pending::Internal { reply: tx, generation: link.generation, name });
-        if !link.send(text).await {
-            self.0.pending.remove(&id);
-            return Err(CallError::Disconnected(name));
-        }
-        let timeout = self.0.config.call_timeout;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(CallError::Disconnected(name)),
-            Err(_) => {
-                self.0.pending.remove(&id);
-                Err(CallError::Timeout(name, timeout))
-            }
-        }
-    }
-
-    /// Queues a command that puts a tab back after a client left; its answer
-    /// is only logged.
-    pub(crate) fn send_undo(&self, link: &extension::ExtensionLink, tab_id: TabId, undo: ledger::Undo) {
-        let id = self.next_call_id();
-        let params = RawValue::from_string(undo.params).ok();
-        let frame = shared_protocol::encode(&RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {
-            id,
-            tab_id,
-            session_id: undo.child.as_deref().map(Into::into),
-            method: undo.method.as_str().into(),
-            params: params.as_deref(),
-        }));
-        tracing::debug!(tab = tab_id, child = undo.child.as_deref(), method = %undo.method, "undoing a client's state");
-        self.0.pending.insert(id, Pending::Undo { generation: link.generation, method: undo.method });
-        if !link.send_now(frame) {
-            self.0.pending.remove(&id);
-            tracing::warn!(tab = tab_id, "the extension's queue is full: a client's state on this tab was not undone");
-        }
-    }
-
-    /// Answers every pending call of an extension connection that is gone.
-    fn fail_pending(&self, generation: u64) {
-        let ids: Vec<CallId> =
-            self.0.pending.iter().filter(|e| e.value().generation() == generation).map(|e| *e.key()).collect();
-        for id in ids {
-            let Some((_, pending)) = self.0.pending.remove(&id) else { continue };
-            match pending {
-                Pending::Client { client, cdp_id, session, .. } => {
-                    client.finish_command();
-                    client.send(cdp::error(Some(cdp_id), cdp::code::SERVER_ERROR, EXTENSION_GONE, session.as_deref()));
-                }
-                Pending::Internal { reply, name, .. } => {
-                    let _ = reply.send(Err(CallError::Disconnected(name)));
-                }
-                Pending::Undo { .. } => {}
-            }
-        }
     }
 
     // ---- JSON views for the HTTP routes -------------------------------
