@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::cdp;
 use super::interception::{self, Route};
 use super::lending;
-use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, SharedFrame, write_loop};
+use super::link::ExtensionLink;
+use super::queue::{self, POLICY_VIOLATION, SharedFrame, write_loop};
 use super::targets::{SubKind, Target, new_id};
 use super::{CallError, Relay};
 
@@ -50,50 +51,6 @@ struct TargetInfo {
     /// Chrome knows it.
     #[serde(default)]
     opener_id: Option<String>,
-}
-
-/// A live, greeted extension connection.
-#[derive(Debug)]
-pub(crate) struct ExtensionLink {
-    /// Distinguishes this connection from earlier ones, so pending calls of a
-    /// dead connection can be failed without touching a new one's.
-    pub generation: u64,
-    tx: mpsc::Sender<Outgoing>,
-    /// Bytes queued to the extension ([`crate::RelayConfig::extension_queue_bytes`]).
-    queued: Arc<Meter>,
-    pub hello: Hello,
-}
-
-impl ExtensionLink {
-    /// Queues one of the relay's own frames for the extension (counted,
-    /// never refused); `false` once the connection is gone.
-    pub(crate) async fn send(&self, text: String) -> bool {
-        let charge = self.queued.charge_always(text.len());
-        self.send_charged(text, charge).await
-    }
-
-    /// Takes room for `bytes` of a client's command, against the client's
-    /// own budget (`commands`) and the link's.
-    pub(crate) fn charge_command(&self, commands: &Arc<Meter>, bytes: usize) -> Result<Charge, OverBudget> {
-        Meter::charge(commands, &self.queued, bytes)
-    }
-
-    /// Queues a frame whose room was taken with [`Self::charge_command`].
-    pub(crate) async fn send_charged(&self, text: String, charge: Charge) -> bool {
-        self.tx.send(Outgoing { message: Message::Text(text.into()), _charge: charge }).await.is_ok()
-    }
-
-    /// Queues a frame now, behind everything queued so far (for frames that
-    /// must keep their place: undo commands sent under the registry lock).
-    /// `false` when the queue is full or the connection gone.
-    pub(crate) fn send_now(&self, text: String) -> bool {
-        let charge = self.queued.charge_always(text.len());
-        self.tx.try_send(Outgoing { message: Message::Text(text.into()), _charge: charge }).is_ok()
-    }
-
-    pub(crate) fn queued_bytes(&self) -> usize {
-        self.queued.used()
-    }
 }
 
 /// The next text frame by `deadline`: a close code and reason when there
@@ -231,8 +188,7 @@ impl Relay {
         let (tx, rx) = mpsc::channel(1024);
         let stop_writer = CancellationToken::new();
         let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone(), queue::Farewell::default()));
-        let queued = Meter::new(config.extension_queue_bytes);
-        let link = Arc::new(ExtensionLink { generation, tx, queued, hello: hello.clone() });
+        let link = Arc::new(ExtensionLink::new(generation, tx, config.extension_queue_bytes, hello.clone()));
         // The version both speak: a version 5 extension batches only
         // when told 5.
         link.send(encode(&RelayMessage::Welcome {

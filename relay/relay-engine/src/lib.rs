@@ -38,6 +38,7 @@ mod forward;
 mod interception;
 mod ledger;
 mod lending;
+mod link;
 mod oversight;
 mod queue;
 mod targets;
@@ -62,7 +63,7 @@ use shared_protocol::{CallId, Hello, RelayMessage, TabId};
 use tokio::sync::watch;
 
 use client::ClientHandle;
-use extension::ExtensionLink;
+use link::ExtensionLink;
 use state_dir::Token;
 use targets::Registry;
 
