@@ -41,6 +41,7 @@ mod lending;
 mod link;
 mod oversight;
 mod queue;
+mod routing;
 mod targets;
 mod withheld;
 
@@ -699,19 +700,5 @@ impl Relay {
 
     pub(crate) fn context_id(&self) -> &Arc<str> {
         &self.0.context_id
-    }
-}
-
-/// Counts a client's commands waiting on the extension.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight(AtomicUsize);
-
-impl InFlight {
-    pub(crate) fn try_start(&self, max: usize) -> bool {
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
-    }
-
-    pub(crate) fn finish(&self) {
-        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 }
