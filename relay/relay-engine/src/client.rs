@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cdp;
+use crate::config::RelayConfig;
 use crate::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame};
 
 /// One entry of CDP's `TargetFilter`.
@@ -111,7 +112,7 @@ impl ClientHandle {
         profile: Option<Arc<str>>,
         access: grants::Access,
         default_session: Option<Arc<str>>,
-        config: &crate::RelayConfig,
+        config: &RelayConfig,
         all_clients: Arc<Meter>,
     ) -> (Arc<Self>, mpsc::Receiver<Outgoing>) {
         let (tx, rx) = mpsc::channel(config.client_queue);
