@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::StreamExt;
+use futures_util::stream::SplitStream;
 use serde::Deserialize;
 use serde_json::json;
 use shared_protocol::layout::{self, RawEvent};
@@ -166,101 +167,17 @@ impl Relay {
         let Some(claim) = self.claim_extension() else {
             return close_with(socket, POLICY_VIOLATION, "another Browser Relay extension is already connected").await;
         };
-        // A pairing link's code, proved: spent now (of two redemptions at
-        // once, the second is refused), and only now does the extension's key go,
-        // sealed for the code, in the welcome. Whoever knows the code and
-        // does not prove it gets nothing, and spends nothing.
-        let sealed = match redemption {
-            None => None,
-            Some(Redemption { id, code, extension_nonce, bound }) => {
-                let token = self.0.pairing.as_ref().expect("a redemption is proved with the pairing token");
-                if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
-                    return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
-                }
-                // The extension's key, not the secret (protocol 8).
-                let key = self.0.extension_key.as_ref().expect("derived with the pairing token");
-                shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, key.as_str())
-            }
+        let Ok(sealed) = self.redeem(redemption) else {
+            return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
         };
-        let config = self.config().clone();
         let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(1024);
         let stop_writer = CancellationToken::new();
         let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone(), queue::Farewell::default()));
-        let link = Arc::new(ExtensionLink::new(generation, tx, config.extension_queue_bytes, hello.clone()));
-        // The version both speak: a version 5 extension batches only
-        // when told 5.
-        link.send(encode(&RelayMessage::Welcome {
-            protocol_version: hello.protocol_version.clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION),
-            relay_version: env!("CARGO_PKG_VERSION").into(),
-            protocols: Some(shared_protocol::ProtocolRange::THIS),
-            sealed,
-        }))
-        .await;
-        self.0.link.send_replace(Some(link.clone()));
-        // Which tab groups are grants', before any tab is announced.
-        self.send_grants(&link);
-        tracing::info!(
-            extension = %hello.extension_version,
-            browser = %hello.browser_version,
-            tabs = hello.attached_tabs.len(),
-            "extension connected"
-        );
-        if !hello.attached_tabs.is_empty() {
-            let relay = self.clone();
-            let tabs = hello.attached_tabs.clone();
-            tokio::spawn(async move {
-                for tab in tabs {
-                    if let Err(e) = relay.register_tab(&tab).await {
-                        tracing::warn!(tab = tab.tab_id, "could not re-announce tab: {e}");
-                    }
-                }
-            });
-        }
-        // What the extension sent after its proof beside the hello: taken
-        // now, in the order sent, as if it came after the welcome.
-        for text in &early {
-            self.on_extension_message(&link, text);
-        }
-        drop(early);
-
-        let mut ping = tokio::time::interval(config.ping_interval);
-        ping.tick().await;
-        // Who holds which tab, for the extension's options page: sent when
-        // it changes (`holders_changed`; the interval is a backstop).
-        let mut report = tokio::time::interval(config.clients_report);
-        let mut reported = Vec::new();
-        let mut last_seen = Instant::now();
-        let mut nonce = 0u64;
-        loop {
-            tokio::select! {
-                () = self.shutting_down().cancelled() => break,
-                frame = stream.next() => match frame {
-                    Some(Ok(Message::Text(text))) => {
-                        last_seen = Instant::now();
-                        self.on_extension_text(&link, &text);
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => last_seen = Instant::now(),
-                    Some(Ok(Message::Binary(_))) => tracing::warn!("extension sent a binary frame; ignored"),
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Err(e)) => {
-                        tracing::warn!("extension connection failed: {e}");
-                        break;
-                    }
-                },
-                () = self.0.holders.notified() => self.report_holders(&link, &mut reported).await,
-                _ = report.tick() => self.report_holders(&link, &mut reported).await,
-                _ = ping.tick() => {
-                    if last_seen.elapsed() > config.extension_silence {
-                        tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);
-                        break;
-                    }
-                    nonce += 1;
-                    link.send(encode(&RelayMessage::Ping { nonce })).await;
-                }
-            }
-        }
+        let link = Arc::new(ExtensionLink::new(generation, tx, self.config().extension_queue_bytes, hello));
+        self.greet(&link, sealed, early).await;
+        self.keep_link(&link, &mut stream).await;
 
         // Teardown order matters: stop the writer first so that no call can
         // be queued after the pending table is drained.
@@ -282,6 +199,104 @@ impl Relay {
         self.0.children.clear();
         drop(claim);
         tracing::info!("extension disconnected");
+    }
+
+    /// A pairing link's code, proved: spent now (of two redemptions at
+    /// once, the second is refused), and only now does the extension's key
+    /// go, sealed for the code, in the welcome. Whoever knows the code and
+    /// does not prove it gets nothing, and spends nothing. `Err`: the code
+    /// is spent or unknown.
+    fn redeem(&self, redemption: Option<Redemption>) -> Result<Option<String>, ()> {
+        let Some(Redemption { id, code, extension_nonce, bound }) = redemption else { return Ok(None) };
+        let token = self.0.pairing.as_ref().expect("a redemption is proved with the pairing token");
+        if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
+            return Err(());
+        }
+        // The extension's key, not the secret (protocol 8).
+        let key = self.0.extension_key.as_ref().expect("derived with the pairing token");
+        Ok(shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, key.as_str()))
+    }
+
+    /// Welcomes a greeted extension and makes its link the relay's: the
+    /// grants' groups told, its tabs announced again, and what it sent
+    /// after its proof beside the hello (`early`) taken, in the order sent,
+    /// as if it came after the welcome.
+    async fn greet(&self, link: &Arc<ExtensionLink>, sealed: Option<String>, early: Vec<String>) {
+        let hello = &link.hello;
+        // The version both speak: a version 5 extension batches only
+        // when told 5.
+        link.send(encode(&RelayMessage::Welcome {
+            protocol_version: hello.protocol_version.clamp(OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION),
+            relay_version: env!("CARGO_PKG_VERSION").into(),
+            protocols: Some(shared_protocol::ProtocolRange::THIS),
+            sealed,
+        }))
+        .await;
+        self.0.link.send_replace(Some(link.clone()));
+        // Which tab groups are grants', before any tab is announced.
+        self.send_grants(link);
+        tracing::info!(
+            extension = %hello.extension_version,
+            browser = %hello.browser_version,
+            tabs = hello.attached_tabs.len(),
+            "extension connected"
+        );
+        if !hello.attached_tabs.is_empty() {
+            let relay = self.clone();
+            let tabs = hello.attached_tabs.clone();
+            tokio::spawn(async move {
+                for tab in tabs {
+                    if let Err(e) = relay.register_tab(&tab).await {
+                        tracing::warn!(tab = tab.tab_id, "could not re-announce tab: {e}");
+                    }
+                }
+            });
+        }
+        for text in &early {
+            self.on_extension_message(link, text);
+        }
+    }
+
+    /// Reads the extension's messages, pings it and tells it who holds
+    /// which tab, until it goes, falls silent or the server stops.
+    async fn keep_link(&self, link: &ExtensionLink, stream: &mut SplitStream<WebSocket>) {
+        let config = self.config();
+        let mut ping = tokio::time::interval(config.ping_interval);
+        ping.tick().await;
+        // Who holds which tab, for the extension's options page: sent when
+        // it changes (`holders_changed`; the interval is a backstop).
+        let mut report = tokio::time::interval(config.clients_report);
+        let mut reported = Vec::new();
+        let mut last_seen = Instant::now();
+        let mut nonce = 0u64;
+        loop {
+            tokio::select! {
+                () = self.shutting_down().cancelled() => break,
+                frame = stream.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        last_seen = Instant::now();
+                        self.on_extension_text(link, &text);
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => last_seen = Instant::now(),
+                    Some(Ok(Message::Binary(_))) => tracing::warn!("extension sent a binary frame; ignored"),
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(e)) => {
+                        tracing::warn!("extension connection failed: {e}");
+                        break;
+                    }
+                },
+                () = self.0.holders.notified() => self.report_holders(link, &mut reported).await,
+                _ = report.tick() => self.report_holders(link, &mut reported).await,
+                _ = ping.tick() => {
+                    if last_seen.elapsed() > config.extension_silence {
+                        tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);
+                        break;
+                    }
+                    nonce += 1;
+                    link.send(encode(&RelayMessage::Ping { nonce })).await;
+                }
+            }
+        }
     }
 
     /// Tells the extension who holds each tab, if that changed since
