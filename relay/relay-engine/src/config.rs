@@ -27,7 +27,7 @@ pub struct RelayConfig {
     /// Messages queued to one client before it is dropped as too slow.
     pub client_queue: usize,
     /// Bytes queued to one client before it is dropped as too slow (one
-    /// frame of any size always fits an empty queue; see [`queue`]).
+    /// frame of any size always fits an empty queue; see [`crate::queue`]).
     pub client_queue_bytes: usize,
     /// Bytes queued to all clients together; a client with something
     /// queued is dropped when it would take the total over.
@@ -53,7 +53,7 @@ pub struct RelayConfig {
     pub extension_max_message: usize,
     /// A `Page.captureScreenshot` still unanswered after this long has its
     /// tab checked: Chrome paints no tab that is not in front (see
-    /// [`capture`]).
+    /// [`crate::capture`]).
     pub capture_check: Duration,
     /// And is answered with an error after this long, in any case.
     pub capture_timeout: Duration,

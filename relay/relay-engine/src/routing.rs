@@ -24,7 +24,7 @@ use crate::{ClientSlot, Relay};
 impl Relay {
     /// Runs one CDP client connection to its end. `page_target` makes it a
     /// page-level endpoint bound to that target; `name` is what it calls
-    /// itself ([`client_name`]).
+    /// itself ([`crate::client_name`]).
     pub async fn serve_client(
         &self,
         socket: WebSocket,
