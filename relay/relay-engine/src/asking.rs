@@ -7,11 +7,11 @@
 //!   paused, before it leaves Chrome: `lending.rs`), a download (the
 //!   response held before its body), files given to an input or dropped
 //!   on the page, and the start of its input (the client's command held,
-//!   and its later commands behind it: `client.rs`). Whoever started it:
+//!   and its later commands behind it: `forward.rs`). Whoever started it:
 //!   an agent's click, a CDP command, the page's own script. The person
 //!   answers in the extension's notification, on the dashboard or in a
-//!   terminal ([`Relay::answer`]); no answer in [`ASK_WITHIN`] is a no, and
-//!   so is a question whose tab, grant or client goes first. Allow: it goes
+//!   terminal ([`Relay::answer`]); no answer in [`crate::ASK_WITHIN`] is a
+//!   no, and so is a question whose tab, grant or client goes first. Allow: it goes
 //!   on as if never held (an allowed input's rest for a few seconds);
 //!   "allow for this site" lets the same kind on the same site go for
 //!   [`SITE_ALLOWANCE`] (files excepted); deny: it never happens, and
@@ -38,9 +38,6 @@ use shared_protocol::{RelayMessage, TabId, encode};
 use tokio::sync::{oneshot, watch};
 
 use super::Relay;
-
-/// How long a question waits for the person: then it is a no.
-pub const ASK_WITHIN: Duration = Duration::from_secs(120);
 
 /// How many questions of one grant may wait at once.
 pub(crate) const WAITING_PER_GRANT: usize = 8;

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use shared_protocol::{RelayMessage, TabId, TabInfo};
 
 use super::cdp::{self, Command, code};
-use super::client::{ClientHandle, Replier, SessionKind, attached_event};
-use super::targets::{FilterEntry, SubKind, Subscription, TargetFilter, new_id};
+use super::client::{ClientHandle, FilterEntry, Replier, SessionKind, TargetFilter};
+use super::targets::{SubKind, Subscription, attached_event, new_id};
 use super::{CallError, Relay};
 
 #[derive(Deserialize)]

@@ -30,7 +30,7 @@ impl Relay {
         tokio::spawn(async move {
             let (check, timeout) = (relay.0.config.capture_check, relay.0.config.capture_timeout);
             tokio::time::sleep(check).await;
-            if !relay.0.pending.contains_key(&call) {
+            if !relay.0.pending.contains(call) {
                 return;
             }
             let message = match relay.why_not_painted(tab).await {

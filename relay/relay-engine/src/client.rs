@@ -1,54 +1,52 @@
-//! CDP clients: browser-level (`/cdp`, `/devtools/browser/<id>`) and
-//! page-level (`/devtools/page/<id>`) connections and the routing of their
-//! commands (the `Target.*`/`Browser.*` commands the relay answers itself
-//! are in `browser_domain.rs`).
+//! One connected CDP client as the rest of the relay sees it: its queue
+//! (a client that does not read is dropped), the sessions it holds and the
+//! targets it asked to be told of, its commands in flight, and the reply to
+//! one of its commands. Serving its socket is `routing.rs`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
-use futures_util::StreamExt;
-use futures_util::stream::SplitSink;
-use grants::AskKind;
-use serde_json::{Value, json};
-use shared_protocol::{RawValue, RelayMessage, SendCommand, TabId, encode};
+use axum::extract::ws::{Message, Utf8Bytes};
+use serde::Deserialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::asking::{AskedTab, Verdict};
-use super::browser_domain::{
-    NO_SESSION, Scope, cookie_budget_refusal, cookies_deleted, is_browser_domain, wipe_refusal,
-};
-use super::cdp::{self, Command, code};
-use super::interception;
-use super::ledger::Decision;
-use super::lending;
-use super::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame, write_loop};
-use super::targets::{SubKind, Subscription, Target, TargetFilter, new_id};
-use super::{CallError, InFlight, Pending, Relay, ReplyHook, RuntimeEnable};
+use crate::cdp;
+use crate::config::RelayConfig;
+use crate::queue::{self, Charge, Farewell, Meter, Outgoing, OverBudget, SharedFrame};
 
-/// What `debugger.sendCommand` adds around a command's method and params
-/// (type, ids, keys), for the charge taken before the frame is built.
-const FRAME_ENVELOPE: usize = 96;
+/// One entry of CDP's `TargetFilter`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub(crate) struct FilterEntry {
+    #[serde(default, rename = "type")]
+    pub target_type: Option<String>,
+    #[serde(default)]
+    pub exclude: bool,
+}
 
-/// The most `IO.read` asks Chrome for at once: Chrome's own default chunk.
-/// A client may ask for more (`size`), and Chrome would send it in one
-/// reply through the extension's one socket, past its message limit, which
-/// would cut every client off; a smaller chunk is a valid answer (clients
-/// read until `eof`).
-pub(crate) const IO_READ_MAX: u64 = 10 << 20;
+/// CDP's `TargetFilter`: entries are tried in order and the first whose type
+/// matches (or that has no type) decides; no match excludes. Absent, it is
+/// `[{type: "browser", exclude: true}, {type: "tab", exclude: true}, {}]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TargetFilter(Vec<FilterEntry>);
 
-/// `IO.read`'s params with `size` brought down to [`IO_READ_MAX`], when
-/// they ask for more.
-fn io_read_within_budget(params: Option<&RawValue>) -> Option<String> {
-    let mut params: serde_json::Map<String, Value> = serde_json::from_str(params?.get()).ok()?;
-    let size = params.get("size")?.as_u64()?;
-    (size > IO_READ_MAX).then(|| {
-        params.insert("size".into(), IO_READ_MAX.into());
-        Value::Object(params).to_string()
-    })
+impl Default for TargetFilter {
+    fn default() -> Self {
+        let exclude = |t: &str| FilterEntry { target_type: Some(t.into()), exclude: true };
+        Self(vec![exclude("browser"), exclude("tab"), FilterEntry::default()])
+    }
+}
+
+impl TargetFilter {
+    pub(crate) fn from_param(entries: Option<Vec<FilterEntry>>) -> Self {
+        entries.map_or_else(Self::default, Self)
+    }
+
+    pub(crate) fn matches(&self, target_type: &str) -> bool {
+        self.0.iter().find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type)).is_some_and(|e| !e.exclude)
+    }
 }
 
 /// What a session id a client holds stands for.
@@ -93,9 +91,10 @@ pub(crate) struct ClientHandle {
     all_clients: Arc<Meter>,
     /// Bytes of this client's commands queued to the extension.
     pub(crate) commands: Arc<Meter>,
-    kill: CancellationToken,
+    /// Cancelled when the connection ends: whatever waits on its behalf stops.
+    pub(crate) kill: CancellationToken,
     /// The close frame it gets when the relay ends the connection.
-    farewell: Farewell,
+    pub(crate) farewell: Farewell,
     in_flight: InFlight,
     /// For page-level endpoints: the session commands without a `sessionId` use.
     pub(crate) default_session: Option<Arc<str>>,
@@ -103,10 +102,39 @@ pub(crate) struct ClientHandle {
 }
 
 impl ClientHandle {
-    /// Whether `target` is this client's to see: every shared tab for the
-    /// person's keys, a grant's own tabs for a grant's.
-    pub(crate) fn sees(&self, target: &Target) -> bool {
-        self.access.sees(target.grant.as_deref())
+    /// A client connection's handle, and the receiving end of its queue for
+    /// its writer: the same frame and byte budgets for every client socket,
+    /// the relay's own and the piped ones (`all_clients`: the bytes queued
+    /// to every client together).
+    pub(crate) fn new(
+        id: u64,
+        label: ClientLabel,
+        profile: Option<Arc<str>>,
+        access: grants::Access,
+        default_session: Option<Arc<str>>,
+        config: &RelayConfig,
+        all_clients: Arc<Meter>,
+    ) -> (Arc<Self>, mpsc::Receiver<Outgoing>) {
+        let (tx, rx) = mpsc::channel(config.client_queue);
+        let client = Arc::new(ClientHandle {
+            id,
+            name: label.name.into(),
+            user_agent: label.user_agent.into(),
+            since_ms: activity::now_millis(),
+            commands_sent: std::sync::atomic::AtomicU64::new(0),
+            profile,
+            access,
+            tx,
+            queued: Meter::new(config.client_queue_bytes),
+            all_clients,
+            commands: Meter::new(config.client_command_bytes),
+            kill: CancellationToken::new(),
+            farewell: Farewell::default(),
+            in_flight: InFlight::default(),
+            default_session,
+            state: Mutex::new(ClientState::default()),
+        });
+        (client, rx)
     }
 
     /// The grant it came through, if it did.
@@ -170,6 +198,12 @@ impl ClientHandle {
         }
     }
 
+    /// Takes one of its slots for a command waiting on the extension
+    /// (`false`: all `max` are taken).
+    pub(crate) fn start_command(&self, max: usize) -> bool {
+        self.in_flight.try_start(max)
+    }
+
     pub(crate) fn finish_command(&self) {
         self.in_flight.finish();
     }
@@ -180,58 +214,6 @@ impl ClientHandle {
 
     pub(crate) fn discover_filter(&self) -> Option<TargetFilter> {
         self.state().discover.clone()
-    }
-
-    pub(crate) fn subscribe(
-        self: &Arc<Self>,
-        state: &mut ClientState,
-        target: &mut Target,
-        kind: SubKind,
-        session: Arc<str>,
-        parent: Option<Arc<str>>,
-    ) {
-        let held = if kind == SubKind::Tab {
-            SessionKind::Tab(target.target_id.clone())
-        } else {
-            SessionKind::Page(target.target_id.clone())
-        };
-        state.sessions.insert(session.clone(), held);
-        target.subs.push(Subscription { client: self.clone(), session, parent, kind, bare: false });
-    }
-
-    /// Announces `target` per this client's root auto-attach filter, once.
-    pub(crate) fn auto_attach_root(self: &Arc<Self>, target: &mut Target, context_id: &str) {
-        if !self.sees(target) {
-            return;
-        }
-        let mut state = self.state();
-        let Some(filter) = state.auto_attach.clone() else { return };
-        let kinds =
-            [(SubKind::Page, "page", target.page_session.clone()), (SubKind::Tab, "tab", target.tab_session.clone())];
-        for (kind, name, session) in kinds {
-            if !filter.matches(name) || target.is_subscribed(self.id, &session) {
-                continue;
-            }
-            let info = if kind == SubKind::Tab { target.tab_info(context_id) } else { target.page_info(context_id) };
-            self.subscribe(&mut state, target, kind, session.clone(), None);
-            self.send(attached_event(&session, info, None));
-        }
-    }
-}
-
-pub(crate) fn attached_event(session: &str, target_info: Value, on: Option<&str>) -> String {
-    let params = json!({"sessionId": session, "targetInfo": target_info, "waitingForDebugger": false});
-    cdp::event("Target.attachedToTarget", &params.to_string(), on)
-}
-
-/// Lets a queued close frame go out, but never waits on a dead peer: the
-/// writer gives up on its own after its grace; this is the backstop.
-async fn finish_writer(client: &ClientHandle, mut writer: JoinHandle<()>) {
-    if tokio::time::timeout(std::time::Duration::from_secs(1), &mut writer).await.is_err() {
-        client.kill.cancel();
-        if tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer).await.is_err() {
-            writer.abort();
-        }
     }
 }
 
@@ -277,500 +259,47 @@ impl ClientLabel {
     }
 }
 
-impl Relay {
-    /// Runs one CDP client connection to its end. `page_target` makes it a
-    /// page-level endpoint bound to that target; `name` is what it calls
-    /// itself ([`client_name`]).
-    pub async fn serve_client(
-        &self,
-        socket: WebSocket,
-        page_target: Option<Arc<str>>,
-        label: ClientLabel,
-        access: grants::Access,
-        _slot: crate::ClientSlot,
-    ) {
-        let (sink, mut stream) = socket.split();
-        let default_session = page_target.as_ref().map(|_| new_id());
-        let (client, writer) = self.open_client(sink, default_session, label, None, access);
-        let kill = client.kill.clone();
-        if let (Some(target_id), Some(session)) = (&page_target, &client.default_session) {
-            let subscribed = {
-                let mut registry = self.registry();
-                let visible = registry.by_target_id_mut(target_id).filter(|target| client.sees(target));
-                visible.map(|target| {
-                    client.state().sessions.insert(session.clone(), SessionKind::Page(target.target_id.clone()));
-                    target.subs.push(Subscription {
-                        client: client.clone(),
-                        session: session.clone(),
-                        parent: None,
-                        kind: SubKind::Page,
-                        bare: true,
-                    });
-                })
-            };
-            self.holders_changed();
-            if subscribed.is_none() {
-                client.close(1011, "no such target: it was detached or closed");
-                let _ = writer.await;
-                return;
-            }
-        }
-        self.register_client(client.clone());
-        self.note_connection(&client, page_target.as_deref(), true);
-        tracing::debug!(client = client.id, page = page_target.as_deref(), "CDP client connected");
+/// Counts a client's commands waiting on the extension.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight(AtomicUsize);
 
-        loop {
-            tokio::select! {
-                () = kill.cancelled() => break,
-                () = self.shutting_down().cancelled() => {
-                    client.close(1001, "Browser Relay is shutting down");
-                    break;
-                }
-                frame = stream.next() => match frame {
-                    Some(Ok(Message::Text(text))) => self.on_client_text(&client, &text).await,
-                    Some(Ok(Message::Binary(_))) => client.send(cdp::error(
-                        None,
-                        code::INVALID_REQUEST,
-                        "binary frames are not CDP: send JSON text frames",
-                        None,
-                    )),
-                    Some(Ok(Message::Close(_))) | None => {
-                        // The peer is gone: nothing more goes out, and its
-                        // slot under the client cap is free at once (a
-                        // script reconnecting in a loop must not find the
-                        // cap full of clients that already left).
-                        kill.cancel();
-                        break;
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
-                        tracing::info!(client = client.id, "CDP client connection failed: {e}");
-                        let limit = self.config().client_max_message >> 20;
-                        client.close(1009, &format!("message too big or malformed (limit {limit} MiB)"));
-                        break;
-                    }
-                },
-            }
-        }
-        self.forget_client(&client);
-        self.note_connection(&client, None, false);
-        finish_writer(&client, writer).await;
-        tracing::debug!(client = client.id, "CDP client gone");
+impl InFlight {
+    pub(crate) fn try_start(&self, max: usize) -> bool {
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
     }
 
-    /// A client connection's handle and its writer: the same frame and byte
-    /// budgets for every client socket, the relay's own and the piped ones.
-    fn open_client(
-        &self,
-        sink: SplitSink<WebSocket, Message>,
-        default_session: Option<Arc<str>>,
-        label: ClientLabel,
-        profile: Option<Arc<str>>,
-        access: grants::Access,
-    ) -> (Arc<ClientHandle>, JoinHandle<()>) {
-        let config = self.config();
-        let (tx, rx) = mpsc::channel(config.client_queue);
-        let kill = CancellationToken::new();
-        let farewell = Farewell::default();
-        let client = Arc::new(ClientHandle {
-            id: self.next_client_id(),
-            name: label.name.into(),
-            user_agent: label.user_agent.into(),
-            since_ms: activity::now_millis(),
-            commands_sent: std::sync::atomic::AtomicU64::new(0),
-            profile,
-            access,
-            tx,
-            queued: Meter::new(config.client_queue_bytes),
-            all_clients: self.client_bytes().clone(),
-            commands: Meter::new(config.client_command_bytes),
-            kill: kill.clone(),
-            farewell: farewell.clone(),
-            in_flight: InFlight::default(),
-            default_session,
-            state: Mutex::new(ClientState::default()),
-        });
-        let writer = tokio::spawn(write_loop(sink, rx, kill, farewell));
-        (client, writer)
+    pub(crate) fn finish(&self) {
+        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
-
-    /// A client socket whose CDP is answered elsewhere (a managed browser's
-    /// pipe session): its frames go to `to_browser` as they are, called on
-    /// this task (`false`: the session is over), and the
-    /// frames of `from_browser` reach it through the same queue, byte
-    /// budgets and writer as the relay's own clients', so a client that
-    /// stops reading is dropped at its budget instead of holding memory.
-    /// Ends when either side ends or the server stops.
-    pub async fn serve_piped_client(
-        &self,
-        socket: WebSocket,
-        mut to_browser: impl FnMut(&str) -> bool + Send,
-        mut from_browser: mpsc::UnboundedReceiver<String>,
-        label: ClientLabel,
-        profile: String,
-        _slot: crate::ClientSlot,
-    ) {
-        let (sink, mut stream) = socket.split();
-        // The managed profiles are the person's: a grant's key never opens them.
-        let (client, writer) = self.open_client(sink, None, label, Some(profile.into()), grants::Access::Person);
-        self.0.piped.insert(client.id, client.clone());
-        self.note_connection(&client, None, true);
-        loop {
-            tokio::select! {
-                () = client.kill.cancelled() => break,
-                () = self.shutting_down().cancelled() => {
-                    client.close(1001, "Browser Relay is shutting down");
-                    break;
-                }
-                frame = from_browser.recv() => match frame {
-                    Some(text) => client.send(text),
-                    None => {
-                        // The session ended: the page closed, the browser exited.
-                        client.close(1000, "the browser session ended");
-                        break;
-                    }
-                },
-                frame = stream.next() => {
-                    let binary;
-                    let text = match &frame {
-                        Some(Ok(Message::Text(text))) => text.as_str(),
-                        Some(Ok(Message::Binary(bytes))) => {
-                            binary = String::from_utf8_lossy(bytes);
-                            &binary
-                        }
-                        Some(Ok(Message::Close(_)) | Err(_)) | None => {
-                            client.kill.cancel();
-                            break;
-                        }
-                        Some(Ok(_)) => continue,
-                    };
-                    self.note_piped_frame(&client, text);
-                    if !to_browser(text) {
-                        client.close(1000, "the browser session ended");
-                        break;
-                    }
-                }
-            }
-        }
-        // Dropping `to_browser` (its pipe session) detaches the session.
-        drop(to_browser);
-        self.0.piped.remove(&client.id);
-        self.note_connection(&client, None, false);
-        finish_writer(&client, writer).await;
-    }
-
-    /// A client left: drop its subscriptions and the answers it waits for,
-    /// and take back what it set on the tabs (as Chrome would with its
-    /// session); leave everything else as is.
-    fn forget_client(&self, client: &Arc<ClientHandle>) {
-        let link = self.link();
-        let mut registry = self.registry();
-        let mut orphans = Vec::new();
-        for target in registry.iter_mut() {
-            if target.disown(client.id) {
-                orphans.push(target.tab_id);
-            }
-            let undo = target.forget_client(client.id);
-            // Queued under the registry lock: any later client's command on
-            // this tab is recorded after, and goes out after.
-            if let Some(link) = &link {
-                for step in undo {
-                    self.send_undo(link, target.tab_id, step);
-                }
-            }
-            // What it held paused goes on to the next client, or to Chrome.
-            for route in target.interception.forget_client(client.id) {
-                self.route_paused(link.as_deref(), target, route);
-            }
-        }
-        // Gone from the client list before the registry is released, so a
-        // tab it is creating right now sees it gone (`own_created_tab`).
-        self.0.clients.remove(&client.id);
-        drop(registry);
-        // The sites its grant's tabs have been on count from when its
-        // clients connected (`--ask new-site`).
-        if let Some(grant) = client.grant()
-            && !self.0.clients.iter().any(|c| c.grant().is_some_and(|g| g.name == grant.name))
-        {
-            self.forget_visits(grant.name.as_str());
-        }
-        self.holders_changed();
-        self.close_orphans(orphans);
-        self.0.pending.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client.id));
-        client.state().sessions.clear();
-    }
-
-    async fn on_client_text(&self, client: &Arc<ClientHandle>, text: &str) {
-        let command = match Command::parse(text) {
-            Ok(command) => command,
-            Err(bad) => return client.send(cdp::error(bad.id, bad.code, &bad.message, None)),
-        };
-        let explicit = command.session_id.as_deref();
-        // The user's cookie jar and cache are theirs, on every session:
-        // no wipe at once, nor cookie by cookie.
-        let refusal = wipe_refusal(&command.method, self.config().wipes_allowed).or_else(|| {
-            let deleting = cookies_deleted(&command.method, command.params, now_secs());
-            (!self.take_cookie_deletions(deleting)).then(|| cookie_budget_refusal(&command.method))
-        });
-        self.note_command(client, &command, refusal.is_some());
-        if let Some(refusal) = refusal {
-            return Replier { client, id: command.id, session: explicit }.err(code::SERVER_ERROR, &refusal);
-        }
-        let Some(session) = explicit.or(client.default_session.as_deref()) else {
-            return self.browser_command(client, &command, None, Scope::Root);
-        };
-        let held = client.state().sessions.get(session).cloned();
-        let reply = Replier { client, id: command.id, session: explicit };
-        match held {
-            Some(SessionKind::Browser) => self.browser_command(client, &command, explicit, Scope::Root),
-            Some(SessionKind::Tab(target_id)) => self.tab_command(client, &command, session, &target_id),
-            Some(SessionKind::Page(target_id)) => {
-                // Chrome offers the browser domains on page sessions too;
-                // only session-scoped auto-attach reaches the tab.
-                if is_browser_domain(&command.method) && command.method != "Target.setAutoAttach" {
-                    return self.browser_command(client, &command, explicit, Scope::Page(&target_id));
-                }
-                let tab = self.registry().by_target_id(&target_id).map(|t| t.tab_id);
-                match tab {
-                    Some(tab) => self.forward(client, &command, tab, None).await,
-                    None => reply.err(code::SESSION_NOT_FOUND, NO_SESSION),
-                }
-            }
-            None => {
-                // A flat child session (iframe, worker) of a tab this client holds.
-                let tab = self.0.children.get(session).map(|e| *e.value());
-                let holds_tab = tab.is_some_and(|tab| {
-                    self.registry().by_tab(tab).is_some_and(|t| t.subs.iter().any(|s| s.client.id == client.id))
-                });
-                match tab {
-                    Some(tab) if holds_tab => self.forward(client, &command, tab, Some(session)).await,
-                    _ => reply.err(code::SESSION_NOT_FOUND, NO_SESSION),
-                }
-            }
-        }
-    }
-
-    /// Takes one of the client's in-flight slots, or answers that it has none.
-    pub(crate) fn start_in_flight(&self, reply: &Replier<'_>) -> bool {
-        let max = self.config().max_in_flight;
-        let started = reply.client.in_flight.try_start(max);
-        if !started {
-            reply.err(code::SERVER_ERROR, &format!("too many commands in flight ({max}): wait for replies first"));
-        }
-        started
-    }
-
-    /// Forwards a command to the extension without re-serialising its params.
-    async fn forward(&self, client: &Arc<ClientHandle>, command: &Command<'_>, tab_id: TabId, child: Option<&str>) {
-        let reply = Replier { client, id: command.id, session: command.session_id.as_deref() };
-        // A grant's client stays on its sites and its own cookies.
-        if let Some(grant) = client.grant() {
-            let params = command.params.map(|p| p.get());
-            let here = self.registry().by_tab(tab_id).map(|t| {
-                let persons = lending::reads_a_request(&command.method) && t.names_a_persons_request(params);
-                (t.target_id.clone(), t.url.clone(), t.handed_over, persons)
-            });
-            let Some((page, url, handed_over, persons_request)) = here else {
-                return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
-            };
-            if persons_request {
-                let message = "Browser Relay: that request was the person's, sent while they had the tab";
-                return reply.err(code::SERVER_ERROR, message);
-            }
-            // Every rule below reads the params; what they cannot read (a
-            // lone surrogate, a number past f64: Chrome's parser takes
-            // both) would pass them all. A grant's client sends what the
-            // relay can read, or nothing.
-            if params.is_some_and(|p| serde_json::from_str::<Value>(p).is_err()) {
-                let message = "Browser Relay: params a grant sends must be plain JSON (no lone surrogate, no number out of range)";
-                return reply.err(code::INVALID_PARAMS, message);
-            }
-            if let Some(refusal) = lending::refusal(grant, &command.method, params, child, Some(&page)) {
-                return reply.err(code::SERVER_ERROR, &refusal);
-            }
-            if handed_over && lending::refused_while_handed_over(&command.method) {
-                return reply.err(code::SERVER_ERROR, &self.handed_refusal(tab_id));
-            }
-            // What the grant asks the person about waits for their answer
-            // here, and this client's later commands behind it.
-            let known = |site: &str| self.visited(grant.name.as_str(), site);
-            let question = lending::command_question(grant, &command.method, params, child, Some(&page), &url, known);
-            if let Some((kind, site, what)) = question
-                && !(kind == AskKind::Input && self.input_runs(client.id, tab_id, &site))
-            {
-                let tab = AskedTab { tab_id, target_id: page.to_string(), url: url.clone() };
-                let verdict = tokio::select! {
-                    verdict = self.ask(grant, kind, &site, what, Some(&tab)) => verdict,
-                    // Gone meanwhile: nothing of it is sent.
-                    () = client.kill.cancelled() => return,
-                };
-                if let Verdict::Refused(why) = verdict {
-                    return reply.err(code::SERVER_ERROR, &why);
-                }
-                // The yes was for this tab as it was: where it is now, and
-                // whose, is read again.
-                let now = self.registry().by_tab(tab_id).map(|t| (grants::host_of(&t.url), t.handed_over));
-                let changed = match now {
-                    None => Some("the tab was closed"),
-                    Some((_, true)) => Some("the tab was handed to the person"),
-                    Some((host, _)) if host != grants::host_of(&url) => Some("the tab went to another site"),
-                    _ if self.grant_named(grant.name.as_str()).is_none_or(|g| !Arc::ptr_eq(&g, grant)) => {
-                        Some("the grant ended")
-                    }
-                    _ => None,
-                };
-                if let Some(changed) = changed {
-                    let message = format!("Browser Relay: {changed} while the person was asked; nothing was done");
-                    return reply.err(code::SERVER_ERROR, &message);
-                }
-                match kind {
-                    AskKind::Input => self.start_input_run(client.id, tab_id, &site),
-                    AskKind::NewSite => self.visit(grant.name.as_str(), &site),
-                    _ => {}
-                }
-            }
-        }
-        if !self.start_in_flight(&reply) {
-            return;
-        }
-        let Some(link) = self.link() else {
-            client.finish_command();
-            return reply.err(code::SERVER_ERROR, &CallError::NoExtension.to_string());
-        };
-        // Room in the extension's queue is taken before anything is booked,
-        // so a refused command leaves no trace. The frame is the command
-        // re-wrapped: its size is the params' plus a small envelope.
-        let size = command.params.map_or(0, |p| p.get().len())
-            + command.method.len()
-            + child.map_or(0, str::len)
-            + FRAME_ENVELOPE;
-        let charge = match link.charge_command(&client.commands, size) {
-            Ok(charge) => charge,
-            Err(over) if over.shared => {
-                client.finish_command();
-                let message = format!(
-                    "the Browser Relay extension is behind ({} of commands wait for it): retry when replies come",
-                    over.describe()
-                );
-                return reply.err(code::SERVER_ERROR, &message);
-            }
-            Err(over) => {
-                client.finish_command();
-                tracing::warn!(client = client.id, "client sends commands faster than the extension takes them");
-                let reason =
-                    format!("Browser Relay: commands sent faster than the extension takes them: {}", over.describe());
-                return client.disconnect(queue::POLICY_VIOLATION, &reason);
-            }
-        };
-        // The books are kept before the command is queued, so that a client
-        // leaving meanwhile sees this one's state (see `forget_client`).
-        let (decision, hook) = {
-            let mut registry = self.registry();
-            let Some(target) = registry.by_tab_mut(tab_id) else {
-                client.finish_command();
-                return reply.err(code::SESSION_NOT_FOUND, NO_SESSION);
-            };
-            match &*command.method {
-                // Other clients on this shared session keep their Runtime.
-                "Runtime.disable" if !target.runtime_disable(client.id, child) => (Decision::AnswerLocally, None),
-                "Runtime.disable" => (Decision::Forward, None),
-                "Runtime.enable" => {
-                    let effect = target.runtime_enable(client.id, child);
-                    tracing::debug!(client = client.id, tab = tab_id, child, ?effect, "Runtime.enable");
-                    let enable = RuntimeEnable { tab: tab_id, child: child.map(Arc::from), effect };
-                    (Decision::Forward, Some(ReplyHook::RuntimeEnable(enable)))
-                }
-                "IO.read" => match io_read_within_budget(command.params) {
-                    Some(params) => (Decision::Replace { method: "IO.read", params }, None),
-                    None => (Decision::Forward, None),
-                },
-                method if interception::is_interception(method) => {
-                    let outcome = target.interception.command(client.id, child, method, command.params);
-                    for route in outcome.routes {
-                        self.route_paused(Some(&link), target, route);
-                    }
-                    (outcome.decision, None)
-                }
-                method => {
-                    let decision = target.ledger.record(client.id, child, method, command.params);
-                    let hook = if method == "Page.addScriptToEvaluateOnNewDocument" {
-                        Some(ReplyHook::ScriptAdded { tab: tab_id, child: child.map(Arc::from) })
-                    } else {
-                        client
-                            .grant()
-                            .filter(|_| lending::answers_cookies(method))
-                            .cloned()
-                            .map(ReplyHook::OnlyItsCookies)
-                    };
-                    (decision, hook)
-                }
-            }
-        };
-        let replaced;
-        let (method, params): (&str, Option<&RawValue>) = match &decision {
-            Decision::AnswerLocally => {
-                client.finish_command();
-                return reply.ok(&json!({}));
-            }
-            Decision::Refuse { code, message } => {
-                client.finish_command();
-                return reply.err(*code, message);
-            }
-            Decision::Forward => (&command.method, command.params),
-            Decision::Replace { method, params } => {
-                replaced = RawValue::from_string(params.clone()).ok();
-                (method, replaced.as_deref())
-            }
-        };
-        let id = self.next_call_id();
-        let frame = encode(&RelayMessage::DebuggerSendCommand(SendCommand {
-            id,
-            tab_id,
-            session_id: child.map(Cow::Borrowed),
-            method: Cow::Borrowed(method),
-            params,
-        }));
-        self.0.pending.insert(
-            id,
-            Pending::Client {
-                client: client.clone(),
-                cdp_id: command.id,
-                session: command.session_id.as_deref().map(Arc::from),
-                generation: link.generation,
-                hook,
-                queued_at: std::time::Instant::now(),
-            },
-        );
-        if !link.send_charged(frame, charge).await && self.0.pending.remove(&id).is_some() {
-            client.finish_command();
-            return reply.err(code::SERVER_ERROR, super::EXTENSION_GONE);
-        }
-        if method == "Page.captureScreenshot" && child.is_none() {
-            self.watch_capture(id, tab_id);
-        }
-    }
-}
-
-/// Now, in seconds since the epoch (CDP's `TimeSinceEpoch`).
-fn now_secs() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{IO_READ_MAX, client_name, io_read_within_budget};
-    use shared_protocol::RawValue;
+    use super::{TargetFilter, client_name};
+
+    fn filter(json: &str) -> TargetFilter {
+        TargetFilter::from_param(Some(serde_json::from_str(json).unwrap()))
+    }
 
     #[test]
-    fn a_read_of_a_stream_asks_chrome_for_at_most_its_default_chunk() {
-        let read = |json: &str| io_read_within_budget(Some(&RawValue::from_string(json.to_string()).unwrap()));
-        assert_eq!(
-            read(r#"{"handle":"7","size":1073741824}"#),
-            Some(format!(r#"{{"handle":"7","size":{IO_READ_MAX}}}"#))
-        );
-        assert_eq!(read(r#"{"handle":"7","size":65536}"#), None, "a smaller read goes as it is");
-        assert_eq!(read(r#"{"handle":"7"}"#), None, "Chrome's default is the cap");
-        assert_eq!(io_read_within_budget(None), None);
+    fn default_filter_is_chromes() {
+        let f = TargetFilter::from_param(None);
+        assert!(f.matches("page") && f.matches("iframe") && f.matches("worker"));
+        assert!(!f.matches("tab") && !f.matches("browser"));
+    }
+
+    #[test]
+    fn puppeteer_filter_attaches_tabs_not_pages() {
+        let f = filter(r#"[{"type":"page","exclude":true},{}]"#);
+        assert!(f.matches("tab") && f.matches("browser") && !f.matches("page"));
+    }
+
+    #[test]
+    fn explicit_filters() {
+        assert!(filter("[{}]").matches("browser"));
+        assert!(!filter("[]").matches("page"), "an empty filter matches nothing");
+        let only_pages = filter(r#"[{"type":"page"}]"#);
+        assert!(only_pages.matches("page") && !only_pages.matches("tab"));
     }
 
     #[test]

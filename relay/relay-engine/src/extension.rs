@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::StreamExt;
+use futures_util::stream::SplitStream;
 use serde::Deserialize;
 use serde_json::json;
 use shared_protocol::layout::{self, RawEvent};
 use shared_protocol::{
-    CallId, ExtensionMessage, Hello, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo,
+    ExtensionMessage, Hello, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION, RawValue, RelayMessage, TabId, TabInfo,
     close_code, encode,
 };
 use tokio::sync::mpsc;
@@ -21,9 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::cdp;
 use super::interception::{self, Route};
 use super::lending;
-use super::queue::{self, Charge, Meter, Outgoing, OverBudget, POLICY_VIOLATION, SharedFrame, write_loop};
-use super::targets::{EnableEffect, SubKind, Target, new_id};
-use super::{CallError, Pending, Relay, ReplyHook};
+use super::link::ExtensionLink;
+use super::queue::{self, POLICY_VIOLATION, SharedFrame, write_loop};
+use super::targets::{SubKind, Target, new_id};
+use super::{CallError, Relay};
 
 /// How long a newly shared tab (a popup) with nowhere to go may stay on its
 /// initial empty document before it is announced anyway (a `window.open()`
@@ -50,50 +52,6 @@ struct TargetInfo {
     /// Chrome knows it.
     #[serde(default)]
     opener_id: Option<String>,
-}
-
-/// A live, greeted extension connection.
-#[derive(Debug)]
-pub(crate) struct ExtensionLink {
-    /// Distinguishes this connection from earlier ones, so pending calls of a
-    /// dead connection can be failed without touching a new one's.
-    pub generation: u64,
-    tx: mpsc::Sender<Outgoing>,
-    /// Bytes queued to the extension ([`crate::RelayConfig::extension_queue_bytes`]).
-    queued: Arc<Meter>,
-    pub hello: Hello,
-}
-
-impl ExtensionLink {
-    /// Queues one of the relay's own frames for the extension (counted,
-    /// never refused); `false` once the connection is gone.
-    pub(crate) async fn send(&self, text: String) -> bool {
-        let charge = self.queued.charge_always(text.len());
-        self.send_charged(text, charge).await
-    }
-
-    /// Takes room for `bytes` of a client's command, against the client's
-    /// own budget (`commands`) and the link's.
-    pub(crate) fn charge_command(&self, commands: &Arc<Meter>, bytes: usize) -> Result<Charge, OverBudget> {
-        Meter::charge(commands, &self.queued, bytes)
-    }
-
-    /// Queues a frame whose room was taken with [`Self::charge_command`].
-    pub(crate) async fn send_charged(&self, text: String, charge: Charge) -> bool {
-        self.tx.send(Outgoing { message: Message::Text(text.into()), _charge: charge }).await.is_ok()
-    }
-
-    /// Queues a frame now, behind everything queued so far (for frames that
-    /// must keep their place: undo commands sent under the registry lock).
-    /// `false` when the queue is full or the connection gone.
-    pub(crate) fn send_now(&self, text: String) -> bool {
-        let charge = self.queued.charge_always(text.len());
-        self.tx.try_send(Outgoing { message: Message::Text(text.into()), _charge: charge }).is_ok()
-    }
-
-    pub(crate) fn queued_bytes(&self) -> usize {
-        self.queued.used()
-    }
 }
 
 /// The next text frame by `deadline`: a close code and reason when there
@@ -209,30 +167,62 @@ impl Relay {
         let Some(claim) = self.claim_extension() else {
             return close_with(socket, POLICY_VIOLATION, "another Browser Relay extension is already connected").await;
         };
-        // A pairing link's code, proved: spent now (of two redemptions at
-        // once, the second is refused), and only now does the extension's key go,
-        // sealed for the code, in the welcome. Whoever knows the code and
-        // does not prove it gets nothing, and spends nothing.
-        let sealed = match redemption {
-            None => None,
-            Some(Redemption { id, code, extension_nonce, bound }) => {
-                let token = self.0.pairing.as_ref().expect("a redemption is proved with the pairing token");
-                if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
-                    return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
-                }
-                // The extension's key, not the secret (protocol 8).
-                let key = self.0.extension_key.as_ref().expect("derived with the pairing token");
-                shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, key.as_str())
-            }
+        let Ok(sealed) = self.redeem(redemption) else {
+            return close_with(socket, close_code::NOT_PAIRED, UNKNOWN_CODE).await;
         };
-        let config = self.config().clone();
         let generation = self.0.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let (sink, mut stream) = socket.split();
         let (tx, rx) = mpsc::channel(1024);
         let stop_writer = CancellationToken::new();
         let writer = tokio::spawn(write_loop(sink, rx, stop_writer.clone(), queue::Farewell::default()));
-        let queued = Meter::new(config.extension_queue_bytes);
-        let link = Arc::new(ExtensionLink { generation, tx, queued, hello: hello.clone() });
+        let link = Arc::new(ExtensionLink::new(generation, tx, self.config().extension_queue_bytes, hello));
+        self.greet(&link, sealed, early).await;
+        self.keep_link(&link, &mut stream).await;
+
+        // Teardown order matters: stop the writer first so that no call can
+        // be queued after the pending table is drained.
+        stop_writer.cancel();
+        let _ = writer.await;
+        self.0.link.send_if_modified(|current| {
+            let ours = current.as_ref().is_some_and(|l| l.generation == generation);
+            if ours {
+                *current = None;
+            }
+            ours
+        });
+        drop(link);
+        self.0.pending.fail(generation);
+        let gone = self.registry().take_all();
+        for target in gone {
+            self.announce_gone(target);
+        }
+        self.0.children.clear();
+        drop(claim);
+        tracing::info!("extension disconnected");
+    }
+
+    /// A pairing link's code, proved: spent now (of two redemptions at
+    /// once, the second is refused), and only now does the extension's key
+    /// go, sealed for the code, in the welcome. Whoever knows the code and
+    /// does not prove it gets nothing, and spends nothing. `Err`: the code
+    /// is spent or unknown.
+    fn redeem(&self, redemption: Option<Redemption>) -> Result<Option<String>, ()> {
+        let Some(Redemption { id, code, extension_nonce, bound }) = redemption else { return Ok(None) };
+        let token = self.0.pairing.as_ref().expect("a redemption is proved with the pairing token");
+        if !self.0.pairing_codes.as_ref().is_some_and(|codes| codes.spend(&id, token)) {
+            return Err(());
+        }
+        // The extension's key, not the secret (protocol 8).
+        let key = self.0.extension_key.as_ref().expect("derived with the pairing token");
+        Ok(shared_protocol::auth::seal(code.as_str(), &extension_nonce, &bound, key.as_str()))
+    }
+
+    /// Welcomes a greeted extension and makes its link the relay's: the
+    /// grants' groups told, its tabs announced again, and what it sent
+    /// after its proof beside the hello (`early`) taken, in the order sent,
+    /// as if it came after the welcome.
+    async fn greet(&self, link: &Arc<ExtensionLink>, sealed: Option<String>, early: Vec<String>) {
+        let hello = &link.hello;
         // The version both speak: a version 5 extension batches only
         // when told 5.
         link.send(encode(&RelayMessage::Welcome {
@@ -244,7 +234,7 @@ impl Relay {
         .await;
         self.0.link.send_replace(Some(link.clone()));
         // Which tab groups are grants', before any tab is announced.
-        self.send_grants(&link);
+        self.send_grants(link);
         tracing::info!(
             extension = %hello.extension_version,
             browser = %hello.browser_version,
@@ -262,13 +252,15 @@ impl Relay {
                 }
             });
         }
-        // What the extension sent after its proof beside the hello: taken
-        // now, in the order sent, as if it came after the welcome.
         for text in &early {
-            self.on_extension_message(&link, text);
+            self.on_extension_message(link, text);
         }
-        drop(early);
+    }
 
+    /// Reads the extension's messages, pings it and tells it who holds
+    /// which tab, until it goes, falls silent or the server stops.
+    async fn keep_link(&self, link: &ExtensionLink, stream: &mut SplitStream<WebSocket>) {
+        let config = self.config();
         let mut ping = tokio::time::interval(config.ping_interval);
         ping.tick().await;
         // Who holds which tab, for the extension's options page: sent when
@@ -283,7 +275,7 @@ impl Relay {
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
                         last_seen = Instant::now();
-                        self.on_extension_text(&link, &text);
+                        self.on_extension_text(link, &text);
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => last_seen = Instant::now(),
                     Some(Ok(Message::Binary(_))) => tracing::warn!("extension sent a binary frame; ignored"),
@@ -293,8 +285,8 @@ impl Relay {
                         break;
                     }
                 },
-                () = self.0.holders.notified() => self.report_holders(&link, &mut reported).await,
-                _ = report.tick() => self.report_holders(&link, &mut reported).await,
+                () = self.0.holders.notified() => self.report_holders(link, &mut reported).await,
+                _ = report.tick() => self.report_holders(link, &mut reported).await,
                 _ = ping.tick() => {
                     if last_seen.elapsed() > config.extension_silence {
                         tracing::warn!("extension silent for {:?}; dropping it", config.extension_silence);
@@ -305,27 +297,6 @@ impl Relay {
                 }
             }
         }
-
-        // Teardown order matters: stop the writer first so that no call can
-        // be queued after the pending table is drained.
-        stop_writer.cancel();
-        let _ = writer.await;
-        self.0.link.send_if_modified(|current| {
-            let ours = current.as_ref().is_some_and(|l| l.generation == generation);
-            if ours {
-                *current = None;
-            }
-            ours
-        });
-        drop(link);
-        self.fail_pending(generation);
-        let gone = self.registry().take_all();
-        for target in gone {
-            self.announce_gone(target);
-        }
-        self.0.children.clear();
-        drop(claim);
-        tracing::info!("extension disconnected");
     }
 
     /// Tells the extension who holds each tab, if that changed since
@@ -548,90 +519,6 @@ impl Relay {
             ExtensionMessage::Pong { .. } => {}
             ExtensionMessage::Hello(_) | ExtensionMessage::Auth { .. } | ExtensionMessage::Prove { .. } => {
                 tracing::warn!("handshake message after the handshake ignored");
-            }
-        }
-    }
-
-    /// One reply: the raw result (if any), or Chrome's error.
-    pub(crate) fn on_reply(&self, id: CallId, reply: Result<Option<&str>, shared_protocol::CallError>) {
-        let Some((_, pending)) = self.0.pending.remove(&id) else {
-            tracing::debug!(id, "reply for a call nobody waits for (timed out?)");
-            return;
-        };
-        match pending {
-            Pending::Client { client, cdp_id, session, hook, queued_at, .. } => {
-                client.finish_command();
-                let took = queued_at.elapsed();
-                self.0.answered.fetch_add(1, Ordering::Relaxed);
-                self.0.answered_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-                tracing::trace!(id, cdp_id, micros = took.as_micros() as u64, "extension round trip");
-                if let (Some(ReplyHook::ScriptAdded { tab, child }), Ok(Some(result))) = (&hook, &reply) {
-                    #[derive(Deserialize)]
-                    struct Added {
-                        identifier: String,
-                    }
-                    if let Ok(added) = serde_json::from_str::<Added>(result)
-                        && let Some(target) = self.registry().by_tab_mut(*tab)
-                    {
-                        target.ledger.script_added(client.id, child.as_deref(), added.identifier);
-                    }
-                }
-                if let Some(ReplyHook::RuntimeEnable(enable)) = &hook {
-                    // See `Target::runtime`: replay before the answer, as Chrome would.
-                    let mut registry = self.registry();
-                    if let Some(target) = registry.by_tab_mut(enable.tab) {
-                        match (&enable.effect, reply.is_err()) {
-                            (EnableEffect::Replay, false) => {
-                                let live = target.runtime_join(client.id, enable.child.as_deref());
-                                tracing::debug!(client = client.id, replayed = live.len(), "Runtime.enable replay");
-                                for params in live {
-                                    client.send(cdp::event(
-                                        "Runtime.executionContextCreated",
-                                        &params,
-                                        session.as_deref(),
-                                    ));
-                                }
-                            }
-                            (EnableEffect::EnablesChrome, true) => {
-                                target.runtime_disable(client.id, enable.child.as_deref());
-                            }
-                            (EnableEffect::Replay, true) => {
-                                target.runtime_join_failed(client.id, enable.child.as_deref());
-                            }
-                            (EnableEffect::EnablesChrome, false) => {}
-                        }
-                    }
-                }
-                let text = match &reply {
-                    Err(error) => {
-                        let message = self.0.protocol_methods.explain(&error.message);
-                        cdp::error(
-                            Some(cdp_id),
-                            error.code.unwrap_or(cdp::code::SERVER_ERROR),
-                            &message,
-                            session.as_deref(),
-                        )
-                    }
-                    Ok(Some(result)) if matches!(hook, Some(ReplyHook::OnlyItsCookies(_))) => {
-                        let Some(ReplyHook::OnlyItsCookies(grant)) = &hook else { unreachable!("matched") };
-                        let kept = crate::lending::only_its_cookies(&grant.sites, result);
-                        cdp::response(cdp_id, kept.as_deref().unwrap_or(result), session.as_deref())
-                    }
-                    Ok(result) => cdp::response(cdp_id, result.unwrap_or("{}"), session.as_deref()),
-                };
-                client.send(text);
-            }
-            Pending::Internal { reply: tx, .. } => {
-                let result = match reply {
-                    Err(error) => Err(CallError::Chrome(error.message)),
-                    Ok(result) => Ok(result.unwrap_or("null").to_string()),
-                };
-                let _ = tx.send(result);
-            }
-            Pending::Undo { method, .. } => {
-                if let Err(error) = reply {
-                    tracing::debug!(%method, "undoing a client's state: {}", error.message);
-                }
             }
         }
     }

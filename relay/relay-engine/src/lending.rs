@@ -37,6 +37,7 @@ use super::asking::{AskedTab, Verdict};
 use super::client::{ClientHandle, SessionKind};
 use super::interception::{Delivery, Route, SITE_HOLD};
 use super::ledger::Undo;
+use super::link::ExtensionLink;
 use super::targets::{SubKind, Target};
 use super::{Relay, cdp};
 
@@ -473,7 +474,7 @@ impl Relay {
     }
 
     /// The `grants` notice, for an extension that keeps grants.
-    pub(crate) fn send_grants(&self, link: &super::extension::ExtensionLink) {
+    pub(crate) fn send_grants(&self, link: &ExtensionLink) {
         if link.hello.protocol_version < shared_protocol::GRANTS_SINCE {
             return;
         }
@@ -536,7 +537,7 @@ impl Relay {
     /// or kept until the person answers).
     pub(crate) fn site_hold_decides(
         &self,
-        link: Option<&super::extension::ExtensionLink>,
+        link: Option<&ExtensionLink>,
         target: &mut Target,
         delivery: &Delivery,
     ) -> Option<Route> {
@@ -622,12 +623,7 @@ impl Relay {
     }
 
     /// The site hold lets `request_id` go on: the route it takes next.
-    fn site_hold_lets_go(
-        &self,
-        link: Option<&super::extension::ExtensionLink>,
-        target: &mut Target,
-        request_id: &str,
-    ) -> Option<Route> {
+    fn site_hold_lets_go(&self, link: Option<&ExtensionLink>, target: &mut Target, request_id: &str) -> Option<Route> {
         let request = json!({"requestId": request_id});
         let raw = serde_json::value::RawValue::from_string(request.to_string()).ok();
         let outcome = target.interception.command(SITE_HOLD, None, "Fetch.continueRequest", raw.as_deref());
@@ -641,7 +637,7 @@ impl Relay {
 
     /// The site hold fails `request_id` as `Aborted`: the books forget it,
     /// Chrome fails it.
-    fn site_hold_fails(&self, link: Option<&super::extension::ExtensionLink>, target: &mut Target, request_id: &str) {
+    fn site_hold_fails(&self, link: Option<&ExtensionLink>, target: &mut Target, request_id: &str) {
         let params = json!({"requestId": request_id, "errorReason": "Aborted"}).to_string();
         let raw = serde_json::value::RawValue::from_string(params.clone()).ok();
         target.interception.command(SITE_HOLD, None, "Fetch.failRequest", raw.as_deref());

@@ -32,19 +32,24 @@ mod capture;
 // A face: a client's command as the relay reads it, and CDP's error codes.
 pub mod cdp;
 mod client;
+mod config;
 mod discovery;
 mod extension;
+mod forward;
 mod interception;
 mod ledger;
 mod lending;
+mod link;
 mod oversight;
 mod queue;
+mod routing;
 mod targets;
 mod withheld;
 
-pub use asking::{ASK_WITHIN, Answer, AnsweredBy, AskError, Handoff, HandoffEnd, Question, SITE_ALLOWANCE};
+pub use asking::{Answer, AnsweredBy, AskError, Handoff, HandoffEnd, Question, SITE_ALLOWANCE};
 pub use capture::NOT_IN_FRONT;
 pub use client::{ClientLabel, client_name};
+pub use config::{ASK_WITHIN, RelayConfig};
 pub use discovery::{ListEntry, VersionDocument};
 pub use extension::{ExtensionClaim, HandshakeSlot, ProofHook};
 pub use ledger::{SETTINGS as LEDGER_SETTINGS, Setting};
@@ -57,104 +62,13 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use serde_json::{Value, json};
-use shared_protocol::{CallId, Hello, RawValue, RelayMessage, TabId};
-use tokio::sync::{oneshot, watch};
+use shared_protocol::{CallId, Hello, RelayMessage, TabId};
+use tokio::sync::watch;
 
 use client::ClientHandle;
-use extension::ExtensionLink;
+use link::ExtensionLink;
 use state_dir::Token;
 use targets::Registry;
-
-/// Limits and timeouts. Defaults suit a user's machine; tests shorten them.
-#[derive(Debug, Clone)]
-pub struct RelayConfig {
-    /// How long `/cdp` waits for the extension before answering 503.
-    pub extension_grace: Duration,
-    /// How long a connection to `/extension` has, from its upgrade, to
-    /// prove the pairing (its `auth`, then its `prove`): the real extension
-    /// takes a round trip on loopback; a program that only holds a place
-    /// among the provers is closed after this.
-    pub proof_timeout: Duration,
-    /// How long the extension has to send its hello (after its proof).
-    pub hello_timeout: Duration,
-    /// Deadline for the relay's own calls to the extension (attach, tabs.*).
-    pub call_timeout: Duration,
-    /// Interval of the relay's pings to the extension.
-    pub ping_interval: Duration,
-    /// The extension is considered gone after this long without a message.
-    pub extension_silence: Duration,
-    /// Messages queued to one client before it is dropped as too slow.
-    pub client_queue: usize,
-    /// Bytes queued to one client before it is dropped as too slow (one
-    /// frame of any size always fits an empty queue; see [`queue`]).
-    pub client_queue_bytes: usize,
-    /// Bytes queued to all clients together; a client with something
-    /// queued is dropped when it would take the total over.
-    pub total_client_queue_bytes: usize,
-    /// Bytes of one client's commands waiting to go to the extension; a
-    /// client over it is dropped.
-    pub client_command_bytes: usize,
-    /// Bytes of all clients' commands waiting to go to the extension; a
-    /// command over it is refused with an error (the extension is behind,
-    /// which is not that client's doing).
-    pub extension_queue_bytes: usize,
-    /// Commands one client may have waiting on the extension.
-    pub max_in_flight: usize,
-    /// Sessions one client may hold (`Target.attachToTarget`,
-    /// `attachToBrowserTarget`): each is fanned out to on every event of
-    /// its tab, so they are bounded like the commands in flight.
-    pub max_sessions_per_client: usize,
-    /// CDP client connections at once; more get 503.
-    pub max_clients: usize,
-    /// Largest message a CDP client may send.
-    pub client_max_message: usize,
-    /// Largest message the extension may send (screenshots, PDFs).
-    pub extension_max_message: usize,
-    /// A `Page.captureScreenshot` still unanswered after this long has its
-    /// tab checked: Chrome paints no tab that is not in front (see
-    /// [`capture`]).
-    pub capture_check: Duration,
-    /// And is answered with an error after this long, in any case.
-    pub capture_timeout: Duration,
-    /// The extension is told who holds each tab (`clients`, for its options
-    /// page) as soon as that changes; this is how often the relay looks
-    /// anyway, a backstop.
-    pub clients_report: Duration,
-    /// Whether clients may wipe the user's whole cookie jar or cache
-    /// (`allowWipingBrowserData` in config.toml; see `browser_domain::WIPES`).
-    pub wipes_allowed: bool,
-    /// How long a question to the person waits for an answer (a grant's
-    /// `--ask`): then it is a no.
-    pub ask_within: Duration,
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        Self {
-            extension_grace: Duration::from_secs(2),
-            proof_timeout: Duration::from_secs(5),
-            hello_timeout: Duration::from_secs(10),
-            call_timeout: Duration::from_secs(30),
-            ping_interval: Duration::from_secs(20),
-            extension_silence: Duration::from_secs(60),
-            client_queue: 4096,
-            client_queue_bytes: 128 << 20,
-            total_client_queue_bytes: 512 << 20,
-            client_command_bytes: 64 << 20,
-            extension_queue_bytes: 256 << 20,
-            max_in_flight: 512,
-            max_sessions_per_client: 1024,
-            max_clients: 64,
-            client_max_message: 32 << 20,
-            extension_max_message: 256 << 20,
-            capture_check: Duration::from_secs(1),
-            capture_timeout: Duration::from_secs(30),
-            clients_report: Duration::from_secs(30),
-            wipes_allowed: false,
-            ask_within: asking::ASK_WITHIN,
-        }
-    }
-}
 
 /// Errors of the relay's own calls to the extension.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -167,63 +81,6 @@ pub enum CallError {
     Timeout(&'static str, Duration),
     #[error("{0}")]
     Chrome(String),
-}
-
-/// Where a reply from the extension goes.
-#[derive(Debug)]
-enum Pending {
-    /// A client's forwarded command: answered with the client's own id, on
-    /// the session it was sent on.
-    Client {
-        client: Arc<ClientHandle>,
-        cdp_id: i64,
-        session: Option<Arc<str>>,
-        generation: u64,
-        /// What the reply means to the relay's books, besides the client.
-        hook: Option<ReplyHook>,
-        /// When it was queued for the extension: its round trip through the
-        /// extension's worker is measured from here ([`Relay::extension_round_trips`]).
-        queued_at: std::time::Instant,
-    },
-    /// One of the relay's own calls.
-    Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
-    /// A command that puts a tab back after a client left (see
-    /// [`ledger`]); its answer goes nowhere.
-    Undo { generation: u64, method: String },
-}
-
-impl Pending {
-    fn generation(&self) -> u64 {
-        match self {
-            Self::Client { generation, .. } | Self::Internal { generation, .. } | Self::Undo { generation, .. } => {
-                *generation
-            }
-        }
-    }
-}
-
-/// What a client's reply means to the relay's books.
-#[derive(Debug)]
-enum ReplyHook {
-    /// `Runtime.enable`: see [`targets::Target::runtime`].
-    RuntimeEnable(RuntimeEnable),
-    /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
-    /// to remove the script when the client leaves.
-    ScriptAdded { tab: TabId, child: Option<Arc<str>> },
-    /// A cookie answer to a grant's client: only its sites' cookies
-    /// (`lending.rs`).
-    OnlyItsCookies(Arc<grants::Grant>),
-}
-
-/// The answer to every command in flight when the extension goes away.
-const EXTENSION_GONE: &str = "Browser Relay extension disconnected while this command was in flight";
-
-/// A client's `Runtime.enable` on a tab's shared debugger session.
-#[derive(Debug)]
-struct RuntimeEnable {
-    tab: TabId,
-    child: Option<Arc<str>>,
-    effect: targets::EnableEffect,
 }
 
 /// Address and token used to build the URLs we hand out. Built from the bound
@@ -316,8 +173,8 @@ pub(crate) struct Inner {
     registry: Mutex<Registry>,
     /// Chrome's flat child sessions (iframes, workers) → their tab.
     children: DashMap<Arc<str>, TabId>,
-    pending: DashMap<CallId, Pending>,
-    next_call: AtomicU64,
+    /// The calls to the extension waiting for their answers (`forward.rs`).
+    pending: forward::PendingCalls,
     next_client: AtomicU64,
     clients: DashMap<u64, Arc<ClientHandle>>,
     /// The managed profiles' clients, relayed to a browser's pipe (listed
@@ -402,8 +259,7 @@ impl Relay {
             generation: AtomicU64::new(0),
             registry: Mutex::new(Registry::default()),
             children: DashMap::new(),
-            pending: DashMap::new(),
-            next_call: AtomicU64::new(1),
+            pending: forward::PendingCalls::default(),
             next_client: AtomicU64::new(1),
             clients: DashMap::new(),
             piped: DashMap::new(),
@@ -569,10 +425,6 @@ impl Relay {
             .then(|| extension::ExtensionClaim(self.clone()))
     }
 
-    fn next_call_id(&self) -> CallId {
-        self.0.next_call.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Makes one `chrome.*` call through the extension and waits for its
     /// reply (raw JSON of the result, `null` when Chrome returned nothing).
     pub async fn call(&self, build: impl FnOnce(CallId) -> RelayMessage<'static>) -> Result<String, CallError> {
@@ -614,68 +466,6 @@ impl Relay {
             (method, shared_protocol::encode(&message))
         })
         .await
-    }
-
-    /// The one path for the relay's own calls: register the pending reply,
-    /// send, wait with a deadline, and never leave an entry behind.
-    async fn roundtrip(&self, frame: impl FnOnce(CallId) -> (&'static str, String)) -> Result<String, CallError> {
-        let link = self.link().ok_or(CallError::NoExtension)?;
-        let id = self.next_call_id();
-        let (name, text) = frame(id);
-        let (tx, rx) = oneshot::channel();
-        self.0.pending.insert(id, Pending::Internal { reply: tx, generation: link.generation, name });
-        if !link.send(text).await {
-            self.0.pending.remove(&id);
-            return Err(CallError::Disconnected(name));
-        }
-        let timeout = self.0.config.call_timeout;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(CallError::Disconnected(name)),
-            Err(_) => {
-                self.0.pending.remove(&id);
-                Err(CallError::Timeout(name, timeout))
-            }
-        }
-    }
-
-    /// Queues a command that puts a tab back after a client left; its answer
-    /// is only logged.
-    pub(crate) fn send_undo(&self, link: &extension::ExtensionLink, tab_id: TabId, undo: ledger::Undo) {
-        let id = self.next_call_id();
-        let params = RawValue::from_string(undo.params).ok();
-        let frame = shared_protocol::encode(&RelayMessage::DebuggerSendCommand(shared_protocol::SendCommand {
-            id,
-            tab_id,
-            session_id: undo.child.as_deref().map(Into::into),
-            method: undo.method.as_str().into(),
-            params: params.as_deref(),
-        }));
-        tracing::debug!(tab = tab_id, child = undo.child.as_deref(), method = %undo.method, "undoing a client's state");
-        self.0.pending.insert(id, Pending::Undo { generation: link.generation, method: undo.method });
-        if !link.send_now(frame) {
-            self.0.pending.remove(&id);
-            tracing::warn!(tab = tab_id, "the extension's queue is full: a client's state on this tab was not undone");
-        }
-    }
-
-    /// Answers every pending call of an extension connection that is gone.
-    fn fail_pending(&self, generation: u64) {
-        let ids: Vec<CallId> =
-            self.0.pending.iter().filter(|e| e.value().generation() == generation).map(|e| *e.key()).collect();
-        for id in ids {
-            let Some((_, pending)) = self.0.pending.remove(&id) else { continue };
-            match pending {
-                Pending::Client { client, cdp_id, session, .. } => {
-                    client.finish_command();
-                    client.send(cdp::error(Some(cdp_id), cdp::code::SERVER_ERROR, EXTENSION_GONE, session.as_deref()));
-                }
-                Pending::Internal { reply, name, .. } => {
-                    let _ = reply.send(Err(CallError::Disconnected(name)));
-                }
-                Pending::Undo { .. } => {}
-            }
-        }
     }
 
     // ---- JSON views for the HTTP routes -------------------------------
@@ -821,19 +611,5 @@ impl Relay {
 
     pub(crate) fn context_id(&self) -> &Arc<str> {
         &self.0.context_id
-    }
-}
-
-/// Counts a client's commands waiting on the extension.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight(AtomicUsize);
-
-impl InFlight {
-    pub(crate) fn try_start(&self, max: usize) -> bool {
-        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
-    }
-
-    pub(crate) fn finish(&self) {
-        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 }

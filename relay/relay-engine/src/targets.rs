@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shared_protocol::{TabId, WindowId};
 
-use super::client::ClientHandle;
+use super::cdp;
+use super::client::{ClientHandle, ClientState, SessionKind};
 use super::interception::Interception;
 use super::ledger::{Ledger, Undo};
 
@@ -17,38 +18,6 @@ pub(crate) fn new_id() -> Arc<str> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     bytes.iter().map(|b| format!("{b:02X}")).collect::<String>().into()
-}
-
-/// One entry of CDP's `TargetFilter`.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-pub(crate) struct FilterEntry {
-    #[serde(default, rename = "type")]
-    pub target_type: Option<String>,
-    #[serde(default)]
-    pub exclude: bool,
-}
-
-/// CDP's `TargetFilter`: entries are tried in order and the first whose type
-/// matches (or that has no type) decides; no match excludes. Absent, it is
-/// `[{type: "browser", exclude: true}, {type: "tab", exclude: true}, {}]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TargetFilter(Vec<FilterEntry>);
-
-impl Default for TargetFilter {
-    fn default() -> Self {
-        let exclude = |t: &str| FilterEntry { target_type: Some(t.into()), exclude: true };
-        Self(vec![exclude("browser"), exclude("tab"), FilterEntry::default()])
-    }
-}
-
-impl TargetFilter {
-    pub(crate) fn from_param(entries: Option<Vec<FilterEntry>>) -> Self {
-        entries.map_or_else(Self::default, Self)
-    }
-
-    pub(crate) fn matches(&self, target_type: &str) -> bool {
-        self.0.iter().find(|e| e.target_type.as_deref().is_none_or(|t| t == target_type)).is_some_and(|e| !e.exclude)
-    }
 }
 
 /// How a client holds a session on a target.
@@ -71,6 +40,57 @@ pub(crate) struct Subscription {
     pub kind: SubKind,
     /// A page-level endpoint (`/devtools/page/<id>`): events carry no sessionId.
     pub bare: bool,
+}
+
+/// What a client may see of a target, and its sessions on it: here, beside
+/// the subscriptions, so that the client's handle knows no target.
+impl ClientHandle {
+    /// Whether `target` is this client's to see: every shared tab for the
+    /// person's keys, a grant's own tabs for a grant's.
+    pub(crate) fn sees(&self, target: &Target) -> bool {
+        self.access.sees(target.grant.as_deref())
+    }
+
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        state: &mut ClientState,
+        target: &mut Target,
+        kind: SubKind,
+        session: Arc<str>,
+        parent: Option<Arc<str>>,
+    ) {
+        let held = if kind == SubKind::Tab {
+            SessionKind::Tab(target.target_id.clone())
+        } else {
+            SessionKind::Page(target.target_id.clone())
+        };
+        state.sessions.insert(session.clone(), held);
+        target.subs.push(Subscription { client: self.clone(), session, parent, kind, bare: false });
+    }
+
+    /// Announces `target` per this client's root auto-attach filter, once.
+    pub(crate) fn auto_attach_root(self: &Arc<Self>, target: &mut Target, context_id: &str) {
+        if !self.sees(target) {
+            return;
+        }
+        let mut state = self.state();
+        let Some(filter) = state.auto_attach.clone() else { return };
+        let kinds =
+            [(SubKind::Page, "page", target.page_session.clone()), (SubKind::Tab, "tab", target.tab_session.clone())];
+        for (kind, name, session) in kinds {
+            if !filter.matches(name) || target.is_subscribed(self.id, &session) {
+                continue;
+            }
+            let info = if kind == SubKind::Tab { target.tab_info(context_id) } else { target.page_info(context_id) };
+            self.subscribe(&mut state, target, kind, session.clone(), None);
+            self.send(attached_event(&session, info, None));
+        }
+    }
+}
+
+pub(crate) fn attached_event(session: &str, target_info: Value, on: Option<&str>) -> String {
+    let params = json!({"sessionId": session, "targetInfo": target_info, "waitingForDebugger": false});
+    cdp::event("Target.attachedToTarget", &params.to_string(), on)
 }
 
 /// An attached tab.
@@ -426,31 +446,6 @@ impl Registry {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    fn filter(json: &str) -> TargetFilter {
-        TargetFilter::from_param(Some(serde_json::from_str(json).unwrap()))
-    }
-
-    #[test]
-    fn default_filter_is_chromes() {
-        let f = TargetFilter::from_param(None);
-        assert!(f.matches("page") && f.matches("iframe") && f.matches("worker"));
-        assert!(!f.matches("tab") && !f.matches("browser"));
-    }
-
-    #[test]
-    fn puppeteer_filter_attaches_tabs_not_pages() {
-        let f = filter(r#"[{"type":"page","exclude":true},{}]"#);
-        assert!(f.matches("tab") && f.matches("browser") && !f.matches("page"));
-    }
-
-    #[test]
-    fn explicit_filters() {
-        assert!(filter("[{}]").matches("browser"));
-        assert!(!filter("[]").matches("page"), "an empty filter matches nothing");
-        let only_pages = filter(r#"[{"type":"page"}]"#);
-        assert!(only_pages.matches("page") && !only_pages.matches("tab"));
-    }
 
     pub(crate) fn shared_tab() -> Target {
         Target {
