@@ -937,7 +937,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/control-engine/src/act/wait.rs", "wait"),
     ("relay/control-engine/src/act/mod.rs", "handle"),
     ("relay/control-engine/src/act/mod.rs", "run_action"),
-    ("relay/src/agent.rs", "agent_command"),
     ("relay/src/server.rs", "start"),
     ("relay/src/main.rs", "run"),
 ];
