@@ -938,7 +938,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/control-engine/src/act/mod.rs", "handle"),
     ("relay/control-engine/src/act/mod.rs", "run_action"),
     ("relay/src/server.rs", "start"),
-    ("relay/src/main.rs", "run"),
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
