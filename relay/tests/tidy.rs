@@ -937,7 +937,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/control-engine/src/act/wait.rs", "wait"),
     ("relay/control-engine/src/act/mod.rs", "handle"),
     ("relay/control-engine/src/act/mod.rs", "run_action"),
-    ("relay/src/server.rs", "start"),
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
