@@ -934,8 +934,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/control-engine/src/snapshot.rs", "walk_frame"),
     ("relay/control-engine/src/conn.rs", "on_session_event"),
     ("relay/control-engine/src/act/wait.rs", "wait"),
-    ("relay/control-engine/src/act/mod.rs", "handle"),
-    ("relay/control-engine/src/act/mod.rs", "run_action"),
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
