@@ -933,7 +933,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/control-engine/src/snapshot.rs", "take_ai"),
     ("relay/control-engine/src/snapshot.rs", "walk_frame"),
     ("relay/control-engine/src/conn.rs", "on_session_event"),
-    ("relay/control-engine/src/act/wait.rs", "wait"),
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
