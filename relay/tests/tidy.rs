@@ -930,7 +930,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/relay-engine/src/extension.rs", "on_reply"),
     ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
     // Being split on this branch (h-long), one commit each.
-    ("relay/control-engine/src/conn.rs", "on_session_event"),
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
