@@ -916,10 +916,11 @@ fn after() {}
 /// for what they do.
 const MAX_FN_LINES: usize = 80;
 
-/// The functions over `MAX_FN_LINES` today, as (file, fn). The list can only
-/// shrink: one that is no longer over the limit fails the check too.
+/// The relay engine's functions over `MAX_FN_LINES` today, as (file, fn):
+/// being split in branch h-engine (issue 44 item 1); remove when it lands.
+/// The list can only shrink: one that is no longer over the limit fails the
+/// check too. Nothing outside the relay engine is allowed.
 const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
-    // Being split in branch h-engine (issue 44 item 1); remove when it lands.
     ("relay/relay-engine/src/asking.rs", "ask"),
     ("relay/relay-engine/src/ledger.rs", "record"),
     ("relay/relay-engine/src/client.rs", "forward"),
@@ -929,7 +930,6 @@ const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/relay-engine/src/extension.rs", "handshake"),
     ("relay/relay-engine/src/extension.rs", "on_reply"),
     ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
-    // Being split on this branch (h-long), one commit each.
 ];
 
 /// Every function with a body in `text` (methods and nested ones too, not
@@ -1027,6 +1027,7 @@ fn function_length_problems(sources: &[(String, String)], limit: usize, allowed:
 fn no_product_function_is_over_80_lines() {
     let sources: Vec<(String, String)> =
         product_sources().into_iter().map(|(path, text)| (relative(&path), text)).collect();
+    assert!(LONG_FNS_BEING_SPLIT.iter().all(|(path, _)| path.starts_with("relay/relay-engine/")));
     let problems = function_length_problems(&sources, MAX_FN_LINES, LONG_FNS_BEING_SPLIT);
     assert!(problems.is_empty(), "functions over {MAX_FN_LINES} lines:\n{}", problems.join("\n"));
 }
