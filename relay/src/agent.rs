@@ -7,10 +7,10 @@ use anyhow::Context as _;
 use browser_relay::ControlClient;
 use browser_relay::DEFAULT_CONTROL_PORT;
 use control_engine::api::{
-    Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, FindInPage, FocusTab, GetStatus, GoBack, GoForward, HandOver,
-    HandoffEnded, ListRequests, ListTabs, Navigate, Navigated, OpenTab, PrintPdf, ProfileStatus, Profiled, ReadConsole,
-    ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status, StopBrowser, TabInfo, TabSelector,
-    TakeScreenshot, TakeSnapshot, Trouble,
+    Act, ActOutcome, ArmDialog, CloseTab, ConsoleReport, DialogArmed, FindInPage, FocusTab, Found, GetStatus, GoBack,
+    GoForward, HandOver, HandedBack, HandoffEnded, ListRequests, ListTabs, Navigate, Navigated, OpenTab, Pdf, PrintPdf,
+    ProfileStatus, Profiled, ReadConsole, ReadResponseBody, RequestList, Route, Selected, StartBrowser, Status,
+    StopBrowser, TabDone, TabInfo, TabList, TabSelector, TakeScreenshot, TakeSnapshot, Trouble,
 };
 use control_engine::api::{Click, Evaluate, Press, TypeText};
 use control_engine::{Step, Surface};
@@ -622,12 +622,12 @@ fn open_login_link(state: &StateDir, url: &str) {
     }
 }
 
-/// Runs one agent command against the control API of a running relay.
+/// Runs one agent command against the control API of a running relay: the
+/// person's side (the dashboard, questions, handoffs, the activity record)
+/// here, the browser's in `browser_request`.
 pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> anyhow::Result<()> {
     let args = command.args();
     let client = crate::grant::control_client(state, args.control_port, args.grant.as_deref())?.on(Surface::Cli);
-    let tab = args.tab();
-    let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
     match command {
         AgentCommand::Ui { no_open, .. } => {
             let link = client.call("POST", "/ui/login-link", &[], Some(&serde_json::json!({}))).await?;
@@ -647,17 +647,7 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             eprintln!(
                 "Waiting for the person to say Done (in the browser, on the dashboard, or `browser-relay done`)…"
             );
-            run(&client, &args, Selected::new(tab, HandOver { reason, timeout_ms }), |back| {
-                let how = match back.ended {
-                    HandoffEnded::Done => "the person said Done",
-                    HandoffEnded::TimedOut => "the time ran out before the person said Done",
-                    HandoffEnded::TabClosed => "the tab was closed",
-                };
-                let at = back.url.as_deref().map(|u| format!(": {u}")).unwrap_or_default();
-                let page = back.snapshot.as_deref().map(|s| format!("\n{s}")).unwrap_or_default();
-                format!("{how}; tab {}{at}{page}", back.target_id)
-            })
-            .await
+            run(&client, &args, Selected::new(args.tab(), HandOver { reason, timeout_ms }), handed_back_text).await
         }
         AgentCommand::Asks { .. } => {
             let answer = client.call("GET", "/asks", &[], None).await?;
@@ -698,118 +688,153 @@ pub(crate) async fn agent_command(state: &StateDir, command: AgentCommand) -> an
             print_value(&args, &answer, activity_text);
             Ok(())
         }
+        command => browser_request(&client, &args, command).await,
+    }
+}
+
+/// Runs one agent command on a browser: a profile's (start, stop, status,
+/// its tabs) or a tab's.
+async fn browser_request(client: &ControlClient, args: &AgentArgs, command: AgentCommand) -> anyhow::Result<()> {
+    let tab = args.tab();
+    let profile_only = TabSelector { profile: args.profile.clone(), target_id: None };
+    match command {
         AgentCommand::Start { ephemeral, .. } => {
-            run(&client, &args, Selected::new(profile_only, StartBrowser { ephemeral }), profile_text).await
+            run(client, args, Selected::new(profile_only, StartBrowser { ephemeral }), profile_text).await
         }
-        AgentCommand::Stop(_) => run(&client, &args, Selected::new(profile_only, StopBrowser {}), profile_text).await,
-        AgentCommand::Status(_) => {
-            run(&client, &args, Selected::new(profile_only, GetStatus {}), |status| match status {
-                Status::One(profile) => profile_text(profile),
-                Status::All(all) => all.profiles.iter().map(profile_text).collect::<Vec<_>>().join("\n"),
-            })
-            .await
-        }
-        AgentCommand::Tabs(_) => {
-            run(&client, &args, Selected::new(profile_only, ListTabs {}), |list| {
-                let lines: Vec<String> = list
-                    .tabs
-                    .iter()
-                    .map(|tab| format!("{} {}", if tab.active { "*" } else { " " }, tab_line(tab)))
-                    .collect();
-                lines.join("\n")
-            })
-            .await
-        }
+        AgentCommand::Stop(_) => run(client, args, Selected::new(profile_only, StopBrowser {}), profile_text).await,
+        AgentCommand::Status(_) => run(client, args, Selected::new(profile_only, GetStatus {}), status_text).await,
+        AgentCommand::Tabs(_) => run(client, args, Selected::new(profile_only, ListTabs {}), tabs_text).await,
         AgentCommand::Open { url, .. } => {
-            run(&client, &args, Selected::new(profile_only, OpenTab { url }), |tab| {
-                format!("{}  [{}]", tab_line(tab), tab.profile)
-            })
-            .await
+            run(client, args, Selected::new(profile_only, OpenTab { url }), opened_line).await
         }
         AgentCommand::Navigate { url, .. } => {
             let request = Navigate { url, wait_until: Default::default(), timeout_ms: None };
-            run(&client, &args, Selected::new(tab, request), navigated_line).await
+            run(client, args, Selected::new(tab, request), navigated_line).await
         }
         AgentCommand::Console { level, limit, .. } => {
-            run(&client, &args, Selected::new(tab, ReadConsole { level, limit }), console_text).await
+            run(client, args, Selected::new(tab, ReadConsole { level, limit }), console_text).await
         }
         AgentCommand::Evaluate { function, element, .. } => {
-            run(&client, &args, Selected::new(tab, Act::new(Evaluate { function, element })), act_text).await
+            run(client, args, Selected::new(tab, Act::new(Evaluate { function, element })), act_text).await
         }
-        AgentCommand::Pdf(_) => {
-            run(&client, &args, Selected::new(tab, PrintPdf {}), |pdf| {
-                format!("{}  ({} pages)", pdf.path.display(), pdf.pages)
-            })
-            .await
-        }
-        AgentCommand::CloseTab { .. } => {
-            run(&client, &args, Selected::new(tab, CloseTab {}), |done| {
-                format!("{} closed  [{}]", done.target_id, done.profile)
-            })
-            .await
-        }
-        AgentCommand::Focus { .. } => {
-            run(&client, &args, Selected::new(tab, FocusTab {}), |done| {
-                format!("{} is in front  [{}]", done.target_id, done.profile)
-            })
-            .await
-        }
-        AgentCommand::Back(_) => run(&client, &args, Selected::new(tab, GoBack::default()), navigated_line).await,
-        AgentCommand::Forward(_) => run(&client, &args, Selected::new(tab, GoForward::default()), navigated_line).await,
+        AgentCommand::Pdf(_) => run(client, args, Selected::new(tab, PrintPdf {}), pdf_line).await,
+        AgentCommand::CloseTab { .. } => run(client, args, Selected::new(tab, CloseTab {}), closed_line).await,
+        AgentCommand::Focus { .. } => run(client, args, Selected::new(tab, FocusTab {}), focused_line).await,
+        AgentCommand::Back(_) => run(client, args, Selected::new(tab, GoBack::default()), navigated_line).await,
+        AgentCommand::Forward(_) => run(client, args, Selected::new(tab, GoForward::default()), navigated_line).await,
         AgentCommand::Requests { body: Some(request_id), .. } => {
             let request = ReadResponseBody { request_id };
-            run(&client, &args, Selected::new(tab, request), |body| format!("# {}\n{}", body.header(), body.body)).await
+            run(client, args, Selected::new(tab, request), |body| format!("# {}\n{}", body.header(), body.body)).await
         }
         AgentCommand::Requests { failed, url, resource_type, limit, all, body: None, .. } => {
             let request = ListRequests { url, failed, resource_type, limit, all };
-            run(&client, &args, Selected::new(tab, request), requests_text).await
+            run(client, args, Selected::new(tab, request), requests_text).await
         }
         AgentCommand::Snapshot { interactive, full, compact, selector, part, .. } => {
             let request = TakeSnapshot { interactive, full, compact, selector, part, ..TakeSnapshot::default() };
-            run(&client, &args, Selected::new(tab, request), |snapshot| snapshot.text()).await
+            run(client, args, Selected::new(tab, request), |snapshot| snapshot.text()).await
         }
         AgentCommand::Find { text, role, name, limit, .. } => {
-            run(&client, &args, Selected::new(tab, FindInPage { text, role, name, limit }), |found| {
-                let mut lines: Vec<String> = found.matches.iter().map(|m| m.text()).collect();
-                lines.extend(found.notes.iter().map(|note| format!("# {note}")));
-                if found.total == 0 {
-                    lines.push("# no match".into());
-                }
-                lines.join("\n")
-            })
-            .await
+            run(client, args, Selected::new(tab, FindInPage { text, role, name, limit }), found_text).await
         }
         AgentCommand::Click { element, double, .. } => {
             let click = Click { element, double_click: double, ..Click::default() };
-            run(&client, &args, Selected::new(tab, Act::new(click)), act_text).await
+            run(client, args, Selected::new(tab, Act::new(click)), act_text).await
         }
         AgentCommand::Type { element, text, submit, .. } => {
             let typed = TypeText { element, text, submit, slowly: false };
-            run(&client, &args, Selected::new(tab, Act::new(typed)), act_text).await
+            run(client, args, Selected::new(tab, Act::new(typed)), act_text).await
         }
         AgentCommand::Press { key, .. } => {
-            run(&client, &args, Selected::new(tab, Act::new(Press { key })), act_text).await
+            run(client, args, Selected::new(tab, Act::new(Press { key })), act_text).await
         }
         AgentCommand::Dialog { answer, text, .. } => {
             let accept = matches!(answer, DialogAnswer::Accept);
             let request = ArmDialog { accept, prompt_text: text, timeout_ms: None };
-            run(&client, &args, Selected::new(tab, request), |armed| match &armed.answered {
-                Some(dialog) => format!("answered the {} \"{}\"", dialog.kind, dialog.message),
-                None => "no dialog is open: the next one will be answered (for 2 minutes)".into(),
-            })
-            .await
+            run(client, args, Selected::new(tab, request), armed_text).await
         }
-        AgentCommand::Act { action, .. } => {
-            let value: serde_json::Value = serde_json::from_str(&action).context("the action is not JSON")?;
-            let mut act = Selected::<Act>::from_json(value).context("the action is not a valid /act body")?;
-            // --profile and --target win over the JSON's own.
-            act.tab.profile = tab.profile.or(act.tab.profile);
-            act.tab.target_id = tab.target_id.or(act.tab.target_id);
-            run(&client, &args, act, act_text).await
-        }
+        AgentCommand::Act { action, .. } => run(client, args, act_from_json(&action, tab)?, act_text).await,
         AgentCommand::Screenshot { full_page, element, labels, .. } => {
             let request = TakeScreenshot { full_page, element_ref: element, labels, ..TakeScreenshot::default() };
-            run(&client, &args, Selected::new(tab, request), |shot| shot.path.display().to_string()).await
+            run(client, args, Selected::new(tab, request), |shot| shot.path.display().to_string()).await
         }
+        AgentCommand::Ui { .. }
+        | AgentCommand::Handoff { .. }
+        | AgentCommand::Asks { .. }
+        | AgentCommand::Allow { .. }
+        | AgentCommand::Deny { .. }
+        | AgentCommand::Done { .. }
+        | AgentCommand::Activity { .. } => unreachable!("agent_command runs the person's side itself"),
+    }
+}
+
+/// `act`'s JSON action, its tab as `--profile` and `--target` say, where
+/// they do: they win over the JSON's own.
+fn act_from_json(action: &str, tab: TabSelector) -> anyhow::Result<Selected<Act>> {
+    let value: serde_json::Value = serde_json::from_str(action).context("the action is not JSON")?;
+    let mut act = Selected::<Act>::from_json(value).context("the action is not a valid /act body")?;
+    act.tab.profile = tab.profile.or(act.tab.profile);
+    act.tab.target_id = tab.target_id.or(act.tab.target_id);
+    Ok(act)
+}
+
+fn opened_line(tab: &Profiled<TabInfo>) -> String {
+    format!("{}  [{}]", tab_line(tab), tab.profile)
+}
+
+fn pdf_line(pdf: &Profiled<Pdf>) -> String {
+    format!("{}  ({} pages)", pdf.path.display(), pdf.pages)
+}
+
+fn closed_line(done: &Profiled<TabDone>) -> String {
+    format!("{} closed  [{}]", done.target_id, done.profile)
+}
+
+fn focused_line(done: &Profiled<TabDone>) -> String {
+    format!("{} is in front  [{}]", done.target_id, done.profile)
+}
+
+/// How a handoff ended, and the page then.
+fn handed_back_text(back: &Profiled<HandedBack>) -> String {
+    let how = match back.ended {
+        HandoffEnded::Done => "the person said Done",
+        HandoffEnded::TimedOut => "the time ran out before the person said Done",
+        HandoffEnded::TabClosed => "the tab was closed",
+    };
+    let at = back.url.as_deref().map(|u| format!(": {u}")).unwrap_or_default();
+    let page = back.snapshot.as_deref().map(|s| format!("\n{s}")).unwrap_or_default();
+    format!("{how}; tab {}{at}{page}", back.target_id)
+}
+
+/// One profile's status, or each profile's.
+fn status_text(status: &Status) -> String {
+    match status {
+        Status::One(profile) => profile_text(profile),
+        Status::All(all) => all.profiles.iter().map(profile_text).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+/// A line per tab, the active one starred.
+fn tabs_text(list: &Profiled<TabList>) -> String {
+    let lines: Vec<String> =
+        list.tabs.iter().map(|tab| format!("{} {}", if tab.active { "*" } else { " " }, tab_line(tab))).collect();
+    lines.join("\n")
+}
+
+/// A line per match, then the notes, or that nothing matched.
+fn found_text(found: &Profiled<Found>) -> String {
+    let mut lines: Vec<String> = found.matches.iter().map(|m| m.text()).collect();
+    lines.extend(found.notes.iter().map(|note| format!("# {note}")));
+    if found.total == 0 {
+        lines.push("# no match".into());
+    }
+    lines.join("\n")
+}
+
+/// The dialog answered, or that the next one will be.
+fn armed_text(armed: &Profiled<DialogArmed>) -> String {
+    match &armed.answered {
+        Some(dialog) => format!("answered the {} \"{}\"", dialog.kind, dialog.message),
+        None => "no dialog is open: the next one will be answered (for 2 minutes)".into(),
     }
 }

@@ -272,44 +272,7 @@ const DOUBLE_CLICK_ARGS: [&str; 2] = ["serve", "--pair"];
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let state = StateDir::resolve(cli.state_dir.as_deref())?;
     match cli.command {
-        Command::Profiles { json } => {
-            let config = Config::load(state.root())?;
-            if json {
-                let profiles: Vec<_> = config.profiles.values().collect();
-                let data = serde_json::json!({"defaultProfile": config.default_profile, "profiles": profiles});
-                println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
-            } else {
-                if config.default_is_auto() {
-                    println_stdout(
-                        "default: auto (your shared tabs when a tab is shared, else the managed Chrome, launched on first use)",
-                    );
-                }
-                for profile in config.profiles.values() {
-                    let default = if profile.name == config.default_profile { " (default)" } else { "" };
-                    let driver = match (profile.driver, profile.remote_url()) {
-                        (Driver::Extension, _) => "extension: your own Chrome".to_string(),
-                        (Driver::Managed, None) => "managed: an isolated Chrome".to_string(),
-                        // Shown without its secrets (query, credentials).
-                        (Driver::Managed, Some(url)) => {
-                            format!("managed: remote, never launched ({})", settings::redacted_url(&url))
-                        }
-                    };
-                    // Which browser a local managed profile would launch here
-                    // (discovery on this computer's disk), or why none.
-                    let browser = match (profile.driver, profile.remote_url()) {
-                        (Driver::Managed, None) => {
-                            match managed_driver::find_executable(profile.executable_path.as_deref()) {
-                                Ok(path) => format!("\tbrowser: {}", path.display()),
-                                Err(error) => format!("\t{error}"),
-                            }
-                        }
-                        _ => String::new(),
-                    };
-                    println_stdout(&format!("{}{default}\t{driver}\t{}{browser}", profile.name, profile.color));
-                }
-            }
-            Ok(())
-        }
+        Command::Profiles { json } => list_profiles(&state, json),
         Command::Agent(agent) => agent::agent_command(&state, agent).await,
         Command::Serve {
             port,
@@ -337,38 +300,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println_stdout(shown.as_str());
             Ok(())
         }
-        Command::Rotate { port, control_port, extension_id } => {
-            // A running serve keeps the old secret in memory: rotating under
-            // it would leave the two out of step. Every relay of this state
-            // folder holds its lock, on whatever port (state-dir's
-            // serving.rs); the ports are asked too, for one from before.
-            let _alone = state.hold_for_rotation()?;
-            for taken in [port, control_port] {
-                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], taken));
-                if browser_relay::is_taken(addr) {
-                    anyhow::bail!(
-                        "something listens on {addr}: stop `browser-relay serve` first (it holds the secret), then rotate and start it again"
-                    );
-                }
-            }
-            let old = state.load_or_create_token()?;
-            let token = state.rotate_token()?;
-            // The grants stay, with new keys (derived from the new secret).
-            let grants = grants::GrantBook::new(state.clone()).resign(&old, &token);
-            match grants {
-                Ok(0) => {}
-                Ok(n) => println_stdout(&format!(
-                    "{n} grant(s) keep their sites with new keys: print each one's with `browser-relay cdp-url --grant NAME`.\n"
-                )),
-                Err(error) => eprintln!("browser-relay: the grants were not moved to the new secret: {error}"),
-            }
-            println_stdout(
-                "A new secret replaces the old one: CDP URLs (`browser-relay cdp-url`), the control key \
-                 (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
-                 extension asks to be paired again.\n",
-            );
-            print_pairing(&state, &token, port, extension_id)
-        }
+        Command::Rotate { port, control_port, extension_id } => rotate(&state, port, control_port, extension_id),
         Command::Pair { port, extension_id } => {
             let token = state.load_or_create_token()?;
             print_pairing(&state, &token, port, extension_id)
@@ -395,6 +327,80 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `profiles`: each profile, its driver and, for a local managed one, the
+/// browser it would launch here (or why none).
+fn list_profiles(state: &StateDir, json: bool) -> anyhow::Result<()> {
+    let config = Config::load(state.root())?;
+    if json {
+        let profiles: Vec<_> = config.profiles.values().collect();
+        let data = serde_json::json!({"defaultProfile": config.default_profile, "profiles": profiles});
+        println_stdout(&serde_json::json!({"ok": true, "data": data}).to_string());
+    } else {
+        if config.default_is_auto() {
+            println_stdout(
+                "default: auto (your shared tabs when a tab is shared, else the managed Chrome, launched on first use)",
+            );
+        }
+        for profile in config.profiles.values() {
+            let default = if profile.name == config.default_profile { " (default)" } else { "" };
+            let driver = match (profile.driver, profile.remote_url()) {
+                (Driver::Extension, _) => "extension: your own Chrome".to_string(),
+                (Driver::Managed, None) => "managed: an isolated Chrome".to_string(),
+                // Shown without its secrets (query, credentials).
+                (Driver::Managed, Some(url)) => {
+                    format!("managed: remote, never launched ({})", settings::redacted_url(&url))
+                }
+            };
+            // Which browser a local managed profile would launch here
+            // (discovery on this computer's disk), or why none.
+            let browser = match (profile.driver, profile.remote_url()) {
+                (Driver::Managed, None) => match managed_driver::find_executable(profile.executable_path.as_deref()) {
+                    Ok(path) => format!("\tbrowser: {}", path.display()),
+                    Err(error) => format!("\t{error}"),
+                },
+                _ => String::new(),
+            };
+            println_stdout(&format!("{}{default}\t{driver}\t{}{browser}", profile.name, profile.color));
+        }
+    }
+    Ok(())
+}
+
+/// `rotate`: a new secret, while no relay runs on it; the grants keep
+/// their sites, with new keys.
+fn rotate(state: &StateDir, port: u16, control_port: u16, extension_id: Option<String>) -> anyhow::Result<()> {
+    // A running serve keeps the old secret in memory: rotating under
+    // it would leave the two out of step. Every relay of this state
+    // folder holds its lock, on whatever port (state-dir's
+    // serving.rs); the ports are asked too, for one from before.
+    let _alone = state.hold_for_rotation()?;
+    for taken in [port, control_port] {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], taken));
+        if browser_relay::is_taken(addr) {
+            anyhow::bail!(
+                "something listens on {addr}: stop `browser-relay serve` first (it holds the secret), then rotate and start it again"
+            );
+        }
+    }
+    let old = state.load_or_create_token()?;
+    let token = state.rotate_token()?;
+    // The grants stay, with new keys (derived from the new secret).
+    let grants = grants::GrantBook::new(state.clone()).resign(&old, &token);
+    match grants {
+        Ok(0) => {}
+        Ok(n) => println_stdout(&format!(
+            "{n} grant(s) keep their sites with new keys: print each one's with `browser-relay cdp-url --grant NAME`.\n"
+        )),
+        Err(error) => eprintln!("browser-relay: the grants were not moved to the new secret: {error}"),
+    }
+    println_stdout(
+        "A new secret replaces the old one: CDP URLs (`browser-relay cdp-url`), the control key \
+         (`browser-relay token --control`) and sessions made with the old one no longer work, and the \
+         extension asks to be paired again.\n",
+    );
+    print_pairing(state, &token, port, extension_id)
 }
 
 /// `pair`'s and `rotate`'s answer: the pairing link(s) for `extension_id`,

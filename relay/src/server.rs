@@ -63,6 +63,28 @@ impl SharedTabs for RelayTabs {
 }
 
 /// Everything needed to start a relay server.
+/// How the control engine reaches the relay: its shared tabs, and its CDP
+/// and HTTP doors at `addr` (`query` carries the key).
+fn relay_link(relay: &Relay, lent: &std::sync::Arc<crate::lent::Lent>, addr: SocketAddr, query: &str) -> RelayLink {
+    RelayLink {
+        extension: std::sync::Arc::new(RelayTabs { relay: relay.clone(), lent: lent.clone() }),
+        cdp_ws_url: format!("ws://{addr}/cdp{query}"),
+        http_base: format!("http://{addr}"),
+    }
+}
+
+/// Prunes the pages shown in old screenshots when their time is up, also
+/// while nothing new is saved, until `stop`.
+async fn sweep_media(engine: Engine, stop: CancellationToken) {
+    loop {
+        engine.prune_media();
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(control_engine::MEDIA_SWEEP) => {}
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     pub addr: SocketAddr,
@@ -87,6 +109,32 @@ pub struct ServerOptions {
 }
 
 impl ServerOptions {
+    /// Holds the state folder as served until the server is dropped:
+    /// `rotate` refuses meanwhile, whatever the ports (serving.rs).
+    fn hold_serving(
+        &self,
+        addr: SocketAddr,
+        control: Option<SocketAddr>,
+    ) -> Result<Option<state_dir::ServingLock>, BindError> {
+        let Some(root) = &self.state_root else { return Ok(None) };
+        let where_ = match control {
+            Some(control) => format!("relay on {addr}, control API on {control}"),
+            None => format!("relay on {addr}"),
+        };
+        Ok(Some(state_dir::StateDir::at(root).hold_serving(&where_)?))
+    }
+
+    /// Where what clients and agents do is recorded: under the state
+    /// directory (in memory without one), or nowhere when it is off.
+    fn activity_record(&self) -> ActivityRecord {
+        if self.record_activity {
+            let dir = self.state_root.as_deref().map(|root| state_dir::StateDir::at(root).activity());
+            ActivityRecord::new(dir, activity::DEFAULT_RETENTION)
+        } else {
+            ActivityRecord::off()
+        }
+    }
+
     pub fn new(addr: SocketAddr, token: Option<Token>) -> Self {
         Self {
             addr,
@@ -133,31 +181,13 @@ impl RunningServer {
             Some(control_addr) if options.state_root.is_some() => Some(net::bind_loopback(control_addr).await?),
             _ => None,
         };
-        // Served from the state folder until this server is dropped:
-        // `rotate` refuses meanwhile, whatever the ports (serving.rs).
-        let serving = match &options.state_root {
-            Some(root) => {
-                let control = control_listener.as_ref().and_then(|l| l.local_addr().ok());
-                let where_ = match control {
-                    Some(control) => format!("relay on {addr}, control API on {control}"),
-                    None => format!("relay on {addr}"),
-                };
-                Some(state_dir::StateDir::at(root).hold_serving(&where_)?)
-            }
-            None => None,
-        };
+        let serving = options.hold_serving(addr, control_listener.as_ref().and_then(|l| l.local_addr().ok()))?;
+        // What clients and agents do, recorded off the command path.
+        let activity = options.activity_record();
         let pairing_codes = options.state_root.as_ref().map(|root| state_dir::StateDir::at(root).pairing_codes());
         let relay = Relay::new(options.relay, options.pairing.clone(), pairing_codes);
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
-        // What clients and agents do is recorded under the state directory
-        // (in memory without one), written off the command path.
-        let activity = if options.record_activity {
-            let dir = options.state_root.as_deref().map(|root| state_dir::StateDir::at(root).activity());
-            ActivityRecord::new(dir, activity::DEFAULT_RETENTION)
-        } else {
-            ActivityRecord::off()
-        };
         if activity.is_on() {
             relay.record_activity_to(activity.clone());
             tasks.push(tokio::spawn(activity.clone().keep_writing(shutdown.clone())));
@@ -179,11 +209,7 @@ impl RunningServer {
         if let (Some(listener), Some(browsers)) = (control_listener, &browsers) {
             let bound = listener.local_addr().map_err(|error| BindError::Io { addr: options.addr, error })?;
             let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
-            let link = RelayLink {
-                extension: std::sync::Arc::new(RelayTabs { relay: relay.clone(), lent: lent.clone() }),
-                cdp_ws_url: format!("ws://{addr}/cdp{query}"),
-                http_base: format!("http://{addr}"),
-            };
+            let link = relay_link(&relay, &lent, addr, &query);
             // The control engine makes ephemeral profiles; a serve killed
             // before it could delete theirs left them behind.
             browsers.remove_abandoned_ephemeral().await;
@@ -191,19 +217,7 @@ impl RunningServer {
             // A grant that ends takes its agents' engine along.
             let forgetting = engine.clone();
             lent.on_end(move |name| forgetting.forget_lent(name));
-            // Pages shown in old screenshots go when their time is up, also
-            // while nothing new is saved.
-            let sweeper = engine.clone();
-            let stop = shutdown.clone();
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    sweeper.prune_media();
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = tokio::time::sleep(control_engine::MEDIA_SWEEP) => {}
-                    }
-                }
-            }));
+            tasks.push(tokio::spawn(sweep_media(engine.clone(), shutdown.clone())));
             // The control API proves itself with the control key (derived
             // from the secret, which serve has even when clients need none:
             // --no-auth-control), never with the secret itself (keys.rs).

@@ -935,3 +935,156 @@ fn after() {}
         assert!(!product.contains(gone) && tests.contains(gone), "{gone} in {product}");
     }
 }
+
+/// The most lines a product function may span, from the line of its `fn` to
+/// the line of its closing brace: a longer one is split into helpers named
+/// for what they do.
+const MAX_FN_LINES: usize = 80;
+
+/// The relay engine's functions over `MAX_FN_LINES` today, as (file, fn):
+/// being split in branch h-engine (issue 44 item 1); remove when it lands.
+/// The list can only shrink: one that is no longer over the limit fails the
+/// check too. Nothing outside the relay engine is allowed.
+const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
+    ("relay/relay-engine/src/asking.rs", "ask"),
+    ("relay/relay-engine/src/ledger.rs", "record"),
+    ("relay/relay-engine/src/client.rs", "forward"),
+    ("relay/relay-engine/src/browser_domain.rs", "browser_command"),
+    ("relay/relay-engine/src/interception.rs", "command"),
+    ("relay/relay-engine/src/extension.rs", "serve_extension"),
+    ("relay/relay-engine/src/extension.rs", "handshake"),
+    ("relay/relay-engine/src/extension.rs", "on_reply"),
+    ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
+];
+
+/// Every function with a body in `text` (methods and nested ones too, not
+/// closures) that spans more than `limit` lines, as (name, lines), found by
+/// the scan that skips strings, characters and comments (`literal_end`).
+fn long_functions(text: &str, limit: usize) -> Vec<(String, usize)> {
+    let bytes = text.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut long = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if let Some(end) = literal_end(bytes, at) {
+            at = end;
+            continue;
+        }
+        let is_fn = bytes[at..].starts_with(b"fn")
+            && (at == 0 || !ident(bytes[at - 1]))
+            && bytes.get(at + 2).is_some_and(|b| b.is_ascii_whitespace());
+        if !is_fn {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        at += 2;
+        at += bytes[at..].iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let name_len = bytes[at..].iter().take_while(|b| ident(**b)).count();
+        let name = &text[at..at + name_len];
+        at += name_len;
+        if let Some((open, close)) = fn_body(bytes, at) {
+            let lines = text[start..close].matches('\n').count() + 1;
+            if lines > limit {
+                long.push((name.to_string(), lines));
+            }
+            // Go on inside the body, for the functions nested in it.
+            at = open + 1;
+        }
+    }
+    long
+}
+
+/// Where the body of the function whose signature goes on at `at` opens and
+/// where it closes (at its `}`), or `None` for a declaration with no body
+/// (`fn name(…);`).
+fn fn_body(bytes: &[u8], mut at: usize) -> Option<(usize, usize)> {
+    let mut depth = 0i32;
+    let mut open = None;
+    while at < bytes.len() {
+        if let Some(end) = literal_end(bytes, at) {
+            at = end;
+            continue;
+        }
+        match (bytes[at], open) {
+            (b'(' | b'[', None) => depth += 1,
+            (b')' | b']', None) => depth -= 1,
+            (b';', None) if depth == 0 => return None,
+            (b'{', None) if depth == 0 => (open, depth) = (Some(at), 1),
+            (b'{', Some(_)) => depth += 1,
+            (b'}', Some(start)) => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((start, at));
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// What breaks the function-length rule in `sources` (relative path, text):
+/// each function over `limit` lines that `allowed` does not name, and each
+/// one `allowed` names that is not over it (or not there).
+fn function_length_problems(sources: &[(String, String)], limit: usize, allowed: &[(&str, &str)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = Vec::new();
+    for (path, text) in sources {
+        for (name, lines) in long_functions(text, limit) {
+            if allowed.contains(&(path.as_str(), name.as_str())) {
+                seen.push((path.clone(), name));
+            } else {
+                problems.push(format!("{path}: fn {name}: {lines} lines (over {limit})"));
+            }
+        }
+    }
+    for (path, name) in allowed {
+        if !seen.iter().any(|(p, n)| p == path && n == name) {
+            problems.push(format!("{path}: fn {name} is allowed to be long but is not: take it off the list"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn no_product_function_is_over_80_lines() {
+    let sources: Vec<(String, String)> =
+        product_sources().into_iter().map(|(path, text)| (relative(&path), text)).collect();
+    assert!(LONG_FNS_BEING_SPLIT.iter().all(|(path, _)| path.starts_with("relay/relay-engine/")));
+    let problems = function_length_problems(&sources, MAX_FN_LINES, LONG_FNS_BEING_SPLIT);
+    assert!(problems.is_empty(), "functions over {MAX_FN_LINES} lines:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_function_length_check_finds_a_planted_long_function() {
+    // A function of `lines` lines whose body holds a string with a `}`, then
+    // `extra` inside it, a trait method with no body and a closure.
+    let function = |name: &str, lines: usize, extra: &str| {
+        let mut text = format!("pub(crate) async fn {name}<T: Fn(u8) -> u8>(f: T) -> &'static str {{\n");
+        text += "    let _ = \"} fn fake() {\"; let _ = '}'; // } in a comment\n";
+        text += extra;
+        text += &"    let _ = |x: u8| { x };\n".repeat(lines - 4 - extra.lines().count());
+        text += "    r#\"}\"#\n}\n";
+        text
+    };
+    let nested = "    fn nested() {\n    }\n";
+    let text = [
+        "trait Shape { fn area(&self) -> f64; }\n".to_string(),
+        function("long_one", MAX_FN_LINES + 1, nested),
+        function("exactly_at_the_limit", MAX_FN_LINES, ""),
+        "/* fn in_a_comment() {\n } */\nfn short(f: fn(u8) -> u8) -> u8 { f(1) }\n".to_string(),
+    ]
+    .concat();
+    assert_eq!(long_functions(&text, MAX_FN_LINES), [("long_one".to_string(), MAX_FN_LINES + 1)]);
+    let sources = [("a.rs".to_string(), text)];
+    assert_eq!(
+        function_length_problems(&sources, MAX_FN_LINES, &[("a.rs", "short")]),
+        [
+            "a.rs: fn long_one: 81 lines (over 80)",
+            "a.rs: fn short is allowed to be long but is not: take it off the list"
+        ]
+    );
+    assert!(function_length_problems(&sources, MAX_FN_LINES, &[("a.rs", "long_one")]).is_empty());
+}

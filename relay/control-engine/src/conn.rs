@@ -573,20 +573,7 @@ impl Conn {
         } else if event.parse::<runtime::ExecutionContextsCleared>().is_some() {
             self.state().worlds.retain(|(s, _), _| s != session);
         } else if let Some(opening) = event.parse::<page::JavascriptDialogOpening>() {
-            let kind = if opening.kind.is_empty() { "alert".to_string() } else { opening.kind };
-            // Chrome sends an empty default with every kind; only a prompt has one.
-            let default_prompt = opening.default_prompt.filter(|_| kind == "prompt");
-            let info = DialogInfo { kind, message: opening.message, default_prompt };
-            let mut hook = None;
-            self.with_tab_of(session, |tab| {
-                hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
-                if hook.is_none() {
-                    tab.dialog = Some(info);
-                }
-            });
-            if let Some(hook) = hook {
-                self.answer_dialog(session, hook.accept, hook.prompt_text);
-            }
+            self.on_dialog_opening(session, opening);
         } else if let Some(navigated) = event.parse::<page::FrameNavigated>() {
             // The main frame's new document is a new page of the network log.
             let frame = navigated.frame;
@@ -607,27 +594,7 @@ impl Conn {
         } else if event.parse::<page::JavascriptDialogClosed>().is_some() {
             self.with_tab_of(session, |tab| tab.dialog = None);
         } else if let Some(opened) = event.parse::<page::FileChooserOpened>() {
-            let mut hook = None;
-            self.with_tab_of(session, |tab| {
-                hook = tab.file_hook.take().filter(|h| h.until > tokio::time::Instant::now());
-            });
-            let conn = self.clone();
-            let session = session.to_string();
-            tokio::spawn(async move {
-                if let Some(hook) = hook {
-                    let set = dom::SetFileInputFiles {
-                        files: hook.paths,
-                        backend_node_id: opened.backend_node_id,
-                        ..Default::default()
-                    };
-                    if let Err(error) = conn.client.send(&set, Some(&session)).await {
-                        tracing::warn!("setting the armed files failed: {error}");
-                    }
-                }
-                // One chooser per arm: later ones open normally again.
-                let off = page::SetInterceptFileChooserDialog { enabled: false };
-                let _ = conn.client.send(&off, Some(&session)).await;
-            });
+            self.on_file_chooser(session, opened);
         } else if let Some(called) = event.parse::<runtime::ConsoleApiCalled>() {
             let message = console_message(called);
             self.with_tab_of(session, |tab| {
@@ -656,6 +623,51 @@ impl Conn {
         } else {
             self.on_network_event(session, event);
         }
+    }
+
+    /// A JavaScript dialog opened: answered at once by the hook armed for
+    /// it (`POST /hooks/dialog`), else kept as the tab's open dialog.
+    fn on_dialog_opening(&self, session: &str, opening: page::JavascriptDialogOpening) {
+        let kind = if opening.kind.is_empty() { "alert".to_string() } else { opening.kind };
+        // Chrome sends an empty default with every kind; only a prompt has one.
+        let default_prompt = opening.default_prompt.filter(|_| kind == "prompt");
+        let info = DialogInfo { kind, message: opening.message, default_prompt };
+        let mut hook = None;
+        self.with_tab_of(session, |tab| {
+            hook = tab.dialog_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+            if hook.is_none() {
+                tab.dialog = Some(info);
+            }
+        });
+        if let Some(hook) = hook {
+            self.answer_dialog(session, hook.accept, hook.prompt_text);
+        }
+    }
+
+    /// A file chooser opened (intercepted): given the files the hook armed
+    /// for it, if any, then interception is off again.
+    fn on_file_chooser(self: &Arc<Self>, session: &str, opened: page::FileChooserOpened) {
+        let mut hook = None;
+        self.with_tab_of(session, |tab| {
+            hook = tab.file_hook.take().filter(|h| h.until > tokio::time::Instant::now());
+        });
+        let conn = self.clone();
+        let session = session.to_string();
+        tokio::spawn(async move {
+            if let Some(hook) = hook {
+                let set = dom::SetFileInputFiles {
+                    files: hook.paths,
+                    backend_node_id: opened.backend_node_id,
+                    ..Default::default()
+                };
+                if let Err(error) = conn.client.send(&set, Some(&session)).await {
+                    tracing::warn!("setting the armed files failed: {error}");
+                }
+            }
+            // One chooser per arm: later ones open normally again.
+            let off = page::SetInterceptFileChooserDialog { enabled: false };
+            let _ = conn.client.send(&off, Some(&session)).await;
+        });
     }
 
     /// A request's progress, into its tab's network log.

@@ -17,7 +17,7 @@ use cdp_client::protocol::{accessibility, dom, page, runtime};
 use crate::api::{Format, Snapshot, TakeSnapshot};
 use crate::conn::Conn;
 use crate::error::ControlError;
-use crate::in_page::answer::Walked;
+use crate::in_page::answer::{Walked, WalkedRef};
 use crate::in_page::{self, LiveFrame};
 use crate::refs::{FrameLoc, FrameOwner, Issued, RefEntry, RefTable};
 
@@ -110,22 +110,7 @@ async fn take_ai(
     let first = merge_into.map_or(1, RefTable::next_ref);
     let walk = walk_frame(&params, start, options.selector.clone(), first, limit, options.depth).await?;
 
-    let mut notes = Vec::new();
-    if walk.limit_hit {
-        notes.push(format!(
-            "cut at limit={limit} nodes: pass a higher limit, a selector, or interactive=true to see the rest, or search it with browser_find (GET /find, `browser-relay find`)"
-        ));
-    }
-    if walk.depth_cut > 0 {
-        notes.push(format!("{} nodes below depth {} are not shown", walk.depth_cut, options.depth.unwrap_or(0)));
-    }
-    if walk.lines.is_empty() {
-        notes.push(match (&options.selector, options.interactive) {
-            (Some(selector), _) => format!("nothing visible in '{selector}'"),
-            (None, true) => "no interactive elements on this page".into(),
-            (None, false) => "the page shows nothing (empty or hidden)".into(),
-        });
-    }
+    let mut notes = walk_notes(&walk, options, limit);
     let max_chars = options.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
     let parts = parts(&walk.lines, max_chars);
     let part = options.part.unwrap_or(1).max(1);
@@ -170,6 +155,28 @@ async fn take_ai(
     };
     let cut = walk.limit_hit || walk.depth_cut > 0;
     Ok((result, Issued { refs: walk.refs, next: walk.next_ref, cut }))
+}
+
+/// What the reader of a walk is told of it: where it was cut (by `limit` or
+/// the depth), or that it found nothing.
+fn walk_notes(walk: &Walk, options: &TakeSnapshot, limit: u32) -> Vec<String> {
+    let mut notes = Vec::new();
+    if walk.limit_hit {
+        notes.push(format!(
+            "cut at limit={limit} nodes: pass a higher limit, a selector, or interactive=true to see the rest, or search it with browser_find (GET /find, `browser-relay find`)"
+        ));
+    }
+    if walk.depth_cut > 0 {
+        notes.push(format!("{} nodes below depth {} are not shown", walk.depth_cut, options.depth.unwrap_or(0)));
+    }
+    if walk.lines.is_empty() {
+        notes.push(match (&options.selector, options.interactive) {
+            (Some(selector), _) => format!("nothing visible in '{selector}'"),
+            (None, true) => "no interactive elements on this page".into(),
+            (None, false) => "the page shows nothing (empty or hidden)".into(),
+        });
+    }
+    notes
 }
 
 /// The snapshot's lines in parts of at most `max_chars` characters each
@@ -241,6 +248,28 @@ async fn frame_in_session(conn: &Conn, session: &str, frame_id: &str) -> bool {
 }
 
 impl WalkParams<'_> {
+    /// The page script's argument for walking `frame`.
+    fn script_arg(
+        &self,
+        frame: &FrameLoc,
+        selector: &Option<String>,
+        ref_start: u32,
+        limit: u32,
+        max_depth: Option<u32>,
+    ) -> Value {
+        json!({
+            "interactive": self.interactive,
+            "compact": self.compact,
+            "lean": self.lean,
+            "maxDepth": max_depth,
+            "limit": limit,
+            "refStart": ref_start,
+            "selector": selector,
+            "keep": self.merge_into.map(|table| table.kept_in(frame)),
+            "optionsMax": self.options_max,
+        })
+    }
+
     /// The indentation of a line `depth` levels down.
     fn indent(&self, depth: u32) -> String {
         match (self.interactive, self.lean) {
@@ -266,17 +295,7 @@ fn walk_frame<'a>(
     Box::pin(async move {
         let conn = params.conn;
         let live = in_page::live_frame(conn, params.tab, &frame).await?;
-        let arg = json!({
-            "interactive": params.interactive,
-            "compact": params.compact,
-            "lean": params.lean,
-            "maxDepth": max_depth,
-            "limit": limit,
-            "refStart": ref_start,
-            "selector": selector,
-            "keep": params.merge_into.map(|table| table.kept_in(&frame)),
-            "optionsMax": params.options_max,
-        });
+        let arg = params.script_arg(&frame, &selector, ref_start, limit, max_depth);
         let out: Walked = in_page::call_script(conn, &live, "snapshot", arg).await?;
         if let Some(error) = out.error {
             return Err(match &selector {
@@ -292,13 +311,7 @@ fn walk_frame<'a>(
             next_ref: out.ref_next.max(ref_start),
             ..Walk::default()
         };
-        for r in out.refs {
-            if r.name.is_empty() || r.role.is_empty() {
-                continue;
-            }
-            let entry = RefEntry { role: r.role, name: r.label, nth: r.nth, frame: frame.clone() };
-            walk.refs.push((r.name, entry));
-        }
+        walk.refs = frame_refs(out.refs, &frame);
 
         // Child frames, spliced after their iframe line (and that line's
         // own subtree, which the script leaves empty).
@@ -341,20 +354,36 @@ fn walk_frame<'a>(
             let spliced = inserts.entry(line).or_default();
             spliced.extend(sub.lines.into_iter().map(|l| format!("{indent}{l}")));
         }
-        if inserts.is_empty() {
-            walk.lines = lines;
-        } else {
-            for (index, line) in lines.into_iter().enumerate() {
-                let has_children = inserts.contains_key(&index);
-                let colon = has_children && !params.lean && !line.ends_with(':');
-                walk.lines.push(if colon { format!("{line}:") } else { line });
-                if let Some(children) = inserts.remove(&index) {
-                    walk.lines.extend(children);
-                }
-            }
-        }
+        walk.lines = splice(lines, inserts, params.lean);
         Ok(walk)
     })
+}
+
+/// The refs the page script issued in `frame`, but those without a name
+/// or a role.
+fn frame_refs(refs: Vec<WalkedRef>, frame: &FrameLoc) -> Vec<(String, RefEntry)> {
+    refs.into_iter()
+        .filter(|r| !r.name.is_empty() && !r.role.is_empty())
+        .map(|r| (r.name, RefEntry { role: r.role, name: r.label, nth: r.nth, frame: frame.clone() }))
+        .collect()
+}
+
+/// A frame's `lines` with each child frame's lines in `inserts` spliced
+/// after the line they belong under (which ends with `:`, unless `lean`).
+fn splice(lines: Vec<String>, mut inserts: HashMap<usize, Vec<String>>, lean: bool) -> Vec<String> {
+    if inserts.is_empty() {
+        return lines;
+    }
+    let mut spliced = Vec::new();
+    for (index, line) in lines.into_iter().enumerate() {
+        let has_children = inserts.contains_key(&index);
+        let colon = has_children && !lean && !line.ends_with(':');
+        spliced.push(if colon { format!("{line}:") } else { line });
+        if let Some(children) = inserts.remove(&index) {
+            spliced.extend(children);
+        }
+    }
+    spliced
 }
 
 /// Chrome's accessibility tree as flat nodes with depths, iframes spliced

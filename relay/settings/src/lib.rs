@@ -79,6 +79,97 @@ struct ProfileEntry {
     args: Vec<Spanned<String>>,
 }
 
+impl ProfileEntry {
+    /// The profile `name` as written, on top of `base` (the default profile
+    /// of that name, when it has the same driver), or what is wrong with it.
+    fn into_profile(self, name: &str, base: Option<Profile>, text: &str) -> Result<Profile, String> {
+        let driver = self
+            .driver
+            .or(base.as_ref().map(|b| b.driver))
+            .ok_or_else(|| format!("profiles.{name}.driver is missing: \"extension\" or \"managed\""))?;
+        let headers = self.check(name, driver, text)?;
+        let mut profile = base.filter(|b| b.driver == driver).unwrap_or_else(|| Profile::default_named(name, driver));
+        if let Some(color) = self.color {
+            profile.color = color.to_ascii_uppercase();
+        }
+        let args: Vec<String> = self.args.into_iter().map(Spanned::into_inner).collect();
+        profile.headless = self.headless.or(profile.headless);
+        profile.no_sandbox = self.no_sandbox.unwrap_or(profile.no_sandbox);
+        profile.attach_only = self.attach_only.unwrap_or(profile.attach_only);
+        profile.executable_path = self.executable_path.map(Spanned::into_inner).or(profile.executable_path);
+        profile.cdp_port = self.cdp_port.or(profile.cdp_port);
+        profile.cdp_url = self.cdp_url.or(profile.cdp_url);
+        profile.cdp_headers = headers;
+        profile.cdp_ca_file = self.cdp_ca_file.map(Spanned::into_inner);
+        if !args.is_empty() {
+            profile.args = args;
+        }
+        Ok(profile)
+    }
+
+    /// What is wrong with the profile `name` of `driver` as written, if
+    /// anything, else its `cdpHeaders`, checked.
+    fn check(&self, name: &str, driver: Driver, text: &str) -> Result<CdpHeaders, String> {
+        if let Some(color) = self.color.as_ref().filter(|color| !is_hex_color(color)) {
+            return Err(format!("profiles.{name}.color = \"{color}\": expected \"#RRGGBB\""));
+        }
+        if self.cdp_port == Some(9222) {
+            return Err(format!(
+                "profiles.{name}.cdpPort = 9222: that is the user's Chrome's usual debugging port; pick another or leave it out"
+            ));
+        }
+        if let Some(url) = &self.cdp_url {
+            check_cdp_url(url).map_err(|why| format!("profiles.{name}.cdpUrl = \"{}\": {why}", redacted_url(url)))?;
+        }
+        if driver == Driver::Extension
+            && (self.executable_path.is_some()
+                || self.cdp_port.is_some()
+                || self.cdp_url.is_some()
+                || self.cdp_headers.is_some()
+                || self.cdp_ca_file.is_some())
+        {
+            return Err(format!(
+                "profiles.{name}: executablePath, cdpPort, cdpUrl, cdpHeaders and cdpCaFile apply to managed profiles only"
+            ));
+        }
+        if (self.cdp_headers.is_some() || self.cdp_ca_file.is_some()) && self.cdp_url.is_none() {
+            return Err(format!(
+                "profiles.{name}: cdpHeaders and cdpCaFile are for the browser at cdpUrl, and there is no cdpUrl"
+            ));
+        }
+        for (key, path) in [("executablePath", &self.executable_path), ("cdpCaFile", &self.cdp_ca_file)] {
+            if let Some(path) = path {
+                check_written_path(path, text).map_err(|why| format!("profiles.{name}.{key}: {why}"))?;
+            }
+        }
+        for arg in &self.args {
+            check_written(arg, text).map_err(|why| format!("profiles.{name}.args: {why}"))?;
+        }
+        if let Some(ca) = self.cdp_ca_file.as_ref().map(Spanned::get_ref).filter(|ca| !ca.is_absolute()) {
+            return Err(format!("profiles.{name}.cdpCaFile: \"{}\" is not an absolute path", ca.display()));
+        }
+        let headers = match &self.cdp_headers {
+            Some(headers) => check_headers(headers).map_err(|why| format!("profiles.{name}.cdpHeaders: {why}"))?,
+            None => CdpHeaders::default(),
+        };
+        if self.cdp_port.is_some() && self.attach_only != Some(true) {
+            return Err(format!(
+                "profiles.{name}.cdpPort: a browser Browser Relay launches has no debugging port (it speaks CDP over a pipe, which no other process can reach); cdpPort is for attachOnly profiles"
+            ));
+        }
+        if self.attach_only == Some(true) && self.cdp_port.is_none() && self.cdp_url.is_none() {
+            return Err(format!("profiles.{name}.attachOnly needs cdpPort or cdpUrl: where is the browser?"));
+        }
+        // Extra flags must not undo the isolation Browser Relay sets up.
+        if let Some(arg) = self.args.iter().map(Spanned::get_ref).find(|a| is_reserved_switch(a)) {
+            return Err(format!(
+                "profiles.{name}.args: {arg} is set by Browser Relay (the profile folder and debugging port are its own)"
+            ));
+        }
+        Ok(headers)
+    }
+}
+
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ConfigFile {
@@ -373,166 +464,84 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         // toml's messages name the key and show the line.
-        let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(toml_error(&e, text)))?;
+        let mut file: ConfigFile = toml::from_str(text).map_err(|e| invalid(toml_error(&e, text)))?;
         let mut config = Self::defaults();
-        for (name, entry) in file.profiles {
+        for (name, entry) in std::mem::take(&mut file.profiles) {
             check_profile_name(&name).map_err(invalid)?;
             let base = config.profiles.get(&name).cloned();
-            let driver = entry
-                .driver
-                .or(base.as_ref().map(|b| b.driver))
-                .ok_or_else(|| invalid(format!("profiles.{name}.driver is missing: \"extension\" or \"managed\"")))?;
-            let mut profile =
-                base.filter(|b| b.driver == driver).unwrap_or_else(|| Profile::default_named(&name, driver));
-            if let Some(color) = entry.color {
-                if !is_hex_color(&color) {
-                    return Err(invalid(format!("profiles.{name}.color = \"{color}\": expected \"#RRGGBB\"")));
-                }
-                profile.color = color.to_ascii_uppercase();
-            }
-            if entry.cdp_port == Some(9222) {
-                return Err(invalid(format!(
-                    "profiles.{name}.cdpPort = 9222: that is the user's Chrome's usual debugging port; pick another or leave it out"
-                )));
-            }
-            if let Some(url) = &entry.cdp_url {
-                check_cdp_url(url)
-                    .map_err(|why| invalid(format!("profiles.{name}.cdpUrl = \"{}\": {why}", redacted_url(url))))?;
-            }
-            if driver == Driver::Extension
-                && (entry.executable_path.is_some()
-                    || entry.cdp_port.is_some()
-                    || entry.cdp_url.is_some()
-                    || entry.cdp_headers.is_some()
-                    || entry.cdp_ca_file.is_some())
-            {
-                return Err(invalid(format!(
-                    "profiles.{name}: executablePath, cdpPort, cdpUrl, cdpHeaders and cdpCaFile apply to managed profiles only"
-                )));
-            }
-            if (entry.cdp_headers.is_some() || entry.cdp_ca_file.is_some()) && entry.cdp_url.is_none() {
-                return Err(invalid(format!(
-                    "profiles.{name}: cdpHeaders and cdpCaFile are for the browser at cdpUrl, and there is no cdpUrl"
-                )));
-            }
-            for (key, path) in [("executablePath", &entry.executable_path), ("cdpCaFile", &entry.cdp_ca_file)] {
-                if let Some(path) = path {
-                    check_written_path(path, text).map_err(|why| invalid(format!("profiles.{name}.{key}: {why}")))?;
-                }
-            }
-            for arg in &entry.args {
-                check_written(arg, text).map_err(|why| invalid(format!("profiles.{name}.args: {why}")))?;
-            }
-            let executable_path = entry.executable_path.map(Spanned::into_inner);
-            let cdp_ca_file = entry.cdp_ca_file.map(Spanned::into_inner);
-            let args: Vec<String> = entry.args.into_iter().map(Spanned::into_inner).collect();
-            if let Some(ca) = cdp_ca_file.as_ref().filter(|ca| !ca.is_absolute()) {
-                return Err(invalid(format!(
-                    "profiles.{name}.cdpCaFile: \"{}\" is not an absolute path",
-                    ca.display()
-                )));
-            }
-            let headers = match &entry.cdp_headers {
-                Some(headers) => {
-                    check_headers(headers).map_err(|why| invalid(format!("profiles.{name}.cdpHeaders: {why}")))?
-                }
-                None => CdpHeaders::default(),
-            };
-            if entry.cdp_port.is_some() && entry.attach_only != Some(true) {
-                return Err(invalid(format!(
-                    "profiles.{name}.cdpPort: a browser Browser Relay launches has no debugging port (it speaks CDP over a pipe, which no other process can reach); cdpPort is for attachOnly profiles"
-                )));
-            }
-            if entry.attach_only == Some(true) && entry.cdp_port.is_none() && entry.cdp_url.is_none() {
-                return Err(invalid(format!(
-                    "profiles.{name}.attachOnly needs cdpPort or cdpUrl: where is the browser?"
-                )));
-            }
-            // Extra flags must not undo the isolation Browser Relay sets up.
-            if let Some(arg) = args.iter().find(|a| is_reserved_switch(a)) {
-                return Err(invalid(format!(
-                    "profiles.{name}.args: {arg} is set by Browser Relay (the profile folder and debugging port are its own)"
-                )));
-            }
-            profile.headless = entry.headless.or(profile.headless);
-            profile.no_sandbox = entry.no_sandbox.unwrap_or(profile.no_sandbox);
-            profile.attach_only = entry.attach_only.unwrap_or(profile.attach_only);
-            profile.executable_path = executable_path.or(profile.executable_path);
-            profile.cdp_port = entry.cdp_port.or(profile.cdp_port);
-            profile.cdp_url = entry.cdp_url.or(profile.cdp_url);
-            profile.cdp_headers = headers;
-            profile.cdp_ca_file = cdp_ca_file;
-            if !args.is_empty() {
-                profile.args = args;
-            }
+            let profile = entry.into_profile(&name, base, text).map_err(invalid)?;
             config.profiles.insert(name, profile);
         }
+        config.apply_settings(file, text).map_err(invalid)?;
+        Ok(config)
+    }
+
+    /// The file's settings but its profiles, on top of the defaults (and
+    /// its remote deadlines on every profile, already read), or what is
+    /// wrong with them.
+    fn apply_settings(&mut self, file: ConfigFile, text: &str) -> Result<(), String> {
         if let Some(ids) = file.extension_ids {
             if let Some(bad) = ids.iter().find(|id| !is_extension_id(id)) {
-                return Err(invalid(format!(
+                return Err(format!(
                     "extensionIds: \"{bad}\" is not an extension id (32 letters a-p, as chrome://extensions shows it)"
-                )));
+                ));
             }
-            config.extension_ids = ids;
+            self.extension_ids = ids;
         }
-        config.allow_evaluate = file.allow_evaluate.unwrap_or(true);
-        config.allow_file_urls = file.allow_file_urls.unwrap_or(false);
-        config.allow_wiping_browser_data = file.allow_wiping_browser_data.unwrap_or(false);
-        config.record_activity = file.record_activity.unwrap_or(true);
+        self.allow_evaluate = file.allow_evaluate.unwrap_or(true);
+        self.allow_file_urls = file.allow_file_urls.unwrap_or(false);
+        self.allow_wiping_browser_data = file.allow_wiping_browser_data.unwrap_or(false);
+        self.record_activity = file.record_activity.unwrap_or(true);
         if let Some(roots) = file.upload_roots {
             for root in &roots {
-                check_written_path(root, text).map_err(|why| invalid(format!("uploadRoots: {why}")))?;
+                check_written_path(root, text).map_err(|why| format!("uploadRoots: {why}"))?;
             }
             let roots: Vec<PathBuf> = roots.into_iter().map(Spanned::into_inner).collect();
             if let Some(relative) = roots.iter().find(|r| !r.is_absolute()) {
-                return Err(invalid(format!("uploadRoots: \"{}\" is not an absolute path", relative.display())));
+                return Err(format!("uploadRoots: \"{}\" is not an absolute path", relative.display()));
             }
-            config.upload_roots = roots;
+            self.upload_roots = roots;
         }
         if let Some(keep) = file.media_keep {
             if keep == 0 {
-                return Err(invalid("mediaKeep = 0: keep at least the newest file (the answer names it)".into()));
+                return Err("mediaKeep = 0: keep at least the newest file (the answer names it)".into());
             }
-            config.media_keep = keep;
+            self.media_keep = keep;
         }
         if let Some(hours) = file.media_max_age_hours {
             // Saturating: a huge number of hours means "keep", not an
             // overflow (a panic, or a wrapped, tiny age in release).
-            config.media_max_age = std::time::Duration::from_secs(hours.max(1).saturating_mul(3600));
+            self.media_max_age = std::time::Duration::from_secs(hours.max(1).saturating_mul(3600));
         }
         if let Some(max) = file.max_managed_browsers {
             if max == 0 {
-                return Err(invalid(
-                    "maxManagedBrowsers = 0: allow at least 1 (a profile you never start launches nothing)".into(),
-                ));
+                return Err(
+                    "maxManagedBrowsers = 0: allow at least 1 (a profile you never start launches nothing)".into()
+                );
             }
-            config.max_managed_browsers = max;
+            self.max_managed_browsers = max;
         }
         for (key, value, slot) in [
-            ("remoteCdpTimeoutMs", file.remote_cdp_timeout_ms, &mut config.remote_deadlines.connect),
-            (
-                "remoteCdpHandshakeTimeoutMs",
-                file.remote_cdp_handshake_timeout_ms,
-                &mut config.remote_deadlines.handshake,
-            ),
+            ("remoteCdpTimeoutMs", file.remote_cdp_timeout_ms, &mut self.remote_deadlines.connect),
+            ("remoteCdpHandshakeTimeoutMs", file.remote_cdp_handshake_timeout_ms, &mut self.remote_deadlines.handshake),
         ] {
             if let Some(ms) = value {
                 if ms == 0 {
-                    return Err(invalid(format!("{key} = 0: allow at least 1 ms")));
+                    return Err(format!("{key} = 0: allow at least 1 ms"));
                 }
                 *slot = Duration::from_millis(ms);
             }
         }
-        for profile in config.profiles.values_mut() {
-            profile.remote_deadlines = config.remote_deadlines;
+        for profile in self.profiles.values_mut() {
+            profile.remote_deadlines = self.remote_deadlines;
         }
         if let Some(default) = file.default_profile {
-            if default != AUTO_PROFILE && !config.profiles.contains_key(&default) {
-                return Err(invalid(format!("defaultProfile = \"{default}\": no such profile")));
+            if default != AUTO_PROFILE && !self.profiles.contains_key(&default) {
+                return Err(format!("defaultProfile = \"{default}\": no such profile"));
             }
-            config.default_profile = default;
+            self.default_profile = default;
         }
-        Ok(config)
+        Ok(())
     }
 
     /// Whether requests without a profile choose one by what runs

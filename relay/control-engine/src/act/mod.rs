@@ -47,22 +47,7 @@ impl Handle<Act> for Engine {
     async fn handle(&self, request: Selected<Act>) -> Result<Profiled<ActOutcome>, ControlError> {
         let Act { timeout_ms, snapshot, diff, action } = request.request;
         let timeout = clamp_act_timeout(timeout_ms);
-        let evaluates = match &action {
-            Action::Evaluate(_) => true,
-            Action::Wait(what) => what.function.is_some(),
-            _ => false,
-        };
-        if evaluates {
-            self.refuse_evaluate()?;
-        }
-        if evaluates && !self.allow_evaluate()? {
-            // One shape for every "config.toml does not allow it": 403
-            // not_allowed, naming the line to write.
-            return Err(ControlError::NotAllowed {
-                what: "running the agent's JavaScript in the page (evaluate, wait with fn)".into(),
-                key: "allowEvaluate = true",
-            });
-        }
+        self.refuse_unallowed_evaluate(&action)?;
         // A dialog open before the action stops it here (page_target).
         let page = self.page_target(&request.tab).await?;
         let tabs_before: HashSet<String> = page.conn.tabs(None).into_iter().map(|t| t.target_id).collect();
@@ -125,9 +110,75 @@ impl Handle<Act> for Engine {
             location = None;
         }
         let dialog = page.conn.open_dialog(&page.id);
-        let location = match (dialog.is_some(), location) {
+        let (url, title) = self.location_after(&page, dialog.is_some(), location).await.unwrap_or_default();
+        let caused = page.conn.take_news(&page.id);
+        let new_tabs = tabs_among(&page, &new_tabs);
+        if (snapshot || diff) && dialog.is_none() {
+            self.snapshot_after(&page, snapshot, diff, &mut outcome).await?;
+        }
+        outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });
+        Ok(Profiled::new(&page.profile, outcome))
+    }
+}
+
+/// The modifier keys' bits, as CDP's input events take them.
+fn modifier_bits(modifiers: &[String]) -> Result<i64, ControlError> {
+    let mut bits = 0;
+    for name in modifiers {
+        bits |= keys::key(name)
+            .filter(|k| k.modifier != 0)
+            .map(|k| k.modifier)
+            .ok_or_else(|| ControlError::BadRequest(format!("modifier '{name}': use Alt, Control, Meta or Shift")))?;
+    }
+    Ok(bits)
+}
+
+/// The tabs of `page`'s browser that `ids` names, as an action's answer
+/// tells them.
+fn tabs_among(page: &PageTarget, ids: &[String]) -> Vec<NewTab> {
+    page.conn
+        .tabs(None)
+        .into_iter()
+        .filter(|tab| ids.contains(&tab.target_id))
+        .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
+        .collect()
+}
+
+impl Engine {
+    /// Refuses an action that runs the agent's JavaScript in the page
+    /// (`evaluate`, `wait` with `fn`) unless its grant and config.toml allow it.
+    fn refuse_unallowed_evaluate(&self, action: &Action) -> Result<(), ControlError> {
+        let evaluates = match action {
+            Action::Evaluate(_) => true,
+            Action::Wait(what) => what.function.is_some(),
+            _ => false,
+        };
+        if evaluates {
+            self.refuse_evaluate()?;
+        }
+        if evaluates && !self.allow_evaluate()? {
+            // One shape for every "config.toml does not allow it": 403
+            // not_allowed, naming the line to write.
+            return Err(ControlError::NotAllowed {
+                what: "running the agent's JavaScript in the page (evaluate, wait with fn)".into(),
+                key: "allowEvaluate = true",
+            });
+        }
+        Ok(())
+    }
+
+    /// Where the page is after an action (url, title): `read`, when nothing
+    /// moved it since, else read now; from the browser while `dialog_open`
+    /// pauses the page.
+    async fn location_after(
+        &self,
+        page: &PageTarget,
+        dialog_open: bool,
+        read: Option<(String, String)>,
+    ) -> Option<(String, String)> {
+        match (dialog_open, read) {
             // A paused page answers no script: ask the browser.
-            (true, _) => self.target_location(&page).await,
+            (true, _) => self.target_location(page).await,
             (false, Some(read)) => Some(read),
             (false, None) => {
                 // Also the round trip after which the page has run what its
@@ -136,40 +187,37 @@ impl Handle<Act> for Engine {
                 page.conn.catch_up().await;
                 read.or_else(|| page.conn.tab_url(&page.id))
             }
-        };
-        let (url, title) = location.unwrap_or_default();
-        let caused = page.conn.take_news(&page.id);
-        let new_tabs = page
-            .conn
-            .tabs(None)
-            .into_iter()
-            .filter(|tab| new_tabs.contains(&tab.target_id))
-            .map(|tab| NewTab { target_id: tab.target_id, url: tab.url })
-            .collect();
-        if (snapshot || diff) && dialog.is_none() {
-            let listed = crate::snapshot::OptionsListed::FirstFew;
-            // What the agent last read of this page, if it is still the page.
-            let seen = match (diff, outcome.navigated) {
-                (true, false) => self.refs().get(&page.profile.name, &page.id).and_then(|table| table.seen.clone()),
-                _ => None,
-            };
-            let join = if seen.is_some() { RefsJoin::MergeIfCut } else { RefsJoin::Replace };
-            let taken = self.snapshot_of(&page, &TakeSnapshot::default(), join, listed).await?;
-            match seen {
-                Some(seen) => {
-                    let now = taken.snapshot.unwrap_or_default();
-                    outcome.changes = Some(crate::diff::changes(&seen, &now));
-                    outcome.snapshot = snapshot.then_some(now);
-                }
-                None => outcome.snapshot = taken.snapshot,
-            }
         }
-        outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });
-        Ok(Profiled::new(&page.profile, outcome))
     }
-}
 
-impl Engine {
+    /// The page's snapshot after an action into `outcome`, as `snapshot`
+    /// and `diff` ask: with `diff`, the changes since what the agent last
+    /// read of this page, if it is still the page.
+    async fn snapshot_after(
+        &self,
+        page: &PageTarget,
+        snapshot: bool,
+        diff: bool,
+        outcome: &mut ActOutcome,
+    ) -> Result<(), ControlError> {
+        let listed = crate::snapshot::OptionsListed::FirstFew;
+        let seen = match (diff, outcome.navigated) {
+            (true, false) => self.refs().get(&page.profile.name, &page.id).and_then(|table| table.seen.clone()),
+            _ => None,
+        };
+        let join = if seen.is_some() { RefsJoin::MergeIfCut } else { RefsJoin::Replace };
+        let taken = self.snapshot_of(page, &TakeSnapshot::default(), join, listed).await?;
+        match seen {
+            Some(seen) => {
+                let now = taken.snapshot.unwrap_or_default();
+                outcome.changes = Some(crate::diff::changes(&seen, &now));
+                outcome.snapshot = snapshot.then_some(now);
+            }
+            None => outcome.snapshot = taken.snapshot,
+        }
+        Ok(())
+    }
+
     async fn run_action(
         &self,
         page: &PageTarget,
@@ -179,12 +227,7 @@ impl Engine {
         let budget = Budget { deadline: Instant::now() + timeout, timeout };
         match action {
             Action::Click(Click { element, double_click, button, modifiers }) => {
-                let mut bits = 0;
-                for name in &modifiers {
-                    bits |= keys::key(name).filter(|k| k.modifier != 0).map(|k| k.modifier).ok_or_else(|| {
-                        ControlError::BadRequest(format!("modifier '{name}': use Alt, Control, Meta or Shift"))
-                    })?;
-                }
+                let bits = modifier_bits(&modifiers)?;
                 let target = self.ref_target(page, &element).await?;
                 let point = self.ready_box(page, &target, CLICKABLE, budget).await?.center();
                 click_at(page, point, button, if double_click { 2 } else { 1 }, bits).await?;
@@ -194,42 +237,7 @@ impl Engine {
                 let (x, y) = self.ready_box(page, &target, HOVERABLE, budget).await?.center();
                 mouse(page, "mouseMoved", (x, y), MouseButton::Left, 0).await?;
             }
-            Action::Type(TypeText { element, text, submit, slowly }) => {
-                if slowly {
-                    // One key every SLOW_TYPING: refuse at once what cannot
-                    // finish within the action's deadline (it holds the tab).
-                    let needed = SLOW_TYPING * u32::try_from(text.chars().count()).unwrap_or(u32::MAX);
-                    if needed > budget.timeout {
-                        return Err(ControlError::BadRequest(format!(
-                            "typing {} characters slowly takes {} s, more than timeoutMs ({} ms): raise timeoutMs (at most {ACT_TIMEOUT_MAX_MS}) or type without slowly",
-                            text.chars().count(),
-                            needed.as_secs_f64().ceil(),
-                            budget.timeout.as_millis()
-                        )));
-                    }
-                }
-                let target = self.ref_target(page, &element).await?;
-                if slowly {
-                    let point = self.ready_box(page, &target, EDITABLE, budget).await?.center();
-                    click_at(page, point, MouseButton::Left, 1, 0).await?;
-                    for c in text.chars() {
-                        if Instant::now() > budget.deadline {
-                            return Err(ControlError::Timeout {
-                                what: "typing slowly".into(),
-                                ms: u64::try_from(budget.timeout.as_millis()).unwrap_or(u64::MAX),
-                            });
-                        }
-                        press(page, &Chord { modifiers: Vec::new(), key: keys::char_key(c) }).await?;
-                        tokio::time::sleep(SLOW_TYPING).await;
-                    }
-                } else {
-                    let (_, focus) = self.ready(page, &target, EDITABLE, budget, true).await?;
-                    self.replace_text(page, &target, &text, focus).await?;
-                }
-                if submit {
-                    press(page, &keys::parse_chord("Enter")?).await?;
-                }
-            }
+            Action::Type(typed) => self.type_text(page, typed, budget).await?,
             Action::Press(Press { key }) => press(page, &keys::parse_chord(&key)?).await?,
             Action::Drag(Drag { start_ref, end_ref }) => {
                 let start = self.ref_target(page, &start_ref).await?;
@@ -270,6 +278,47 @@ impl Engine {
             }
         }
         Ok(None)
+    }
+
+    /// `type`: `text` into the field `element`, at once or (`slowly`) a key
+    /// at a time, then Enter if `submit`.
+    async fn type_text(&self, page: &PageTarget, typed: TypeText, budget: Budget) -> Result<(), ControlError> {
+        let TypeText { element, text, submit, slowly } = typed;
+        if slowly {
+            // One key every SLOW_TYPING: refuse at once what cannot
+            // finish within the action's deadline (it holds the tab).
+            let needed = SLOW_TYPING * u32::try_from(text.chars().count()).unwrap_or(u32::MAX);
+            if needed > budget.timeout {
+                return Err(ControlError::BadRequest(format!(
+                    "typing {} characters slowly takes {} s, more than timeoutMs ({} ms): raise timeoutMs (at most {ACT_TIMEOUT_MAX_MS}) or type without slowly",
+                    text.chars().count(),
+                    needed.as_secs_f64().ceil(),
+                    budget.timeout.as_millis()
+                )));
+            }
+        }
+        let target = self.ref_target(page, &element).await?;
+        if slowly {
+            let point = self.ready_box(page, &target, EDITABLE, budget).await?.center();
+            click_at(page, point, MouseButton::Left, 1, 0).await?;
+            for c in text.chars() {
+                if Instant::now() > budget.deadline {
+                    return Err(ControlError::Timeout {
+                        what: "typing slowly".into(),
+                        ms: u64::try_from(budget.timeout.as_millis()).unwrap_or(u64::MAX),
+                    });
+                }
+                press(page, &Chord { modifiers: Vec::new(), key: keys::char_key(c) }).await?;
+                tokio::time::sleep(SLOW_TYPING).await;
+            }
+        } else {
+            let (_, focus) = self.ready(page, &target, EDITABLE, budget, true).await?;
+            self.replace_text(page, &target, &text, focus).await?;
+        }
+        if submit {
+            press(page, &keys::parse_chord("Enter")?).await?;
+        }
+        Ok(())
     }
 
     async fn evaluate(&self, page: &PageTarget, function: &str, element: Option<&str>) -> Result<Value, ControlError> {

@@ -30,22 +30,9 @@ impl Engine {
             (_, _, Some(selector)) => Some((json!({"selector": selector}), format!("'{selector}' to be visible"))),
             _ => None,
         };
-        if let Some((mut arg, description)) = in_page {
-            let main = LiveFrame::main(&page.session, &page.id);
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                arg["timeoutMs"] = json!(left.as_millis() as u64);
-                // A navigation destroys the world mid-wait: wait on in the new document.
-                match in_page::call_script::<Met>(&page.conn, &main, "waitFor", arg.clone()).await {
-                    Ok(result) if result.met => return Ok(()),
-                    Ok(_) if Instant::now() >= deadline => return Err(timed_out(description)),
-                    Ok(_) => {}
-                    Err(ControlError::Page(_)) if Instant::now() < deadline => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
+        if let Some((arg, description)) = in_page {
+            let met = wait_in_page(page, arg, deadline).await?;
+            return if met { Ok(()) } else { Err(timed_out(description)) };
         }
         let (expression, description) = match (&what.url, &what.load_state, &what.function) {
             (Some(url), _, _) => (
@@ -86,22 +73,8 @@ impl Engine {
                 ));
             }
         };
-        loop {
-            let evaluate = runtime::Evaluate::awaited(expression.clone());
-            if let Ok(evaluated) = page.conn.client().send(&evaluate, Some(&page.session)).await {
-                if let Some(details) = evaluated.exception_details {
-                    let text = details.exception.and_then(|e| e.description).unwrap_or_else(|| "an exception".into());
-                    return Err(ControlError::Page(format!("the wait threw: {text}")));
-                }
-                if evaluated.result.value == Some(Value::Bool(true)) {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(timed_out(description));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let met = poll_until_true(page, &expression, deadline).await?;
+        if met { Ok(()) } else { Err(timed_out(description)) }
     }
 
     /// Waits until the tab's current document reaches `event` (a
@@ -115,5 +88,46 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Runs the page's `waitFor` script with `arg` until it is met (`true`) or
+/// `deadline` passes (`false`), waiting on in the new document when a
+/// navigation destroys the world mid-wait.
+async fn wait_in_page(page: &PageTarget, mut arg: Value, deadline: Instant) -> Result<bool, ControlError> {
+    let main = LiveFrame::main(&page.session, &page.id);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        arg["timeoutMs"] = json!(left.as_millis() as u64);
+        match in_page::call_script::<Met>(&page.conn, &main, "waitFor", arg.clone()).await {
+            Ok(result) if result.met => return Ok(true),
+            Ok(_) if Instant::now() >= deadline => return Ok(false),
+            Ok(_) => {}
+            Err(ControlError::Page(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Evaluates `expression` in the page every 50 ms until it is true
+/// (`true`) or `deadline` passes (`false`); its exception is the error.
+async fn poll_until_true(page: &PageTarget, expression: &str, deadline: Instant) -> Result<bool, ControlError> {
+    loop {
+        let evaluate = runtime::Evaluate::awaited(expression.to_string());
+        if let Ok(evaluated) = page.conn.client().send(&evaluate, Some(&page.session)).await {
+            if let Some(details) = evaluated.exception_details {
+                let text = details.exception.and_then(|e| e.description).unwrap_or_else(|| "an exception".into());
+                return Err(ControlError::Page(format!("the wait threw: {text}")));
+            }
+            if evaluated.result.value == Some(Value::Bool(true)) {
+                return Ok(true);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
