@@ -941,19 +941,16 @@ fn after() {}
 /// for what they do.
 const MAX_FN_LINES: usize = 80;
 
-/// The relay engine's functions over `MAX_FN_LINES` today, as (file, fn):
-/// being split in branch h-engine (issue 44 item 1); remove when it lands.
+/// The relay engine's functions over `MAX_FN_LINES` today, as (file, fn),
+/// the last left of issue 44 item 5, each to be split.
 /// The list can only shrink: one that is no longer over the limit fails the
 /// check too. Nothing outside the relay engine is allowed.
 const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/relay-engine/src/asking.rs", "ask"),
     ("relay/relay-engine/src/ledger.rs", "record"),
-    ("relay/relay-engine/src/client.rs", "forward"),
     ("relay/relay-engine/src/browser_domain.rs", "browser_command"),
     ("relay/relay-engine/src/interception.rs", "command"),
-    ("relay/relay-engine/src/extension.rs", "serve_extension"),
     ("relay/relay-engine/src/extension.rs", "handshake"),
-    ("relay/relay-engine/src/extension.rs", "on_reply"),
     ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
 ];
 
