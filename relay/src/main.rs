@@ -133,6 +133,21 @@ enum Command {
         #[arg(long, env = agent::GRANT_ENV, value_name = "NAME")]
         grant: Option<String>,
     },
+    /// Call any MCP tool from the command line (the same table MCP serves):
+    /// without a name, the list; `browser-relay tool browser_click
+    /// '{"ref":"e3"}'` prints what the model would read.
+    Tool {
+        /// The tool (`browser-relay tool` lists them).
+        name: Option<String>,
+        /// Its arguments: one JSON object, as its MCP schema says.
+        arguments: Option<String>,
+        /// Port of the running serve's control API.
+        #[arg(long, env = CONTROL_PORT_ENV, default_value_t = DEFAULT_CONTROL_PORT)]
+        control_port: u16,
+        /// Act as this grant (`browser-relay grant add`).
+        #[arg(long, env = agent::GRANT_ENV, value_name = "NAME")]
+        grant: Option<String>,
+    },
     /// Replace this install's secret with a new one (serve must be stopped):
     /// every key derived from the old one stops working (CDP URLs, the
     /// control key, control sessions), and the extension asks to be paired
@@ -292,6 +307,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             serve(&state, options).await
         }
         Command::Mcp { control_port, port, grant } => mcp(&state, port, control_port, grant.as_deref()).await,
+        Command::Tool { name, arguments, control_port, grant } => {
+            let client = grant::control_client(&state, control_port, grant.as_deref())?.on(Surface::Mcp);
+            mcp::run_tool(client, state.media(), name.as_deref(), arguments.as_deref()).await
+        }
         Command::Grant(command) => grant::grant_command(&state, command).await,
         Command::Token { control } => {
             let token = state.load_or_create_token()?;

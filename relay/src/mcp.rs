@@ -531,6 +531,47 @@ impl McpServer {
     }
 }
 
+/// `browser-relay tool [NAME [ARGUMENTS]]`: every MCP tool on the command
+/// line, from the one table MCP serves (`TOOLS`), so a route given a tool
+/// there is on MCP and the CLI at once. Without a name, the list; with one,
+/// the tool's answer as the model would read it (its text; an image is
+/// named, not printed).
+pub(crate) async fn run_tool(
+    client: ControlClient,
+    media: state_dir::MediaDir,
+    name: Option<&str>,
+    arguments: Option<&str>,
+) -> anyhow::Result<()> {
+    let Some(name) = name else {
+        for spec in TOOLS {
+            crate::println_stdout(&format!("{}\t{}", spec.name, spec.description));
+        }
+        return Ok(());
+    };
+    let Some(spec) = TOOLS.iter().find(|t| t.name == name) else {
+        anyhow::bail!("no tool {name}: `browser-relay tool` lists them");
+    };
+    let arguments: Map<String, Value> = match arguments {
+        None => Map::new(),
+        Some(text) => serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("the arguments of {name} are one JSON object, as its schema says ({e})"))?,
+    };
+    let surface = Surface { client, media };
+    let content = (spec.call)(&surface, arguments).await.map_err(anyhow::Error::msg)?;
+    for block in content {
+        if let Some(text) = block.as_text() {
+            crate::println_stdout(&text.text);
+        } else if let Some(image) = block.as_image() {
+            crate::println_stdout(&format!(
+                "(an image, {}: {} characters of base64)",
+                image.mime_type,
+                image.data.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn tool(spec: &ToolSpec) -> Tool {
     let schema: JsonObject = match (spec.schema)().to_value() {
         Value::Object(map) => map,

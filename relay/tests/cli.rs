@@ -506,6 +506,59 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
 /// `browser-relay mcp` alone in the state directory `home` (no serve: it
 /// runs the relay itself), initialized as a host does, its log in
 /// serve.log; a guard for the browsers it launches; its control port.
+/// Every MCP tool is a CLI command too (`browser-relay tool NAME JSON`),
+/// from the one table: the same names as `tools/list`, the same answers,
+/// and a clear error for a tool or arguments that do not exist.
+#[test]
+fn every_mcp_tool_is_a_cli_command_from_the_same_table() {
+    let home = tempfile::tempdir().unwrap();
+    let (_running, control) = serve_managed(home.path());
+    wait_for_control_api(home.path());
+    let run = |args: &[&str]| {
+        let mut all = vec!["tool"];
+        all.extend_from_slice(args);
+        all.extend(["--control-port", control.as_str()]);
+        browser_relay(home.path(), &all)
+    };
+    let mut host = mcp_host(home.path(), &control);
+    host.initialize("test-host").unwrap();
+    let tools = host.request("tools/list", serde_json::json!({})).unwrap();
+    let mut served: Vec<String> =
+        tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect();
+    let (code, listed, stderr) = run(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut names: Vec<String> = listed.lines().filter_map(|l| l.split('\t').next().map(str::to_string)).collect();
+    served.sort();
+    names.sort();
+    assert_eq!(names, served, "the CLI's tools are MCP's");
+
+    let (code, _, stderr) = run(&["browser_start", r#"{"profile":"managed"}"#]);
+    assert_eq!(code, 0, "{stderr}");
+    let page = "data:text/html,<title>Tool</title><button onclick=\"document.title='clicked'\">Go</button>";
+    let (code, opened, stderr) = run(&["browser_open", &serde_json::json!({"url": page}).to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(opened.contains("Tool"), "{opened}");
+    let (code, snapshot, stderr) = run(&["browser_snapshot", r#"{"interactive":true}"#]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(snapshot.contains("- button \"Go\" [ref=e1]"), "{snapshot}");
+    let (code, clicked, stderr) = run(&["browser_click", r#"{"ref":"e1"}"#]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(clicked.contains("clicked"), "the click's answer names the new title: {clicked}");
+    // The same answer as the MCP host reads.
+    let (_, snapshot, _) = run(&["browser_snapshot", r#"{"interactive":true}"#]);
+    assert!(snapshot.contains(" · clicked · "), "{snapshot}");
+    let ToolAnswer { is_error, text, .. } =
+        host.call("browser_snapshot", serde_json::json!({"interactive": true})).unwrap();
+    assert!(!is_error && text.trim() == snapshot.trim(), "{text}\n---\n{snapshot}");
+
+    let (code, _, stderr) = run(&["browser_nope"]);
+    assert!(code != 0 && stderr.contains("no tool browser_nope: `browser-relay tool` lists them"), "{stderr}");
+    let (code, _, stderr) = run(&["browser_click", "[1]"]);
+    assert!(code != 0 && stderr.contains("one JSON object"), "{stderr}");
+    let (code, _, _) = run(&["browser_stop", r#"{"profile":"managed"}"#]);
+    assert_eq!(code, 0);
+}
+
 fn mcp_alone(home: &std::path::Path) -> (McpHost, Running, String) {
     let control = free_port().to_string();
     let log = std::fs::File::create(home.join("serve.log")).unwrap();
