@@ -196,46 +196,50 @@ fn percent_decode(query: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn json_activate(
-    browser: Browser,
-    State(state): State<AppState>,
-    axum::Extension(access): Who,
-    Path(params): TargetIdParam,
-) -> Response {
-    let id = params.get("id").cloned().unwrap_or_default();
-    let done = || text(StatusCode::OK, "Target activated");
-    match browser {
-        Browser::Shared => {
-            let Some(tab) = state.relay.visible_tab_of_target(&id, &access) else { return no_such_target_id(&id) };
-            state
-                .relay
-                .activate_tab(tab)
-                .await
-                .map_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()), |()| done())
-        }
-        Browser::Profile(name) => {
-            let Some(browsers) = &state.browsers else { return no_profiles() };
-            browsers.served_activate(&name, &id).await.map_or_else(|e| no_such_target(e, &id), |()| done())
-        }
-    }
+async fn json_activate(browser: Browser, state: State<AppState>, access: Who, params: TargetIdParam) -> Response {
+    on_target(TargetVerb::Activate, browser, state, access, params).await
 }
 
-async fn json_close(
+async fn json_close(browser: Browser, state: State<AppState>, access: Who, params: TargetIdParam) -> Response {
+    on_target(TargetVerb::Close, browser, state, access, params).await
+}
+
+/// What `/json/activate/{id}` and `/json/close/{id}` do to a target.
+#[derive(Debug, Clone, Copy)]
+enum TargetVerb {
+    Activate,
+    Close,
+}
+
+/// A target activated or closed, with Chrome's answers, on either browser.
+async fn on_target(
+    verb: TargetVerb,
     browser: Browser,
     State(state): State<AppState>,
     axum::Extension(access): Who,
     Path(params): TargetIdParam,
 ) -> Response {
     let id = params.get("id").cloned().unwrap_or_default();
-    let done = || text(StatusCode::OK, "Target is closing");
+    let done = match verb {
+        TargetVerb::Activate => "Target activated",
+        TargetVerb::Close => "Target is closing",
+    };
     match browser {
         Browser::Shared => {
             let Some(tab) = state.relay.visible_tab_of_target(&id, &access) else { return no_such_target_id(&id) };
-            state.relay.close_tab(tab).await.map_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()), |()| done())
+            let result = match verb {
+                TargetVerb::Activate => state.relay.activate_tab(tab).await,
+                TargetVerb::Close => state.relay.close_tab(tab).await,
+            };
+            result.map_or_else(|e| text(StatusCode::BAD_GATEWAY, e.to_string()), |()| text(StatusCode::OK, done))
         }
         Browser::Profile(name) => {
             let Some(browsers) = &state.browsers else { return no_profiles() };
-            browsers.served_close(&name, &id).await.map_or_else(|e| no_such_target(e, &id), |()| done())
+            let result = match verb {
+                TargetVerb::Activate => browsers.served_activate(&name, &id).await,
+                TargetVerb::Close => browsers.served_close(&name, &id).await,
+            };
+            result.map_or_else(|e| no_such_target(e, &id), |()| text(StatusCode::OK, done))
         }
     }
 }
