@@ -298,7 +298,7 @@ fn state_is_owned_and_passed_never_global() {
         // The system's certificate roots, read once: a cache of a constant.
         ("relay/cdp-client/src/net.rs", "static ROOTS"),
         // A counter that makes temporary file names unique per call.
-        ("relay/state-dir/src/lib.rs", "static CALLS"),
+        ("relay/state-dir/src/dir.rs", "static CALLS"),
         // The worker's one core: wasm-bindgen's exports are free functions.
         ("extension-wasm/src/glue.rs", "static CORE"),
         ("extension-wasm/src/glue.rs", "static EARLY"),
@@ -881,7 +881,7 @@ fn the_citation_check_finds_what_is_not_there() {
 `…::orphan`.
 
 Fine: `Guard::check`, `serve`, `/json/list`, `std::process::Command`, `relay/src/http.rs`
-`router`, `policy::is_restricted`, `relay/state-dir/src/lib.rs::tests::{token_file_is_created_once_with_mode_0600,
+`router`, `policy::is_restricted`, `relay/state-dir/src/dir.rs::tests::{token_file_is_created_once_with_mode_0600,
 malformed_token_file_is_a_clear_error (a remark, with a comma)}`, `…::token_matching_is_exact_and_debug_redacts`,
 `on_timer(Timer::DetachGrace)`, `Target::grant`, `ConfigError::Read`.
 ";

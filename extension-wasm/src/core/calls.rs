@@ -10,7 +10,10 @@ use shared_protocol::{
     CallError, CallId, ExtensionMessage, RelayMessage, Reply, TabId, TabInfo, TabQuery, encode, layout,
 };
 
-use super::{ChromeCall, Core, Host, Link, OpId, Purpose, SHARING_STOPPED, policy, tab_info_from_chrome};
+use super::host::{ChromeCall, Host, tab_info_from_chrome};
+use super::machine::{Core, Link, Purpose, SHARING_STOPPED};
+use super::op_id::OpId;
+use super::policy;
 
 impl<H: Host> Core<H> {
     pub(super) fn on_relay_call(&mut self, call: RelayMessage<'_>) {

@@ -9,7 +9,11 @@ use shared_protocol::{
     ExtensionMessage, GRANTS_SINCE, Hello, PROTOCOL_VERSION, RelayMessage, SUBPROTOCOL, TabInfo, close_code, encode,
 };
 
-use super::{Badge, ChromeCall, Core, Host, Link, NOT_PAIRED, Purpose, Settings, Timer, grants, policy, versions};
+use super::grant_record::RelayGrants;
+use super::host::{ChromeCall, Host, Settings, Timer};
+use super::machine::{Core, Link, NOT_PAIRED, Purpose};
+use super::policy::{self, Badge};
+use super::versions;
 
 /// When a lost link is tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +94,7 @@ impl<H: Host> Core<H> {
                 self.link = Link::Ready;
                 if protocol_version < GRANTS_SINCE {
                     // A relay from before grants has none.
-                    self.relay_grants = grants::RelayGrants::None;
+                    self.relay_grants = RelayGrants::None;
                     self.on_grants(Vec::new());
                 }
                 self.attempt = 0;
@@ -299,7 +303,7 @@ impl<H: Host> Core<H> {
         self.opened = false;
         // A link only the grants held is not retried: the next alarm asks
         // the relay's status route again (`on_alarm`).
-        self.relay_grants = grants::RelayGrants::None;
+        self.relay_grants = RelayGrants::None;
         self.clients.clear();
         self.host.cancel_timer(Timer::Keepalive);
         self.host.cancel_timer(Timer::RelayWatch);

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use shared_protocol::{GrantGroup, TabId};
 
-use super::OpId;
+use super::op_id::OpId;
 
 /// Rule ids each grant's slot holds: the cookie rule and up to 999 sites.
 pub const RULES_PER_GRANT: i64 = 1000;

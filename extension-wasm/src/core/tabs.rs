@@ -6,10 +6,9 @@
 
 use shared_protocol::{ExtensionMessage, TabId, TabInfo};
 
-use super::{
-    Badge, ChromeCall, Core, GroupId, Host, Link, NOT_PAIRED, PersistedTab, Purpose, Settings, Timer, policy,
-    tab_info_from_chrome,
-};
+use super::host::{ChromeCall, GroupId, Host, PersistedTab, Settings, Timer, tab_info_from_chrome};
+use super::machine::{Core, Link, NOT_PAIRED, Purpose};
+use super::policy::{self, Badge};
 
 impl<H: Host> Core<H> {
     pub fn on_action_clicked(&mut self, tab: TabInfo) {

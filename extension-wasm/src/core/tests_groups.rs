@@ -745,7 +745,7 @@ fn a_group_call_chrome_refuses_during_a_drag_is_tried_again_from_what_holds_then
     // Refused every time: it stays shared outside the group, and says why.
     let mut core = paired_with_groups();
     core.share(5);
-    for _ in 0..=groups::REGROUP_TRIES {
+    for _ in 0..=tab_groups::REGROUP_TRIES {
         core.on_op_done(core.op_of(&create), Err(DRAGGING.into()));
         core.on_timer(Timer::Regroup(5));
     }

@@ -2,7 +2,7 @@
 //! grant's handoffs, driven with the recording host of `tests.rs`.
 
 use serde_json::{Value, json};
-use shared_protocol::GrantGroup;
+use shared_protocol::{GrantGroup, TabId};
 
 use super::tests::{FakeHost, TOKEN, environment, tab};
 use super::tests_grants::{R, ci, research};
@@ -243,7 +243,7 @@ fn a_handoff_brings_the_tab_to_the_front_retitles_its_group_badges_it_and_offers
     core.relay(handoff(7, "research", long));
     let made = core.calls_since(calls);
     let cut = "research needs you: solve the puzzle on this page, then wai…";
-    assert_eq!(cut.chars().count(), person::HANDOFF_TITLE_CHARS);
+    assert_eq!(cut.chars().count(), in_the_loop::HANDOFF_TITLE_CHARS);
     assert!(made.contains(&ChromeCall::TabGroupsUpdate { group: 90, title: cut.into(), color: "blue".into() }));
     assert!(!made.contains(&done_menu()), "{made:?}");
     assert_eq!(core.host.badges[&7], Badge::Handoff(format!("research needs you: {long}")), "uncut on the badge");

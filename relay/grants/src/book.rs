@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use shared_protocol::auth::{grants_signature, verify_grants_signature};
 use state_dir::{StateDir, StateDirError, Token};
 
-use crate::{Grant, GrantName, GroupColor, Sites, now_ms};
+use crate::grant::{AskKind, Grant, GrantName, GroupColor, now_ms};
+use crate::sites::Sites;
 
 /// What `grant add` asks for.
 #[derive(Debug, Clone)]
@@ -28,7 +29,7 @@ pub struct NewGrant {
     pub expires_in: Option<std::time::Duration>,
     pub evaluate: bool,
     /// What it asks the person about first.
-    pub ask: Vec<crate::AskKind>,
+    pub ask: Vec<AskKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -158,7 +159,7 @@ impl GrantBook {
 
     /// Changes what a grant asks the person about (`grant set --ask`); its
     /// keys stay.
-    pub fn set_ask(&self, secret: &Token, name: &str, ask: Vec<crate::AskKind>) -> Result<Grant, GrantError> {
+    pub fn set_ask(&self, secret: &Token, name: &str, ask: Vec<AskKind>) -> Result<Grant, GrantError> {
         self.change(secret, |grants| {
             let grant =
                 grants.iter_mut().find(|g| g.name.as_str() == name).ok_or_else(|| GrantError::Unknown(name.into()))?;
@@ -184,7 +185,7 @@ impl GrantBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Door;
+    use crate::grant::Door;
 
     fn new(name: &str) -> NewGrant {
         NewGrant {
@@ -203,10 +204,10 @@ mod tests {
         let book = GrantBook::new(StateDir::at(dir.path()));
         let secret = Token::generate();
         let grant = book.add(&secret, new("shop")).unwrap();
-        let changed = book.set_ask(&secret, "shop", vec![crate::AskKind::Submit]).unwrap();
-        assert_eq!(changed.ask, [crate::AskKind::Submit]);
+        let changed = book.set_ask(&secret, "shop", vec![AskKind::Submit]).unwrap();
+        assert_eq!(changed.ask, [AskKind::Submit]);
         assert_eq!(changed.key(&secret, Door::Cdp), grant.key(&secret, Door::Cdp));
-        assert_eq!(book.load(&secret).unwrap()[0].ask, [crate::AskKind::Submit]);
+        assert_eq!(book.load(&secret).unwrap()[0].ask, [AskKind::Submit]);
         assert!(matches!(book.set_ask(&secret, "nope", vec![]), Err(GrantError::Unknown(_))));
     }
 

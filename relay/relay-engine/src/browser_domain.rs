@@ -14,8 +14,9 @@ use shared_protocol::{RelayMessage, TabId, TabInfo};
 
 use super::cdp::{self, Command, code};
 use super::client::{ClientHandle, FilterEntry, Replier, SessionKind, TargetFilter};
+use super::error::CallError;
+use super::relay::Relay;
 use super::targets::{SubKind, Subscription, attached_event, new_id};
-use super::{CallError, Relay};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -17,7 +17,8 @@
 use serde::Deserialize;
 use shared_protocol::{CallId, RelayMessage, TabId, TabInfo, TabQuery};
 
-use super::{CallError, Relay};
+use super::error::CallError;
+use super::relay::Relay;
 
 /// The start of the error a client gets for a tab that is not in front.
 pub const NOT_IN_FRONT: &str = "Page.captureScreenshot: Chrome paints no tab that is not in front";

@@ -20,12 +20,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cdp;
+use super::error::CallError;
 use super::interception::{self, Route};
 use super::lending;
 use super::link::ExtensionLink;
 use super::queue::{self, POLICY_VIOLATION, SharedFrame, write_loop};
+use super::relay::{MAX_HANDSHAKES, Relay};
 use super::targets::{SubKind, Target, new_id};
-use super::{CallError, Relay};
 
 /// How long a newly shared tab (a popup) with nowhere to go may stay on its
 /// initial empty document before it is announced anyway (a `window.open()`
@@ -142,6 +143,33 @@ const MAX_EARLY_BYTES: usize = 1 << 20;
 const UNKNOWN_CODE: &str = "this pairing link's code is unknown, spent or expired (a code is good once, for 10 minutes): run `browser-relay pair` again and open its new link";
 
 impl Relay {
+    /// A place among the `/extension` connections still proving the
+    /// pairing. When [`MAX_HANDSHAKES`] are, the oldest gives its place up
+    /// (it has not proved anything in all that time): a local program that
+    /// keeps opening connections and proves nothing cannot keep the real
+    /// extension out, which proves within a round trip of getting a place.
+    pub fn proving_place(&self) -> HandshakeSlot {
+        let number = self.0.handshake_numbers.fetch_add(1, Ordering::Relaxed);
+        let evicted = tokio_util::sync::CancellationToken::new();
+        let mut places = self.0.handshakes.lock().unwrap_or_else(|p| p.into_inner());
+        while places.len() >= MAX_HANDSHAKES {
+            if let Some((_, oldest)) = places.pop_front() {
+                oldest.cancel();
+            }
+        }
+        places.push_back((number, evicted.clone()));
+        HandshakeSlot { relay: self.clone(), number, evicted }
+    }
+
+    /// Claims the single extension slot; `None` means one is already live.
+    pub(crate) fn claim_extension(&self) -> Option<ExtensionClaim> {
+        self.0
+            .extension_claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            .then(|| ExtensionClaim(self.clone()))
+    }
+
     /// Runs one extension connection to its end. `legacy`: the extension
     /// offered only protocol 1's subprotocol: it is told to update.
     pub async fn serve_extension(
@@ -504,10 +532,10 @@ impl Relay {
             ExtensionMessage::TabGrant { tab_id, grant } => self.on_tab_grant(tab_id, grant.as_deref()),
             ExtensionMessage::AskAnswer { id, answer } => {
                 let answer = match answer {
-                    shared_protocol::AskAnswer::Allow => crate::Answer::Allow,
-                    shared_protocol::AskAnswer::Deny => crate::Answer::Deny,
+                    shared_protocol::AskAnswer::Allow => crate::questions::Answer::Allow,
+                    shared_protocol::AskAnswer::Deny => crate::questions::Answer::Deny,
                 };
-                if let Err(e) = self.answer(id, answer, crate::AnsweredBy::Notification) {
+                if let Err(e) = self.answer(id, answer, crate::questions::AnsweredBy::Notification) {
                     tracing::debug!("an answer from the extension not taken: {e}");
                 }
             }

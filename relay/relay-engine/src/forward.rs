@@ -2,35 +2,34 @@
 //! client's forwarded command (what the grant lets through, the books kept
 //! before it goes, what its reply means to the relay besides the client),
 //! the relay's own calls, and the undo commands of a client that left.
-//! [`PendingCalls`] holds each call until it is answered: by its reply, or
-//! with an error when its extension connection is gone. No other file
-//! reaches into its table.
+//! [`PendingCalls`](crate::pending::PendingCalls) holds each call until it
+//! is answered: by its reply, or with an error when its extension
+//! connection is gone. No file but this one and `pending.rs` reaches into
+//! its table.
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use dashmap::DashMap;
 use grants::AskKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use shared_protocol::{CallId, RawValue, RelayMessage, SendCommand, TabId, encode};
 use tokio::sync::oneshot;
 
-use crate::asking::{AskedTab, Verdict};
 use crate::cdp::{self, Command, code};
 use crate::client::{ClientHandle, Replier};
+use crate::error::CallError;
 use crate::interception;
 use crate::ledger::{self, Decision};
 use crate::lending;
 use crate::link::ExtensionLink;
+use crate::pending::{EXTENSION_GONE, Pending, ReplyHook, RuntimeEnable};
+use crate::questions::{AskedTab, Verdict};
 use crate::queue::{self, Charge};
+use crate::relay::Relay;
 use crate::targets::EnableEffect;
-use crate::{CallError, Relay};
-
-/// The answer to every command in flight when the extension goes away.
-const EXTENSION_GONE: &str = "Browser Relay extension disconnected while this command was in flight";
 
 /// What `debugger.sendCommand` adds around a command's method and params
 /// (type, ids, keys), for the charge taken before the frame is built.
@@ -52,120 +51,6 @@ fn io_read_within_budget(params: Option<&RawValue>) -> Option<String> {
         params.insert("size".into(), IO_READ_MAX.into());
         Value::Object(params).to_string()
     })
-}
-
-/// Where a reply from the extension goes.
-#[derive(Debug)]
-pub(crate) enum Pending {
-    /// A client's forwarded command: answered with the client's own id, on
-    /// the session it was sent on.
-    Client {
-        client: Arc<ClientHandle>,
-        cdp_id: i64,
-        session: Option<Arc<str>>,
-        generation: u64,
-        /// What the reply means to the relay's books, besides the client.
-        hook: Option<ReplyHook>,
-        /// When it was queued for the extension: its round trip through the
-        /// extension's worker is measured from here ([`Relay::extension_round_trips`]).
-        queued_at: Instant,
-    },
-    /// One of the relay's own calls.
-    Internal { reply: oneshot::Sender<Result<String, CallError>>, generation: u64, name: &'static str },
-    /// A command that puts a tab back after a client left (see
-    /// [`ledger`]); its answer goes nowhere.
-    Undo { generation: u64, method: String },
-}
-
-impl Pending {
-    fn generation(&self) -> u64 {
-        match self {
-            Self::Client { generation, .. } | Self::Internal { generation, .. } | Self::Undo { generation, .. } => {
-                *generation
-            }
-        }
-    }
-}
-
-/// What a client's reply means to the relay's books.
-#[derive(Debug)]
-pub(crate) enum ReplyHook {
-    /// `Runtime.enable`: see [`crate::targets::Target::runtime`].
-    RuntimeEnable(RuntimeEnable),
-    /// `Page.addScriptToEvaluateOnNewDocument`: its identifier is recorded,
-    /// to remove the script when the client leaves.
-    ScriptAdded { tab: TabId, child: Option<Arc<str>> },
-    /// A cookie answer to a grant's client: only its sites' cookies
-    /// (`lending.rs`).
-    OnlyItsCookies(Arc<grants::Grant>),
-}
-
-/// A client's `Runtime.enable` on a tab's shared debugger session.
-#[derive(Debug)]
-pub(crate) struct RuntimeEnable {
-    tab: TabId,
-    child: Option<Arc<str>>,
-    effect: EnableEffect,
-}
-
-/// The calls sent to the extension and not answered yet, by call id.
-#[derive(Debug)]
-pub(crate) struct PendingCalls {
-    calls: DashMap<CallId, Pending>,
-    next_id: AtomicU64,
-}
-
-impl Default for PendingCalls {
-    fn default() -> Self {
-        Self { calls: DashMap::new(), next_id: AtomicU64::new(1) }
-    }
-}
-
-impl PendingCalls {
-    fn next_id(&self) -> CallId {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    fn insert(&self, id: CallId, pending: Pending) {
-        self.calls.insert(id, pending);
-    }
-
-    /// The call `id`, taken out: whoever takes it answers it.
-    pub(crate) fn take(&self, id: CallId) -> Option<Pending> {
-        self.calls.remove(&id).map(|(_, pending)| pending)
-    }
-
-    pub(crate) fn contains(&self, id: CallId) -> bool {
-        self.calls.contains_key(&id)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.calls.len()
-    }
-
-    /// Drops the answers a client that left waits for.
-    pub(crate) fn forget_client(&self, client: u64) {
-        self.calls.retain(|_, pending| !matches!(pending, Pending::Client { client: c, .. } if c.id == client));
-    }
-
-    /// Answers every call of an extension connection that is gone (by
-    /// `generation`, so a reconnecting extension's calls are untouched).
-    pub(crate) fn fail(&self, generation: u64) {
-        let ids: Vec<CallId> =
-            self.calls.iter().filter(|e| e.value().generation() == generation).map(|e| *e.key()).collect();
-        for id in ids {
-            match self.take(id) {
-                Some(Pending::Client { client, cdp_id, session, .. }) => {
-                    client.finish_command();
-                    client.send(cdp::error(Some(cdp_id), code::SERVER_ERROR, EXTENSION_GONE, session.as_deref()));
-                }
-                Some(Pending::Internal { reply, name, .. }) => {
-                    let _ = reply.send(Err(CallError::Disconnected(name)));
-                }
-                Some(Pending::Undo { .. }) | None => {}
-            }
-        }
-    }
 }
 
 impl Relay {

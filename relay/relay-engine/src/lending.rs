@@ -33,13 +33,14 @@ use grants::{AskKind, Grant, Sites, UrlVerdict};
 use serde_json::{Value, json};
 use shared_protocol::{GrantGroup, RelayMessage, encode};
 
-use super::asking::{AskedTab, Verdict};
+use super::cdp;
 use super::client::{ClientHandle, SessionKind};
 use super::interception::{Delivery, Route, SITE_HOLD};
 use super::ledger::Undo;
 use super::link::ExtensionLink;
+use super::questions::{AskedTab, Verdict};
+use super::relay::Relay;
 use super::targets::{SubKind, Target};
-use super::{Relay, cdp};
 
 /// The close code of a grant's connection that its grant no longer opens:
 /// a policy (1008), with the reason in words.

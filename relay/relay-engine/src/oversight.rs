@@ -14,7 +14,8 @@ use shared_protocol::{RelayMessage, TabId};
 
 use super::cdp::Command;
 use super::client::{ClientHandle, SessionKind};
-use super::{CallError, Relay};
+use super::error::CallError;
+use super::relay::Relay;
 
 /// One connected client, as the dashboard lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

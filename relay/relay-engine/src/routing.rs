@@ -18,8 +18,8 @@ use crate::browser_domain::{
 use crate::cdp::{self, Command, code};
 use crate::client::{ClientHandle, ClientLabel, Replier, SessionKind};
 use crate::queue::write_loop;
+use crate::relay::{ClientSlot, Relay};
 use crate::targets::{SubKind, Subscription, new_id};
-use crate::{ClientSlot, Relay};
 
 impl Relay {
     /// Runs one CDP client connection to its end. `page_target` makes it a

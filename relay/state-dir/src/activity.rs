@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::Retention;
+use crate::media::Retention;
 
 /// The most one day's file holds, so a runaway script cannot fill the disk.
 pub(crate) const DAY_FILE_MAX: u64 = 16 << 20;

@@ -13,7 +13,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use crate::{StateDir, StateDirError};
+use crate::dir::StateDir;
+use crate::error::StateDirError;
 
 const LOCK_FILE: &str = "serve.lock";
 const NOTE_FILE: &str = "serving";
