@@ -947,9 +947,7 @@ const MAX_FN_LINES: usize = 80;
 /// check too. Nothing outside the relay engine is allowed.
 const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
     ("relay/relay-engine/src/asking.rs", "ask"),
-    ("relay/relay-engine/src/ledger.rs", "record"),
     ("relay/relay-engine/src/browser_domain.rs", "browser_command"),
-    ("relay/relay-engine/src/interception.rs", "command"),
     ("relay/relay-engine/src/extension.rs", "handshake"),
     ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
 ];
