@@ -941,19 +941,6 @@ fn after() {}
 /// for what they do.
 const MAX_FN_LINES: usize = 80;
 
-/// The relay engine's functions over `MAX_FN_LINES` today, as (file, fn),
-/// the last left of issue 44 item 5, each to be split.
-/// The list can only shrink: one that is no longer over the limit fails the
-/// check too. Nothing outside the relay engine is allowed.
-const LONG_FNS_BEING_SPLIT: &[(&str, &str)] = &[
-    ("relay/relay-engine/src/asking.rs", "ask"),
-    ("relay/relay-engine/src/ledger.rs", "record"),
-    ("relay/relay-engine/src/browser_domain.rs", "browser_command"),
-    ("relay/relay-engine/src/interception.rs", "command"),
-    ("relay/relay-engine/src/extension.rs", "handshake"),
-    ("relay/relay-engine/src/extension.rs", "on_debugger_event"),
-];
-
 /// Every function with a body in `text` (methods and nested ones too, not
 /// closures) that spans more than `limit` lines, as (name, lines), found by
 /// the scan that skips strings, characters and comments (`literal_end`).
@@ -1023,23 +1010,12 @@ fn fn_body(bytes: &[u8], mut at: usize) -> Option<(usize, usize)> {
 }
 
 /// What breaks the function-length rule in `sources` (relative path, text):
-/// each function over `limit` lines that `allowed` does not name, and each
-/// one `allowed` names that is not over it (or not there).
-fn function_length_problems(sources: &[(String, String)], limit: usize, allowed: &[(&str, &str)]) -> Vec<String> {
+/// each function over `limit` lines.
+fn function_length_problems(sources: &[(String, String)], limit: usize) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut seen = Vec::new();
     for (path, text) in sources {
         for (name, lines) in long_functions(text, limit) {
-            if allowed.contains(&(path.as_str(), name.as_str())) {
-                seen.push((path.clone(), name));
-            } else {
-                problems.push(format!("{path}: fn {name}: {lines} lines (over {limit})"));
-            }
-        }
-    }
-    for (path, name) in allowed {
-        if !seen.iter().any(|(p, n)| p == path && n == name) {
-            problems.push(format!("{path}: fn {name} is allowed to be long but is not: take it off the list"));
+            problems.push(format!("{path}: fn {name}: {lines} lines (over {limit})"));
         }
     }
     problems
@@ -1049,8 +1025,7 @@ fn function_length_problems(sources: &[(String, String)], limit: usize, allowed:
 fn no_product_function_is_over_80_lines() {
     let sources: Vec<(String, String)> =
         product_sources().into_iter().map(|(path, text)| (relative(&path), text)).collect();
-    assert!(LONG_FNS_BEING_SPLIT.iter().all(|(path, _)| path.starts_with("relay/relay-engine/")));
-    let problems = function_length_problems(&sources, MAX_FN_LINES, LONG_FNS_BEING_SPLIT);
+    let problems = function_length_problems(&sources, MAX_FN_LINES);
     assert!(problems.is_empty(), "functions over {MAX_FN_LINES} lines:\n{}", problems.join("\n"));
 }
 
@@ -1076,12 +1051,5 @@ fn the_function_length_check_finds_a_planted_long_function() {
     .concat();
     assert_eq!(long_functions(&text, MAX_FN_LINES), [("long_one".to_string(), MAX_FN_LINES + 1)]);
     let sources = [("a.rs".to_string(), text)];
-    assert_eq!(
-        function_length_problems(&sources, MAX_FN_LINES, &[("a.rs", "short")]),
-        [
-            "a.rs: fn long_one: 81 lines (over 80)",
-            "a.rs: fn short is allowed to be long but is not: take it off the list"
-        ]
-    );
-    assert!(function_length_problems(&sources, MAX_FN_LINES, &[("a.rs", "long_one")]).is_empty());
+    assert_eq!(function_length_problems(&sources, MAX_FN_LINES), ["a.rs: fn long_one: 81 lines (over 80)"]);
 }

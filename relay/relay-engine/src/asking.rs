@@ -81,6 +81,30 @@ impl Drop for Unasked {
     }
 }
 
+/// The person's answer to `unasked`'s question, or a no when none comes
+/// within `within`.
+async fn answer_within(mut unasked: Unasked, mut rx: oneshot::Receiver<Verdict>, within: Duration) -> Verdict {
+    let verdict = match tokio::time::timeout(within, &mut rx).await {
+        Ok(Ok(verdict)) => verdict,
+        // The relay stopped, or the question was withdrawn.
+        Ok(Err(_)) => Verdict::Refused("Browser Relay: the question was withdrawn".into()),
+        Err(_) => match unasked.id.and_then(|id| unasked.relay.asking().waiting.remove(&id)) {
+            Some(waiting) => {
+                let said = format!("not answered within {}: denied", said_as(within));
+                // Recorded before anyone hears it is over.
+                unasked.relay.note_answer(&waiting.question, &said, true);
+                unasked.relay.close_question(waiting.question.id);
+                let why = format!("Browser Relay: the person did not answer within {}", said_as(within));
+                Verdict::Refused(format!("{why}: {}", waiting.question.what))
+            }
+            // Answered just as the time ran out: that answer counts.
+            None => rx.await.unwrap_or(Verdict::Refused("Browser Relay: the question was withdrawn".into())),
+        },
+    };
+    unasked.disarm();
+    verdict
+}
+
 /// A handoff whose agent stopped waiting: it ends.
 struct Abandoned {
     relay: Relay,
@@ -201,43 +225,28 @@ impl Relay {
                 asked_at: now,
                 deadline: now + within.as_millis() as u64,
             };
-            let mut asking = self.asking();
-            asking.next_id += 1;
-            let id = asking.next_id;
-            let question = Question { id, ..question };
-            asking.waiting.insert(id, Waiting { question: question.clone(), reply: tx });
-            drop(asking);
-            tracing::info!(id, grant = %question.grant, kind = kind.name(), "asking the person: {}", question.what);
-            self.note_question(&question);
-            self.asks_changed();
-            self.tell_extension_ask(&question, tab.map(|t| t.tab_id));
-            Some(id)
+            Some(self.put_question(question, tx, tab.map(|t| t.tab_id)))
         };
         // Whoever stops waiting (a client gone, a request dropped) takes
         // the question away with it: none waits for an answer no one reads.
-        let mut unasked = Unasked { relay: self.clone(), id };
-        let mut rx = rx;
-        futures_util::future::Either::Right(async move {
-            let verdict = match tokio::time::timeout(within, &mut rx).await {
-                Ok(Ok(verdict)) => verdict,
-                // The relay stopped, or the question was withdrawn.
-                Ok(Err(_)) => Verdict::Refused("Browser Relay: the question was withdrawn".into()),
-                Err(_) => match unasked.id.and_then(|id| unasked.relay.asking().waiting.remove(&id)) {
-                    Some(waiting) => {
-                        let said = format!("not answered within {}: denied", said_as(within));
-                        // Recorded before anyone hears it is over.
-                        unasked.relay.note_answer(&waiting.question, &said, true);
-                        unasked.relay.close_question(waiting.question.id);
-                        let why = format!("Browser Relay: the person did not answer within {}", said_as(within));
-                        Verdict::Refused(format!("{why}: {}", waiting.question.what))
-                    }
-                    // Answered just as the time ran out: that answer counts.
-                    None => rx.await.unwrap_or(Verdict::Refused("Browser Relay: the question was withdrawn".into())),
-                },
-            };
-            unasked.disarm();
-            verdict
-        })
+        let unasked = Unasked { relay: self.clone(), id };
+        futures_util::future::Either::Right(answer_within(unasked, rx, within))
+    }
+
+    /// `question` waits for the person, who hears of it (on the dashboard,
+    /// in the activity record, in the extension on `tab_id`): its number.
+    fn put_question(&self, question: Question, reply: oneshot::Sender<Verdict>, tab_id: Option<TabId>) -> u64 {
+        let mut asking = self.asking();
+        asking.next_id += 1;
+        let id = asking.next_id;
+        let question = Question { id, ..question };
+        asking.waiting.insert(id, Waiting { question: question.clone(), reply });
+        drop(asking);
+        tracing::info!(id, grant = %question.grant, kind = question.kind.name(), "asking the person: {}", question.what);
+        self.note_question(&question);
+        self.asks_changed();
+        self.tell_extension_ask(&question, tab_id);
+        id
     }
 
     /// Whether `grant`'s tabs have been on `site` since its clients

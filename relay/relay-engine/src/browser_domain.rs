@@ -262,7 +262,6 @@ impl Relay {
         scope: Scope<'_>,
     ) {
         let reply = Replier { client, id: command.id, session };
-        let context_id = self.context_id().clone();
         let on_page = matches!(scope, Scope::Page(_));
         let method: &str = &command.method;
         if on_page && ROOT_ONLY.contains(&method) {
@@ -272,6 +271,28 @@ impl Relay {
             return reply.err(code, NOT_ALLOWED);
         }
         match method {
+            method if method.starts_with("Browser.") => self.browser_method(command, &reply, scope),
+            // What needs the user's browser: a new tab, a tab to the front,
+            // the cookie jar.
+            "Target.createTarget" | "Target.closeTarget" | "Target.activateTarget" => {
+                self.through_extension(client, command, session)
+            }
+            "Storage.getCookies" | "Storage.setCookies" | "Storage.clearCookies" if !on_page => {
+                self.through_extension(client, command, session)
+            }
+            method if method.starts_with("Target.") => self.target_method(command, &reply, scope),
+            method => reply.err(
+                code::METHOD_NOT_FOUND,
+                &format!("'{method}' wasn't found at the browser level: send page commands with a page's sessionId"),
+            ),
+        }
+    }
+
+    /// A `Browser.*` command: what Chrome says of itself, or a refusal of
+    /// what would change the user's browser.
+    fn browser_method(&self, command: &Command<'_>, reply: &Replier<'_>, scope: Scope<'_>) {
+        let client = reply.client;
+        match &*command.method {
             "Browser.getVersion" => {
                 let hello = self.hello();
                 reply.ok(&json!({
@@ -290,7 +311,7 @@ impl Relay {
                 reply.ok(&json!({}));
                 client.close(1000, "Browser.close: this client is disconnected; the user's browser stays open");
             }
-            "Browser.setDockTile" | "Target.setRemoteLocations" => reply.ok(&json!({})),
+            "Browser.setDockTile" => reply.ok(&json!({})),
             // What the user's Chrome (started without --enable-automation) says.
             "Browser.getBrowserCommandLine" => {
                 reply.err(code::SERVER_ERROR, "Command line not returned because --enable-automation not set.")
@@ -304,58 +325,46 @@ impl Relay {
                 code::SERVER_ERROR,
                 &format!("{NOT_ALLOWED}: Browser Relay does not let clients change the user's browser ({method})"),
             ),
+            method @ ("Browser.getWindowForTarget" | "Browser.getWindowBounds") => {
+                let tab = match self.window_tab(client, method, command, scope) {
+                    Ok(tab) => tab,
+                    Err(message) => return reply.err(code::SERVER_ERROR, &message),
+                };
+                let bounds_only = method == "Browser.getWindowBounds";
+                self.extension_answer(client, command, reply.session, ExtensionCall::Window { tab, bounds_only });
+            }
+            method => reply.err(code::METHOD_NOT_FOUND, &format!("'{method}' wasn't found")),
+        }
+    }
+
+    /// A `Target.*` command the relay answers from its registry: the
+    /// targets, attaching and detaching, and the refusals of what the
+    /// user's browser does not offer clients (other contexts, DevTools).
+    fn target_method(&self, command: &Command<'_>, reply: &Replier<'_>, scope: Scope<'_>) {
+        let (client, session) = (reply.client, reply.session);
+        match &*command.method {
+            "Target.setRemoteLocations" => reply.ok(&json!({})),
             "Target.setAutoAttach" => self.set_auto_attach(client, command, session),
             "Target.setDiscoverTargets" => self.set_discover_targets(client, command, session),
-            "Target.getTargets" => {
-                let filter = match command.params::<FilterParams>() {
-                    Ok(p) => TargetFilter::from_param(p.filter),
-                    Err(e) => return reply.err(code::INVALID_PARAMS, &e),
-                };
-                let mut infos = Vec::new();
-                if filter.matches("browser") {
-                    infos.push(self.browser_info());
+            "Target.getTargets" => match command.params::<FilterParams>() {
+                Ok(p) => {
+                    let infos = self.seen_target_infos(client, &TargetFilter::from_param(p.filter));
+                    reply.ok(&json!({"targetInfos": infos}))
                 }
-                for target in self.registry().iter().filter(|t| client.sees(t)) {
-                    if filter.matches("tab") {
-                        infos.push(target.tab_info(&context_id));
-                    }
-                    if filter.matches("page") {
-                        infos.push(target.page_info(&context_id));
-                    }
-                }
-                reply.ok(&json!({"targetInfos": infos}));
-            }
+                Err(e) => reply.err(code::INVALID_PARAMS, &e),
+            },
             "Target.getTargetInfo" => {
                 let params: TargetIdParams = command.params().unwrap_or_default();
-                // Without an id: the browser at the root, the page itself on
-                // its own session (as Chrome).
-                let id = match (params.target_id, scope) {
-                    (Some(id), _) => id,
-                    (None, Scope::Page(page)) => page.to_string(),
-                    (None, Scope::Root) => return reply.ok(&json!({"targetInfo": self.browser_info()})),
-                };
-                if id == self.browser_id() {
-                    return reply.ok(&json!({"targetInfo": self.browser_info()}));
-                }
-                match self.registry().by_target_id(&id).filter(|t| client.sees(t)) {
-                    Some(t) if *t.tab_target_id == *id => reply.ok(&json!({"targetInfo": t.tab_info(&context_id)})),
-                    Some(t) => reply.ok(&json!({"targetInfo": t.page_info(&context_id)})),
+                match self.seen_target_info(client, params.target_id, scope) {
+                    Some(info) => reply.ok(&json!({"targetInfo": info})),
                     None => reply.err(code::INVALID_PARAMS, NO_TARGET),
                 }
             }
             "Target.attachToTarget" => self.attach_to_target(client, command, session),
-            "Target.attachToBrowserTarget" => {
-                if let Some(refusal) = self.session_cap(client) {
-                    return reply.err(code::SERVER_ERROR, &refusal);
-                }
-                let browser_session = new_id();
-                client.state().sessions.insert(browser_session.clone(), SessionKind::Browser);
-                client.send(attached_event(&browser_session, self.browser_info(), session));
-                reply.ok(&json!({"sessionId": &*browser_session}));
-            }
+            "Target.attachToBrowserTarget" => self.attach_to_browser_target(reply),
             "Target.detachFromTarget" => self.detach_from_target(client, command, session),
             "Target.getBrowserContexts" => {
-                reply.ok(&json!({"browserContextIds": [], "defaultBrowserContextId": &*context_id}))
+                reply.ok(&json!({"browserContextIds": [], "defaultBrowserContextId": &**self.context_id()}))
             }
             "Target.createBrowserContext" => reply.err(
                 code::SERVER_ERROR,
@@ -371,7 +380,7 @@ impl Relay {
                 code::SERVER_ERROR,
                 &format!("{NOT_ALLOWED}: Browser Relay does not give pages of the user's browser the protocol"),
             ),
-            "Target.autoAttachRelated" if on_page => {
+            "Target.autoAttachRelated" if matches!(scope, Scope::Page(_)) => {
                 reply.err(code::SERVER_ERROR, "Target.autoAttachRelated is only supported on the Browser target")
             }
             "Target.autoAttachRelated" => reply.err(code::INVALID_PARAMS, "Target does not support auto-attaching"),
@@ -379,28 +388,70 @@ impl Relay {
                 code::SERVER_ERROR,
                 "When using flat protocol, messages are routed to the target via the sessionId attribute.",
             ),
-            "Browser.getWindowForTarget" | "Browser.getWindowBounds" => {
-                let tab = match self.window_tab(client, method, command, scope) {
-                    Ok(tab) => tab,
-                    Err(message) => return reply.err(code::SERVER_ERROR, &message),
-                };
-                let bounds_only = method == "Browser.getWindowBounds";
-                self.extension_answer(client, command, session, ExtensionCall::Window { tab, bounds_only });
-            }
-            "Target.createTarget" | "Target.closeTarget" | "Target.activateTarget" => {
-                let params = command.params.map(|p| p.get().to_string());
-                self.extension_answer(client, command, session, ExtensionCall::Target { method: method.to_string(), params });
-            }
-            "Storage.getCookies" | "Storage.setCookies" | "Storage.clearCookies" if !on_page => {
-                let params = command.params.map(|p| p.get().to_string());
-                self.extension_answer(client, command, session, ExtensionCall::Target { method: method.to_string(), params });
-            }
-            method if is_browser_domain(method) => reply.err(code::METHOD_NOT_FOUND, &format!("'{method}' wasn't found")),
-            method => reply.err(
-                code::METHOD_NOT_FOUND,
-                &format!("'{method}' wasn't found at the browser level: send page commands with a page's sessionId"),
-            ),
+            method => reply.err(code::METHOD_NOT_FOUND, &format!("'{method}' wasn't found")),
         }
+    }
+
+    /// `Target.getTargets`' answer: the browser, and the tab and page
+    /// target of each tab `client` sees, as `filter` asks.
+    fn seen_target_infos(&self, client: &ClientHandle, filter: &TargetFilter) -> Vec<Value> {
+        let context_id = self.context_id().clone();
+        let mut infos = Vec::new();
+        if filter.matches("browser") {
+            infos.push(self.browser_info());
+        }
+        for target in self.registry().iter().filter(|t| client.sees(t)) {
+            if filter.matches("tab") {
+                infos.push(target.tab_info(&context_id));
+            }
+            if filter.matches("page") {
+                infos.push(target.page_info(&context_id));
+            }
+        }
+        infos
+    }
+
+    /// `Target.getTargetInfo`'s answer: of the target named, one `client`
+    /// sees (`None`: no such target).
+    fn seen_target_info(&self, client: &ClientHandle, target_id: Option<String>, scope: Scope<'_>) -> Option<Value> {
+        let context_id = self.context_id().clone();
+        // Without an id: the browser at the root, the page itself on
+        // its own session (as Chrome).
+        let id = match (target_id, scope) {
+            (Some(id), _) => id,
+            (None, Scope::Page(page)) => page.to_string(),
+            (None, Scope::Root) => return Some(self.browser_info()),
+        };
+        if id == self.browser_id() {
+            return Some(self.browser_info());
+        }
+        match self.registry().by_target_id(&id).filter(|t| client.sees(t)) {
+            Some(t) if *t.tab_target_id == *id => Some(t.tab_info(&context_id)),
+            Some(t) => Some(t.page_info(&context_id)),
+            None => None,
+        }
+    }
+
+    /// `Target.attachToBrowserTarget`: a browser session on this client's
+    /// connection (the relay answers on it as at the root).
+    fn attach_to_browser_target(&self, reply: &Replier<'_>) {
+        let client = reply.client;
+        if let Some(refusal) = self.session_cap(client) {
+            return reply.err(code::SERVER_ERROR, &refusal);
+        }
+        let browser_session = new_id();
+        client.state().sessions.insert(browser_session.clone(), SessionKind::Browser);
+        client.send(attached_event(&browser_session, self.browser_info(), reply.session));
+        reply.ok(&json!({"sessionId": &*browser_session}));
+    }
+
+    /// What the extension answers with one allow-listed `chrome.*` call:
+    /// `Target.createTarget`, `closeTarget`, `activateTarget`, and the
+    /// cookie jar at the browser level.
+    fn through_extension(&self, client: &Arc<ClientHandle>, command: &Command<'_>, session: Option<&str>) {
+        let method = command.method.to_string();
+        let params = command.params.map(|p| p.get().to_string());
+        self.extension_answer(client, command, session, ExtensionCall::Target { method, params });
     }
 
     /// The tab whose window `Browser.getWindowForTarget` (or

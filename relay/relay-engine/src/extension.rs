@@ -139,6 +139,44 @@ struct Handshake {
 /// (the hello's own frame included).
 const MAX_EARLY_BYTES: usize = 1 << 20;
 
+/// A message of the extension's the relay did not understand.
+fn not_understood(e: serde_json::Error) -> (u16, String) {
+    (close_code::BAD_MESSAGE, format!("not understood: {e}"))
+}
+
+/// The extension's first message, its `auth` in a protocol this relay
+/// speaks: its nonce, and the pairing link's code it names, if any.
+fn read_auth(text: &str) -> Result<(String, Option<String>), (u16, String)> {
+    let (extension_nonce, code_id) = match ExtensionMessage::parse(text).map_err(not_understood)? {
+        ExtensionMessage::Auth { protocol_version, nonce, pairing_code }
+            if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol_version) =>
+        {
+            (nonce, pairing_code)
+        }
+        ExtensionMessage::Auth { protocol_version, .. } | ExtensionMessage::Hello(Hello { protocol_version, .. }) => {
+            let reason = format!(
+                "extension speaks protocol {protocol_version}, this relay speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: update the one that is older"
+            );
+            return Err((close_code::PROTOCOL_MISMATCH, reason));
+        }
+        other => {
+            return Err((close_code::BAD_MESSAGE, format!("the first message must be auth, got {}", other.name())));
+        }
+    };
+    if !shared_protocol::auth::is_nonce(&extension_nonce) {
+        return Err((close_code::BAD_MESSAGE, "the auth nonce is not 32 bytes of hex".into()));
+    }
+    Ok((extension_nonce, code_id))
+}
+
+/// The extension's `prove`: its proof.
+fn read_prove(text: &str) -> Result<String, (u16, String)> {
+    match ExtensionMessage::parse(text).map_err(not_understood)? {
+        ExtensionMessage::Prove { proof } => Ok(proof),
+        other => Err((close_code::BAD_MESSAGE, format!("expected prove, got {}", other.name()))),
+    }
+}
+
 /// Why a pairing link's code is refused.
 const UNKNOWN_CODE: &str = "this pairing link's code is unknown, spent or expired (a code is good once, for 10 minutes): run `browser-relay pair` again and open its new link";
 
@@ -353,28 +391,8 @@ impl Relay {
         // One deadline for the auth and the proof together; the hello,
         // after the proof, has its own.
         let proof_by = tokio::time::Instant::now() + self.config().proof_timeout;
-        let bad = |e: serde_json::Error| (close_code::BAD_MESSAGE, format!("not understood: {e}"));
         let text = next_text(socket, proof_by, "auth", evicted).await?;
-        let (extension_nonce, code_id) = match ExtensionMessage::parse(&text).map_err(bad)? {
-            ExtensionMessage::Auth { protocol_version, nonce, pairing_code }
-                if (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&protocol_version) =>
-            {
-                (nonce, pairing_code)
-            }
-            ExtensionMessage::Auth { protocol_version, .. }
-            | ExtensionMessage::Hello(Hello { protocol_version, .. }) => {
-                let reason = format!(
-                    "extension speaks protocol {protocol_version}, this relay speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}: update the one that is older"
-                );
-                return Err((close_code::PROTOCOL_MISMATCH, reason));
-            }
-            other => {
-                return Err((close_code::BAD_MESSAGE, format!("the first message must be auth, got {}", other.name())));
-            }
-        };
-        if !auth::is_nonce(&extension_nonce) {
-            return Err((close_code::BAD_MESSAGE, "the auth nonce is not 32 bytes of hex".into()));
-        }
+        let (extension_nonce, code_id) = read_auth(&text)?;
         let (Some(token), Some(extension_key)) = (&self.0.pairing, &self.0.extension_key) else {
             return Err((close_code::NOT_PAIRED, "this relay has no pairing token".into()));
         };
@@ -391,29 +409,12 @@ impl Relay {
         // The extension's own key, never the secret: what leaks from a
         // browser's storage opens the extension's door alone.
         let key = code.as_ref().unwrap_or(extension_key);
-        let mut random = [0u8; 32];
-        getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
-        let relay_nonce = auth::nonce_hex(&random);
-        // Bound to the port the extension connected to (`auth::on_port`).
-        let port = self.public_base().map_or(0, |base| base.addr.port());
-        let bound = auth::on_port(&relay_nonce, port);
-        let proof = auth::proof(key.as_str(), Prover::Relay, &extension_nonce, &bound);
-        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
-        socket
-            .send(Message::Text(challenge.into()))
-            .await
-            .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
+        let bound = self.send_challenge(socket, key.as_str(), &extension_nonce).await?;
         let text = next_text(socket, proof_by, "prove", evicted).await?;
         // The proof is the frame's first message; what shares its frame is
         // read only once the proof checks out.
         let mut lines = shared_protocol::messages(&text);
-        let first = lines.next().unwrap_or_default();
-        let proof = match ExtensionMessage::parse(first).map_err(bad)? {
-            ExtensionMessage::Prove { proof } => proof,
-            other => {
-                return Err((close_code::BAD_MESSAGE, format!("expected prove, got {}", other.name())));
-            }
-        };
+        let proof = read_prove(lines.next().unwrap_or_default())?;
         if !auth::verify(key.as_str(), Prover::Extension, &extension_nonce, &bound, &proof) {
             return Err((
                 close_code::NOT_PAIRED,
@@ -424,14 +425,50 @@ impl Relay {
             (Some(id), Some(code)) => Some(Redemption { id, code, extension_nonce, bound }),
             _ => None,
         };
-        let mut early: Vec<String> = lines.map(str::to_owned).collect();
+        let early: Vec<String> = lines.map(str::to_owned).collect();
         // Proved: the connection may now send what it shares.
         proved();
-        // Proved: its place is not given up to newer connections. The hello
-        // is looked for in what follows, also among other messages (a tab
-        // event the extension sent before it, a frame of several): what a
-        // proved extension sends before its welcome never costs it the
-        // connection, and is taken after the welcome, in order.
+        let (hello, early) = self.hello_after_proof(socket, early).await?;
+        Ok(Handshake { hello, redemption, early })
+    }
+
+    /// Sends our challenge to the extension whose auth carried
+    /// `extension_nonce`: a fresh nonce, bound to the port the extension
+    /// connected to (`auth::on_port`), and our proof made with `key`. The
+    /// bound nonce, which the extension's proof is made over.
+    async fn send_challenge(
+        &self,
+        socket: &mut WebSocket,
+        key: &str,
+        extension_nonce: &str,
+    ) -> Result<String, (u16, String)> {
+        use shared_protocol::auth::{self, Prover};
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| (1011, format!("no random source: {e}")))?;
+        let relay_nonce = auth::nonce_hex(&random);
+        let port = self.public_base().map_or(0, |base| base.addr.port());
+        let bound = auth::on_port(&relay_nonce, port);
+        let proof = auth::proof(key, Prover::Relay, extension_nonce, &bound);
+        let challenge = encode(&RelayMessage::Challenge { nonce: relay_nonce.clone(), proof });
+        socket
+            .send(Message::Text(challenge.into()))
+            .await
+            .map_err(|e| (close_code::BAD_MESSAGE, format!("could not send the challenge: {e}")))?;
+        Ok(bound)
+    }
+
+    /// Proved: its place is not given up to newer connections. The hello
+    /// is looked for in what follows, also among other messages (a tab
+    /// event the extension sent before it, a frame of several): what a
+    /// proved extension sends before its welcome never costs it the
+    /// connection, and is taken after the welcome, in order. The hello,
+    /// and the rest of `early` (what came after the proof) and of what
+    /// came since.
+    async fn hello_after_proof(
+        &self,
+        socket: &mut WebSocket,
+        mut early: Vec<String>,
+    ) -> Result<(Hello, Vec<String>), (u16, String)> {
         let hello_by = tokio::time::Instant::now() + self.config().hello_timeout;
         let is_hello = |text: &String| matches!(ExtensionMessage::parse(text), Ok(ExtensionMessage::Hello(_)));
         let mut early_bytes: usize = early.iter().map(String::len).sum();
@@ -442,7 +479,7 @@ impl Relay {
                 let Ok(ExtensionMessage::Hello(hello)) = ExtensionMessage::parse(&text) else {
                     unreachable!("parsed as a hello just before")
                 };
-                return Ok(Handshake { hello, redemption, early });
+                return Ok((hello, early));
             }
             looked = early.len();
             if early_bytes > MAX_EARLY_BYTES {
@@ -554,43 +591,12 @@ impl Relay {
     fn on_debugger_event(&self, event: &RawEvent<'_>) {
         let method = event.method;
         let params = event.params.unwrap_or("{}");
-        match method {
-            "Target.attachedToTarget" | "Target.detachedFromTarget" => {
-                #[derive(Deserialize, Default)]
-                struct Info {
-                    #[serde(default)]
-                    url: String,
-                }
-                #[derive(Deserialize)]
-                #[serde(rename_all = "camelCase")]
-                struct Child {
-                    session_id: String,
-                    #[serde(default)]
-                    target_info: Info,
-                }
-                if let Ok(child) = serde_json::from_str::<Child>(params) {
-                    if method == "Target.detachedFromTarget" {
-                        self.0.children.remove(child.session_id.as_str());
-                        // The session's state went with it.
-                        if let Some(target) = self.registry().by_tab_mut(event.tab_id) {
-                            target.ledger.forget_child(&child.session_id);
-                            target.interception.forget_child(&child.session_id);
-                            target.runtime.retain(|r| r.child.as_deref() != Some(child.session_id.as_str()));
-                        }
-                    } else if shared_protocol::is_restricted_url(&child.target_info.url) {
-                        // Another extension's frame or a browser page inside
-                        // the tab: clients cannot use it, and left paused
-                        // (waitForDebuggerOnStart) it would block the page.
-                        // Resume it, drop it, and never announce it.
-                        self.release_child(event.tab_id, event.session_id, child.session_id);
-                        return;
-                    } else {
-                        self.0.children.insert(child.session_id.into(), event.tab_id);
-                    }
-                }
-            }
-            "Page.frameNavigated" if event.session_id.is_none() => self.on_main_frame_navigated(event.tab_id, params),
-            _ => {}
+        let child_session = matches!(method, "Target.attachedToTarget" | "Target.detachedFromTarget");
+        if child_session && !self.track_child_session(event, params) {
+            return;
+        }
+        if method == "Page.frameNavigated" && event.session_id.is_none() {
+            self.on_main_frame_navigated(event.tab_id, params);
         }
 
         let mut registry = self.registry();
@@ -606,7 +612,52 @@ impl Relay {
         if target.handed_over && method == "Network.requestWillBeSent" {
             target.note_persons_request(params);
         }
-        let target = &*target;
+        self.send_event(target, event, params);
+    }
+
+    /// A child session of the tab (a frame, a worker) attached or
+    /// detached: the relay keeps track of it, and forgets its state when it
+    /// goes. False when the child is one clients may not use: it is
+    /// released, and its attach goes to no client.
+    fn track_child_session(&self, event: &RawEvent<'_>, params: &str) -> bool {
+        #[derive(Deserialize, Default)]
+        struct Info {
+            #[serde(default)]
+            url: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Child {
+            session_id: String,
+            #[serde(default)]
+            target_info: Info,
+        }
+        let Ok(child) = serde_json::from_str::<Child>(params) else { return true };
+        if event.method == "Target.detachedFromTarget" {
+            self.0.children.remove(child.session_id.as_str());
+            // The session's state went with it.
+            if let Some(target) = self.registry().by_tab_mut(event.tab_id) {
+                target.ledger.forget_child(&child.session_id);
+                target.interception.forget_child(&child.session_id);
+                target.runtime.retain(|r| r.child.as_deref() != Some(child.session_id.as_str()));
+            }
+        } else if shared_protocol::is_restricted_url(&child.target_info.url) {
+            // Another extension's frame or a browser page inside
+            // the tab: clients cannot use it, and left paused
+            // (waitForDebuggerOnStart) it would block the page.
+            // Resume it, drop it, and never announce it.
+            self.release_child(event.tab_id, event.session_id, child.session_id);
+            return false;
+        } else {
+            self.0.children.insert(child.session_id.into(), event.tab_id);
+        }
+        true
+    }
+
+    /// Sends a tab's event to the clients that want it, a frame shared by
+    /// those on the same session.
+    fn send_event(&self, target: &Target, event: &RawEvent<'_>, params: &str) {
+        let method = event.method;
         // While the person has the tab, a grant's client hears where it is
         // and what loads, not what is in it or sent from it.
         let hidden = target.handed_over && !lending::shown_while_handed_over(method);

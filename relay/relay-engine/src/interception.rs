@@ -262,6 +262,102 @@ impl Books {
         held.sort();
         held.iter().filter_map(|request_id| self.pass_on(child, request_id)).collect()
     }
+
+    /// `client`'s `Fetch.enable`: it intercepts with these patterns (in
+    /// its place, when it already did), and Chrome gets them all together.
+    fn enable(&mut self, client: u64, mut params: Map<String, Value>) -> Outcome {
+        let patterns = match params.remove("patterns") {
+            None | Some(Value::Null) => vec![Pattern::everything()],
+            Some(patterns) => match serde_json::from_value(patterns) {
+                Ok(patterns) => patterns,
+                // Chrome says what is wrong with them.
+                Err(_) => return Outcome::default(),
+            },
+        };
+        let auth = params.get("handleAuthRequests").and_then(Value::as_bool).unwrap_or(false);
+        match self.interceptors.iter_mut().find(|i| i.client == client) {
+            // Enabling again changes the patterns, not the order.
+            Some(interceptor) => {
+                interceptor.patterns = patterns;
+                interceptor.auth = auth;
+            }
+            None => self.interceptors.push(Interceptor { client, patterns, auth }),
+        }
+        let (method, params) = self.in_effect();
+        Outcome { decision: Decision::Replace { method, params }, routes: Vec::new() }
+    }
+
+    /// `client`'s `Fetch.disable`: what it holds is handed on, and Chrome
+    /// gets the others' patterns.
+    fn disable(&mut self, client: u64, child: &Option<Arc<str>>) -> Outcome {
+        if !self.interceptors.iter().any(|i| i.client == client) {
+            // Nothing of this client's to disable; others' stays.
+            let decision = if self.interceptors.is_empty() { Decision::Forward } else { Decision::AnswerLocally };
+            return Outcome { decision, routes: Vec::new() };
+        }
+        let routes = self.release(client, child);
+        let (method, params) = self.in_effect();
+        Outcome { decision: Decision::Replace { method, params }, routes }
+    }
+
+    /// `client` answers a paused request it holds (`Fetch.continueRequest`,
+    /// `fulfillRequest`, …): it goes on to the next interceptor with the
+    /// changes so far, on to Chrome from the last, or ends here.
+    fn answer_paused(
+        &mut self,
+        client: u64,
+        child: &Option<Arc<str>>,
+        method: &str,
+        mut params: Map<String, Value>,
+    ) -> Outcome {
+        // No readable id: refused here, never sent on for Chrome to
+        // read otherwise (fail closed).
+        let Some(request_id) = params.get("requestId").and_then(Value::as_str).map(str::to_string) else {
+            return invalid_interception_id();
+        };
+        // Only the request this client holds: one it was never
+        // handed, or that another holds (the relay's site hold
+        // waiting for the person, say), is unknown to its session,
+        // as on Chrome's port; it never reaches Chrome.
+        let Some(paused) = self.paused.get_mut(&request_id).filter(|p| p.holder == client) else {
+            return invalid_interception_id();
+        };
+        // Reading a held response's body changes nothing of its path.
+        if matches!(method, "Fetch.getResponseBody" | "Fetch.takeResponseBodyAsStream") {
+            return Outcome { decision: Decision::Forward, routes: Vec::new() };
+        }
+        params.remove("requestId");
+        let hands_on = match (method, paused.stage) {
+            ("Fetch.continueRequest", Stage::Request) => true,
+            ("Fetch.continueRequest" | "Fetch.continueResponse", Stage::Response) => params.is_empty(),
+            ("Fetch.continueWithAuth", Stage::Auth) => {
+                params.get("authChallengeResponse").and_then(|r| r.get("response")).and_then(Value::as_str)
+                    == Some("Default")
+            }
+            _ => false,
+        };
+        if !hands_on {
+            // This answer ends the request's path.
+            self.paused.remove(&request_id);
+            return Outcome::default();
+        }
+        if paused.stage == Stage::Request {
+            apply_changes(paused, params);
+        }
+        let last = paused.next.is_empty();
+        if last && paused.changes.get("interceptResponse") == Some(&Value::Bool(true)) {
+            self.response_asked.insert(request_id.clone(), client);
+        }
+        if last {
+            // The last continue, carrying every change on the way.
+            return self.go_on(&request_id).map_or_else(Outcome::default, |(method, params)| Outcome {
+                decision: Decision::Replace { method, params },
+                routes: Vec::new(),
+            });
+        }
+        let routes = self.pass_on(child, &request_id).into_iter().collect();
+        Outcome { decision: Decision::AnswerLocally, routes }
+    }
 }
 
 /// The interception books of a tab: its own session and its child sessions.
@@ -307,6 +403,14 @@ pub(crate) fn is_interception(method: &str) -> bool {
     )
 }
 
+/// The refusal of an answer to a request the client does not hold, as
+/// Chrome refuses an unknown one.
+fn invalid_interception_id() -> Outcome {
+    let decision =
+        Decision::Refuse { code: crate::cdp::code::INVALID_PARAMS, message: "Invalid InterceptionId.".into() };
+    Outcome { decision, routes: Vec::new() }
+}
+
 fn object(params: Option<&RawValue>) -> Map<String, Value> {
     params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or_default()
 }
@@ -334,97 +438,11 @@ impl Interception {
         params: Option<&RawValue>,
     ) -> Outcome {
         let (child, books) = self.books(child);
-        let mut params = object(params);
+        let params = object(params);
         match method {
-            "Fetch.enable" => {
-                let patterns = match params.remove("patterns") {
-                    None | Some(Value::Null) => vec![Pattern::everything()],
-                    Some(patterns) => match serde_json::from_value(patterns) {
-                        Ok(patterns) => patterns,
-                        // Chrome says what is wrong with them.
-                        Err(_) => return Outcome::default(),
-                    },
-                };
-                let auth = params.get("handleAuthRequests").and_then(Value::as_bool).unwrap_or(false);
-                match books.interceptors.iter_mut().find(|i| i.client == client) {
-                    // Enabling again changes the patterns, not the order.
-                    Some(interceptor) => {
-                        interceptor.patterns = patterns;
-                        interceptor.auth = auth;
-                    }
-                    None => books.interceptors.push(Interceptor { client, patterns, auth }),
-                }
-                let (method, params) = books.in_effect();
-                Outcome { decision: Decision::Replace { method, params }, routes: Vec::new() }
-            }
-            "Fetch.disable" => {
-                if !books.interceptors.iter().any(|i| i.client == client) {
-                    // Nothing of this client's to disable; others' stays.
-                    let decision =
-                        if books.interceptors.is_empty() { Decision::Forward } else { Decision::AnswerLocally };
-                    return Outcome { decision, routes: Vec::new() };
-                }
-                let routes = books.release(client, &child);
-                let (method, params) = books.in_effect();
-                Outcome { decision: Decision::Replace { method, params }, routes }
-            }
-            _ => {
-                // No readable id: refused here, never sent on for Chrome to
-                // read otherwise (fail closed).
-                let Some(request_id) = params.get("requestId").and_then(Value::as_str).map(str::to_string) else {
-                    let decision = Decision::Refuse {
-                        code: crate::cdp::code::INVALID_PARAMS,
-                        message: "Invalid InterceptionId.".into(),
-                    };
-                    return Outcome { decision, routes: Vec::new() };
-                };
-                // Only the request this client holds: one it was never
-                // handed, or that another holds (the relay's site hold
-                // waiting for the person, say), is unknown to its session,
-                // as on Chrome's port; it never reaches Chrome.
-                let Some(paused) = books.paused.get_mut(&request_id).filter(|p| p.holder == client) else {
-                    let decision = Decision::Refuse {
-                        code: crate::cdp::code::INVALID_PARAMS,
-                        message: "Invalid InterceptionId.".into(),
-                    };
-                    return Outcome { decision, routes: Vec::new() };
-                };
-                // Reading a held response's body changes nothing of its path.
-                if matches!(method, "Fetch.getResponseBody" | "Fetch.takeResponseBodyAsStream") {
-                    return Outcome { decision: Decision::Forward, routes: Vec::new() };
-                }
-                params.remove("requestId");
-                let hands_on = match (method, paused.stage) {
-                    ("Fetch.continueRequest", Stage::Request) => true,
-                    ("Fetch.continueRequest" | "Fetch.continueResponse", Stage::Response) => params.is_empty(),
-                    ("Fetch.continueWithAuth", Stage::Auth) => {
-                        params.get("authChallengeResponse").and_then(|r| r.get("response")).and_then(Value::as_str)
-                            == Some("Default")
-                    }
-                    _ => false,
-                };
-                if !hands_on {
-                    // This answer ends the request's path.
-                    books.paused.remove(&request_id);
-                    return Outcome::default();
-                }
-                if paused.stage == Stage::Request {
-                    apply_changes(paused, params);
-                }
-                let last = paused.next.is_empty();
-                if last && paused.changes.get("interceptResponse") == Some(&Value::Bool(true)) {
-                    books.response_asked.insert(request_id.clone(), client);
-                }
-                if last {
-                    // The last continue, carrying every change on the way.
-                    return books.go_on(&request_id).map_or_else(Outcome::default, |(method, params)| Outcome {
-                        decision: Decision::Replace { method, params },
-                        routes: Vec::new(),
-                    });
-                }
-                let routes = books.pass_on(&child, &request_id).into_iter().collect();
-                Outcome { decision: Decision::AnswerLocally, routes }
-            }
+            "Fetch.enable" => books.enable(client, params),
+            "Fetch.disable" => books.disable(client, &child),
+            _ => books.answer_paused(client, &child, method, params),
         }
     }
 

@@ -257,6 +257,61 @@ struct Books {
     once: BTreeMap<String, String>,
 }
 
+impl Books {
+    /// `client` clears `method`'s setting: what to send so that the
+    /// setting left in effect is the last other setter's, if any.
+    fn clear_setting(&mut self, client: u64, method: &'static str) -> Decision {
+        let setters = self.settings.entry(method).or_default();
+        let was_in_effect = setters.last().is_some_and(|(c, _)| *c == client);
+        setters.retain(|(c, _)| *c != client);
+        match setters.last() {
+            None => {
+                self.settings.remove(method);
+                Decision::Forward
+            }
+            // Another client's value goes back into effect.
+            Some((_, params)) if was_in_effect => Decision::Replace { method, params: params.clone() },
+            // This client's value was not in effect (or it set
+            // nothing): clearing would take another client's away.
+            Some(_) => Decision::AnswerLocally,
+        }
+    }
+
+    /// A once-only setting: sent when its value is new, answered here when
+    /// the same value is already applied.
+    fn apply_once(&mut self, method: &str, raw: String) -> Decision {
+        match self.once.get(method) {
+            Some(applied) if *applied == raw => Decision::AnswerLocally,
+            Some(_) => Decision::Forward,
+            None => {
+                self.once.insert(method.to_string(), raw);
+                Decision::Forward
+            }
+        }
+    }
+}
+
+/// `client` wants `key` (a domain enabled, a binding added).
+fn join(wanted: &mut BTreeMap<String, Vec<u64>>, key: String, client: u64) {
+    let clients = wanted.entry(key).or_default();
+    if !clients.contains(&client) {
+        clients.push(client);
+    }
+}
+
+/// `client` no longer wants `key`: Chrome hears it from the last client
+/// only; while others want it, it is answered here.
+fn leave(wanted: &mut BTreeMap<String, Vec<u64>>, key: String, client: u64) -> Decision {
+    let clients = wanted.entry(key.clone()).or_default();
+    clients.retain(|c| *c != client);
+    if clients.is_empty() {
+        wanted.remove(&key);
+        Decision::Forward
+    } else {
+        Decision::AnswerLocally
+    }
+}
+
 /// The books of a tab: its own session and its child sessions.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
@@ -298,79 +353,31 @@ impl Ledger {
         match classify(method, params) {
             Effect::None | Effect::AddScript => Decision::Forward,
             Effect::Enable(domain) => {
-                let clients = books.enabled.entry(domain).or_default();
-                if !clients.contains(&client) {
-                    clients.push(client);
-                }
+                join(&mut books.enabled, domain, client);
                 // Chrome's enable is idempotent: always send it, so that a
                 // domain that reports its state on every enable does so.
                 // (Log does not: it replays its entries on the first only,
                 // docs/limits.md.)
                 Decision::Forward
             }
-            Effect::Disable(domain) => {
-                let clients = books.enabled.entry(domain.clone()).or_default();
-                clients.retain(|c| *c != client);
-                if clients.is_empty() {
-                    books.enabled.remove(&domain);
-                    Decision::Forward
-                } else {
-                    Decision::AnswerLocally
-                }
-            }
+            Effect::Disable(domain) => leave(&mut books.enabled, domain, client),
             Effect::Set(setting) => {
                 let setters = books.settings.entry(setting.method).or_default();
                 setters.retain(|(c, _)| *c != client);
                 setters.push((client, raw));
                 Decision::Forward
             }
-            Effect::Clear(setting) => {
-                let setters = books.settings.entry(setting.method).or_default();
-                let was_in_effect = setters.last().is_some_and(|(c, _)| *c == client);
-                setters.retain(|(c, _)| *c != client);
-                match setters.last() {
-                    None => {
-                        books.settings.remove(setting.method);
-                        Decision::Forward
-                    }
-                    // Another client's value goes back into effect.
-                    Some((_, params)) if was_in_effect => {
-                        Decision::Replace { method: setting.method, params: params.clone() }
-                    }
-                    // This client's value was not in effect (or it set
-                    // nothing): clearing would take another client's away.
-                    Some(_) => Decision::AnswerLocally,
-                }
-            }
+            Effect::Clear(setting) => books.clear_setting(client, setting.method),
             Effect::RemoveScript(identifier) => {
                 books.scripts.retain(|(c, id)| !(*c == client && *id == identifier));
                 Decision::Forward
             }
             Effect::AddBinding(name) => {
-                let clients = books.bindings.entry(name).or_default();
-                if !clients.contains(&client) {
-                    clients.push(client);
-                }
+                join(&mut books.bindings, name, client);
                 Decision::Forward
             }
-            Effect::RemoveBinding(name) => {
-                let clients = books.bindings.entry(name.clone()).or_default();
-                clients.retain(|c| *c != client);
-                if clients.is_empty() {
-                    books.bindings.remove(&name);
-                    Decision::Forward
-                } else {
-                    Decision::AnswerLocally
-                }
-            }
-            Effect::Once => match books.once.get(method) {
-                Some(applied) if *applied == raw => Decision::AnswerLocally,
-                Some(_) => Decision::Forward,
-                None => {
-                    books.once.insert(method.to_string(), raw);
-                    Decision::Forward
-                }
-            },
+            Effect::RemoveBinding(name) => leave(&mut books.bindings, name, client),
+            Effect::Once => books.apply_once(method, raw),
         }
     }
 
