@@ -5,9 +5,10 @@
 
 use std::path::Path;
 
+use crate::browsers::ManagedBrowsers;
+use crate::lock::lock;
 use crate::process::Ending;
 use crate::running::record_in;
-use crate::{ManagedBrowsers, lock};
 use settings::Profile;
 
 impl ManagedBrowsers {

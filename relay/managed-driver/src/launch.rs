@@ -11,13 +11,20 @@ use std::time::Duration;
 use cdp_client::CdpError;
 use cdp_client::protocol::browser;
 
+use crate::browsers::ManagedBrowsers;
+use crate::discovery;
 use crate::ephemeral::{clear_folder_but_lock, refuse_links_to, remove_locked_folder};
+use crate::error::ManagedError;
+use crate::lock::lock;
 use crate::pipe::Pipe;
 use crate::process::{self, Ending};
 use crate::profile_files;
-use crate::running::{RUN_RECORD, record_in, write_record};
-use crate::{BrowserStatus, ManagedBrowsers, ManagedError, READY_WITHIN, RunRecord, State, discovery, lock};
+use crate::running::{RUN_RECORD, RunRecord, record_in, write_record};
+use crate::status::{BrowserStatus, State};
 use settings::Profile;
+
+/// How long a launched browser has to answer `Browser.getVersion`.
+pub const READY_WITHIN: Duration = Duration::from_secs(15);
 
 /// The flags every managed launch gets, from PRIOR-ART's anchors.
 pub fn launch_args(profile: &Profile, user_data_dir: &Path, headless: bool, no_sandbox: bool) -> Vec<String> {

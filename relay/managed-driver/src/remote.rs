@@ -24,68 +24,20 @@
 //! are shown nowhere: errors and logs carry [`settings::redacted_url`], and
 //! the headers are [`cdp_client::Secret`]s.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use cdp_client::endpoint::EndpointError;
 use cdp_client::protocol::browser;
 use cdp_client::{CdpError, Channels, Dial};
 
+use crate::browsers::ManagedBrowsers;
+use crate::error::ManagedError;
+use crate::lock::lock;
 use crate::pipe::Pipe;
-use crate::{ManagedBrowsers, ManagedError, lock};
+use crate::remotes::{Arrival, Gate, Remote};
 use settings::Profile;
-
-/// One open connection, and how it was reached. No `Debug`: `reach`
-/// holds the farm's URL and headers as written, secrets included.
-struct Remote {
-    reach: (String, Dial),
-    pipe: Arc<Pipe>,
-    browser_id: String,
-}
-
-/// A serve's connections to remote browsers, by profile name.
-#[derive(Default)]
-pub(crate) struct Remotes {
-    open: Mutex<HashMap<String, Remote>>,
-    /// One connection attempt at a time per profile.
-    gates: Mutex<HashMap<String, Arc<Gate>>>,
-}
-
-/// When a request came, counted in its profile's finished connection
-/// attempts ([`ManagedBrowsers::arrival`]). A request that came while an
-/// attempt ran, and waited for it, takes that attempt's failure instead of
-/// making one more: requests at once to a farm that is down wait out one
-/// deadline, not one each in turn. The control engine notes it before it
-/// waits for its own gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival(u64);
-
-/// One profile's connection attempts: one at a time, and the last one's
-/// failure for the requests that waited on it.
-#[derive(Default)]
-struct Gate {
-    /// Held while an attempt runs.
-    last: tokio::sync::Mutex<LastAttempt>,
-    /// Attempts finished so far: a request notes it when it comes, so it
-    /// knows whether an attempt ended while it waited.
-    finished: AtomicU64,
-}
-
-/// How the last attempt failed, and how it tried to reach the browser. No
-/// `Debug`: `reach` holds the farm's secrets.
-#[derive(Default)]
-struct LastAttempt {
-    failed: Option<((String, Dial), EndpointError)>,
-}
-
-impl std::fmt::Debug for Remotes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = lock(&self.open).keys().cloned().collect();
-        f.debug_struct("Remotes").field("open", &names).finish_non_exhaustive()
-    }
-}
 
 impl ManagedBrowsers {
     /// The open connection to a remote profile's browser, when it is open
@@ -251,27 +203,5 @@ async fn watch_liveness(pipe: std::sync::Weak<Pipe>, profile: String, within: Du
             pipe.close();
             return;
         }
-    }
-}
-
-/// What to change when a remote browser cannot be reached, by why.
-pub(crate) fn hint(source: &EndpointError, port_only: bool) -> &'static str {
-    match source {
-        EndpointError::ConnectTimeout { .. } => {
-            "; is the address right? (on a slow network, raise remoteCdpTimeoutMs in config.toml)"
-        }
-        EndpointError::HandshakeTimeout { .. } => {
-            "; it accepts connections but does not answer: is it a CDP endpoint? (a slow farm: raise remoteCdpHandshakeTimeoutMs in config.toml)"
-        }
-        EndpointError::Tls { untrusted: true, .. } => {
-            "; if the endpoint's certificate comes from a private CA, set the profile's cdpCaFile to that CA's certificate (PEM)"
-        }
-        EndpointError::Status { status: 401 | 403, .. } => {
-            "; check the profile's cdpHeaders (Authorization) or the token in its cdpUrl"
-        }
-        EndpointError::Unreachable { .. } if port_only => {
-            "; start that browser yourself with --remote-debugging-port (Browser Relay never launches an attach-only profile)"
-        }
-        _ => "",
     }
 }

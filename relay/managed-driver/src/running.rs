@@ -3,12 +3,40 @@
 //! process on the state directory reads.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::RunRecord;
+use serde::{Deserialize, Serialize};
+
 use crate::process::{self, Ending, Launched};
+
+/// What runs, as recorded in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub pid: u32,
+    /// When `pid` started, as the system counts (`process::started`): a pid
+    /// is handed out again once its process ends, so after a reboot, or
+    /// within minutes on Windows, the pid alone may name anything. `None`
+    /// in a record written before it was kept.
+    #[serde(default)]
+    pub pid_started: Option<u64>,
+    /// The process that launched it and holds its pipe.
+    pub owner: u32,
+    /// When `owner` started, likewise.
+    #[serde(default)]
+    pub owner_started: Option<u64>,
+    /// Which serve of that process (its `ManagedBrowsers`): in one
+    /// process, another serve's browser is not this one's either.
+    #[serde(default)]
+    pub serve: u64,
+    /// The browser target's id (for `/devtools/browser/<id>`).
+    pub browser_id: String,
+    pub executable: PathBuf,
+    pub browser_version: String,
+    pub started_at: u64,
+}
 
 /// The file in a profile's folder that records what runs.
 pub(crate) const RUN_RECORD: &str = "run.json";

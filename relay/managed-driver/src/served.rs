@@ -10,8 +10,9 @@ use cdp_client::CdpError;
 use cdp_client::protocol::{browser, target};
 use tokio::sync::mpsc;
 
+use crate::browsers::ManagedBrowsers;
+use crate::error::ManagedError;
 use crate::pipe::{Endpoint, Pipe, PipeClient};
-use crate::{ManagedBrowsers, ManagedError};
 use settings::{ConfigError, Driver, Profile};
 
 /// How long a browser-level call of a route may take.
@@ -122,5 +123,18 @@ fn refused_or(profile: &str, source: CdpError) -> ServedError {
     match source {
         CdpError::Protocol { message, .. } => ServedError::Refused(message),
         source => ServedError::Browser { profile: profile.to_string(), source },
+    }
+}
+
+/// Where a client connects for `profile`, through the relay at
+/// `relay_base` (`http://127.0.0.1:PORT`; without the token:
+/// `browser-relay cdp-url` prints it with): the relay itself for the
+/// extension driver, `/profiles/<name>/` for every managed profile, a
+/// remote one included (the relay holds its secrets and its one
+/// connection).
+pub fn cdp_endpoint(relay_base: &str, profile: &Profile) -> String {
+    match profile.driver {
+        settings::Driver::Extension => format!("{relay_base}/"),
+        settings::Driver::Managed => format!("{relay_base}/profiles/{}/", profile.name),
     }
 }
