@@ -53,6 +53,16 @@ done
 echo "== building ${suites[*]}"
 cargo build -p browser-relay --locked
 cargo test -p e2e --locked --no-run "${tests[@]}"
+# e2e_wine passes without a word when it has no exe to run: give it the
+# one scripts/test.sh gives it, and make its absence a failure.
+if [[ " ${suites[*]} " == *" e2e_wine "* ]]; then
+  # shellcheck source=scripts/cross-env.sh
+  source scripts/cross-env.sh
+  echo "== building browser-relay.exe for e2e_wine"
+  CARGO_INCREMENTAL=0 cargo build --target x86_64-pc-windows-gnu --target-dir "$cross_target_dir" --locked -p browser-relay
+  export BROWSER_RELAY_WINDOWS_EXE="$cross_target_dir/x86_64-pc-windows-gnu/debug/browser-relay.exe"
+  export BROWSER_RELAY_REQUIRE_WINE=1
+fi
 
 hog=""
 run_tmp=""
