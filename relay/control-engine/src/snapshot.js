@@ -1223,48 +1223,36 @@ function browserRelay(op, arg) {
           if (depth > maxDepth) { R.depthCut += countNodes(it); continue; }
           if (!room()) return;
           const h = head(it);
-          let k = it.kids;
+          const k = it.kids;
           const idx = R.lines.length;
-          if (lean) {
-            lean1(it, h, k, depth);
-          } else {
-          // (a <select> lists its options instead: the selected one is marked)
-          if (it.value !== undefined && k.length && !it.opts) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
-          if (it.value !== undefined && (!it.kids.length || (it.opts && depth + 1 > maxDepth))) {
-            R.lines.push(indent(depth) + h + ': ' + it.value);
-            for (let j = 0; j < it.kids.length && it.opts; j++) R.depthCut += countNodes(it.kids[j]);
-          } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
-            R.lines.push(indent(depth) + h + ': ' + k[0].t);
-          } else if (it.url !== undefined || (k.length && depth + 1 <= maxDepth)) {
-            // (/url is a property of the node, kept even when its children are cut)
-            R.lines.push(indent(depth) + h + ':');
-            if (it.url !== undefined) R.lines.push(indent(depth + 1) + '- /url: ' + it.url);
-            if (depth + 1 <= maxDepth) full(k, depth + 1);
-            else for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
-          } else {
-            R.lines.push(indent(depth) + h);
-            for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
-          }
-          }
+          line1(it, h, k, depth);
           if (it.frame === 2 && depth + 1 <= maxDepth && !R.stop) {
             R.frames.push({ line: idx, depth: depth + 1 });
             R.frameEls.push(it.el);
           }
         }
       }
-      // One node in the lean format: the link's address on its own line (` -> URL`), content
-      // inline when it is one text or a value, else children one level deeper (no ':').
-      function lean1(it, h, k, depth) {
-        if (it.url !== undefined) h += ' -> ' + it.url;
+      // One node's lines, in either format. Both put a value or a lone text inline. The lean
+      // format has the link's address on the node's own line (` -> URL`) and children one level
+      // deeper (no ':'); the full one has the address on a nested `- /url:` line, kept even when
+      // the children are cut.
+      function line1(it, h, k, depth) {
+        if (lean && it.url !== undefined) h += ' -> ' + it.url;
+        // (a <select> lists its options instead: the selected one is marked)
         if (it.value !== undefined && k.length && !it.opts) k = [{ t: it.value }].concat(k); // rare: ARIA widget with children
         if (it.value !== undefined && (!it.kids.length || (it.opts && depth + 1 > maxDepth))) {
           R.lines.push(indent(depth) + h + ': ' + it.value);
           for (let j = 0; j < it.kids.length && it.opts; j++) R.depthCut += countNodes(it.kids[j]);
         } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
           R.lines.push(indent(depth) + h + ': ' + k[0].t);
+        } else if (!lean && (it.url !== undefined || (k.length && depth + 1 <= maxDepth))) {
+          R.lines.push(indent(depth) + h + ':');
+          if (it.url !== undefined) R.lines.push(indent(depth + 1) + '- /url: ' + it.url);
+          if (depth + 1 <= maxDepth) full(k, depth + 1);
+          else for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
         } else {
           R.lines.push(indent(depth) + h);
-          if (depth + 1 <= maxDepth) full(k, depth + 1);
+          if (lean && depth + 1 <= maxDepth) full(k, depth + 1);
           else for (let j = 0; j < k.length; j++) R.depthCut += countNodes(k[j]);
         }
       }
