@@ -85,7 +85,11 @@ pack_archive() {
 # install.sh never takes it for the binary's archive.
 pack_symbols() {
   local dist=$1 version=$2 platform=$3 symbols=$4 name python
-  [ -n "$(ls -A "$symbols" 2>/dev/null)" ] || return 0
+  # Nothing to keep (a Mac build without dsymutil): no archive, no empty folder left in DIST.
+  if [ -z "$(ls -A "$symbols" 2>/dev/null)" ]; then
+    rm -rf "$symbols"
+    return 0
+  fi
   name="browser-relay-$version-$platform-symbols"
   rm -rf "${dist:?}/$name"
   mv "$symbols" "$dist/$name"
