@@ -338,8 +338,8 @@ async fn extension_ws(
 }
 
 fn too_many_clients(relay: &Relay) -> Response {
-    let max = relay.config().max_clients;
-    text(StatusCode::SERVICE_UNAVAILABLE, format!("too many CDP clients connected ({max}); close one and retry"))
+    let refusal = relay_engine::TooManyClients { max: relay.config().max_clients };
+    text(StatusCode::SERVICE_UNAVAILABLE, refusal.to_string())
 }
 
 /// The 404 of a relay that serves no profiles.

@@ -23,15 +23,3 @@ pub use net::sessions::{Sessions, client_secret};
 pub use net::{BindError, ServeLimits, is_taken};
 pub use server::{RunningServer, ServerOptions};
 pub use shutdown::ShutdownSignals;
-
-#[cfg(test)]
-mod tests {
-    /// The control engine knows the relay's "not in front" capture error by
-    /// its start (it maps it to `not_in_front` with the focus step); the two
-    /// crates do not depend on each other, so this keeps them in step.
-    #[test]
-    fn the_engine_knows_the_relays_not_in_front_error() {
-        let relays = relay_engine::NOT_IN_FRONT;
-        assert_eq!(relays, format!("Page.captureScreenshot: {}", control_engine::RELAY_NOT_IN_FRONT));
-    }
-}

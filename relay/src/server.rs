@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use control_engine::{Engine, RelayLink, SharedTabs};
+use control_engine::{ControlError, Engine, RelayLink, SharedTabs};
 use managed_driver::ManagedBrowsers;
 use relay_engine::{PublicBase, Relay, RelayConfig};
 use state_dir::Token;
@@ -32,10 +32,29 @@ impl SharedTabs for RelayTabs {
         stats.extension_connected.then_some(stats.targets)
     }
 
-    fn cdp_ws_url_for(&self, grant: &grants::Grant) -> Option<String> {
-        let key = self.lent.key_of(grant, grants::Door::Cdp)?;
-        let addr = self.relay.public_base()?.addr;
-        Some(format!("ws://{addr}/cdp?token={}", key.as_str()))
+    fn connect(&self, grant: Option<&grants::Grant>) -> Result<cdp_client::Channels, ControlError> {
+        let access = match grant {
+            None => grants::Access::Person,
+            // As the guard admits a grant's key: the grant as it is now,
+            // not one that ended (revoked, or given again under its name).
+            Some(grant) => match self.lent.named(grant.name.as_str()) {
+                Some(live) if *live == *grant && !live.expired() => grants::Access::Grant(live),
+                Some(live) if *live == *grant => {
+                    return Err(ControlError::NotGranted(format!("the grant '{}' has expired", grant.name)));
+                }
+                _ => return Err(ControlError::NotGranted(format!("the grant '{}' was revoked", grant.name))),
+            },
+        };
+        let label = relay_engine::ClientLabel::of(Some(cdp_client::USER_AGENT));
+        let client = self
+            .relay
+            .connect_in_process(label, access)
+            .map_err(|refusal| ControlError::TooManyClients(refusal.to_string()))?;
+        Ok(cdp_client::Channels { outgoing: client.to_relay, incoming: client.from_relay })
+    }
+
+    fn not_in_front(&self, message: &str) -> Option<String> {
+        relay_engine::not_in_front_reason(message).map(str::to_string)
     }
 
     fn hand_over(
@@ -62,13 +81,11 @@ impl SharedTabs for RelayTabs {
     }
 }
 
-/// Everything needed to start a relay server.
-/// How the control engine reaches the relay: its shared tabs, and its CDP
-/// and HTTP doors at `addr` (`query` carries the key).
-fn relay_link(relay: &Relay, lent: &std::sync::Arc<crate::lent::Lent>, addr: SocketAddr, query: &str) -> RelayLink {
+/// How the control engine reaches the relay: its shared tabs in process,
+/// and its HTTP door at `addr` (for the endpoints shown in status).
+fn relay_link(relay: &Relay, lent: &std::sync::Arc<crate::lent::Lent>, addr: SocketAddr) -> RelayLink {
     RelayLink {
         extension: std::sync::Arc::new(RelayTabs { relay: relay.clone(), lent: lent.clone() }),
-        cdp_ws_url: format!("ws://{addr}/cdp{query}"),
         http_base: format!("http://{addr}"),
     }
 }
@@ -194,7 +211,7 @@ impl RunningServer {
         }
         // Clients are handed the CDP key, never the secret (crate::keys).
         let cdp_key = options.token.as_ref().map(crate::keys::cdp_key);
-        relay.set_public_base(PublicBase { addr, token: cdp_key.clone() });
+        relay.set_public_base(PublicBase { addr, token: cdp_key });
         // The grants of the state directory: their keys open the doors
         // too, each to its own share (crate::lent).
         let book = options.state_root.as_ref().map(|root| grants::GrantBook::new(state_dir::StateDir::at(root)));
@@ -208,8 +225,7 @@ impl RunningServer {
         let mut control = None;
         if let (Some(listener), Some(browsers)) = (control_listener, &browsers) {
             let bound = listener.local_addr().map_err(|error| BindError::Io { addr: options.addr, error })?;
-            let query = cdp_key.as_ref().map(|t| format!("?token={}", t.as_str())).unwrap_or_default();
-            let link = relay_link(&relay, &lent, addr, &query);
+            let link = relay_link(&relay, &lent, addr);
             // The control engine makes ephemeral profiles; a serve killed
             // before it could delete theirs left them behind.
             browsers.remove_abandoned_ephemeral().await;

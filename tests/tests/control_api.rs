@@ -217,6 +217,40 @@ async fn extension_driver_says_what_to_click_and_lists_shared_tabs() {
     assert_eq!(status, 400, "your own Chrome is never stopped: {body}");
 }
 
+/// The agent API reaches the shared tabs in process, as one more client of
+/// the relay: under the same cap as the sockets, and when the cap is full
+/// the agent is told so and what to do, not "the browser connection
+/// failed".
+#[tokio::test]
+async fn the_agent_api_on_shared_tabs_is_a_relay_client_under_its_cap() {
+    let env = ControlEnv::start_with_relay(Some(EXTENSION_PROFILE), |relay| relay.max_clients = 1).await.unwrap();
+    let (addr, token) = (env.server.addr, env.token.as_str().to_string());
+    let _ext = FakeExtension::connect(addr, Some(&token), Some(hello(vec![fake_tab(7)])), Mode::Echo).await.unwrap();
+    eventually("the extension's hello", Duration::from_secs(5), || async {
+        (env.server.relay.stats().targets == 1).then_some(())
+    })
+    .await;
+
+    // A script holds the one place: the agent is refused, with what to do.
+    let cdp_url = format!("ws://{addr}/cdp?token={}", browser_relay::cdp_key(&env.token).as_str());
+    let script = cdp_client::CdpClient::connect(&cdp_url).await.unwrap();
+    let (status, body) = env.api.call("GET", "/tabs", None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("too_many_clients")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("too many CDP clients connected (1)"), "{body}");
+    assert!(body["error"]["hint"].as_str().unwrap().contains("dashboard"), "{body}");
+
+    // The script leaves: the agent gets in, and then holds the place itself.
+    drop(script);
+    let tabs = eventually("the agent's connection", Duration::from_secs(5), || async {
+        let (status, body) = env.api.call("GET", "/tabs", None).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert_eq!(tabs["tabs"][0]["targetId"], fake_target_id(7), "{tabs}");
+    let refused = cdp_client::CdpClient::connect(&cdp_url).await.err().expect("the agent holds the one place");
+    assert!(refused.to_string().contains("503"), "{refused}");
+}
+
 #[tokio::test]
 async fn evaluate_can_be_switched_off_in_config() {
     let env = ControlEnv::start_with(Some("defaultProfile = \"managed\"\nallowEvaluate = false\n")).await.unwrap();

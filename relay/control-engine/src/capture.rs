@@ -32,10 +32,6 @@ pub(crate) const MAX_LABELS: u32 = 150;
 const PAINT_CHECK: Duration = Duration::from_secs(1);
 /// What `document.visibilityState == "hidden"` means for a capture.
 const HIDDEN: &str = "another tab is in front of it in its window, or its window is minimized or covered";
-/// What the relay's error for a tab that is not in front says, after the
-/// method's name (relay-engine's `capture::NOT_IN_FRONT`; a test of the
-/// relay crate keeps the two in step).
-pub const RELAY_NOT_IN_FRONT: &str = "Chrome paints no tab that is not in front";
 /// Chrome's answer while a navigation swaps the tab's page for a new one.
 const NOT_ACTIVE: &str = "Not attached to an active page";
 /// Tries, and the pause between them, while the page is swapped.
@@ -402,16 +398,20 @@ impl Engine {
                     }
                 }
             };
+            // The relay looked at the tab (relay-engine's `capture.rs`): its reason.
+            let relay_says = match (&shot, self.0.relay.as_ref()) {
+                (Err(CdpError::Protocol { message, .. }), Some(link)) if relay_looks => {
+                    link.extension.not_in_front(message)
+                }
+                _ => None,
+            };
+            if let Some(why) = relay_says {
+                return Err(not_in_front(&why));
+            }
             match shot {
                 Err(CdpError::Protocol { message, .. }) if message.contains(NOT_ACTIVE) && swapping > 0 => {
                     swapping -= 1;
                     tokio::time::sleep(SWAP_PAUSE).await;
-                }
-                Err(CdpError::Protocol { message, .. }) if message.contains(RELAY_NOT_IN_FRONT) => {
-                    // The relay looked at the tab (relay-engine's `capture.rs`): its reason.
-                    let after = message.split_once(RELAY_NOT_IN_FRONT).map_or("", |(_, after)| after);
-                    let why = after.split_once(" (").and_then(|(_, rest)| rest.split_once(')')).map(|(why, _)| why);
-                    return Err(not_in_front(why.unwrap_or(HIDDEN)));
                 }
                 shot => return shot.map_err(ControlError::cdp(&profile.name)),
             }

@@ -25,10 +25,15 @@ pub trait SharedTabs: std::fmt::Debug + Send + Sync {
     /// connected.
     fn shared_tabs(&self) -> Option<usize>;
 
-    /// The relay's `/cdp` for a grant's agents: with the grant's CDP key,
-    /// so that the relay holds the engine's connection to the grant's tabs
-    /// and sites (`None`: this relay honours no grant).
-    fn cdp_ws_url_for(&self, grant: &grants::Grant) -> Option<String>;
+    /// A browser-level CDP connection to the relay in this process, as
+    /// the person's (`grant` `None`) or as a live grant's, whose connection
+    /// the relay holds to the grant's tabs and sites as it would a socket
+    /// with the grant's key.
+    fn connect(&self, grant: Option<&grants::Grant>) -> Result<cdp_client::Channels, ControlError>;
+
+    /// Why the tab was not in front, when `message` is the relay's answer
+    /// to a capture of a tab Chrome does not paint.
+    fn not_in_front(&self, message: &str) -> Option<String>;
 
     /// Hands the shared tab `target_id` to the person until they say Done
     /// or `within` passes (`grant`: the grant whose agent asks, which may
@@ -47,13 +52,10 @@ pub trait SharedTabs: std::fmt::Debug + Send + Sync {
 }
 
 /// The relay this process runs, for the extension driver: what it shares
-/// (to tell "no extension" from "no shared tab") and its `/cdp` endpoint.
+/// (to tell "no extension" from "no shared tab") and the connections to it.
 #[derive(Debug, Clone)]
 pub struct RelayLink {
     pub extension: Arc<dyn SharedTabs>,
-    /// `ws://127.0.0.1:PORT/cdp?token=…`: the engine's own connection,
-    /// never shown.
-    pub cdp_ws_url: String,
     /// `http://127.0.0.1:PORT`, for the endpoints shown in status (never
     /// with the token).
     pub http_base: String,
@@ -72,13 +74,6 @@ impl RelayLink {
     pub(crate) fn shared_tabs(&self) -> Option<usize> {
         self.extension.shared_tabs()
     }
-}
-
-/// How the engine reaches a browser.
-#[derive(Debug)]
-enum BrowserEndpoint {
-    Url(String),
-    Pipe(cdp_client::Channels),
 }
 
 /// The control engine. Cheap to clone.
@@ -150,11 +145,10 @@ impl Engine {
             return Ok(engine.clone());
         }
         let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
-        let cdp_ws_url = link.extension.cdp_ws_url_for(grant).ok_or(ControlError::NoExtension)?;
         let engine = Engine(Arc::new(Inner {
             state_root: self.0.state_root.clone(),
             browsers: self.0.browsers.clone(),
-            relay: Some(RelayLink { cdp_ws_url, ..link.clone() }),
+            relay: Some(link.clone()),
             conns: Mutex::new(HashMap::new()),
             connecting: Mutex::new(HashMap::new()),
             refs: Mutex::new(RefStore::default()),
@@ -301,15 +295,9 @@ impl Engine {
         if let Some(conn) = self.live_conn(&profile.name) {
             return Ok(conn);
         }
-        let client = match self.browser_endpoint(profile, arrived).await? {
-            BrowserEndpoint::Url(url) => CdpClient::connect(&url).await,
-            BrowserEndpoint::Pipe(channels) => Ok(CdpClient::over(channels)),
-        };
-        let conn = match client {
-            Ok(client) => Conn::over(&profile.name, client, self.patience()).await,
-            Err(error) => Err(error),
-        };
-        let conn = conn.map_err(ControlError::cdp(&profile.name))?;
+        let client = CdpClient::over(self.browser_channels(profile, arrived).await?);
+        let conn =
+            Conn::over(&profile.name, client, self.patience()).await.map_err(ControlError::cdp(&profile.name))?;
         self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(profile.name.clone(), conn.clone());
         Ok(conn)
     }
@@ -319,24 +307,29 @@ impl Engine {
         self.0.conns.lock().unwrap_or_else(|p| p.into_inner()).get(profile).filter(|c| !c.is_closed()).cloned()
     }
 
-    /// Where a profile's browser-level CDP is: the relay's own `/cdp`
-    /// (extension), or a session on the launched browser's pipe or on the
+    /// A profile's browser-level CDP, in process either way: a client of
+    /// the relay engine (extension: the person's shared tabs, or the
+    /// grant's), or a session on the launched browser's pipe or on the
     /// connection to the profile's `cdpUrl`/`cdpPort` (attach-only, remote),
     /// which the relay's `/profiles/<name>/` clients share.
-    async fn browser_endpoint(&self, profile: &Profile, arrived: Arrival) -> Result<BrowserEndpoint, ControlError> {
+    async fn browser_channels(
+        &self,
+        profile: &Profile,
+        arrived: Arrival,
+    ) -> Result<cdp_client::Channels, ControlError> {
         match profile.driver {
             Driver::Extension => {
                 let link = self.0.relay.as_ref().ok_or(ControlError::NoExtension)?;
                 if link.shared_tabs().is_none() {
                     return Err(ControlError::NoExtension);
                 }
-                Ok(BrowserEndpoint::Url(link.cdp_ws_url.clone()))
+                link.extension.connect(self.grant().map(|grant| &**grant))
             }
             // A session on the launched browser's pipe, or on the one
             // connection to a remote browser (opened, or opened again after
             // a drop, here).
             Driver::Managed => match self.0.browsers.connect_as_of(profile, Endpoint::Browser, arrived).await {
-                Ok(channels) => Ok(BrowserEndpoint::Pipe(channels)),
+                Ok(channels) => Ok(channels),
                 Err(ManagedError::NotRunning(_)) => Err(ControlError::NotRunning(profile.name.clone())),
                 Err(other) => Err(other.into()),
             },

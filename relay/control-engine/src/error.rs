@@ -147,6 +147,9 @@ pub enum ControlError {
     NotRunning(String),
     #[error("the Browser Relay extension is not connected")]
     NoExtension,
+    /// The relay's client places are all taken (its `maxClients`).
+    #[error("{0}")]
+    TooManyClients(String),
     #[error("no tab is shared with Browser Relay")]
     NoSharedTab,
     #[error("no tab is open in profile '{0}'")]
@@ -234,6 +237,7 @@ impl ControlError {
             | Self::ProfileExists(_)
             | Self::NotRunning(_)
             | Self::NoExtension
+            | Self::TooManyClients(_)
             | Self::NoSharedTab
             | Self::NoTab(_)
             | Self::AmbiguousTab(_)
@@ -260,6 +264,7 @@ impl ControlError {
             Self::ProfileExists(_) => "profile_exists",
             Self::NotRunning(_) => "not_running",
             Self::NoExtension => "no_extension",
+            Self::TooManyClients(_) => "too_many_clients",
             Self::NoSharedTab => "no_shared_tab",
             Self::NoTab(_) => "no_tab",
             Self::AmbiguousTab(_) => "ambiguous_tab",
@@ -305,6 +310,9 @@ impl ControlError {
             ),
             Self::NoExtension => "click the Browser Relay icon on a tab to share it (no icon? load the extension and pair it: `browser-relay pair`)".into(),
             Self::NoSharedTab => "click the Browser Relay icon on a tab to share it".into(),
+            Self::TooManyClients(_) => {
+                "close a CDP client: the dashboard lists them and can disconnect one".into()
+            }
             Self::NoTab(_) => format!("{} opens one", step(Step::OpenTab)),
             Self::AmbiguousTab(_) | Self::UnknownTab { .. } => {
                 format!("{} lists the tabs with their targetId", step(Step::ListTabs))
@@ -374,6 +382,7 @@ mod tests {
         for error in [
             ControlError::NotRunning("managed".into()),
             ControlError::NoExtension,
+            ControlError::TooManyClients("too many CDP clients connected (64); close one and retry".into()),
             ControlError::NoSharedTab,
             ControlError::NoTab("managed".into()),
             ControlError::StaleRef("e7".into()),

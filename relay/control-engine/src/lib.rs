@@ -55,6 +55,5 @@ mod snapshot;
 mod tabs;
 
 pub use api::{ControlApi, Handle, Route, Selected, TabSelector};
-pub use capture::RELAY_NOT_IN_FRONT;
 pub use engine::{Engine, MEDIA_SWEEP, RelayLink, SharedTabs};
 pub use error::{ControlError, ErrorKind, Step, Surface};

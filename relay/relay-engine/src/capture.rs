@@ -21,7 +21,26 @@ use super::error::CallError;
 use super::relay::Relay;
 
 /// The start of the error a client gets for a tab that is not in front.
-pub const NOT_IN_FRONT: &str = "Page.captureScreenshot: Chrome paints no tab that is not in front";
+const NOT_IN_FRONT: &str = "Page.captureScreenshot: Chrome paints no tab that is not in front";
+
+/// The error a client gets for a capture of a tab Chrome does not paint,
+/// `why` being what keeps it from the front.
+fn not_in_front_message(why: &str) -> String {
+    format!(
+        "{NOT_IN_FRONT} ({why}), so it has no frame to capture: bring the tab to the front \
+         (Page.bringToFront) and capture again. Browser Relay does not do it for you: it \
+         would take the user's screen."
+    )
+}
+
+/// Why the tab was not in front, when `message` is the relay's error for a
+/// capture of a tab Chrome does not paint ([`not_in_front_message`]); an
+/// in-process client (the control engine) reads it here rather than
+/// matching the words itself.
+pub fn not_in_front_reason(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix(NOT_IN_FRONT)?.strip_prefix(" (")?;
+    rest.split_once("), so it has no frame").map(|(why, _)| why)
+}
 
 impl Relay {
     /// Bounds the wait for the client's capture sent as extension call
@@ -35,11 +54,7 @@ impl Relay {
                 return;
             }
             let message = match relay.why_not_painted(tab).await {
-                Ok(Some(why)) => format!(
-                    "{NOT_IN_FRONT} ({why}), so it has no frame to capture: bring the tab to the front \
-                     (Page.bringToFront) and capture again. Browser Relay does not do it for you: it \
-                     would take the user's screen."
-                ),
+                Ok(Some(why)) => not_in_front_message(why),
                 _ => {
                     tokio::time::sleep(timeout.saturating_sub(check)).await;
                     format!(
@@ -94,5 +109,26 @@ impl Relay {
             Ok(Ok(answer)) if answer.contains(r#""value":"hidden""#)
         );
         Ok(hidden.then_some("its window is covered or hidden"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_comes_back_out_of_the_message() {
+        let why = "another tab is in front of it in its window";
+        let message = not_in_front_message(why);
+        assert!(message.starts_with(NOT_IN_FRONT), "{message}");
+        assert_eq!(not_in_front_reason(&message), Some(why));
+    }
+
+    #[test]
+    fn other_capture_errors_are_not_read_as_not_in_front() {
+        let late = "Page.captureScreenshot: Chrome produced no frame within 30s (is the window covered, or the tab in the background?)";
+        assert_eq!(not_in_front_reason(late), None);
+        assert_eq!(not_in_front_reason("Not attached to an active page"), None);
+        assert_eq!(not_in_front_reason(NOT_IN_FRONT), None, "a message without its reason is not ours");
     }
 }

@@ -15,9 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::SinkExt;
-use futures_util::stream::SplitSink;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
+use futures_util::{Sink, SinkExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -232,8 +231,8 @@ async fn at_once_or_waiting<F: Future + Unpin>(mut future: F) -> F::Output {
 /// while blocked on a peer that does not read. Then it drops whatever is
 /// still queued (releasing its bytes), and gives the peer [`CLOSE_GRACE`] to
 /// take the `farewell` close frame, if one was set.
-pub(crate) async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
+pub(crate) async fn write_loop<W: Sink<Message> + Unpin>(
+    mut sink: W,
     mut rx: mpsc::Receiver<Outgoing>,
     stop: CancellationToken,
     farewell: Farewell,

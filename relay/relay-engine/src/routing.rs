@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
-use futures_util::StreamExt;
-use futures_util::stream::SplitSink;
+use futures_util::{Sink, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -22,17 +21,20 @@ use crate::relay::{ClientSlot, Relay};
 use crate::targets::{SubKind, Subscription, new_id};
 
 impl Relay {
-    /// Runs one CDP client connection to its end. `page_target` makes it a
-    /// page-level endpoint bound to that target; `name` is what it calls
-    /// itself ([`crate::client_name`]).
-    pub async fn serve_client(
+    /// Runs one CDP client connection to its end: a WebSocket, or an
+    /// in-process client's channels ([`Relay::connect_in_process`]).
+    /// `page_target` makes it a page-level endpoint bound to that target;
+    /// `name` is what it calls itself ([`crate::client_name`]).
+    pub async fn serve_client<S>(
         &self,
-        socket: WebSocket,
+        socket: S,
         page_target: Option<Arc<str>>,
         label: ClientLabel,
         access: grants::Access,
         _slot: ClientSlot,
-    ) {
+    ) where
+        S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Send + 'static,
+    {
         let (sink, mut stream) = socket.split();
         let default_session = page_target.as_ref().map(|_| new_id());
         let (client, writer) = self.open_client(sink, default_session, label, None, access);
@@ -103,14 +105,18 @@ impl Relay {
     }
 
     /// A client connection's handle and its writer.
-    fn open_client(
+    fn open_client<W>(
         &self,
-        sink: SplitSink<WebSocket, Message>,
+        sink: W,
         default_session: Option<Arc<str>>,
         label: ClientLabel,
         profile: Option<Arc<str>>,
         access: grants::Access,
-    ) -> (Arc<ClientHandle>, JoinHandle<()>) {
+    ) -> (Arc<ClientHandle>, JoinHandle<()>)
+    where
+        W: Sink<Message> + Unpin + Send + 'static,
+        W::Error: Send,
+    {
         let all_clients = self.client_bytes().clone();
         let id = self.next_client_id();
         let (client, rx) = ClientHandle::new(id, label, profile, access, default_session, self.config(), all_clients);
