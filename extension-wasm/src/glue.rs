@@ -723,6 +723,7 @@ async fn start_facts() -> StartFacts {
                 window_id: None,
                 url: get(&t, "url").as_string().unwrap_or_default(),
                 title: get(&t, "title").as_string().unwrap_or_default(),
+                fav_icon_url: get(&t, "faviconUrl").as_string().filter(|icon| !icon.is_empty()),
                 active: false,
                 opener_tab_id: None,
                 grant: None,

@@ -153,6 +153,10 @@ pub struct TabInfo {
     pub url: String,
     #[serde(default)]
     pub title: String,
+    /// The tab's icon as Chrome shows it (`chrome.tabs.Tab.favIconUrl`),
+    /// when it has one; sent for shared tabs only, as `url` and `title`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fav_icon_url: Option<String>,
     #[serde(default)]
     pub active: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

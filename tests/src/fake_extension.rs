@@ -63,6 +63,7 @@ pub fn fake_tab(tab_id: i64) -> TabInfo {
         window_id: Some(1),
         url: format!("https://example.test/{tab_id}"),
         title: format!("Tab {tab_id}"),
+        fav_icon_url: None,
         active: true,
         opener_tab_id: None,
         grant: None,

@@ -70,6 +70,7 @@ impl Tabs {
             window_id: Some(1),
             url: t.url.clone(),
             title: t.title.clone(),
+            fav_icon_url: None,
             active: true,
             opener_tab_id: t.opener,
             grant: t.grant.clone(),

@@ -166,6 +166,18 @@ async fn the_dashboard_shows_both_drivers_watches_a_tab_and_disconnects_a_client
         )
         .await;
     assert!(row.as_str().unwrap().starts_with("shared") && row.as_str().unwrap().contains("Fixture Sign-in"), "{row}");
+    // Its icon, as Chrome shows it in the tab strip, loaded (the page's CSP
+    // lets it in) from the site.
+    let icon = dashboard
+        .until(
+            "the shared tab's icon, loaded",
+            &format!(
+                "(() => {{ const i = document.querySelector('[data-tab=\"{shared}\"] img.favicon'); \
+                 return i && i.complete && i.naturalWidth > 0 ? i.src : null; }})()"
+            ),
+        )
+        .await;
+    assert_eq!(icon, json!(format!("{}/icon.png", env.fixtures.url())));
     let clients = dashboard
         .until(
             "the script in the clients table",

@@ -274,11 +274,12 @@ impl<H: Host> Core<H> {
 
     /// `tab` as an answer to the relay may show it: a tab the user did not
     /// share keeps its ids and state (the relay asks which tab is in front
-    /// of a window), never its URL or title (R22).
+    /// of a window), never its URL, title or icon (R22).
     fn as_the_relay_may_see(&self, mut tab: TabInfo) -> TabInfo {
         if !self.attached.contains_key(&tab.tab_id) {
             tab.url.clear();
             tab.title.clear();
+            tab.fav_icon_url = None;
         }
         self.with_grant_if_shared(tab)
     }

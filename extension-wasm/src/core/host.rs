@@ -305,6 +305,8 @@ struct ChromeTab {
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
+    fav_icon_url: Option<String>,
+    #[serde(default)]
     active: bool,
     #[serde(default)]
     opener_tab_id: Option<TabId>,
@@ -319,6 +321,7 @@ impl ChromeTab {
             window_id: self.window_id,
             url: self.url.filter(|u| !u.is_empty()).or(self.pending_url).unwrap_or_default(),
             title: self.title.unwrap_or_default(),
+            fav_icon_url: self.fav_icon_url.filter(|icon| !icon.is_empty()),
             active: self.active,
             opener_tab_id: self.opener_tab_id,
             grant: None,

@@ -362,11 +362,14 @@ impl<H: Host> Core<H> {
             return;
         }
         let Some(known) = self.attached.get_mut(&tab.tab_id) else { return };
-        let changed = (known.url != tab.url && !tab.url.is_empty()) || known.title != tab.title;
+        let changed = (known.url != tab.url && !tab.url.is_empty())
+            || known.title != tab.title
+            || known.fav_icon_url != tab.fav_icon_url;
         if !tab.url.is_empty() {
             known.url.clone_from(&tab.url);
         }
         known.title.clone_from(&tab.title);
+        known.fav_icon_url.clone_from(&tab.fav_icon_url);
         known.window_id = tab.window_id.or(known.window_id);
         if changed && self.link == Link::Ready {
             let tab = known.clone();

@@ -105,6 +105,7 @@ pub(super) fn tab(id: TabId, url: &str) -> TabInfo {
         window_id: Some(1),
         url: url.into(),
         title: format!("T{id}"),
+        fav_icon_url: None,
         active: true,
         opener_tab_id: None,
         grant: None,
@@ -484,15 +485,40 @@ fn a_tabs_query_answer_names_only_shared_tabs() {
     core.relay(json!({"tabs.query": {"id": 9, "query": {"active": true}}}));
     let (op, call) = core.last_call();
     assert!(matches!(call, ChromeCall::TabsQuery { .. }));
-    let front_tabs =
-        format!("[{}, {}]", chrome_tab(5, "https://shared.example/"), chrome_tab(7, "https://private.example/"));
-    core.on_op_done(op, Ok(front_tabs));
+    let with_icon = |id: TabId, url: &str| {
+        let mut tab: Value = serde_json::from_str(&chrome_tab(id, url)).unwrap();
+        tab["favIconUrl"] = json!(format!("{url}favicon.ico"));
+        tab
+    };
+    let front_tabs = json!([with_icon(5, "https://shared.example/"), with_icon(7, "https://private.example/")]);
+    core.on_op_done(op, Ok(front_tabs.to_string()));
     let answer = core.last_sent();
     let tabs = answer["reply"]["result"].as_array().expect("the tabs");
     assert_eq!(tabs.len(), 2, "{answer}");
     assert_eq!((tabs[0]["tabId"].clone(), tabs[0]["url"].clone()), (json!(5), json!("https://shared.example/")));
+    assert_eq!(tabs[0]["favIconUrl"], "https://shared.example/favicon.ico", "a shared tab's icon is shown");
     assert_eq!(tabs[1]["tabId"], 7, "the relay learns which tab is in front");
     assert!(!answer.to_string().contains("private.example"), "and nothing of a tab the user did not share: {answer}");
+}
+
+#[test]
+fn a_shared_tabs_icon_reaches_the_relay_when_chrome_has_it() {
+    let mut core = paired();
+    core.share(5);
+    let before = core.host.sent.len();
+    // Chrome reports the icon once the page has loaded it.
+    let icon = "data:image/png;base64,iVBORw0KGgo=";
+    core.on_tab_updated(TabInfo { fav_icon_url: Some(icon.into()), ..tab(5, "https://example.com/5") });
+    let told = core.last_sent();
+    assert_eq!(told["tabs.onUpdated"]["tab"]["favIconUrl"], icon, "{told}");
+    // Told once: the same tab again says nothing new.
+    let sent = core.host.sent.len();
+    core.on_tab_updated(TabInfo { fav_icon_url: Some(icon.into()), ..tab(5, "https://example.com/5") });
+    assert_eq!(core.host.sent.len(), sent);
+    assert!(sent > before);
+    // A tab the user did not share: nothing, icon included.
+    core.on_tab_updated(TabInfo { fav_icon_url: Some(icon.into()), ..tab(7, "https://private.example/") });
+    assert_eq!(core.host.sent.len(), sent);
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub struct ListEntry {
     pub url: String,
     /// The target's own socket (`/devtools/page/<id>` on the relay).
     pub web_socket_debugger_url: Option<String>,
+    /// The page's icon, when it has one (as Chrome lists it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub favicon_url: Option<String>,
 }
 
 impl ListEntry {
@@ -58,6 +61,7 @@ impl ListEntry {
             kind: kind.to_string(),
             url: url.to_string(),
             web_socket_debugger_url,
+            favicon_url: None,
         }
     }
 }
@@ -90,5 +94,8 @@ mod tests {
             json!({"description": "", "devtoolsFrontendUrl": "", "id": "T", "title": "Example", "type": "page",
                    "url": "https://example.com/", "webSocketDebuggerUrl": null})
         );
+        // A page with an icon lists it under Chrome's key.
+        let with_icon = ListEntry { favicon_url: Some("https://example.com/favicon.ico".into()), ..entry };
+        assert_eq!(serde_json::to_value(&with_icon).unwrap()["faviconUrl"], "https://example.com/favicon.ico");
     }
 }

@@ -789,6 +789,8 @@ impl Relay {
         if tab.window_id.is_some() {
             target.window_id = tab.window_id;
         }
+        // No CDP event carries an icon: only the dashboard and /json/list show it.
+        target.fav_icon_url.clone_from(&tab.fav_icon_url);
         if changed {
             if !tab.url.is_empty() {
                 target.url.clone_from(&tab.url);
@@ -946,6 +948,7 @@ impl Relay {
             tab_session: new_id(),
             url: info.url,
             title: if info.title.is_empty() { tab.title.clone() } else { info.title },
+            fav_icon_url: tab.fav_icon_url.clone(),
             opener,
             subs: Vec::new(),
             runtime: Vec::new(),

@@ -46,6 +46,10 @@ pub struct SharedTab {
     pub target_id: String,
     pub url: String,
     pub title: String,
+    /// Its icon, when Chrome has one the dashboard may load (see
+    /// [`shown_icon`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fav_icon_url: Option<String>,
     /// The clients holding a session on it.
     pub clients: Vec<u64>,
     /// The grant whose group holds it (`None`: the person's own sharing).
@@ -129,6 +133,7 @@ impl Relay {
                     target_id: target.target_id.to_string(),
                     url: target.url.clone(),
                     title: target.title.clone(),
+                    fav_icon_url: target.fav_icon_url.as_deref().and_then(shown_icon),
                     clients,
                     grant: target.grant.as_deref().map(str::to_string),
                 }
@@ -302,5 +307,39 @@ impl Relay {
         }
         let tab = self.0.children.get(session).map(|e| *e.value())?;
         self.registry().by_tab(tab).map(|t| t.target_id.clone())
+    }
+}
+
+/// `icon` if the dashboard may load it as an image: an `http(s)` address
+/// or an inline image, as a page sets it; anything else Chrome may report
+/// (`chrome://`, `chrome-extension://`, a `javascript:` a page wrote) is
+/// not shown. Loading it repeats a fetch the person's browser already made
+/// for its tab strip; the dashboard sends no referrer with it.
+fn shown_icon(icon: &str) -> Option<String> {
+    let lower = icon.trim_start().to_ascii_lowercase();
+    let loadable = ["http://", "https://", "data:image/"].iter().any(|scheme| lower.starts_with(scheme));
+    loadable.then(|| icon.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_icon;
+
+    #[test]
+    fn only_web_and_inline_icons_are_shown() {
+        for shown in ["https://example.com/favicon.ico", "http://127.0.0.1:8/i.png", "data:image/png;base64,iVBO"] {
+            assert_eq!(shown_icon(shown).as_deref(), Some(shown));
+        }
+        for hidden in [
+            "chrome://favicon2/?size=16",
+            "chrome-extension://abc/icon.png",
+            "javascript:alert(1)",
+            " JavaScript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "file:///etc/passwd",
+            "",
+        ] {
+            assert_eq!(shown_icon(hidden), None, "{hidden}");
+        }
     }
 }

@@ -428,7 +428,8 @@ impl Relay {
     fn list_entry(&self, target: &targets::Target, access: &grants::Access) -> Value {
         let path = format!("/devtools/page/{}", target.target_id);
         let ws = self.public_base().map(|b| b.ws_url_with(&path, self.url_key(access).as_ref()));
-        let entry = discovery::ListEntry::new(&target.target_id, "page", &target.title, &target.url, ws);
+        let mut entry = discovery::ListEntry::new(&target.target_id, "page", &target.title, &target.url, ws);
+        entry.favicon_url.clone_from(&target.fav_icon_url);
         serde_json::to_value(entry).expect("serialises")
     }
 

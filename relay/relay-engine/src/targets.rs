@@ -108,6 +108,8 @@ pub(crate) struct Target {
     pub tab_session: Arc<str>,
     pub url: String,
     pub title: String,
+    /// Its icon as Chrome shows it (`chrome.tabs.Tab.favIconUrl`).
+    pub fav_icon_url: Option<String>,
     pub opener: Option<Arc<str>>,
     pub subs: Vec<Subscription>,
     /// Runtime state per session (`None`: the tab itself). All clients share
@@ -457,6 +459,7 @@ pub(crate) mod tests {
             tab_session: new_id(),
             url: String::new(),
             title: String::new(),
+            fav_icon_url: None,
             opener: None,
             subs: Vec::new(),
             runtime: Vec::new(),

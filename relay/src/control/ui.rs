@@ -39,8 +39,10 @@ const SCRIPT: &str = include_str!("ui/app.js");
 const STYLE: &str = include_str!("ui/app.css");
 
 /// Where the page's scripts, styles, images and requests may come from:
-/// this origin only; no inline script, no framing, no forms elsewhere.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; \
+/// this origin only, but for the shared tabs' icons (an image from the
+/// site, as the person's tab strip shows it, or inline); no inline script,
+/// no framing, no forms elsewhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data: http: https:; \
                    connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// How long the live view waits for a shared tab's frame.

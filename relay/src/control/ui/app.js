@@ -134,6 +134,16 @@ function watchButton(profile, tab) {
   });
 }
 
+// A tab's icon as Chrome shows it (the relay passes web and inline images
+// only), or an empty box of its size so the titles line up; one that fails
+// to load leaves the box.
+function tabIcon(url) {
+  if (!url) return el("span", { class: "favicon" });
+  const icon = el("img", { class: "favicon", src: url, alt: "", referrerPolicy: "no-referrer", decoding: "async" });
+  icon.addEventListener("error", () => icon.replaceWith(el("span", { class: "favicon" })));
+  return icon;
+}
+
 function watch(profile, targetId, title) {
   watching = { profile, targetId, title };
   refresh();
@@ -165,6 +175,7 @@ function renderProfiles(overview) {
       shownTabs.add(tab.targetId);
       if (watching && watching.targetId === tab.targetId) watching.title = tab.title || tab.url;
       const row = el("div", { class: "tab", "data-tab": tab.targetId },
+        tabIcon(tab.favIconUrl),
         el("span", { class: "title", title: tab.title || "" }, tab.title || "(untitled)"),
         el("span", { class: "url", title: tab.url }, tab.url));
       if (shared) {
