@@ -7,7 +7,8 @@
 //! Figures go to BENCHMARKS.md.
 //!
 //! `cargo build --release -p browser-relay && cargo bench -p e2e --bench tokens`
-//! (MCP_BIN picks another binary of ours). The anchors come from
+//! (MCP_BIN picks another binary of ours; TOKENS_SAVE=<folder> keeps each
+//! counted answer there, `<page>.<tool>.txt`, to read where the characters go). The anchors come from
 //! `tests/node_modules` (`npm ci` in tests/, as `scripts/setup.sh` runs it);
 //! one that is not installed or does not start is said so, and ours is
 //! printed alone.
@@ -296,7 +297,12 @@ async fn main() -> anyhow::Result<()> {
     for (name, path, _what) in PAGES {
         let mut row = Vec::new();
         for server in &mut servers {
-            let (taken, _) = take(server, &url(path))?;
+            let (taken, text) = take(server, &url(path))?;
+            if let Ok(folder) = std::env::var("TOKENS_SAVE") {
+                let file = format!("{name}.{}.txt", server.tool.name().replace(' ', "-"));
+                std::fs::create_dir_all(&folder)?;
+                std::fs::write(std::path::Path::new(&folder).join(file), &text)?;
+            }
             row.push(taken);
         }
         let old = servers[0].full_snapshot()?;

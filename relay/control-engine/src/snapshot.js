@@ -129,8 +129,7 @@
  *     children go when nothing below has a ref, an address, a value or a frame; else the name
  *     goes when the children say all of it (no text was left out for the name), and a name cut
  *     at 100 characters goes, the children staying with their text. An unnamed child whose
- *     only content is its parent's name goes (not yet effective on a table's caption: the
- *     table's golden, lean_table_lists.txt, still shows it).
+ *     only content is its parent's name goes (a table's caption).
  *   interactive: only ref'd elements, one per line with value inline, no text, no /url, no
  *     indentation; every iframe (entered or not) also gets a `- iframe "TITLE"` line, followed
  *     by its content (cross-origin content is spliced after it). maxDepth applies to the
@@ -1117,7 +1116,7 @@ function browserRelay(op, arg) {
           // is acted on, the name alone; when the name was cut, the children alone (with their
           // text, which the name stood for).
           if (it.name.length <= NAME_MAX) {
-            if (!k.some(actionable)) k = [];
+            if (!k.some(holdsAction)) k = [];
             else if (!it.withText) it = Object.assign({}, it, { name: '' }); // (all said below)
           } else {
             k = it.withText ? unrepeat(compactItems(it.withText, '')) : k;
@@ -1137,7 +1136,7 @@ function browserRelay(op, arg) {
         // A child that says nothing but this node's name (a table's caption) goes.
         if (it.name && k.length > 1) {
           const name = it.name;
-          k = k.filter((c) => c.t !== undefined || c.name || actionable(c) || c.attrs ||
+          k = k.filter((c) => c.t !== undefined || c.name || holdsAction(c) || c.attrs ||
             !(c.kids.length === 1 && c.kids[0].t === name));
         }
         out.push(k === it.kids ? it : Object.assign({}, it, { kids: k }));
@@ -1146,11 +1145,12 @@ function browserRelay(op, arg) {
     }
 
     // Whether an item or its subtree holds something an agent acts on or reads apart from
-    // names: a ref, a link's address, a value, a frame.
-    function actionable(it) {
+    // names: a ref, a link's address, a value, a frame. (Not `actionable`: the op of that
+    // name is declared in this same scope, and the later declaration would win.)
+    function holdsAction(it) {
       if (it.t !== undefined) return false;
       if (it.refd || it.url !== undefined || it.value !== undefined || it.frame || it.opts) return true;
-      return it.kids.some(actionable);
+      return it.kids.some(holdsAction);
     }
 
     // ---------------------------------------------------------------- rendering
