@@ -295,4 +295,32 @@ mod tests {
         );
         assert!(!PAGE_SCRIPT.contains('`'), "no template literals: lines are trimmed");
     }
+
+    /// The function names declared twice at one indentation of `source`
+    /// (the script's scopes go by its indentation): in JavaScript the later
+    /// declaration silently replaces the earlier for every caller.
+    fn declared_twice(source: &str) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut twice = Vec::new();
+        for line in source.lines() {
+            let body = line.trim_start();
+            let indent = line.len() - body.len();
+            let body = body.strip_prefix("async ").unwrap_or(body);
+            let Some(rest) = body.strip_prefix("function ") else { continue };
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$').collect();
+            if !name.is_empty() && !seen.insert((indent, name.clone())) {
+                twice.push(name);
+            }
+        }
+        twice
+    }
+
+    #[test]
+    fn no_function_of_the_page_script_replaces_another() {
+        // Twice: `actionable` (the snapshot's test of a subtree and the op)
+        // made every subtree look acted on; `isDisabled` had two versions.
+        assert_eq!(declared_twice(PAGE_SCRIPT_SOURCE), Vec::<String>::new());
+        let planted = "    function a(x) {\n    }\n      function a() {}\n    async function a() {}\n";
+        assert_eq!(declared_twice(planted), ["a"], "found at the same indentation only");
+    }
 }

@@ -844,12 +844,12 @@ function browserRelay(op, arg) {
     }
 
     // ---------------------------------------------------------------- attributes and values
-    function isDisabled(el, tag) {
-      switch (tag) {
-        case 'button': case 'input': case 'select': case 'textarea':
-        case 'option': case 'optgroup': case 'fieldset':
-          if (el.matches(':disabled')) return true;
-      }
+    // Disabled natively (`:disabled`: a form control, or one in a disabled fieldset) or by
+    // `aria-disabled` on it or an ancestor. One function for the snapshot's [disabled] and
+    // for actionable(): a second declaration of this name further down once silently
+    // replaced this one for both.
+    function isDisabled(el) {
+      try { if (el.matches(':disabled')) return true; } catch (e) { /* not an element matches() takes */ }
       return !!el.closest('[aria-disabled="true"]');
     }
 
@@ -865,7 +865,7 @@ function browserRelay(op, arg) {
           else if (v === 'mixed') a += ' [checked=mixed]';
         }
       }
-      if ((INTERACTIVE.has(role) || role === 'group' || el.hasAttribute('aria-disabled')) && isDisabled(el, tag)) {
+      if ((INTERACTIVE.has(role) || role === 'group' || el.hasAttribute('aria-disabled')) && isDisabled(el)) {
         a += ' [disabled]';
       }
       if (tag === 'summary' && role === 'button') {
@@ -1497,14 +1497,6 @@ function browserRelay(op, arg) {
     function holds(el, node) {
       for (let n = node; n; n = n.assignedSlot || n.parentNode || (n.host || null)) {
         if (n === el) return true;
-      }
-      return false;
-    }
-
-    function isDisabled(el) {
-      try { if (el.matches(':disabled')) return true; } catch (e) { /* not a form control */ }
-      for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
-        if (n.getAttribute('aria-disabled') === 'true') return true;
       }
       return false;
     }
