@@ -304,6 +304,31 @@ async fn an_action_answer_carries_the_page_state_an_agent_checks_next() {
     assert_eq!(quiet["page"]["earlier"]["consoleErrors"], json!(["on its own"]), "{quiet}");
 }
 
+/// An action's answer says where it changed the page without a snapshot:
+/// nothing, the part it changed, a part it opened, a part it closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_answer_names_the_part_of_the_page_it_changed() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    env.open("act/parts.html").await;
+    let snap = env.snapshot_text("").await;
+    let click = |name: &str| json!({"kind": "click", "ref": ref_of(&snap, &format!("button \"{name}\""))});
+
+    let nothing = act_ok(&env, click("Nothing")).await;
+    assert!(nothing["page"].get("changed").is_none(), "a click that changes nothing says nothing: {nothing}");
+    let added = act_ok(&env, click("Add")).await;
+    assert_eq!(added["page"]["changed"], json!(["region \"Cart\""]), "{added}");
+    let opened = act_ok(&env, click("Sign in")).await;
+    assert_eq!(opened["page"]["changed"], json!(["dialog \"Sign in\" (new)"]), "{opened}");
+
+    let in_dialog = env.snapshot_text("").await;
+    let closed = act_ok(&env, json!({"kind": "click", "ref": ref_of(&in_dialog, "button \"Close\"")})).await;
+    assert_eq!(closed["page"]["changed"], json!(["dialog \"Sign in\" (gone)"]), "{closed}");
+    // A navigation is the whole page: said by `navigated`, not by parts.
+    let top = act_ok(&env, json!({"kind": "click", "ref": ref_of(&in_dialog, "link \"Top\"")})).await;
+    assert!(top["page"].get("changed").is_none(), "{top}");
+}
+
 /// The network log shows the current page by default: requests since the
 /// tab last loaded a document, each marked with its page; `all` shows the
 /// earlier pages' too.

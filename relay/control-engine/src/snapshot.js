@@ -66,6 +66,15 @@
  *   showLabels({max}) -> {labels, skipped}; hideLabels(): the orange ref overlay (a label
  *       above its box, below it when the box touches the top, inside it when neither fits,
  *       never past an edge of the viewport).
+ *   watchChanges() -> true: starts noting what changes in this frame's document (nodes added
+ *       or removed, text, and the attributes that show or hide: hidden, open, style, class,
+ *       aria-*), for the changedParts after an action.
+ *   changedParts({max}) -> {parts: ["dialog \"Sign in\" (new)", "main"], more}: stops
+ *       noting; each change's nearest part an agent would name (a dialog, an alert, a
+ *       landmark, a form, a named region, a table, a list, a menu, a tab panel; else the
+ *       page), inner parts over the parts that hold them, in document order, at most `max`
+ *       (`more`: how many others). A part the action added says `(new)`, one it hid or
+ *       closed `(gone)`. [] when nothing changed or nothing was being noted.
  *   describe(element) -> {role, name, hidden, unreachable}. `role` is the snapshot role,
  *       or "generic" / "none" for nodes the snapshot does not emit as a line; `name` is
  *       the full (uncut) accessible name; `hidden` is whether the snapshot would omit it;
@@ -1707,6 +1716,90 @@ function browserRelay(op, arg) {
       return true;
     }
 
+    // ---------------------------------------------------------------- what an action changed
+    // The roles whose element an agent would name as the part of the page that changed.
+    const PARTS = new Set(['dialog', 'alertdialog', 'alert', 'status', 'banner', 'navigation', 'main',
+      'complementary', 'contentinfo', 'form', 'search', 'region', 'table', 'grid', 'list', 'menu',
+      'listbox', 'tablist', 'tabpanel', 'tree', 'article']);
+    // Changes a page makes to itself all the time (a caret, an animation) would name parts
+    // nobody touched: only these attributes count.
+    const SHOWING = ['hidden', 'open', 'style', 'class', 'aria-expanded', 'aria-hidden', 'aria-selected',
+      'aria-checked', 'aria-pressed', 'aria-disabled', 'aria-invalid', 'aria-busy', 'disabled'];
+    const NOTED_MAX = 2000;
+
+    function watchChanges() {
+      const old = G.__browserRelayWatch;
+      if (old) old.observer.disconnect();
+      const W = { changed: [], added: new Set() };
+      W.observer = new MutationObserver((records) => noteChanges(W, records));
+      W.observer.observe(document, {
+        subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: SHOWING,
+      });
+      G.__browserRelayWatch = W;
+      return true;
+    }
+
+    function noteChanges(W, records) {
+      for (let i = 0; i < records.length && W.changed.length < NOTED_MAX; i++) {
+        const r = records[i];
+        const at = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+        if (at) W.changed.push(at);
+        for (let j = 0; j < r.addedNodes.length; j++) {
+          const n = r.addedNodes[j];
+          if (n.nodeType === 1) { W.added.add(n); W.changed.push(n); }
+        }
+      }
+    }
+
+    // The nearest part holding `el` (its own element when it is one), or null for the page.
+    function partOf(el) {
+      for (let n = el; n && n.nodeType === 1; n = flatParent(n)) {
+        if (n === document.body || n === document.documentElement) return null;
+        if (PARTS.has(roleOf(n)) && !isHiddenFull(n)) return n;
+      }
+      return null;
+    }
+
+    function partName(el) {
+      const role = roleOf(el);
+      const name = cut(nameOf(el, role).name, 40);
+      return name ? role + ' "' + name + '"' : role;
+    }
+
+    function changedParts(a) {
+      const W = G.__browserRelayWatch;
+      G.__browserRelayWatch = undefined;
+      if (!W) return { parts: [], more: 0 };
+      noteChanges(W, W.observer.takeRecords());
+      W.observer.disconnect();
+      const parts = new Set();
+      const gone = new Set();
+      let page = false;
+      for (let i = 0; i < W.changed.length; i++) {
+        let el = W.changed[i];
+        // (A node taken out was noted as a change of the node it left.)
+        if (!el.isConnected) continue;
+        if (isHiddenFull(el)) {
+          // Hidden now: a part that closed, in whatever part still shows.
+          if (PARTS.has(roleOf(el)) && !W.added.has(el)) gone.add(el);
+          el = flatParent(el);
+          if (!el) continue;
+        }
+        const part = partOf(el);
+        if (part) parts.add(part); else page = true;
+      }
+      // The inner parts say where: a part that holds another is left to it.
+      const shown = Array.from(parts);
+      const inner = shown.filter((p) => !shown.some((q) => q !== p && p.contains(q)));
+      const list = inner.concat(Array.from(gone));
+      list.sort((x, y) => (x.compareDocumentPosition(y) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
+      const isNew = (p) => { for (let n = p; n; n = n.parentElement) if (W.added.has(n)) return true; return false; };
+      const named = list.map((p) => partName(p) + (gone.has(p) ? ' (gone)' : isNew(p) ? ' (new)' : ''));
+      if (page && !named.length) named.push('the page');
+      const max = (a && a.max) || 3;
+      return { parts: named.slice(0, max), more: Math.max(0, named.length - max) };
+    }
+
     return function run(op, arg) {
       styleCache = new Map();
       roleCache = new Map();
@@ -1727,6 +1820,8 @@ function browserRelay(op, arg) {
           return (S && S.frames && S.frames[arg]) || null;
         }
         case 'describe': return describe(arg);
+        case 'watchChanges': return watchChanges();
+        case 'changedParts': return changedParts(arg);
         case 'actionable': return actionable(arg);
         case 'focusForTyping': return focusForTyping(arg);
         case 'setValue': return setValue(arg);

@@ -31,6 +31,7 @@ use crate::api::{
 };
 use crate::engine::Engine;
 use crate::error::ControlError;
+use crate::in_page::{self, LiveFrame};
 use crate::keys::{self, Chord};
 use crate::navigation::{MainFrameMove, main_frame_move};
 use crate::refs::RefsJoin;
@@ -57,6 +58,7 @@ impl Handle<Act> for Engine {
         page.conn.catch_up().await;
         let earlier = Some(page.conn.take_news(&page.id)).filter(|trouble| !trouble.is_empty());
         let mark = page.conn.network_mark(&page.id);
+        let watching = watch_changes(&page).await;
         let kind = action.kind();
         // A dialog the action opens pauses the page (and our input events)
         // until it is answered: the action happened, and the dialog is the
@@ -113,10 +115,12 @@ impl Handle<Act> for Engine {
         let (url, title) = self.location_after(&page, dialog.is_some(), location).await.unwrap_or_default();
         let caused = page.conn.take_news(&page.id);
         let new_tabs = tabs_among(&page, &new_tabs);
+        // A paused page answers no script; a new document has nothing to compare.
+        let changed = changed_parts(&page, watching && dialog.is_none() && !outcome.navigated).await;
         if (snapshot || diff) && dialog.is_none() {
             self.snapshot_after(&page, snapshot, diff, &mut outcome).await?;
         }
-        outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs });
+        outcome.page = Some(PageState { url, title, dialog, caused, earlier, new_tabs, changed });
         Ok(Profiled::new(&page.profile, outcome))
     }
 }
@@ -131,6 +135,41 @@ fn modifier_bits(modifiers: &[String]) -> Result<i64, ControlError> {
             .ok_or_else(|| ControlError::BadRequest(format!("modifier '{name}': use Alt, Control, Meta or Shift")))?;
     }
     Ok(bits)
+}
+
+/// How many parts of the page an action's answer names as changed.
+const CHANGED_PARTS_MAX: usize = 3;
+
+/// Starts noting what changes in the page's document (`snapshot.js`
+/// `watchChanges`), so the answer can say where the action changed it;
+/// whether it could (a page that answers no script yet: no word on it).
+async fn watch_changes(page: &PageTarget) -> bool {
+    let main = LiveFrame::main(&page.session, &page.id);
+    in_page::call_script::<bool>(&page.conn, &main, "watchChanges", Value::Null).await.unwrap_or(false)
+}
+
+/// Where the page changed since [`watch_changes`] (`snapshot.js`
+/// `changedParts`), as the answer names it; nothing unless `ask`.
+async fn changed_parts(page: &PageTarget, ask: bool) -> Vec<String> {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Changed {
+        parts: Vec<String>,
+        more: usize,
+    }
+    if !ask {
+        return Vec::new();
+    }
+    let main = LiveFrame::main(&page.session, &page.id);
+    let arg = serde_json::json!({ "max": CHANGED_PARTS_MAX });
+    let Ok(changed) = in_page::call_script::<Changed>(&page.conn, &main, "changedParts", arg).await else {
+        return Vec::new();
+    };
+    let mut parts = changed.parts;
+    if changed.more > 0 {
+        parts.push(format!("and {} more", changed.more));
+    }
+    parts
 }
 
 /// The tabs of `page`'s browser that `ids` names, as an action's answer

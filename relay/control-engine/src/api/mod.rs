@@ -1073,6 +1073,12 @@ pub struct PageState {
     /// their first page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_tabs: Vec<NewTab>,
+    /// Where the page changed when it did not navigate: the parts an agent
+    /// would name (`dialog "Sign in" (new)`, `form "Search"`, `main`,
+    /// `menu (gone)`, else `the page`), the innermost first in page order,
+    /// at most three and `and N more`; empty when nothing changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// What went wrong on a tab in a span of time: the newest few console
