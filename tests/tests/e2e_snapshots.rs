@@ -407,3 +407,24 @@ fn ref_lines_parse() {
     assert_eq!(parse_ref_line("- textbox [ref=e9]: hello"), Some(("textbox".into(), String::new())));
     assert_eq!(parse_ref_line("- heading \"Title\" [level=1]"), None);
 }
+
+/// A long snapshot of a page the agent (or the person) scrolled down comes
+/// first as the part in view, saying so; `part=1` still gives the top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_snapshot_of_a_scrolled_page_starts_with_the_part_in_view() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    let tab = env.open("snap/big.html").await;
+    let notes = |answer: &Value| answer["notes"].to_string();
+    let top = env.api.ok("GET", "/snapshot?limit=100000&maxChars=20000", None).await;
+    assert!(notes(&top).contains("part 1 of"), "{}", notes(&top));
+    assert!(!top["snapshot"].as_str().unwrap().contains("\"R299C4\""), "the table's last row is far below");
+
+    env.eval(&tab, "window.scrollTo(0, document.scrollingElement.scrollHeight)").await;
+    let seen = env.api.ok("GET", "/snapshot?limit=100000&maxChars=20000", None).await;
+    let text = seen["snapshot"].as_str().unwrap();
+    assert!(text.contains("\"R299C4\""), "the part with what is in view: {}", notes(&seen));
+    assert!(notes(&seen).contains("the one in view") && !notes(&seen).contains("part 1 of"), "{}", notes(&seen));
+    let first = env.api.ok("GET", "/snapshot?limit=100000&maxChars=20000&part=1", None).await;
+    assert_eq!(first["snapshot"], top["snapshot"], "part=1 is the top, as before");
+}

@@ -186,6 +186,8 @@ pub(crate) mod answer {
         pub ref_next: u32,
         /// Iframes it could not enter, in document order.
         pub frames: Vec<WalkedFrame>,
+        /// On a page scrolled down, the first line in view.
+        pub view_line: Option<usize>,
     }
 
     #[derive(Debug, Clone, Default, Deserialize)]

@@ -20,7 +20,9 @@
  *   snapshot(opts)   opts = {interactive, compact, lean, maxDepth, limit, refStart, selector,
  *                            keep, optionsMax}
  *       -> {lines, refs: [{ref, role, name, nth}], frames: [{line, depth}], nodes, limitHit,
- *           depthCut, refNext, error?}
+ *           depthCut, refNext, viewLine, error?}
+ *       `viewLine`: on a page scrolled down, the index of the first line whose element starts
+ *       in or below the viewport's top (null when not scrolled, or none does).
  *       Without `keep`, replaces the previous refs of this world and numbers refs from
  *       refStart. With `keep` (the numbers of the refs the engine still has for this frame: a
  *       partial snapshot merges), the world drops every other ref it held, an element that
@@ -1183,8 +1185,19 @@ function browserRelay(op, arg) {
       const scope = opts.selector || null;
       const R = {
         lines: [], refs: [], frames: [], frameEls: [], nodes: 0, limitHit: false, depthCut: 0, stop: false,
-        next,
+        next, viewLine: null,
       };
+      // A page scrolled down: the first line whose element starts in or below the viewport's
+      // top (the engine's first part of a long snapshot is the one in view). Not scrolled:
+      // the top is in view, and nothing is measured.
+      const scroller = document.scrollingElement;
+      let findView = !!(scroller && scroller.scrollTop > 0);
+      function noteView(it, idx) {
+        if (!findView || !it.el || !it.el.getBoundingClientRect) return;
+        // (An element without a box, such as a closed select's option, is nowhere.)
+        const box = it.el.getBoundingClientRect();
+        if ((box.width || box.height) && box.top >= 0) { R.viewLine = idx; findView = false; }
+      }
       const nth = new Map();
       const pad = [''];
       // The lean format (the default): one space a level; the full one: two.
@@ -1234,6 +1247,7 @@ function browserRelay(op, arg) {
           const h = head(it);
           const k = it.kids;
           const idx = R.lines.length;
+          noteView(it, idx);
           line1(it, h, k, depth);
           if (it.frame === 2 && depth + 1 <= maxDepth && !R.stop) {
             R.frames.push({ line: idx, depth: depth + 1 });
@@ -1286,6 +1300,7 @@ function browserRelay(op, arg) {
           }
           if (it.refd) {
             if (!room()) return;
+            noteView(it, R.lines.length);
             R.lines.push(head(it) + (it.value !== undefined ? ': ' + it.value : ''));
           }
           if (it.kids.length) interactive(it.kids, sdepth + 1);
@@ -1363,6 +1378,7 @@ function browserRelay(op, arg) {
       S.frames = R.frameEls;
       return {
         lines: R.lines, refs: R.refs, frames: R.frames, nodes: R.nodes, limitHit: R.limitHit, depthCut: R.depthCut,
+        viewLine: R.viewLine,
         refNext: R.next,
       };
     }

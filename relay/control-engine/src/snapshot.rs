@@ -67,6 +67,8 @@ struct Walk {
     nodes: u32,
     limit_hit: bool,
     depth_cut: u32,
+    /// On a page scrolled down, the first line in view (after splicing).
+    view_line: Option<usize>,
 }
 
 struct WalkParams<'a> {
@@ -113,7 +115,9 @@ async fn take_ai(
     let mut notes = walk_notes(&walk, options, limit);
     let max_chars = options.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
     let parts = parts(&walk.lines, max_chars);
-    let part = options.part.unwrap_or(1).max(1);
+    // Not asked for a part: the one in view (the top, unless the page is scrolled down).
+    let in_view = walk.view_line.and_then(|line| part_holding(&parts, line)).unwrap_or(1);
+    let part = options.part.unwrap_or(in_view).max(1);
     let Some(&(start, end)) = parts.get(part as usize - 1) else {
         return Err(ControlError::BadRequest(format!(
             "part={part}: this snapshot has {} part{} at maxChars={max_chars}",
@@ -133,15 +137,7 @@ async fn take_ai(
     let in_parts = parts.len() > 1;
     if in_parts {
         let total: usize = walk.lines.iter().map(|l| l.len() + 1).sum::<usize>().saturating_sub(1);
-        let next = if part < parts.len() as u32 {
-            format!("part={} gives the next", part + 1)
-        } else {
-            "this is the last".to_string()
-        };
-        notes.push(format!(
-            "cut at maxChars={max_chars}: part {part} of {} ({total} characters in all); {next}; or search it with browser_find (GET /find, `browser-relay find`), narrow it with selector, depth or interactive=true, or raise maxChars",
-            parts.len(),
-        ));
+        notes.push(parts_note(max_chars, part, parts.len(), total, options.part.is_none()));
     }
     let truncated = walk.limit_hit || walk.depth_cut > 0 || in_parts;
     let result = Snapshot {
@@ -177,6 +173,27 @@ fn walk_notes(walk: &Walk, options: &TakeSnapshot, limit: u32) -> Vec<String> {
         });
     }
     notes
+}
+
+/// What the reader of `part` of `count` is told: how to go on; `chosen`:
+/// the engine chose it (the part in view, when not the first).
+fn parts_note(max_chars: usize, part: u32, count: usize, total: usize, chosen: bool) -> String {
+    let next = if (part as usize) < count {
+        format!("part={} gives the next", part + 1)
+    } else {
+        "this is the last".to_string()
+    };
+    let seen =
+        if chosen && part > 1 { " (the one in view: the page is scrolled down; part=1 gives the top)" } else { "" };
+    format!(
+        "cut at maxChars={max_chars}: part {part} of {count}{seen} ({total} characters in all); {next}; or search it with browser_find (GET /find, `browser-relay find`), narrow it with selector, depth or interactive=true, or raise maxChars"
+    )
+}
+
+/// The number (from 1) of the part of `parts` that holds `line`.
+fn part_holding(parts: &[(usize, usize)], line: usize) -> Option<u32> {
+    let index = parts.iter().position(|&(start, end)| start <= line && line < end)?;
+    u32::try_from(index + 1).ok()
 }
 
 /// The snapshot's lines in parts of at most `max_chars` characters each
@@ -304,6 +321,7 @@ fn walk_frame<'a>(
             });
         }
         let lines = out.lines;
+        let view_line = out.view_line;
         let mut walk = Walk {
             nodes: out.nodes,
             limit_hit: out.limit_hit,
@@ -354,6 +372,9 @@ fn walk_frame<'a>(
             let spliced = inserts.entry(line).or_default();
             spliced.extend(sub.lines.into_iter().map(|l| format!("{indent}{l}")));
         }
+        // The frames' lines spliced in before it move the line in view down.
+        walk.view_line = view_line
+            .map(|at| at + inserts.iter().filter(|(line, _)| **line < at).map(|(_, l)| l.len()).sum::<usize>());
         walk.lines = splice(lines, inserts, params.lean);
         Ok(walk)
     })
@@ -543,6 +564,11 @@ mod tests {
         assert_eq!(parts(&lines, 8), [(0, 2), (2, 3), (3, 4), (4, 5)], "a long line is a part of its own");
         assert_eq!(parts(&lines, 14), [(0, 3), (3, 4), (4, 5)]);
         assert_eq!(parts(&[], 10), [(0, 0)], "an empty snapshot is one empty part");
+        let cut = parts(&lines, 14);
+        assert_eq!(part_holding(&cut, 0), Some(1));
+        assert_eq!(part_holding(&cut, 3), Some(2), "the part the line is in");
+        assert_eq!(part_holding(&cut, 4), Some(3));
+        assert_eq!(part_holding(&cut, 5), None, "past the last line");
     }
 
     #[test]
