@@ -1765,6 +1765,8 @@ function browserRelay(op, arg) {
           if (n.nodeType === 1) { W.added.add(n); W.changed.push(n); }
         }
       }
+      // Enough to name three parts; an action that never asks (it failed) holds no more.
+      if (W.changed.length >= NOTED_MAX) W.observer.disconnect();
     }
 
     // The nearest part holding `el` (its own element when it is one), or null for the page.
