@@ -267,6 +267,7 @@ impl RunningServer {
     }
 
     /// `http://127.0.0.1:PORT/?token=…`, the URL for `connectOverCDP`.
+    #[cfg(feature = "testing")]
     pub fn http_url(&self) -> String {
         self.relay.public_base().map(|b| b.http_url()).unwrap_or_default()
     }

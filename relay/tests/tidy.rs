@@ -427,9 +427,11 @@ fn the_code_maps_dependency_list_is_the_cargo_files() {
     let mut actual = std::collections::BTreeMap::new();
     for dir in product_crates() {
         let manifest = std::fs::read_to_string(root.join(&dir).join("Cargo.toml")).unwrap();
+        // A crate's dev-dependency on itself turns on its `testing`
+        // feature for its own tests: not an edge of the map.
         let mut deps: Vec<String> = manifest
             .lines()
-            .filter(|line| line.contains("path = "))
+            .filter(|line| line.contains("path = ") && !line.contains(r#"path = ".""#))
             .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim().to_string()))
             .filter(|name| names.contains(name))
             .collect();

@@ -366,6 +366,7 @@ pub enum RelayMessage<'a> {
 
 impl RelayMessage<'_> {
     /// The call id, for messages the extension must answer.
+    #[cfg(any(test, feature = "testing"))]
     pub fn call_id(&self) -> Option<CallId> {
         match self {
             Self::DebuggerAttach { id, .. }

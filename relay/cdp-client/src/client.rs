@@ -179,7 +179,7 @@ enum Outgoing {
     Close,
 }
 
-/// The `User-Agent` of [`CdpClient::connect`]: the agent API (the control
+/// The `User-Agent` of every WebSocket this crate opens: the agent API (the control
 /// engine) is the product's client, and this is its name.
 pub const USER_AGENT: &str = concat!("browser-relay/", env!("CARGO_PKG_VERSION"));
 
@@ -199,6 +199,7 @@ impl CdpClient {
     /// Connects to a `ws://` CDP endpoint (browser- or page-level), with
     /// no deadline (a local peer, which may hold the upgrade on purpose),
     /// as [`USER_AGENT`].
+    #[cfg(any(test, feature = "testing"))]
     pub async fn connect(url: &str) -> Result<Self, CdpError> {
         let socket = websocket(url, &Dial::patient())
             .await
@@ -338,6 +339,7 @@ impl CdpClient {
     }
 
     /// Sends a command and waits for its result.
+    #[cfg(feature = "testing")]
     pub async fn call(&self, method: &str, params: Value, session_id: Option<&str>) -> Result<Value, CdpError> {
         self.start_call(method, params, session_id).await
     }
@@ -372,6 +374,7 @@ impl CdpClient {
     /// Sends a command now; `done` runs with its result in the order replies
     /// arrive (never if the connection closes first). For forwarders that
     /// must keep Chrome's reply order, as a browser extension's promises do.
+    #[cfg(feature = "testing")]
     pub fn call_with(
         &self,
         method: &str,
@@ -405,6 +408,7 @@ impl CdpClient {
     }
 
     /// Sends a raw text frame (tests use this to send malformed input).
+    #[cfg(feature = "testing")]
     pub fn send_raw(&self, text: &str) -> bool {
         self.out.send(Outgoing::Text(text.to_string())).is_ok()
     }

@@ -44,6 +44,7 @@ pub async fn json_version_with(endpoint: &str, dial: &Dial) -> Result<Value, End
 }
 
 /// Fetches one of a local browser's `/json/*` documents at `url`.
+#[cfg(feature = "testing")]
 pub async fn json_document(url: &str) -> Result<Value, EndpointError> {
     json_document_with(url, &Dial::default()).await
 }

@@ -1,7 +1,7 @@
 //! HTTP/1.1 requests over hyper's client: a browser's `/json/*` documents
-//! (a remote one over TLS, with its headers: [`get_with`]), and the CLI and
-//! tests talking to the control API ([`request`], loopback; or
-//! [`KeptConnection`], request after request). Bounded in time and size;
+//! (a remote one over TLS, with its headers: [`get_with`]), and the CLI
+//! talking to the control API ([`KeptConnection`], request after request;
+//! tests also `request`, one a connection, loopback). Bounded in time and size;
 //! no redirects.
 
 use std::time::Duration;
@@ -38,6 +38,7 @@ impl HttpResponse {
 }
 
 /// `GET url` → (status, body as text), within 5 s.
+#[cfg(feature = "testing")]
 pub async fn get(url: &str) -> std::io::Result<(u16, String)> {
     let response = tokio::time::timeout(Duration::from_secs(5), request("GET", url, &[], None))
         .await
@@ -53,6 +54,7 @@ const MAX_RESPONSE: usize = 32 << 20;
 /// the control API are on loopback). A JSON `body` is sent with
 /// `Content-Type: application/json`. The response is read up to
 /// [`MAX_RESPONSE`]; the whole exchange within [`REQUEST_WITHIN`].
+#[cfg(any(test, feature = "testing"))]
 pub async fn request(
     method: &str,
     url: &str,

@@ -82,6 +82,7 @@ impl Default for Dial {
 impl Dial {
     /// No deadlines: a loopback peer that may hold an upgrade on purpose
     /// (the relay's `/cdp` waits for its extension before it answers).
+    #[cfg(any(test, feature = "testing"))]
     pub fn patient() -> Self {
         Self { connect_within: Duration::MAX, handshake_within: Duration::MAX, ..Self::default() }
     }

@@ -50,6 +50,8 @@ async fn is_hidden(conn: &Conn, session: &str) -> bool {
 
 /// A ref's element box in the tab's viewport (CSS pixels), after scrolling
 /// it into view.
+// Public with the `testing` feature only, the answer of `Engine::ref_box`.
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ElementBox {
     pub x: f64,
@@ -58,6 +60,7 @@ pub struct ElementBox {
     pub height: f64,
 }
 
+#[cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
 impl ElementBox {
     pub fn center(&self) -> (f64, f64) {
         (self.x + self.width / 2.0, self.y + self.height / 2.0)
@@ -255,6 +258,7 @@ impl Engine {
 
     /// Resolves a ref of the tab's last snapshot to its element's box in the
     /// tab's viewport, scrolling it into view first. Actions click its centre.
+    #[cfg(feature = "testing")]
     pub async fn ref_box(&self, tab: &TabSelector, element_ref: &str) -> Result<ElementBox, ControlError> {
         let page = self.page_target(tab).await?;
         page.unless_dialog(self.ref_box_locked(&page.profile, &page.conn, &page.id, element_ref)).await

@@ -271,10 +271,6 @@ impl Sites {
         Ok(Self(patterns))
     }
 
-    pub fn from_patterns(patterns: Vec<SitePattern>) -> Self {
-        Self(patterns)
-    }
-
     pub fn patterns(&self) -> &[SitePattern] {
         &self.0
     }

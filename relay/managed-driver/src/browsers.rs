@@ -112,6 +112,7 @@ impl ManagedBrowsers {
         self.root.join(if profile.ephemeral { "ephemeral" } else { "profiles" }).join(&profile.name)
     }
 
+    #[cfg(feature = "testing")]
     pub fn user_data_dir(&self, name: &str) -> PathBuf {
         profile_files::user_data_in(&self.profile_dir(name))
     }
@@ -121,6 +122,7 @@ impl ManagedBrowsers {
     }
 
     /// The pipe of the profile's browser, while it runs under this serve.
+    #[cfg(feature = "testing")]
     pub fn pipe(&self, name: &str) -> Option<Arc<Pipe>> {
         self.pipe_in(&self.profile_dir(name))
     }
@@ -145,14 +147,15 @@ impl ManagedBrowsers {
         piped && children.is_browser_on(dir, record)
     }
 
-    /// A new client of the profile's browser (its own session, as a
-    /// WebSocket of its own would be): browser-level or one target.
+    /// [`Self::connect_as_of`] for a request that arrives now.
+    #[cfg(feature = "testing")]
     pub async fn connect(&self, profile: &Profile, endpoint: Endpoint) -> Result<Channels, ManagedError> {
         self.connect_as_of(profile, endpoint, self.arrival(&profile.name)).await
     }
 
-    /// [`Self::connect`] for a request that came at `arrived` and has
-    /// waited since (see [`Arrival`]).
+    /// A new client of the profile's browser (its own session, as a
+    /// WebSocket of its own would be): browser-level or one target, for a
+    /// request that came at `arrived` and has waited since (see [`Arrival`]).
     pub async fn connect_as_of(
         &self,
         profile: &Profile,

@@ -6,7 +6,7 @@
 //! handles, see `process`), to the process that launched it ([`pipe`]): no other local user or process can reach it,
 //! and when that process exits the pipe closes and the browser quits. Every
 //! client (the relay's `/profiles/<name>/` sockets, the control engine)
-//! gets its own session over that one pipe ([`ManagedBrowsers::connect`]).
+//! gets its own session over that one pipe ([`ManagedBrowsers::connect_as_of`]).
 //!
 //! **State.** One [`ManagedBrowsers`] per serve, made once and passed
 //! (its clones share it): it holds the pipes of the browsers that serve

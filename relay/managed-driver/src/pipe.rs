@@ -234,6 +234,7 @@ impl Pipe {
     }
 
     /// Resolves when the pipe closes.
+    #[cfg(feature = "testing")]
     pub async fn closed(&self) {
         self.closed.cancelled().await;
     }

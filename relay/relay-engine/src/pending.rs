@@ -32,7 +32,7 @@ pub(crate) enum Pending {
         hook: Option<ReplyHook>,
         /// When it was queued for the extension: its round trip through the
         /// extension's worker is measured from here
-        /// ([`Relay::extension_round_trips`](crate::Relay::extension_round_trips)).
+        /// (`Relay::extension_round_trips`, for the benchmarks).
         queued_at: Instant,
     },
     /// One of the relay's own calls.

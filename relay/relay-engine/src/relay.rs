@@ -44,6 +44,7 @@ impl PublicBase {
         }
     }
 
+    #[cfg(feature = "testing")]
     pub fn http_url(&self) -> String {
         match &self.token {
             Some(token) => format!("http://{}/?token={}", self.addr, token.as_str()),
@@ -312,6 +313,7 @@ impl Relay {
     /// stage costs, apart from the relay's own and the client's hop (the
     /// extension-path benchmark reads it; `RUST_LOG=relay_engine=trace`
     /// logs each).
+    #[cfg(feature = "testing")]
     pub fn extension_round_trips(&self) -> (u64, std::time::Duration) {
         let nanos = self.0.answered_ns.load(Ordering::Relaxed);
         (self.0.answered.load(Ordering::Relaxed), std::time::Duration::from_nanos(nanos))
@@ -392,6 +394,7 @@ impl Relay {
     }
 
     /// `/json/version`, for the person.
+    #[cfg(feature = "testing")]
     pub fn version_json(&self) -> Value {
         self.version_json_for(&grants::Access::Person)
     }

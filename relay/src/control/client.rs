@@ -158,6 +158,7 @@ impl ControlClient {
         self
     }
 
+    #[cfg(feature = "testing")]
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -214,6 +215,7 @@ impl ControlClient {
     /// It goes over a connection whose server proved the pairing on it; a
     /// 401 (the server forgot the session) proves it again and tries once
     /// more.
+    #[cfg(feature = "testing")]
     pub async fn raw(
         &self,
         method: &str,

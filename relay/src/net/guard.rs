@@ -1,4 +1,4 @@
-//! Who may talk to the relay. One pure function, [`Guard::check`], decides
+//! Who may talk to the relay. One pure function, [`Guard::admit`], decides
 //! every HTTP request and every WebSocket upgrade; the axum middleware in
 //! [`guard_layer`] only feeds it. Each rule is listed in SECURITY.md with the
 //! test that tries to break it.
@@ -159,18 +159,21 @@ impl Guard {
         self.sessions.as_ref()
     }
 
+    #[cfg(feature = "testing")]
     pub fn token(&self) -> Option<&Token> {
         self.token.as_ref()
     }
 
-    /// Decides one request. `query` is the raw query string, if any.
+    /// [`Self::admit`]'s verdict alone (for tests).
+    #[cfg(any(test, feature = "testing"))]
     pub fn check(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<(), Rejection> {
         self.admit(path, query, headers).map(|_| ())
     }
 
-    /// [`Self::check`], and who is let in: the control session the request
-    /// was made in (for the signature of its answer) and whose key it
-    /// presented. One lookup decides all.
+    /// Decides one request (`query` is its raw query string, if any), and
+    /// who is let in: the control session the request was made in (for the
+    /// signature of its answer) and whose key it presented. One lookup
+    /// decides all.
     pub fn admit(&self, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Admitted, Rejection> {
         let host = headers.get(header::HOST).ok_or(Rejection::MissingHost)?;
         let host = host.to_str().unwrap_or("<non-ascii>");
@@ -284,7 +287,7 @@ fn presented_token(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-/// axum middleware: applies [`Guard::check`] to every request before routing.
+/// axum middleware: applies [`Guard::admit`] to every request before routing.
 pub(crate) async fn guard_layer(State(guard): State<Guard>, mut request: Request, next: Next) -> Response {
     let uri = request.uri().clone();
     match guard.admit(uri.path(), uri.query(), request.headers()) {

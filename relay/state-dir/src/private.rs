@@ -259,12 +259,14 @@ pub struct Untrusted {
 
 impl Untrusted {
     /// The file or folder refused.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The commands that fix it, one per line, to run in order.
-    pub fn fix(&self) -> &[String] {
+    #[cfg(test)]
+    pub(crate) fn fix(&self) -> &[String] {
         &self.fix
     }
 }
