@@ -402,6 +402,43 @@ fn product_crates() -> Vec<String> {
     crates
 }
 
+/// The dependencies of a manifest's product sections (`[dependencies]`,
+/// per-target ones too; not dev- or build-dependencies) that turn on a
+/// `testing` feature.
+fn product_deps_with_testing(manifest: &str) -> Vec<String> {
+    let mut in_product = false;
+    let mut found = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_product = line == "[dependencies]" || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
+            continue;
+        }
+        if in_product && !line.starts_with('#') && line.contains("\"testing\"") {
+            found.push(line.split(" = ").next().unwrap_or(line).to_string());
+        }
+    }
+    found
+}
+
+/// What only tests use stays out of the product: no product crate turns on
+/// another's (or its own) `testing` feature but for its tests (ARCHITECTURE.md
+/// invariant 23).
+#[test]
+fn no_product_build_turns_on_a_testing_feature() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    for dir in product_crates() {
+        let manifest = std::fs::read_to_string(root.join(&dir).join("Cargo.toml")).unwrap();
+        found.extend(product_deps_with_testing(&manifest).into_iter().map(|dep| format!("{dir}: {dep}")));
+    }
+    assert!(found.is_empty(), "product dependencies with their testing feature on: {found:?}");
+    let planted = "[dependencies]\ncdp-client = { path = \"../cdp-client\", features = [\"testing\"] }\n\
+                   # x = { features = [\"testing\"] }\n[dev-dependencies]\nme = { path = \".\", features = [\"testing\"] }\n\
+                   [target.'cfg(unix)'.dependencies]\nnix = { version = \"1\", features = [\"testing\"] }\n";
+    assert_eq!(product_deps_with_testing(planted), ["cdp-client", "nix"]);
+}
+
 #[test]
 fn the_code_maps_dependency_list_is_the_cargo_files() {
     // ARCHITECTURE.md's code map lists each crate's dependencies among
