@@ -313,17 +313,23 @@ impl Relay {
 /// `icon` if the dashboard may load it as an image: an `http(s)` address
 /// or an inline image, as a page sets it; anything else Chrome may report
 /// (`chrome://`, `chrome-extension://`, a `javascript:` a page wrote) is
-/// not shown. Loading it repeats a fetch the person's browser already made
-/// for its tab strip; the dashboard sends no referrer with it.
+/// not shown, nor one over [`ICON_MAX`] (a page's inline icon of megabytes
+/// would ride along with every poll of the dashboard). Loading it repeats a
+/// fetch the person's browser already made for its tab strip; the
+/// dashboard sends no referrer with it.
 fn shown_icon(icon: &str) -> Option<String> {
     let lower = icon.trim_start().to_ascii_lowercase();
     let loadable = ["http://", "https://", "data:image/"].iter().any(|scheme| lower.starts_with(scheme));
-    loadable.then(|| icon.to_string())
+    (loadable && icon.len() <= ICON_MAX).then(|| icon.to_string())
 }
+
+/// The longest icon address the dashboard is handed (a 16 px PNG inline
+/// is well under 2 KiB).
+const ICON_MAX: usize = 32 << 10;
 
 #[cfg(test)]
 mod tests {
-    use super::shown_icon;
+    use super::{ICON_MAX, shown_icon};
 
     #[test]
     fn only_web_and_inline_icons_are_shown() {
@@ -341,5 +347,7 @@ mod tests {
         ] {
             assert_eq!(shown_icon(hidden), None, "{hidden}");
         }
+        let huge = format!("data:image/png;base64,{}", "A".repeat(ICON_MAX));
+        assert_eq!(shown_icon(&huge), None, "an inline icon of more than 32 KiB");
     }
 }
