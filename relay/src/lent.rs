@@ -16,6 +16,14 @@ use state_dir::Token;
 use tokio::sync::Notify;
 
 /// The grants of one `serve`.
+/// Why a grant a connection was made under holds no more ([`Lent::now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantEnded {
+    Expired,
+    /// Revoked, or replaced by a new grant of its name.
+    Revoked,
+}
+
 #[derive(Debug)]
 pub struct Lent {
     /// The install's secret (`None` with `--no-auth`: no grant opens
@@ -74,6 +82,16 @@ impl Lent {
     /// The grant named `name`, expired or not.
     pub fn named(&self, name: &str) -> Option<Arc<Grant>> {
         self.keys().named(name).cloned()
+    }
+
+    /// `grant` as it stands now, for a connection made under it (a session,
+    /// the control engine's link): the live grant, or why it ended. One
+    /// given again under the same name is another grant: this one is gone.
+    pub fn now(&self, grant: &Grant) -> Result<Arc<Grant>, GrantEnded> {
+        if grant.expired() {
+            return Err(GrantEnded::Expired);
+        }
+        self.named(grant.name.as_str()).filter(|live| **live == *grant).ok_or(GrantEnded::Revoked)
     }
 
     /// Every grant, as last read.

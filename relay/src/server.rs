@@ -15,6 +15,7 @@ use activity::ActivityRecord;
 
 use crate::control::http::Extras;
 use crate::control::ui::Dashboard;
+use crate::lent::GrantEnded;
 use crate::net::guard::{DEFAULT_EXTENSION_ID, Guard};
 use crate::net::ui_logins::UiLogins;
 use crate::net::{self, BindError, ServeLimits};
@@ -35,14 +36,16 @@ impl SharedTabs for RelayTabs {
     fn connect(&self, grant: Option<&grants::Grant>) -> Result<cdp_client::Channels, ControlError> {
         let access = match grant {
             None => grants::Access::Person,
-            // As the guard admits a grant's key: the grant as it is now,
+            // As the guard admits a grant's session: the grant as it is now,
             // not one that ended (revoked, or given again under its name).
-            Some(grant) => match self.lent.named(grant.name.as_str()) {
-                Some(live) if *live == *grant && !live.expired() => grants::Access::Grant(live),
-                Some(live) if *live == *grant => {
+            Some(grant) => match self.lent.now(grant) {
+                Ok(live) => grants::Access::Grant(live),
+                Err(GrantEnded::Expired) => {
                     return Err(ControlError::NotGranted(format!("the grant '{}' has expired", grant.name)));
                 }
-                _ => return Err(ControlError::NotGranted(format!("the grant '{}' was revoked", grant.name))),
+                Err(GrantEnded::Revoked) => {
+                    return Err(ControlError::NotGranted(format!("the grant '{}' was revoked", grant.name)));
+                }
             },
         };
         let label = relay_engine::ClientLabel::of(Some(cdp_client::USER_AGENT));

@@ -228,14 +228,11 @@ impl Guard {
         }
         match self.sessions.as_ref().and_then(|s| s.session(&presented)) {
             // A grant's session lives as long as its grant.
-            Some((_, grants::Access::Grant(grant))) if grant.expired() => {
-                Err(Rejection::GrantExpired(grant.name.to_string()))
-            }
-            Some((_, grants::Access::Grant(grant)))
-                if !self.lent.as_ref().and_then(|l| l.named(grant.name.as_str())).is_some_and(|live| live == grant) =>
-            {
-                Err(Rejection::WrongToken)
-            }
+            Some((session, grants::Access::Grant(grant))) => match self.lent.as_ref().map(|lent| lent.now(&grant)) {
+                Some(Ok(_)) => Ok(Admitted { session: Some(session), access: grants::Access::Grant(grant) }),
+                _ if grant.expired() => Err(Rejection::GrantExpired(grant.name.to_string())),
+                _ => Err(Rejection::WrongToken),
+            },
             Some((session, access)) => Ok(Admitted { session: Some(session), access }),
             None => Err(Rejection::WrongToken),
         }
