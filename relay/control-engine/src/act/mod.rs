@@ -58,8 +58,9 @@ impl Handle<Act> for Engine {
         page.conn.catch_up().await;
         let earlier = Some(page.conn.take_news(&page.id)).filter(|trouble| !trouble.is_empty());
         let mark = page.conn.network_mark(&page.id);
-        let watching = watch_changes(&page).await;
         let kind = action.kind();
+        // (A tab closed has no page to tell of.)
+        let watching = kind != "close" && watch_changes(&page).await;
         // A dialog the action opens pauses the page (and our input events)
         // until it is answered: the action happened, and the dialog is the
         // page's state now, which the answer reports at once.
