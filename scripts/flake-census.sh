@@ -14,6 +14,9 @@
 # the real-Chromium suites below). A suite that runs longer than
 # FLAKE_CENSUS_SUITE_TIMEOUT seconds (default 1800) counts as failed.
 # Before the first run: ./scripts/setup.sh, ./scripts/build-extension.sh.
+# Every run runs the same build: the test programs and browser-relay are
+# built once and copied to target/flake-census/bin/, so that editing or
+# building the tree while the census runs changes nothing it tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,8 +54,19 @@ for suite in "${suites[@]}"; do
   tests+=(--test "$suite")
 done
 echo "== building ${suites[*]}"
+bin="$out/bin"
+mkdir -p "$bin"
 cargo build -p browser-relay --locked
-cargo test -p e2e --locked --no-run "${tests[@]}"
+cp target/debug/browser-relay "$bin/"
+export BROWSER_RELAY_EXE="$PWD/$bin/browser-relay"
+# cargo names each test program on a line of its own:
+#   Executable tests/e2e_clients.rs (target/debug/deps/e2e_clients-917ec66a92900c61)
+cargo test -p e2e --locked --no-run "${tests[@]}" 2>&1 | tee "$out/build.log"
+for suite in "${suites[@]}"; do
+  program="$(sed -n "s|^ *Executable tests/$suite\.rs (\(.*\))\$|\1|p" "$out/build.log")"
+  [ -n "$program" ] || { echo "no test program for $suite in $out/build.log" >&2; exit 1; }
+  cp "$program" "$bin/$suite"
+done
 # e2e_wine passes without a word when it has no exe to run: give it the
 # one scripts/test.sh gives it, and make its absence a failure.
 if [[ " ${suites[*]} " == *" e2e_wine "* ]]; then
@@ -60,7 +74,8 @@ if [[ " ${suites[*]} " == *" e2e_wine "* ]]; then
   source scripts/cross-env.sh
   echo "== building browser-relay.exe for e2e_wine"
   CARGO_INCREMENTAL=0 cargo build --target x86_64-pc-windows-gnu --target-dir "$cross_target_dir" --locked -p browser-relay
-  export BROWSER_RELAY_WINDOWS_EXE="$cross_target_dir/x86_64-pc-windows-gnu/debug/browser-relay.exe"
+  cp "$cross_target_dir/x86_64-pc-windows-gnu/debug/browser-relay.exe" "$bin/"
+  export BROWSER_RELAY_WINDOWS_EXE="$PWD/$bin/browser-relay.exe"
   export BROWSER_RELAY_REQUIRE_WINE=1
 fi
 
@@ -91,7 +106,8 @@ for run in $(seq 1 "$runs"); do
     log="$out/$suite-$run.log"
     suite_started=$SECONDS
     rc=0
-    TMPDIR="$run_tmp" timeout "$suite_timeout" cargo test -p e2e --locked --test "$suite" >"$log" 2>&1 || rc=$?
+    # In the package's folder, as cargo test runs a test program.
+    (cd tests && TMPDIR="$run_tmp" exec timeout "$suite_timeout" "../$bin/$suite") >"$log" 2>&1 || rc=$?
     echo "== run $run/$runs $suite: exit $rc in $((SECONDS - suite_started)) s"
     # Each test's outcome; for a failure, the first line of its panic.
     awk -v suite="$suite" -v run="$run" '
