@@ -128,7 +128,7 @@ const TOOLS: &[ToolSpec] = &[
     route::<TakeSnapshot>(
         "browser_snapshot",
         Effect::ReadOnly,
-        "The page as a lean accessibility tree: `- role \"name\" [state] [ref=eN]: text`, one space a level, a link's address after ->. Act on the refs (e1, e2, …). A long page comes in parts (part: 2…). full: true is the whole older tree.",
+        "The page as a lean accessibility tree: `role \"name\" [state] [eN]: text`, indented a space a level, a link's address after ->. Act on the refs (e1, e2, …). A long page comes in parts (part: 2…). full: true: the whole tree, as Playwright writes it.",
     ),
     route::<FindInPage>(
         "browser_find",
@@ -395,8 +395,8 @@ impl ShownInProfile for Pdf {}
 impl ShownInProfile for RequestList {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         let mut text = format!(
-            "{} · tab {} · page {} · {} of {} requests (newest last)",
-            answer.profile, answer.target_id, answer.page, answer.shown, answer.total
+            "{} · page {} · {} of {} requests (newest last)",
+            answer.profile, answer.page, answer.shown, answer.total
         );
         for line in answer.lines() {
             text.push('\n');
@@ -417,17 +417,20 @@ impl ShownInProfile for ResponseBody {
 }
 
 /// A snapshot reads as its text, under a line that says which profile and
-/// tab.
+/// page.
 impl ShownInProfile for Snapshot {
     fn content_in(answer: &Profiled<Self>, _media: &state_dir::MediaDir) -> Vec<ContentBlock> {
         let body = answer.text();
-        vec![ContentBlock::text(headed(&answer.profile, &answer.target_id, &answer.title, &answer.url, &body))]
+        vec![ContentBlock::text(headed(&answer.profile, &answer.title, &answer.url, &body))]
     }
 }
 
-/// A page's text under the line that says which profile and tab it is.
-fn headed(profile: &str, target_id: &str, title: &str, url: &str, body: &str) -> String {
-    format!("{profile} · tab {target_id} · {title} · {url}\n{body}")
+/// A page's text under the line that says which profile and page it is.
+/// Not the tab's id: the call named the tab, or meant the current one (as
+/// an action's answer leaves out what the call said); `browser_tabs` lists
+/// the ids, for the agent that moves between tabs.
+fn headed(profile: &str, title: &str, url: &str, body: &str) -> String {
+    format!("{profile} · {title} · {url}\n{body}")
 }
 
 /// An action's outcome reads as what it did: its JSON without what the
@@ -459,7 +462,7 @@ impl ShownInProfile for ActOutcome {
         }
         if let Some(snapshot) = &answer.snapshot {
             let page = answer.page.clone().unwrap_or_default();
-            let text = headed(&answer.profile, &answer.target_id, &page.title, &page.url, snapshot);
+            let text = headed(&answer.profile, &page.title, &page.url, snapshot);
             content.push(ContentBlock::text(text));
         }
         content
@@ -476,7 +479,7 @@ impl ShownInProfile for Found {
         for note in &answer.notes {
             text.push_str(&format!("\n# {note}"));
         }
-        vec![ContentBlock::text(headed(&answer.profile, &answer.target_id, &answer.title, &answer.url, &text))]
+        vec![ContentBlock::text(headed(&answer.profile, &answer.title, &answer.url, &text))]
     }
 }
 
@@ -745,7 +748,7 @@ mod tests {
             target_id: "T1".into(),
             title: "Form".into(),
             url: "http://x/".into(),
-            snapshot: Some("- button \"Go\" [ref=e1]".into()),
+            snapshot: Some("button \"Go\" [e1]".into()),
             notes: vec!["cut at depth 2".into()],
             ..Snapshot::default()
         };
@@ -753,7 +756,7 @@ mod tests {
         let answer = Profiled { profile: "managed".into(), answer };
         let content = answer.content(&state_dir::StateDir::at(state.path()).media());
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
-        assert_eq!(text, "managed · tab T1 · Form · http://x/\n- button \"Go\" [ref=e1]\n# cut at depth 2");
+        assert_eq!(text, "managed · Form · http://x/\nbutton \"Go\" [e1]\n# cut at depth 2");
     }
 
     #[test]
@@ -784,7 +787,7 @@ mod tests {
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(
             text,
-            "managed · tab T1 · page 2 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json\n# 3 more of earlier pages (all: true)"
+            "managed · page 2 · 1 of 7 requests (newest last)\n9.2 404 GET Fetch 2.0 KiB 12 ms http://x/api/missing.json\n# 3 more of earlier pages (all: true)"
         );
         let properties = properties("browser_network_requests");
         assert!(
@@ -803,7 +806,7 @@ mod tests {
             matches: vec![
                 FoundLine {
                     path: "main > form \"Sign up\"".into(),
-                    line: "button \"Go\" [ref=e4]".into(),
+                    line: "button \"Go\" [e4]".into(),
                     element_ref: Some("e4".into()),
                 },
                 FoundLine { path: String::new(), line: "heading \"Go on\" [level=1]".into(), element_ref: None },
@@ -816,7 +819,7 @@ mod tests {
         let text = serde_json::to_value(&content[0]).unwrap()["text"].as_str().unwrap().to_string();
         assert_eq!(
             text,
-            "chrome · tab T1 · Form · http://x/\n2 of 3 matches\nmain > form \"Sign up\" > button \"Go\" [ref=e4]\nheading \"Go on\" [level=1]\n# 3 matches, 2 shown"
+            "chrome · Form · http://x/\n2 of 3 matches\nmain > form \"Sign up\" > button \"Go\" [e4]\nheading \"Go on\" [level=1]\n# 3 matches, 2 shown"
         );
     }
 

@@ -296,7 +296,7 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert!(stdout.contains("CLI"), "{stdout}");
     let (code, snapshot, stderr) = run(&["snapshot", "--interactive"]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(snapshot.trim(), "- textbox \"Name\" [ref=e1]\n- button \"Go\" [ref=e2]");
+    assert_eq!(snapshot.trim(), "textbox \"Name\" [e1]\nbutton \"Go\" [e2]");
     let (_, typed, _) = run(&["type", "e1", "Ada"]);
     assert!(typed.starts_with("ok  data:text/html") && typed.trim().ends_with("CLI  [managed]"), "{typed}");
     let (_, clicked, _) = run(&["click", "e2"]);
@@ -306,8 +306,8 @@ fn agent_commands_drive_the_managed_browser_through_the_control_api() {
     assert_eq!(title.trim(), r#"["clicked","Ada"]"#);
     let (code, found, stderr) = run(&["find", "GO"]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(found.trim(), "button \"Go\" [ref=e2]");
-    assert_eq!(run(&["find", "--role", "textbox"]).1.trim(), "textbox \"Name\" [ref=e1]: Ada");
+    assert_eq!(found.trim(), "button \"Go\" [e2]");
+    assert_eq!(run(&["find", "--role", "textbox"]).1.trim(), "textbox \"Name\" [e1]: Ada");
     assert_eq!(run(&["find", "nothing like it"]).1.trim(), "# no match");
     let (code, json, _) = run(&["press", "Tab", "--json"]);
     assert_eq!(code, 0);
@@ -441,7 +441,7 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     let ToolAnswer { is_error, text, .. } = host.call("browser_open", serde_json::json!({"url": page})).unwrap();
     assert!(!is_error && text.contains("\"title\":\"MCP\""), "{text}");
     let snapshot = host.call("browser_snapshot", serde_json::json!({"interactive": true})).unwrap().text;
-    assert!(snapshot.ends_with("- textbox \"Name\" [ref=e1]\n- button \"Go\" [ref=e2]"), "{snapshot}");
+    assert!(snapshot.ends_with("textbox \"Name\" [e1]\nbutton \"Go\" [e2]"), "{snapshot}");
     assert!(!host.call("browser_type", serde_json::json!({"ref": "e1", "text": "Ada"})).unwrap().is_error);
     assert!(!host.call("browser_click", serde_json::json!({"ref": "e2"})).unwrap().is_error);
     let value = host
@@ -454,7 +454,7 @@ fn an_mcp_host_drives_the_managed_browser_with_tools() {
     assert!(value.contains(r#""result":["clicked","Ada"]"#), "{value}");
     let ToolAnswer { is_error, text: found, .. } =
         host.call("browser_find", serde_json::json!({"text": "go"})).unwrap();
-    assert!(!is_error && found.ends_with("\n1 of 1 matches\nbutton \"Go\" [ref=e2]"), "{found}");
+    assert!(!is_error && found.ends_with("\n1 of 1 matches\nbutton \"Go\" [e2]"), "{found}");
     let ToolAnswer { is_error, image, .. } = host.call("browser_screenshot", serde_json::json!({})).unwrap();
     assert!(!is_error);
     use base64::Engine as _;
@@ -540,7 +540,7 @@ fn every_mcp_tool_is_a_cli_command_from_the_same_table() {
     assert!(opened.contains("Tool"), "{opened}");
     let (code, snapshot, stderr) = run(&["browser_snapshot", r#"{"interactive":true}"#]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(snapshot.contains("- button \"Go\" [ref=e1]"), "{snapshot}");
+    assert!(snapshot.contains("button \"Go\" [e1]"), "{snapshot}");
     let (code, clicked, stderr) = run(&["browser_click", r#"{"ref":"e1"}"#]);
     assert_eq!(code, 0, "{stderr}");
     assert!(clicked.contains("clicked"), "the click's answer names the new title: {clicked}");
@@ -587,7 +587,7 @@ fn mcp_alone_is_enough_in_a_fresh_state_directory() {
     let opened: serde_json::Value = serde_json::from_str(&opened).expect(&opened);
     assert_eq!((opened["profile"].as_str(), opened["title"].as_str()), (Some("managed"), Some("Alone")), "{opened}");
     let snapshot = host.call("browser_snapshot", serde_json::json!({})).unwrap().text;
-    assert!(snapshot.starts_with("managed · tab ") && snapshot.contains("button \"Go\" [ref=e1]"), "{snapshot}");
+    assert!(snapshot.starts_with("managed · Alone · ") && snapshot.contains("button \"Go\" [e1]"), "{snapshot}");
     let ToolAnswer { is_error, text: clicked, .. } =
         host.call("browser_click", serde_json::json!({"ref": "e1"})).unwrap();
     assert!(!is_error, "{clicked}");
@@ -674,7 +674,7 @@ fn the_second_mcp_server_keeps_working_when_the_first_ends() {
     let second_chrome = guard.browser_pid().expect("a managed Chrome of its own");
     assert_ne!(second_chrome, first_chrome);
     let ToolAnswer { is_error, text: snapshot, .. } = second.call("browser_snapshot", serde_json::json!({})).unwrap();
-    assert!(!is_error && snapshot.starts_with("managed · tab "), "{snapshot}");
+    assert!(!is_error && snapshot.starts_with("managed · Shared · "), "{snapshot}");
     assert!(second.close(std::time::Duration::from_secs(10)).unwrap().success());
     within("the second's Chrome to go with it", 10, || !chromium::group_runs(second_chrome));
     assert_no_token(home.path(), "the MCP servers' log", "");
@@ -722,7 +722,7 @@ fn run_sh_then_agent_commands_with_no_flags() {
     let opened = agent(&["open", page]);
     assert!(opened.contains("  Plain  ") && opened.trim().ends_with("[managed]"), "{opened}");
     let snapshot = agent(&["snapshot"]);
-    assert!(snapshot.contains("button \"Press me\" [ref=e1]"), "{snapshot}");
+    assert!(snapshot.contains("button \"Press me\" [e1]"), "{snapshot}");
     let clicked = agent(&["click", "e1"]);
     assert!(clicked.trim().ends_with("pressed  [managed]"), "{clicked}");
     let tabs = agent(&["tabs"]);
@@ -785,7 +785,7 @@ fn an_mcp_action_answer_tells_what_the_action_caused() {
         host.call("browser_open", serde_json::json!({"url": format!("{site}/")})).unwrap();
     assert!(!is_error, "{opened}");
     let snapshot = host.call("browser_snapshot", serde_json::json!({})).unwrap().text;
-    assert!(snapshot.contains("button \"Open\" [ref=e3]"), "{snapshot}");
+    assert!(snapshot.contains("button \"Open\" [e3]"), "{snapshot}");
     let click = |host: &mut McpHost, element: &str| -> serde_json::Value {
         let ToolAnswer { is_error, text, .. } =
             host.call("browser_click", serde_json::json!({"ref": element})).unwrap();

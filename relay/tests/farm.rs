@@ -276,7 +276,7 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     let tab = serve.api_ok("POST", "/tabs/open", Some(json!({"url": page}))).await;
     assert_eq!((tab["profile"].as_str(), tab["title"].as_str()), (Some("farm"), Some("Farm")), "{tab}");
     let snapshot = serve.api_ok("GET", "/snapshot?interactive=true", None).await;
-    assert_eq!(snapshot["snapshot"].as_str().map(str::trim), Some("- button \"Go\" [ref=e1]"), "{snapshot}");
+    assert_eq!(snapshot["snapshot"].as_str().map(str::trim), Some("button \"Go\" [e1]"), "{snapshot}");
     let clicked = serve.api_ok("POST", "/act", Some(json!({"kind": "click", "ref": "e1"}))).await;
     assert!(clicked.to_string().contains("clicked"), "the page's title after the click: {clicked}");
 
@@ -289,7 +289,7 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     assert!(code == 0 && tabs.contains("clicked"), "{tabs}{stderr}");
     assert_eq!(serve.cli(&["open", page]).await.0, 0);
     let (_, snapshot, _) = serve.cli(&["snapshot", "--interactive"]).await;
-    assert_eq!(snapshot.trim(), "- button \"Go\" [ref=e1]");
+    assert_eq!(snapshot.trim(), "button \"Go\" [e1]");
     let (code, clicked, stderr) = serve.cli(&["click", "e1"]).await;
     assert!(code == 0 && clicked.contains("clicked  [farm]"), "{clicked}{stderr}");
     let (_, profiles, _) = serve.cli(&["profiles"]).await;
@@ -332,7 +332,7 @@ async fn drive_every_surface(config: &str, secret: &str, headers: bool) {
     .unwrap();
     assert_eq!(init["serverInfo"]["name"], "browser-relay", "{init}");
     assert!(!status.is_error && status.text.contains("external"), "{}", status.text);
-    assert!(snapshot.text.ends_with("- button \"Go\" [ref=e1]"), "{}", snapshot.text);
+    assert!(snapshot.text.ends_with("button \"Go\" [e1]"), "{}", snapshot.text);
     assert!(!clicked.is_error && clicked.text.contains("clicked"), "{}", clicked.text);
     assert!(exit.success(), "{exit:?}");
     serve.assert_clean("the MCP server's stderr", &std::fs::read_to_string(serve.path().join("mcp.log")).unwrap());

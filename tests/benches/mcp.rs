@@ -166,8 +166,7 @@ fn ref_of(snapshot: &str, element: &str) -> anyhow::Result<String> {
     snapshot
         .lines()
         .find(|l| l.contains(element))
-        .and_then(|l| l.split("[ref=").nth(1))
-        .and_then(|r| r.split(']').next())
+        .and_then(e2e::control_env::line_ref)
         .map(str::to_string)
         .ok_or_else(|| anyhow::anyhow!("no {element} in {snapshot}"))
 }

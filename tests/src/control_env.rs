@@ -237,6 +237,18 @@ pub fn ref_of(snapshot: &str, needle: &str) -> String {
         .lines()
         .find(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("no line with {needle} in:\n{snapshot}"));
-    let start = line.find("[ref=").unwrap_or_else(|| panic!("no ref on {line}")) + 5;
-    line[start..].split(']').next().unwrap().to_string()
+    line_ref(line).unwrap_or_else(|| panic!("no ref on {line}")).to_string()
+}
+
+/// The ref of a snapshot line in either form: `[e7]` (lean) or `[ref=e7]`
+/// (full), the first attribute that is one.
+pub fn line_ref(line: &str) -> Option<&str> {
+    line.match_indices(" [").find_map(|(at, _)| {
+        let attribute = &line[at + 2..];
+        let attribute = attribute.strip_prefix("ref=").unwrap_or(attribute);
+        let end = attribute.find(']')?;
+        let candidate = &attribute[..end];
+        let digits = candidate.strip_prefix('e')?;
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(candidate)
+    })
 }

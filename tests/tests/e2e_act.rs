@@ -260,7 +260,7 @@ async fn an_action_answer_carries_the_page_state_an_agent_checks_next() {
         act_ok(&env, json!({"kind": "click", "ref": ref_of(&snap, "button \"Quiet\""), "snapshot": true})).await;
     assert!(quiet["page"].get("consoleErrors").is_none(), "{quiet}");
     let fresh = quiet["snapshot"].as_str().expect("the snapshot asked for");
-    assert!(fresh.contains("button \"Popup\" [ref="), "{fresh}");
+    assert!(fresh.contains("button \"Popup\" [e"), "{fresh}");
 
     let popup = act_ok(&env, json!({"kind": "click", "ref": ref_of(fresh, "button \"Popup\"")})).await;
     let new_tabs = popup["page"]["newTabs"].as_array().expect("the popup is reported");
@@ -390,7 +390,7 @@ async fn dialogs_never_deadlock_and_files_upload() {
     assert_eq!(error["error"]["message"], "a dialog 'Hello!' is open (alert): the page is paused until it is answered");
     assert!(error["error"]["hint"].as_str().unwrap().contains("POST /hooks/dialog"), "{error}");
     let paused = env.api.ok("GET", "/snapshot", None).await;
-    assert_eq!(paused["snapshot"], "- dialog \"Hello!\" (alert)", "{paused}");
+    assert_eq!(paused["snapshot"], "dialog \"Hello!\" (alert)", "{paused}");
     assert_eq!(paused["dialog"]["message"], "Hello!", "{paused}");
     for (method, path) in [("POST", "/screenshot"), ("POST", "/pdf")] {
         let started = std::time::Instant::now();
@@ -520,7 +520,8 @@ async fn pdf_and_labelled_screenshots() {
 
     // 300 refs in the viewport: 150 labels at most, the rest reported.
     env.open("act/grid.html").await;
-    let refs = env.snapshot_text("interactive=true").await.lines().filter(|l| l.contains("[ref=")).count();
+    let refs =
+        env.snapshot_text("interactive=true").await.lines().filter(|l| e2e::control_env::line_ref(l).is_some()).count();
     assert_eq!(refs, 300);
     let labelled = env.api.ok("POST", "/screenshot", Some(json!({"labels": true}))).await;
     assert_eq!((labelled["labels"].as_u64(), labelled["skipped"].as_u64()), (Some(150), Some(150)), "{labelled}");

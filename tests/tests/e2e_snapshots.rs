@@ -271,7 +271,7 @@ async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
     let before = env.snapshot_text("").await;
     let ticket = e2e::control_env::ref_of(&before, "button \"Ticket\"");
     let country = e2e::control_env::ref_of(&before, "combobox \"Country\"");
-    assert!(before.contains(&format!("button \"Ticket\" [ref={ticket}]: no file chosen")), "{before}");
+    assert!(before.contains(&format!("button \"Ticket\" [{ticket}]: no file chosen")), "{before}");
 
     // Files set on the input, and an option past the first 25 chosen.
     let paths: Vec<String> = ["report.pdf", "notes.txt"]
@@ -286,13 +286,35 @@ async fn what_an_agent_chooses_shows_in_the_next_snapshot() {
     env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
 
     let after = env.snapshot_text("").await;
-    assert!(after.contains(&format!("button \"Ticket\" [ref={ticket}]: files: report.pdf, notes.txt")), "{after}");
-    let options: Vec<&str> = after.lines().filter(|l| l.trim_start().starts_with("- option \"")).collect();
-    assert!(options.contains(&"  - option \"Spain\" [selected]"), "the chosen one is shown: {after}");
+    assert!(after.contains(&format!("button \"Ticket\" [{ticket}]: files: report.pdf, notes.txt")), "{after}");
+    let options: Vec<&str> = after.lines().filter(|l| l.trim_start().starts_with("option \"")).collect();
+    assert!(options.contains(&"  option \"Spain\" [selected]"), "the chosen one is shown: {after}");
     assert!(!after.contains("\"Romania\" [selected]"), "{after}");
-    assert!(after.contains("- text: … 4 more options"), "Romania went back among the rest: {after}");
+    assert!(after.contains("  text: … 4 more options"), "Romania went back among the rest: {after}");
     let interactive = env.snapshot_text("interactive=true").await;
-    assert!(interactive.contains(&format!("combobox \"Country\" [required] [ref={country}]: Spain")), "{interactive}");
+    assert!(interactive.contains(&format!("combobox \"Country\" [required] [{country}]: Spain")), "{interactive}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_inside_a_sentence_reads_in_it_and_its_ref_acts() {
+    let env = ControlEnv::start().await.unwrap();
+    env.start_browser().await;
+    open_case(&env, "snap/landmarks.html").await;
+    let lean = env.snapshot_text("").await;
+    let sentence = lean.lines().find(|l| l.contains("Some introductory text")).expect("the sentence");
+    let (before, after) = sentence.split_once("[a link](#more) [").unwrap_or_else(|| panic!("{sentence}"));
+    assert_eq!(before.trim_start(), "paragraph: Some introductory text with ", "{lean}");
+    let (link, rest) = after.split_once(']').unwrap();
+    assert_eq!(rest, " inside.", "the sentence goes on after the link: {sentence}");
+    assert!(!lean.contains("link \"a link\""), "the link has no line of its own: {lean}");
+    // A run of links is a list, a line each (the navigation's).
+    assert!(lean.contains("\n  link \"News\" [e2] -> /news\n"), "{lean}");
+    // The full form still has the link on its own line, with the same ref.
+    let full = env.snapshot_text("full=true").await;
+    assert!(full.contains(&format!("- link \"a link\" [ref={link}]:")), "{full}");
+
+    let clicked = env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": link}))).await;
+    assert!(clicked["page"]["url"].as_str().unwrap().ends_with("/snap/landmarks.html#more"), "{clicked}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +327,7 @@ async fn find_answers_with_usable_refs_and_where_they_are() {
     let found = env.api.ok("GET", "/find?text=FAR", None).await;
     assert_eq!(found["total"], 1, "{found}");
     let far = found["matches"][0]["ref"].as_str().unwrap().to_string();
-    assert_eq!(found["matches"][0]["line"], format!("button \"Far away\" [ref={far}]"), "{found}");
+    assert_eq!(found["matches"][0]["line"], format!("button \"Far away\" [{far}]"), "{found}");
     env.api.ok("POST", "/act", Some(json!({"kind": "click", "ref": far}))).await;
     assert_eq!(env.eval(&tab, "document.getElementById('status').textContent").await, "Far clicked");
 
@@ -319,7 +341,7 @@ async fn find_answers_with_usable_refs_and_where_they_are() {
     let found = env.api.ok("GET", "/find?text=spain", None).await;
     assert_eq!(found["total"], 1, "{found}");
     assert_eq!(found["matches"][0]["line"], "option \"Spain\"");
-    assert_eq!(found["matches"][0]["path"], format!("form \"Trip\" > combobox \"Country\" [ref={country}]"), "{found}");
+    assert_eq!(found["matches"][0]["path"], format!("form \"Trip\" > combobox \"Country\" [{country}]"), "{found}");
     let found = env.api.ok("GET", "/find?role=option&name=fish", None).await;
     assert_eq!(found["matches"][0]["ref"], fish.as_str(), "the snapshot's ref: {found}");
     env.api.ok("POST", "/act", Some(json!({"kind": "select", "ref": country, "values": ["Spain"]}))).await;
@@ -332,10 +354,12 @@ async fn find_answers_with_usable_refs_and_where_they_are() {
     assert_eq!((status, error["error"]["code"].as_str()), (400, Some("bad_request")), "{error}");
 }
 
-/// `- role "name" … [ref=eN]` → (role, name).
+/// `role "name" … [eN]` (or the full form's `- role "name" … [ref=eN]`)
+/// → (role, name).
 fn parse_ref_line(line: &str) -> Option<(String, String)> {
-    let rest = line.trim_start().strip_prefix("- ")?;
-    line.contains("[ref=").then_some(())?;
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("- ").unwrap_or(rest);
+    e2e::control_env::line_ref(line)?;
     let role_end = rest.find([' ', ':']).unwrap_or(rest.len());
     let role = rest[..role_end].to_string();
     let after = rest[role_end..].trim_start();
@@ -405,7 +429,11 @@ fn ref_lines_parse() {
         Some(("button".into(), "Save \"now\"".into()))
     );
     assert_eq!(parse_ref_line("- textbox [ref=e9]: hello"), Some(("textbox".into(), String::new())));
+    assert_eq!(parse_ref_line("button \"Save\" [disabled] [e3]"), Some(("button".into(), "Save".into())));
+    assert_eq!(parse_ref_line(" textbox [e9]: [e1]"), Some(("textbox".into(), String::new())));
     assert_eq!(parse_ref_line("- heading \"Title\" [level=1]"), None);
+    assert_eq!(parse_ref_line("heading \"Title\" [level=1]"), None);
+    assert_eq!(parse_ref_line("checkbox \"x\" [expanded] [e12x]"), None, "not a ref");
 }
 
 /// A long snapshot of a page the agent (or the person) scrolled down comes

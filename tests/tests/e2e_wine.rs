@@ -148,7 +148,7 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     })
     .await??;
     anyhow::ensure!(
-        !snapshot.is_error && snapshot.text.contains("Fixture Index") && snapshot.text.contains("[ref=e"),
+        !snapshot.is_error && snapshot.text.contains("Fixture Index") && snapshot.text.contains(" [e"),
         "the MCP snapshot: {}",
         snapshot.text
     );

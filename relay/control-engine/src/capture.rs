@@ -74,14 +74,16 @@ impl Handle<TakeSnapshot> for Engine {
     /// refs left as they were.
     async fn handle(&self, request: Selected<TakeSnapshot>) -> Result<Profiled<Snapshot>, ControlError> {
         let page = match self.page_target(&request.tab).await {
-            Err(ControlError::DialogOpen { .. }) => return self.dialog_snapshot(&request.tab).await,
+            Err(ControlError::DialogOpen { .. }) => {
+                return self.dialog_snapshot(&request.tab, request.request.full).await;
+            }
             page => page?,
         };
         let join = refs_join(&request.request);
         match self.snapshot_of(&page, &request.request, join, snapshot::OptionsListed::FirstFew).await {
             Err(ControlError::DialogOpen { .. }) => {
                 drop(page);
-                self.dialog_snapshot(&request.tab).await
+                self.dialog_snapshot(&request.tab, request.request.full).await
             }
             snapshot => Ok(Profiled::new(&page.profile, snapshot?)),
         }
@@ -120,14 +122,16 @@ fn refs_join(request: &TakeSnapshot) -> RefsJoin {
 }
 
 impl Engine {
-    /// What a snapshot shows while a dialog pauses the page: the dialog.
-    async fn dialog_snapshot(&self, selector: &TabSelector) -> Result<Profiled<Snapshot>, ControlError> {
+    /// What a snapshot shows while a dialog pauses the page: the dialog, as
+    /// a line of the form asked for (`full`: with the `- ` bullet).
+    async fn dialog_snapshot(&self, selector: &TabSelector, full: bool) -> Result<Profiled<Snapshot>, ControlError> {
         let (profile, conn, id) = self.tab(selector).await?;
         let Some(dialog) = conn.open_dialog(&id) else {
             return Err(ControlError::Page("a dialog opened and closed during the snapshot: take it again".into()));
         };
         let (url, title) = conn.tab_url(&id).unwrap_or_default();
-        let mut line = format!("- dialog \"{}\" ({})", dialog.message, dialog.kind);
+        let bullet = if full { "- " } else { "" };
+        let mut line = format!("{bullet}dialog \"{}\" ({})", dialog.message, dialog.kind);
         if let Some(default) = &dialog.default_prompt {
             line.push_str(&format!(": prompt default \"{default}\""));
         }

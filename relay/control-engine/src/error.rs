@@ -158,7 +158,7 @@ pub enum ControlError {
     AmbiguousTab(String),
     #[error("no tab {target_id} in profile '{profile}'; tabs: {tabs}")]
     UnknownTab { profile: String, target_id: String, tabs: String },
-    #[error("'{0}' is not a ref: refs look like e7 (also accepted: @e7, ref=e7)")]
+    #[error("'{0}' is not a ref: refs look like e7 (also accepted: [e7], @e7, ref=e7)")]
     InvalidRef(String),
     #[error("no ref {0} in the last snapshot of this tab")]
     UnknownRef(String),

@@ -3,7 +3,9 @@
 //! reading all of it. The page is walked as for a snapshot (compact, every
 //! option of every `<select>`), its refs merged into the tab's as a partial
 //! snapshot's are (so the refs found are usable at once), and the lines are
-//! matched here, in plain Rust.
+//! matched here, in plain Rust. The page is read in the full form (the
+//! one with a `- ` bullet on every line, which `Line::parse` reads), and
+//! what is found is told as the default (lean) form tells it: `[eN]`.
 
 use crate::api::{FindInPage, Found, FoundLine, Handle, Profiled, Selected, TakeSnapshot};
 use crate::engine::Engine;
@@ -89,7 +91,7 @@ impl Query {
     }
 }
 
-/// One line of an `ai` snapshot: `  - role "name" [attrs] [ref=eN]: inline`.
+/// One line of a full-form `ai` snapshot: `  - role "name" [attrs] [ref=eN]: inline`.
 #[derive(Debug, Clone, PartialEq)]
 struct Line<'a> {
     depth: usize,
@@ -101,6 +103,8 @@ struct Line<'a> {
     inline: Option<&'a str>,
     /// The line without its indentation, `- ` and a trailing `:`.
     body: &'a str,
+    /// Where in `body` the ref's `ref=` is.
+    ref_at: Option<usize>,
 }
 
 impl<'a> Line<'a> {
@@ -111,7 +115,15 @@ impl<'a> Line<'a> {
         let rest = trimmed.strip_prefix("- ")?;
         let body = rest.strip_suffix(':').unwrap_or(rest);
         if let Some(text) = rest.strip_prefix("text: ") {
-            return Some(Self { depth, role: "text", name: None, element_ref: None, inline: Some(text), body });
+            return Some(Self {
+                depth,
+                role: "text",
+                name: None,
+                element_ref: None,
+                inline: Some(text),
+                body,
+                ref_at: None,
+            });
         }
         if rest.starts_with('/') {
             return None;
@@ -128,18 +140,28 @@ impl<'a> Line<'a> {
             }
         }
         let mut element_ref = None;
+        let mut ref_at = None;
         while let Some(attribute) = after.strip_prefix(" [") {
             let Some(end) = attribute.find(']') else { break };
             if let Some(r) = attribute[..end].strip_prefix("ref=") {
                 element_ref = Some(r);
+                ref_at = Some(rest.len() - attribute.len());
             }
             after = &attribute[end + 1..];
         }
         let inline = after.strip_prefix(": ");
-        Some(Self { depth, role, name, element_ref, inline, body })
+        Some(Self { depth, role, name, element_ref, inline, body, ref_at })
     }
 
-    /// How it reads in a path: `form "Sign up" [ref=e3]`.
+    /// The line as the lean form has it: `button "Go" [e5]`.
+    fn lean_body(&self) -> String {
+        match self.ref_at {
+            Some(at) => format!("{}{}", &self.body[..at], &self.body[at + "ref=".len()..]),
+            None => self.body.to_string(),
+        }
+    }
+
+    /// How it reads in a path: `form "Sign up" [e3]`.
     fn label(&self) -> String {
         let mut label = self.role.to_string();
         if let Some(name) = &self.name {
@@ -147,7 +169,7 @@ impl<'a> Line<'a> {
             label.push_str(&serde_json::to_string(name).unwrap_or_default());
         }
         if let Some(r) = self.element_ref {
-            label.push_str(&format!(" [ref={r}]"));
+            label.push_str(&format!(" [{r}]"));
         }
         label
     }
@@ -169,7 +191,7 @@ pub(crate) fn search(snapshot: &str, query: &Query, limit: usize) -> (usize, Vec
                 let path: Vec<&str> = ancestors.iter().map(|(_, label)| label.as_str()).collect();
                 found.push(FoundLine {
                     path: path.join(" > "),
-                    line: shown(line.body, query),
+                    line: shown(&line.lean_body(), query),
                     element_ref: line.element_ref.map(str::to_string),
                 });
             }
@@ -257,8 +279,12 @@ mod tests {
         assert_eq!((line.name, line.element_ref), (None, Some("e9")));
         let line = Line::parse("  - link \"Home\" [ref=e1]:").unwrap();
         assert_eq!((line.body, line.inline), ("link \"Home\" [ref=e1]", None));
+        assert_eq!(line.lean_body(), "link \"Home\" [e1]");
         let line = Line::parse("- text: a [ref=e7] that is text").unwrap();
         assert_eq!((line.role, line.element_ref, line.inline), ("text", None, Some("a [ref=e7] that is text")));
+        assert_eq!(line.lean_body(), "text: a [ref=e7] that is text", "text is shown as it is");
+        let line = Line::parse(r#"- button "[ref=e1]" [ref=e2]: [ref=e3]"#).unwrap();
+        assert_eq!(line.lean_body(), r#"button "[ref=e1]" [e2]: [ref=e3]"#, "only the ref attribute changes");
         assert_eq!(Line::parse("    - /url: /login"), None, "a property, not a node");
         assert_eq!(Line::parse("# a note"), None);
     }
@@ -272,9 +298,9 @@ mod tests {
             [
                 r#"main > heading "Sign up" [level=1]"#,
                 r#"main > form "Sign up""#,
-                r#"main > form "Sign up" > button "Sign up" [ref=e5]"#,
+                r#"main > form "Sign up" > button "Sign up" [e5]"#,
                 "main > paragraph: Already signed up? Sign in instead.",
-                r#"contentinfo > link "Sign in" [ref=e6]"#,
+                r#"contentinfo > link "Sign in" [e6]"#,
             ]
         );
         let (_, found) = search(PAGE, &query(Some("ADA@"), None, None), 20);
@@ -282,7 +308,7 @@ mod tests {
         let (_, found) = search(PAGE, &query(Some("kingdom"), None, None), 20);
         assert_eq!(
             lines(&found),
-            [r#"main > form "Sign up" > combobox "Country" [ref=e3] > option "United Kingdom" [selected]"#],
+            [r#"main > form "Sign up" > combobox "Country" [e3] > option "United Kingdom" [selected]"#],
             "an option without a ref names its select's ref"
         );
         assert_eq!(search(PAGE, &query(Some("/login"), None, None), 20).0, 0, "urls are not text");
@@ -294,7 +320,7 @@ mod tests {
         assert_eq!(found.iter().map(|f| f.element_ref.as_deref()).collect::<Vec<_>>(), [Some("e1"), Some("e6")]);
         assert_eq!(search(PAGE, &query(None, Some("lin"), None), 20).0, 0);
         let (_, found) = search(PAGE, &query(None, Some("button"), Some("sign up")), 20);
-        assert_eq!(lines(&found), [r#"main > form "Sign up" > button "Sign up" [ref=e5]"#]);
+        assert_eq!(lines(&found), [r#"main > form "Sign up" > button "Sign up" [e5]"#]);
         assert_eq!(search(PAGE, &query(None, None, Some("already")), 20).0, 0, "text is not a name");
         let (_, found) = search(PAGE, &query(None, Some("text"), None), 20);
         assert_eq!(lines(&found), ["contentinfo > text: Copyright 2024"], "text lines have the role text");

@@ -25,9 +25,11 @@ use crate::error::ControlError;
 /// How many tabs' refs are kept (least recently used go first).
 pub(crate) const REF_TABLES_KEPT: usize = 50;
 
-/// `e7`, `@e7` and `ref=e7` all name ref `e7`.
+/// `e7`, `[e7]` (as a snapshot writes it), `@e7` and `ref=e7` (as the full
+/// form and Playwright write it) all name ref `e7`.
 pub(crate) fn parse_ref(input: &str) -> Result<String, ControlError> {
     let trimmed = input.trim();
+    let trimmed = trimmed.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(trimmed);
     let bare = trimmed.strip_prefix('@').or_else(|| trimmed.strip_prefix("ref=")).unwrap_or(trimmed);
     let valid = bare.len() > 1
         && bare.starts_with('e')
@@ -221,11 +223,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_three_spellings_of_a_ref() {
-        for spelling in ["e7", "@e7", "ref=e7", " e7 "] {
+    fn the_spellings_of_a_ref() {
+        for spelling in ["e7", "[e7]", "@e7", "ref=e7", "[ref=e7]", " e7 "] {
             assert_eq!(parse_ref(spelling).unwrap(), "e7", "{spelling}");
         }
-        for bad in ["", "e", "7", "e07", "E7", "e7x", "ref=", "@", "f1"] {
+        for bad in ["", "e", "7", "e07", "E7", "e7x", "ref=", "@", "f1", "[e7", "[]", "[[e7]]"] {
             let error = parse_ref(bad).unwrap_err();
             assert!(matches!(error, ControlError::InvalidRef(_)), "{bad}");
         }

@@ -134,8 +134,14 @@
  *     (below) always, then a name is not said twice (an only child that says nothing but its
  *     parent's name goes: `- cell "x"` over `- paragraph: x`; a parent whose only child is a
  *     ref'd element of the same name leaves the name to the child), and rendered with one
- *     space a level, no ':' before children, and a link's address on its own line after
- *     ` -> ` (`- link "News" [ref=e2] -> /news`; a link's other content as child lines).
+ *     space a level and no `- ` bullet (the indentation alone says the depth), no ':' before
+ *     children, a ref as `[eN]`, and a link's address on its own line after ` -> `
+ *     (`link "News" [e2] -> /news`; a link's other content as child lines). Prose goes on
+ *     one line: a node whose children are text with links between them (never two links in a
+ *     row) has them inline, each link as `[name](address) [eN]`
+ *     (`paragraph: Some text with [a link](#more) [e10] inside.`), when the link has a name
+ *     without brackets, an address without spaces, and no state, value or content. The
+ *     interactive mode's lines read the same (`button "Go" [e1]`).
  *     A name that came from content (a cell, a heading) says what its children say: the
  *     children go when nothing below has a ref, an address, a value or a frame; else the name
  *     goes when the children say all of it (no text was left out for the name), and a name cut
@@ -1203,6 +1209,9 @@ function browserRelay(op, arg) {
       // The lean format (the default): one space a level; the full one: two.
       const lean = !!opts.lean;
       const unit = lean ? ' ' : '  ';
+      // The lean form marks a line by its indentation alone, and a ref as `[eN]`; the full
+      // one is Playwright's aria snapshot (`- ` bullets, `[ref=eN]`).
+      const bullet = lean ? '' : '- ';
       function indent(d) {
         while (pad.length <= d) pad.push(pad[pad.length - 1] + unit);
         return pad[d];
@@ -1212,26 +1221,49 @@ function browserRelay(op, arg) {
         R.nodes++;
         return true;
       }
+      // A ref'd node's ref, given (or kept) in output order.
+      function refOf(it) {
+        const key = it.role + '\u0000' + it.name;
+        const n = nth.get(key) || 0;
+        nth.set(key, n + 1);
+        let ref = byEl ? byEl.get(it.el) : undefined;
+        if (ref === undefined) {
+          while (S.refs.has('e' + next)) next++;
+          ref = 'e' + next++;
+        }
+        R.refs.push({ ref, role: it.role, name: it.name, nth: n });
+        S.refs.set(ref, it.el);
+        S.meta.set(ref, { role: it.role, name: it.name, nth: n, scope, optionsMax });
+        R.next = next;
+        return ref;
+      }
       function head(it) {
-        let h = '- ' + it.role;
+        let h = bullet + it.role;
         if (it.name) h += ' ' + JSON.stringify(it.name);
         h += it.attrs;
         if (it.refd) {
-          const key = it.role + '\u0000' + it.name;
-          const n = nth.get(key) || 0;
-          nth.set(key, n + 1);
-          let ref = byEl ? byEl.get(it.el) : undefined;
-          if (ref === undefined) {
-            while (S.refs.has('e' + next)) next++;
-            ref = 'e' + next++;
-          }
-          R.refs.push({ ref, role: it.role, name: it.name, nth: n });
-          S.refs.set(ref, it.el);
-          S.meta.set(ref, { role: it.role, name: it.name, nth: n, scope, optionsMax });
-          h += ' [ref=' + ref + ']';
+          const ref = refOf(it);
+          h += lean ? ' [' + ref + ']' : ' [ref=' + ref + ']';
         }
         R.next = next;
         return h;
+      }
+      // A link that reads inside a sentence as `[name](address) [eN]`: one with a name and an
+      // address and nothing else to say (no state, value or content), and nothing in its name
+      // or address that would end the brackets early.
+      function inlineLink(it) {
+        return it.role === 'link' && it.refd && it.url !== undefined && !/\s/.test(it.url)
+          && it.name && !/[[\]]/.test(it.name) && !it.attrs && it.value === undefined && !it.kids.length;
+      }
+      // Prose: text with links between, never two links in a row (a run of links is a list,
+      // which reads better a line each).
+      function prose(k) {
+        let text = false;
+        for (let j = 0; j < k.length; j++) {
+          if (k[j].t !== undefined) { text = true; continue; }
+          if (!inlineLink(k[j]) || (j > 0 && k[j - 1].t === undefined)) return false;
+        }
+        return text && k.length > 1;
       }
       function full(items, depth) {
         for (let i = 0; i < items.length && !R.stop; i++) {
@@ -1239,7 +1271,7 @@ function browserRelay(op, arg) {
           if (it.t !== undefined) {
             if (depth > maxDepth) { R.depthCut++; continue; }
             if (!room()) return;
-            R.lines.push(indent(depth) + '- text: ' + it.t);
+            R.lines.push(indent(depth) + bullet + 'text: ' + it.t);
             continue;
           }
           if (depth > maxDepth) { R.depthCut += countNodes(it); continue; }
@@ -1268,6 +1300,17 @@ function browserRelay(op, arg) {
           for (let j = 0; j < it.kids.length && it.opts; j++) R.depthCut += countNodes(it.kids[j]);
         } else if (it.url === undefined && k.length === 1 && k[0].t !== undefined) {
           R.lines.push(indent(depth) + h + ': ' + k[0].t);
+        } else if (lean && it.url === undefined && it.value === undefined && depth + 1 <= maxDepth
+          && prose(k) && R.nodes + k.length <= limit) {
+          // The lean form keeps a sentence on one line, its links in it.
+          R.nodes += k.length;
+          let line = indent(depth) + h + ':';
+          for (const c of k) {
+            const word = c.t !== undefined ? c.t : '[' + c.name + '](' + c.url + ') [' + refOf(c) + ']';
+            // (punctuation after a link follows it, as on the page)
+            line += (/^[.,;:!?)\]}»”’]/.test(word) ? '' : ' ') + word;
+          }
+          R.lines.push(line);
         } else if (!lean && (it.url !== undefined || (k.length && depth + 1 <= maxDepth))) {
           R.lines.push(indent(depth) + h + ':');
           if (it.url !== undefined) R.lines.push(indent(depth + 1) + '- /url: ' + it.url);

@@ -76,8 +76,8 @@ struct WalkParams<'a> {
     tab: &'a str,
     interactive: bool,
     compact: bool,
-    /// The lean form (the default): one space a level, no `:` before
-    /// children, a link's address on its line.
+    /// The lean form (the default): one space a level, no `- ` bullet,
+    /// no `:` before children, a ref as `[eN]`, a link's address on its line.
     lean: bool,
     merge_into: Option<&'a RefTable>,
     /// Options per `<select>`; `None`: all.
@@ -287,6 +287,11 @@ impl WalkParams<'_> {
         })
     }
 
+    /// What starts a line after its indentation: nothing in the lean form.
+    fn bullet(&self) -> &'static str {
+        if self.lean { "" } else { "- " }
+    }
+
     /// The indentation of a line `depth` levels down.
     fn indent(&self, depth: u32) -> String {
         match (self.interactive, self.lean) {
@@ -359,7 +364,11 @@ fn walk_frame<'a>(
                 Err(error) => {
                     // One unreachable iframe must not cost the whole snapshot.
                     let indent = params.indent(depth);
-                    inserts.entry(line).or_default().push(format!("{indent}- text: (frame not readable: {error})"));
+                    let bullet = params.bullet();
+                    inserts
+                        .entry(line)
+                        .or_default()
+                        .push(format!("{indent}{bullet}text: (frame not readable: {error})"));
                     continue;
                 }
             };

@@ -643,16 +643,16 @@ pub struct Found {
 /// One matching line of the snapshot, and where it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FoundLine {
-    /// The ancestors, outermost first: `main > form "Sign up" [ref=e3]`.
+    /// The ancestors, outermost first: `main > form "Sign up" [e3]`.
     pub path: String,
-    /// The line as the snapshot writes it, without its `- `.
+    /// The line as the default (lean) snapshot writes it.
     pub line: String,
     #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
     pub element_ref: Option<String>,
 }
 
 impl FoundLine {
-    /// `main > form "Sign up" > textbox "Email" [ref=e2]`: how agents read it.
+    /// `main > form "Sign up" > textbox "Email" [e2]`: how agents read it.
     pub fn text(&self) -> String {
         if self.path.is_empty() { self.line.clone() } else { format!("{} > {}", self.path, self.line) }
     }

@@ -183,7 +183,7 @@ impl Canned for TakeSnapshot {
                 url: "about:blank".into(),
                 title: "Fake".into(),
                 format: request.request.format,
-                snapshot: Some("- button \"Go\" [ref=e1]".into()),
+                snapshot: Some("button \"Go\" [e1]".into()),
                 nodes: None,
                 refs: 1,
                 node_count: 1,
@@ -205,7 +205,7 @@ impl Canned for FindInPage {
                 total: 1,
                 matches: vec![FoundLine {
                     path: "main".into(),
-                    line: "button \"Go\" [ref=e1]".into(),
+                    line: "button \"Go\" [e1]".into(),
                     element_ref: Some("e1".into()),
                 }],
                 notes: vec![],
@@ -459,13 +459,7 @@ async fn every_route_hands_the_request_to_the_engine_and_its_answer_back() {
             ("/url", json!("http://x/back")),
         ),
         ("POST", "/forward", "", handed(none(), GoForward::default()), ("/title", json!("Forward"))),
-        (
-            "GET",
-            "/snapshot",
-            "",
-            handed(none(), TakeSnapshot::default()),
-            ("/snapshot", json!("- button \"Go\" [ref=e1]")),
-        ),
+        ("GET", "/snapshot", "", handed(none(), TakeSnapshot::default()), ("/snapshot", json!("button \"Go\" [e1]"))),
         (
             "GET",
             "/snapshot?format=aria&interactive&full=true&compact=true&depth=2&limit=10&maxChars=500&part=2&selector=%23main&frame=f1&targetId=T1&token=x",
