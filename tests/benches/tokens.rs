@@ -185,7 +185,11 @@ impl Server {
             Ok(line[start..].split(ends).next().unwrap_or_default().to_string())
         };
         match self.tool {
-            Tool::Ours => self.call("browser_click", json!({"ref": id("[ref=", &[']'])?})),
+            Tool::Ours => {
+                let element_ref =
+                    e2e::control_env::line_ref(line).ok_or_else(|| anyhow::anyhow!("no ref on {line}"))?;
+                self.call("browser_click", json!({"ref": element_ref}))
+            }
             Tool::Playwright => self.call(
                 "browser_click",
                 json!({"element": quoted, "target": id("[ref=", &[']'])?, "ref": id("[ref=", &[']'])?}),
@@ -325,7 +329,8 @@ async fn main() -> anyhow::Result<()> {
         format!("{:<11} {:>9} {:>8} {:>9} {:>8}", "geomean", "", "", format!("x{:.2}", geomean(&old_ratios)), "");
     for ratios in &ratios[1..] {
         let worst = ratios.iter().copied().fold(0.0, f64::max);
-        line.push_str(&format!(" {:>20} {:>8} {:>6.2}", format!("(worst {worst:.2})"), "", geomean(ratios)));
+        // Three decimals: the bar (0.4) is close enough that two would hide which side of it.
+        line.push_str(&format!(" {:>20} {:>8} {:>6.3}", format!("(worst {worst:.2})"), "", geomean(ratios)));
     }
     println!("{line}");
     let listed = |pages: &[&str]| if pages.is_empty() { "none".to_string() } else { pages.join(", ") };
