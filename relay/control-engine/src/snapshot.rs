@@ -287,9 +287,10 @@ impl WalkParams<'_> {
         })
     }
 
-    /// What starts a line after its indentation: nothing in the lean form.
-    fn bullet(&self) -> &'static str {
-        if self.lean { "" } else { "- " }
+    /// A text line `depth` levels down (the lean form has no `- ` bullet).
+    fn text_line(&self, depth: u32, text: &str) -> String {
+        let bullet = if self.lean { "" } else { "- " };
+        format!("{}{bullet}text: {text}", self.indent(depth))
     }
 
     /// The indentation of a line `depth` levels down.
@@ -363,12 +364,8 @@ fn walk_frame<'a>(
                 Ok(sub) => sub,
                 Err(error) => {
                     // One unreachable iframe must not cost the whole snapshot.
-                    let indent = params.indent(depth);
-                    let bullet = params.bullet();
-                    inserts
-                        .entry(line)
-                        .or_default()
-                        .push(format!("{indent}{bullet}text: (frame not readable: {error})"));
+                    let text = params.text_line(depth, &format!("(frame not readable: {error})"));
+                    inserts.entry(line).or_default().push(text);
                     continue;
                 }
             };
