@@ -148,7 +148,9 @@ async fn the_windows_exe_under_wine_serves_the_real_extension_and_playwright() -
     })
     .await??;
     anyhow::ensure!(
-        !snapshot.is_error && snapshot.text.contains("Fixture Index") && snapshot.text.contains(" [e"),
+        !snapshot.is_error
+            && snapshot.text.contains("Fixture Index")
+            && snapshot.text.lines().any(|l| e2e::control_env::line_ref(l).is_some()),
         "the MCP snapshot: {}",
         snapshot.text
     );

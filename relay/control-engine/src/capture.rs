@@ -130,8 +130,7 @@ impl Engine {
             return Err(ControlError::Page("a dialog opened and closed during the snapshot: take it again".into()));
         };
         let (url, title) = conn.tab_url(&id).unwrap_or_default();
-        let bullet = if full { "- " } else { "" };
-        let mut line = format!("{bullet}dialog \"{}\" ({})", dialog.message, dialog.kind);
+        let mut line = format!("{}dialog \"{}\" ({})", snapshot::bullet(full), dialog.message, dialog.kind);
         if let Some(default) = &dialog.default_prompt {
             line.push_str(&format!(": prompt default \"{default}\""));
         }

@@ -1245,7 +1245,6 @@ function browserRelay(op, arg) {
           const ref = refOf(it);
           h += lean ? ' [' + ref + ']' : ' [ref=' + ref + ']';
         }
-        R.next = next;
         return h;
       }
       // A link that reads inside a sentence as `[name](address) [eN]`: one with a name and an

@@ -287,10 +287,9 @@ impl WalkParams<'_> {
         })
     }
 
-    /// A text line `depth` levels down (the lean form has no `- ` bullet).
+    /// A text line `depth` levels down.
     fn text_line(&self, depth: u32, text: &str) -> String {
-        let bullet = if self.lean { "" } else { "- " };
-        format!("{}{bullet}text: {text}", self.indent(depth))
+        format!("{}{}text: {text}", self.indent(depth), bullet(!self.lean))
     }
 
     /// The indentation of a line `depth` levels down.
@@ -301,6 +300,13 @@ impl WalkParams<'_> {
             (false, false) => "  ".repeat(depth as usize),
         }
     }
+}
+
+/// What begins a line after its indentation: `- ` in the full form (as in
+/// Playwright's aria snapshot), nothing in the lean one (`snapshot.js`
+/// decides the same for the lines it writes).
+pub(crate) fn bullet(full: bool) -> &'static str {
+    if full { "- " } else { "" }
 }
 
 type WalkFuture<'a> = Pin<Box<dyn Future<Output = Result<Walk, ControlError>> + Send + 'a>>;
